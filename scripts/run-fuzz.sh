@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# run-fuzz.sh SECONDS TARGET... - runs each libFuzzer target for SECONDS with
+# its seed corpus (layout/fuzz/corpus/NAME) and a working corpus under
+# build/fuzz-corpus/NAME. Any crash, leak or hang (-timeout) fails the run.
+set -eu
+secs=$1
+shift
+for t in "$@"; do
+    name=$(basename "$t")
+    work="build/fuzz-corpus/$name"
+    mkdir -p "$work" build/fuzz-artifacts
+    seeds="layout/fuzz/corpus/$name"
+    [ -d "$seeds" ] || seeds=""
+    echo "== fuzzing $name for ${secs}s"
+    "$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+        -artifact_prefix=build/fuzz-artifacts/ "$work" $seeds 2>&1 | tail -n 15
+    rc=${PIPESTATUS[0]}
+    [ "$rc" -eq 0 ] || { echo "fuzz target $name failed (exit $rc); see build/fuzz-artifacts/"; exit 1; }
+done
+echo "fuzz: all targets clean"
