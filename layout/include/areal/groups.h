@@ -73,15 +73,16 @@ typedef struct areal_layout {
 
 /* The coordinates of one rank in both generators. */
 typedef struct areal_rank_coords {
-    int tp, cp, dp, pp;   /* dense */
-    int etp, ep, edp;     /* expert (its pp equals the dense pp) */
+    int tp, cp, dp, pp; /* dense */
+    int etp, ep, edp;   /* expert (its pp equals the dense pp) */
 } areal_rank_coords;
 
 /*
  * Builds the generators of `s`. Fills edp when it is 0 (derives it), and checks
  * Megatron's rules: every size >= 1, world % (tp*cp*pp) == 0 (by construction),
  * world % (etp*ep*pp) == 0, edp * etp * ep * pp == world. AREAL_EINVAL with a
- * message naming the broken rule otherwise.
+ * message naming the broken rule otherwise; AREAL_ERANGE when the world
+ * dp*tp*cp*pp exceeds INT_MAX (ranks are ints). `l` is written only on success.
  */
 int areal_layout_init(areal_layout *l, const areal_strategy *s, areal_error *err);
 
