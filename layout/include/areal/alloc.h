@@ -35,9 +35,10 @@
 #include "areal/strategy.h"
 
 #define AREAL_ALLOC_MAX_COMPONENTS 16
-#define AREAL_ALLOC_NAME_MAX 64 /* including the terminating NUL */
-#define AREAL_ALLOC_MAX_DIM 1048576 /* largest accepted value of one letter */
-#define AREAL_ALLOC_MAX_WORLD 1048576
+#define AREAL_ALLOC_NAME_MAX       64      /* including the terminating NUL */
+#define AREAL_ALLOC_MAX_DIM        1048576 /* largest accepted value of one letter */
+#define AREAL_ALLOC_MAX_WORLD      1048576
+#define AREAL_ALLOC_MAX_LEN        65536 /* longest accepted string, in bytes */
 
 typedef enum areal_backend {
     AREAL_BACKEND_SGLANG,
@@ -66,14 +67,21 @@ typedef struct areal_component {
 typedef struct areal_alloc {
     int n_components;
     areal_component comp[AREAL_ALLOC_MAX_COMPONENTS];
-    bool legacy; /* dot form or realhf `m`: accepted, but should be migrated */
-    char legacy_hint[256]; /* when legacy: the current spelling of the string */
+    bool legacy;           /* dot form or realhf `m`: accepted, but should be migrated */
+    char legacy_hint[256]; /* when legacy: the current spelling of the string
+                              ("" in the rare case that it does not fit) */
 } areal_alloc;
 
 /*
  * Parses `s` into `out`. On failure returns AREAL_EINVAL (syntax or a rule
  * broken) and fills `err` with the byte position and a message that says what
  * was expected and how to fix it; `out` is then unspecified.
+ *
+ * Positions are 0-based byte offsets: a syntax error points at the byte that
+ * was not expected, a broken rule at the start of the offending component.
+ * Messages are one line and start with "at POS: ". edp is always
+ * world / (pp*etp*ep) (Megatron's expert generator), also when ep == 1.
+ * Never allocates; on success `err` (if not NULL) is cleared.
  */
 int areal_alloc_parse(const char *s, areal_alloc *out, areal_error *err);
 
@@ -87,8 +95,18 @@ const char *areal_backend_name(areal_backend b);
 bool areal_backend_is_inference(areal_backend b);
 
 /*
+ * True when `a` and `b` hold the same components in the same order: names,
+ * backends, strategies, hybrid form and scheduling. Positions and the legacy
+ * flag are not compared, so a string and its areal_alloc_format() spelling
+ * compare equal.
+ */
+bool areal_alloc_equal(const areal_alloc *a, const areal_alloc *b);
+
+/*
  * Writes the canonical current-grammar spelling of `a` to `buf` (always NUL
- * terminated); returns the length it needed, like snprintf.
+ * terminated when cap > 0; `buf` may be NULL when cap is 0); returns the
+ * length it needed, like snprintf. No whitespace; `d` always written, other
+ * sizes only when not 1; hybrid as megatron:(attn:d4p2t2|ffn:d2p2t2e2).
  */
 int areal_alloc_format(const areal_alloc *a, char *buf, int cap);
 
