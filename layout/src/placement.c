@@ -18,10 +18,12 @@
  *
  * 3. Descent. A run of pods goes to the child domain that fits it most tightly
  *    (best fit, so partly used domains fill first). When no child fits the
- *    whole run, the child with the most room gets the longest prefix that ends
- *    on the strongest boundary it can hold, and the rest continues. So a job
- *    lands in the lowest level that holds it, bundles are split only when they
- *    must be, and then across as few domains as the greedy finds.
+ *    whole run, its bundles go whole into best-fitting children, largest
+ *    first; a bundle no child holds is split the same way at its next weaker
+ *    boundaries, and a run of unbundled pods is spread over as few children as
+ *    the greedy finds (roomiest first, best fit for the rest). So a job lands
+ *    in the lowest level that holds it and bundles are split only when they
+ *    must be.
  *
  * 4. Check. Required locality rules are verified on the result; a violation
  *    fails the attempt with the rule, the group and the level named.
@@ -347,30 +349,155 @@ static int choose_cut(const planner *p, int lo, int room) {
     return best;
 }
 
-static void place_run(planner *p, int r, int d, int lo, int hi, int n) {
+static void place_run(planner *p, int r, int d, int lo, int hi, int n);
+
+/* The child of d with the fewest slots that still holds `need` pods, or -1. */
+static int best_fit_child(const planner *p, int d, long need) {
     const domain *dom = p->tree.dom;
-    while (lo < hi) {
-        int need = hi - lo;
-        if (dom[d].level == 0) {
-            assign_to_node(p, r, d, lo, hi, n);
+    int best = -1;
+    for (int c = dom[d].first_child; c < dom[d].first_child + dom[d].n_children; c++)
+        if (dom[c].slots >= need && (best < 0 || dom[c].slots < dom[best].slots))
+            best = c;
+    return best;
+}
+
+/* Largest position in [from, to] on the strongest boundary (from > lo). */
+static int strongest_cut(const planner *p, int from, int to) {
+    int best = to, best_strength = -1;
+    for (int i = from; i <= to; i++) {
+        if (p->strength[i] >= best_strength) {
+            best_strength = p->strength[i];
+            best = i;
+        }
+    }
+    return best;
+}
+
+#define PAIR_SEARCH_MAX_CHILDREN 64
+
+/*
+ * Spreads a run that no single child of d can hold over as few children as the
+ * greedy finds. Two children are tried first: the pair with the least room
+ * that holds the run (leaving roomier children for later bundles), split on
+ * the strongest boundary that fits both. Otherwise the roomiest child takes
+ * the longest prefix ending on the strongest boundary it can hold, and so on.
+ */
+static void fill_fewest(planner *p, int r, int d, int lo, int hi, int n) {
+    const domain *dom = p->tree.dom;
+    int first = dom[d].first_child, end = first + dom[d].n_children;
+    if (dom[d].n_children <= PAIR_SEARCH_MAX_CHILDREN) {
+        int pa = -1, pb = -1;
+        for (int a = first; a < end; a++) {
+            for (int b = a + 1; b < end; b++) {
+                if (dom[a].slots == 0 || dom[b].slots == 0 ||
+                    dom[a].slots + dom[b].slots < hi - lo)
+                    continue;
+                if (pa < 0 || dom[a].slots + dom[b].slots < dom[pa].slots + dom[pb].slots)
+                    pa = a, pb = b;
+            }
+        }
+        if (pa >= 0) {
+            if (dom[pb].slots > dom[pa].slots) {
+                int t = pa;
+                pa = pb, pb = t;
+            }
+            /* pa (the roomier) takes a prefix, pb the rest; both must fit. */
+            long room_a = dom[pa].slots, room_b = dom[pb].slots;
+            int from = hi - (int)room_b > lo + 1 ? hi - (int)room_b : lo + 1;
+            int to = lo + (int)room_a < hi - 1 ? lo + (int)room_a : hi - 1;
+            int cut = strongest_cut(p, from, to);
+            place_run(p, r, pa, lo, cut, n);
+            place_run(p, r, pb, cut, hi, n);
             return;
         }
-        int best = -1, biggest = -1;
-        for (int c = dom[d].first_child; c < dom[d].first_child + dom[d].n_children; c++) {
-            if (dom[c].slots >= need && (best < 0 || dom[c].slots < dom[best].slots))
-                best = c;
-            if (biggest < 0 || dom[c].slots > dom[biggest].slots)
-                biggest = c;
-        }
+    }
+    while (lo < hi) {
+        int best = best_fit_child(p, d, hi - lo);
         if (best >= 0) {
             place_run(p, r, best, lo, hi, n);
             return;
         }
-        /* The caller guarantees room in d, so the biggest child has some. */
+        int biggest = first;
+        for (int c = first + 1; c < end; c++)
+            if (dom[c].slots > dom[biggest].slots)
+                biggest = c;
+        /* The caller guarantees room in d, so the roomiest child has some. */
         int cut = choose_cut(p, lo, (int)dom[biggest].slots);
         place_run(p, r, biggest, lo, cut, n);
         lo = cut;
     }
+}
+
+/*
+ * A run that no single child of d can hold: its bundles (the segments between
+ * its strongest inner boundaries) go whole into best-fitting children, largest
+ * bundle first; bundles that fit no child are split the same way one strength
+ * lower, and runs of atoms are spread over as few children as possible.
+ */
+static void split_run(planner *p, int r, int d, int lo, int hi, int n) {
+    int top = 0;
+    for (int i = lo + 1; i < hi; i++)
+        if (p->strength[i] > top)
+            top = p->strength[i];
+    if (top == 0) {
+        fill_fewest(p, r, d, lo, hi, n);
+        return;
+    }
+    /* Segment bounds, then largest first (stable: equal sizes keep rank order). */
+    int n_seg = 1;
+    for (int i = lo + 1; i < hi; i++)
+        n_seg += p->strength[i] == top;
+    int *seg = malloc((size_t)(n_seg + 1) * sizeof *seg);
+    int *by_size = malloc((size_t)n_seg * sizeof *by_size);
+    bool *pending = calloc((size_t)n_seg, sizeof *pending);
+    if (seg == NULL || by_size == NULL || pending == NULL) {
+        free(seg);
+        free(by_size);
+        free(pending);
+        fill_fewest(p, r, d, lo, hi, n); /* still correct, only less local */
+        return;
+    }
+    int k = 0;
+    seg[k++] = lo;
+    for (int i = lo + 1; i < hi; i++)
+        if (p->strength[i] == top)
+            seg[k++] = i;
+    seg[k] = hi;
+    for (int i = 0; i < n_seg; i++) {
+        int at = i;
+        while (at > 0 && seg[by_size[at - 1] + 1] - seg[by_size[at - 1]] < seg[i + 1] - seg[i]) {
+            by_size[at] = by_size[at - 1];
+            at--;
+        }
+        by_size[at] = i;
+    }
+    for (int i = 0; i < n_seg; i++) {
+        int s = by_size[i];
+        int c = best_fit_child(p, d, seg[s + 1] - seg[s]);
+        if (c >= 0)
+            place_run(p, r, c, seg[s], seg[s + 1], n);
+        else
+            pending[s] = true;
+    }
+    for (int i = 0; i < n_seg; i++)
+        if (pending[by_size[i]])
+            split_run(p, r, d, seg[by_size[i]], seg[by_size[i] + 1], n);
+    free(seg);
+    free(by_size);
+    free(pending);
+}
+
+/* Places order[lo..hi) inside domain d, which has room for all of it. */
+static void place_run(planner *p, int r, int d, int lo, int hi, int n) {
+    if (p->tree.dom[d].level == 0) {
+        assign_to_node(p, r, d, lo, hi, n);
+        return;
+    }
+    int best = best_fit_child(p, d, hi - lo);
+    if (best >= 0)
+        place_run(p, r, best, lo, hi, n);
+    else
+        split_run(p, r, d, lo, hi, n);
 }
 
 /* ---- rules and quality ---------------------------------------------------------- */

@@ -480,13 +480,16 @@ static bool pp_in_two_racks_exists(int *free_nodes, int racks, int bundles, int 
  * random; megatron:d4p4t8 keeps every TP group in a node and every PP group in
  * at most 2 racks whenever such a placement exists.
  */
-static void d4p4t8_on_64_nodes_with_30_percent_used(void **state) {
-    (void)state;
-    int checked = 0;
-    for (uint64_t seed = 1; seed <= 40; seed++) {
+/*
+ * Returns how many seeds admit a 2-rack placement; with `strict` every one of
+ * them must be achieved, otherwise the shortfall is only reported.
+ */
+static int d4p4t8_seeds(double used_fraction, int seeds, bool strict) {
+    int checked = 0, achieved = 0;
+    for (uint64_t seed = 1; seed <= (uint64_t)seeds; seed++) {
         areal_cluster c;
         make_cluster(&c, 8, 8, 8);
-        use_randomly(&c, 0.30, seed);
+        use_randomly(&c, used_fraction, seed);
         int free_nodes[8] = {0}, total_free = 0;
         for (int i = 0; i < c.n_nodes; i++)
             if (c.nodes[i].gpus_used == 0) {
@@ -511,19 +514,34 @@ static void d4p4t8_on_64_nodes_with_30_percent_used(void **state) {
                 for (int j = 1; j < size; j++)
                     assert_int_equal(node_of(&p, 0, members[j]), node_of(&p, 0, members[0]));
             }
+            int worst = 0;
             for (int g = 0; g < 32; g++) {
                 int n = racks_of_group(&p, &c, 0, AREAL_GROUP_PP, g);
-                if (n > 2)
-                    fail_msg("seed %llu: pp group %d spans %d racks though 2 suffice",
-                             (unsigned long long)seed, g, n);
+                worst = n > worst ? n : worst;
+                if (n > 2 && strict)
+                    fail_msg("%.0f%% used, seed %llu: pp group %d spans %d racks though 2 suffice",
+                             used_fraction * 100, (unsigned long long)seed, g, n);
             }
+            achieved += worst <= 2;
         }
         if (rc == AREAL_OK)
             areal_plan_free(&p);
         areal_cluster_free(&c);
     }
-    print_message("%d of 40 seeds admit a 2-rack placement; all achieved\n", checked);
-    assert_true(checked >= 20);
+    print_message("%.0f%% used: %d of %d seeds admit a 2-rack placement; the planner found one "
+                  "for %d\n",
+                  used_fraction * 100, checked, seeds, achieved);
+    return checked;
+}
+
+static void d4p4t8_on_64_nodes_with_30_percent_used(void **state) {
+    (void)state;
+    assert_true(d4p4t8_seeds(0.30, 40, true) >= 20);
+    /*
+     * Heavier load leaves few whole nodes; the greedy then misses some 2-rack
+     * packings that an exhaustive search finds. Reported, not asserted.
+     */
+    d4p4t8_seeds(0.50, 100, false);
 }
 
 static void required_rule_is_enforced_with_reason(void **state) {
@@ -568,7 +586,8 @@ static void expert_groups_stay_in_one_rack(void **state) {
     areal_plan p;
     assert_int_equal(areal_place(&job, &c, &p, NULL), AREAL_OK);
     check_plan_invariants(&p, &c);
-    int count = areal_role_group_count(&p.roles[0], AREAL_GROUP_EP);
+    int count = areal_role_group_count(&p.roles[0], AREAL_GROUP_TP_EP);
+    assert_int_equal(count, 2);
     for (int g = 0; g < count; g++)
         assert_int_equal(racks_of_group(&p, &c, 0, AREAL_GROUP_TP_EP, g), 1);
     areal_plan_free(&p);
