@@ -1,0 +1,45 @@
+/*
+ * cli.h - arealctl's subcommands and their shared pieces.
+ *
+ * Exit codes of every subcommand: 0 success, 1 an internal failure (out of
+ * memory), 2 bad input - a usage error, an allocation string that does not
+ * parse, a layout the cluster cannot hold, a malformed cluster file. Bad input
+ * always prints exactly one "arealctl: ..." line on stderr.
+ */
+#ifndef AREAL_CLI_H
+#define AREAL_CLI_H
+
+#include <stdio.h>
+
+#include "areal/cluster.h"
+#include "areal/placement.h"
+
+enum { CLI_OK = 0, CLI_FAILURE = 1, CLI_BAD_INPUT = 2 };
+
+/* `arealctl plan ...`; argv[0] is "plan". */
+int cmd_plan(int argc, char **argv);
+
+/*
+ * The embedded default inventory used when no --cluster is given: two leaf
+ * switches of four nodes with `gpus` GPUs each in one zone, two GPUs in use.
+ */
+int default_cluster(areal_cluster *c, int gpus, areal_error *err);
+
+/* What plan_print_* show about one rank; role < 0 = no rank section. */
+typedef struct plan_view {
+    const char *job_name;
+    const char *alloc_text;
+    const areal_alloc *alloc;
+    const areal_cluster *cluster;
+    const areal_plan *plan;
+    int rank_role;
+    int rank;
+} plan_view;
+
+/* Human-readable tables. */
+void plan_print_text(FILE *out, const plan_view *v);
+
+/* The JSON document (see README "arealctl plan --json"); CLI_OK or CLI_FAILURE. */
+int plan_print_json(FILE *out, const plan_view *v);
+
+#endif
