@@ -218,27 +218,46 @@ static int mask_product(const areal_rankgen *g, unsigned mask, bool inside) {
     return product;
 }
 
-/* Mixed-radix index of `rank` over the dimensions inside/outside `mask`, first fastest. */
+/*
+ * Mixed-radix index of `rank` over the dimensions inside/outside `mask`, first
+ * fastest. Peels the rank's coordinates off in rank order (size-1 dims skipped).
+ */
 static int mask_index(const areal_rankgen *g, unsigned mask, bool inside, int rank) {
     int index = 0, radix = 1;
     for (int d = 0; d < AREAL_DIM_COUNT; d++) {
+        int size = g->size[d];
+        if (size == 1)
+            continue;
+        int coord = rank % size;
+        rank /= size;
         if (((mask & DIM_BIT(d)) != 0) == inside) {
-            index += rankgen_coord(g, rank, d) * radix;
-            radix *= g->size[d];
+            index += coord * radix;
+            radix *= size;
         }
     }
     return index;
 }
 
-/* The rank whose unmasked coordinates are those of group `g` and masked ones of member `j`. */
+/*
+ * The rank whose unmasked coordinates are those of group `g` and masked ones
+ * of member `j`, or -1 when g >= group count or j >= group size (a digit is
+ * left over after the decomposition). g, j >= 0.
+ */
 static int mask_compose(const areal_rankgen *gen, unsigned mask, int g, int j) {
     int rank = 0;
     for (int d = 0; d < AREAL_DIM_COUNT; d++) {
-        int *digits = (mask & DIM_BIT(d)) ? &j : &g;
-        rank += (*digits % gen->size[d]) * gen->stride[d];
-        *digits /= gen->size[d];
+        int size = gen->size[d];
+        if (size == 1)
+            continue;
+        if (mask & DIM_BIT(d)) {
+            rank += (j % size) * gen->stride[d];
+            j /= size;
+        } else {
+            rank += (g % size) * gen->stride[d];
+            g /= size;
+        }
     }
-    return rank;
+    return g == 0 && j == 0 ? rank : -1;
 }
 
 /* True when `l` is usable and `rank` is one of its ranks. */
@@ -285,17 +304,20 @@ int areal_group_member_index(const areal_layout *l, areal_group_kind k, int rank
 }
 
 int areal_group_member(const areal_layout *l, areal_group_kind k, int g, int j) {
-    int size = areal_group_size(l, k);
-    if (size < 0 || g < 0 || g >= areal_group_count(l, k) || j < 0 || j >= size)
+    if (l == NULL || !kind_ok(k) || g < 0 || j < 0)
         return -1;
-    if (k == AREAL_GROUP_EMBEDDING && j == 1)
-        j = l->s.pp - 1; /* the last stage: member pp-1 of the pp group */
+    if (k == AREAL_GROUP_EMBEDDING) {
+        if (j >= (l->s.pp == 1 ? 1 : 2))
+            return -1;
+        if (j == 1)
+            j = l->s.pp - 1; /* the last stage: member pp-1 of the pp group */
+    }
     return mask_compose(gen_of(l, k), KINDS[k].mask, g, j);
 }
 
 int areal_group_ranks(const areal_layout *l, areal_group_kind k, int g, int *out) {
     int size = areal_group_size(l, k);
-    if (size < 0 || out == NULL || g < 0 || g >= areal_group_count(l, k))
+    if (size < 0 || out == NULL || areal_group_member(l, k, g, 0) < 0)
         return -1;
     for (int j = 0; j < size; j++)
         out[j] = areal_group_member(l, k, g, j);
