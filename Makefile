@@ -91,13 +91,22 @@ $(BUILD)/rel/bench/%: $(BUILD)/rel/bench/%.o $(BUILD)/rel/libareal-layout.a
 run: $(BUILD)/rel/arealctl
 	$(BUILD)/rel/arealctl plan
 
-test: test-rel test-san
+# Both builds run even when the first fails; the last line sums them up.
+test: $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES)) $(BUILD)/rel/arealctl \
+      $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES)) $(BUILD)/san/arealctl
+	@rm -f $(BUILD)/test-counts; rc=0; \
+	AREALCTL=$(BUILD)/rel/arealctl COUNTS=$(BUILD)/test-counts scripts/run-tests.sh release \
+	    $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES)) || rc=1; \
+	AREALCTL=$(BUILD)/san/arealctl COUNTS=$(BUILD)/test-counts scripts/run-tests.sh sanitized \
+	    $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES)) || rc=1; \
+	awk '{p += $$1; f += $$2} END {printf "test: %d passed, %d failed\n", p, f}' $(BUILD)/test-counts; \
+	exit $$rc
 
 test-rel: $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES)) $(BUILD)/rel/arealctl
-	@AREALCTL=$(BUILD)/rel/arealctl scripts/run-tests.sh rel $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES))
+	@AREALCTL=$(BUILD)/rel/arealctl scripts/run-tests.sh release $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES))
 
 test-san: $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES)) $(BUILD)/san/arealctl
-	@AREALCTL=$(BUILD)/san/arealctl scripts/run-tests.sh asan+ubsan $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES))
+	@AREALCTL=$(BUILD)/san/arealctl scripts/run-tests.sh sanitized $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES))
 
 bench: $(patsubst bench/%.c,$(BUILD)/rel/bench/%,$(BENCH_SRC))
 	@for b in $^; do echo "== $$b"; $$b || exit 1; done

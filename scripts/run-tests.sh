@@ -4,7 +4,8 @@
 #
 # cmocka prints "[  PASSED  ] N test(s)." and "[  FAILED  ] N test(s)..." per
 # binary; a binary that crashes, times out or prints neither counts as one
-# failure of its own, so nothing can pass silently.
+# failure of its own, so nothing can pass silently. With COUNTS=FILE the
+# totals are also appended to FILE as "PASSED FAILED".
 set -u
 label=$1
 shift
@@ -39,4 +40,5 @@ if [ ${#failed_bins[@]} -ne 0 ]; then
     echo "$label failing: ${failed_bins[*]}"
 fi
 echo "$label: $passed passed, $failed failed"
+[ -n "${COUNTS:-}" ] && echo "$passed $failed" >>"$COUNTS"
 [ "$failed" -eq 0 ]
