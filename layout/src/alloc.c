@@ -264,9 +264,7 @@ static int parse_backend_body(alloc_parser *p, areal_component *comp, alloc_spec
     char found[16];
     char example[48];
     snprintf(example, sizeof example, "%s:%s", backend,
-             inference                                 ? "d4t2"
-             : comp->backend == AREAL_BACKEND_MEGATRON ? "d2p2t4"
-                                                       : "d4t2");
+             comp->backend == AREAL_BACKEND_MEGATRON ? "d2p2t4" : "d4t2");
     alloc_scan_skip_space(sc);
     int c = alloc_scan_peek(sc);
     if (c == '.' && inference && name_at < 0) {
