@@ -7,14 +7,13 @@
 #include "cli.h"
 
 static void usage(FILE *out) {
-    fprintf(out,
-            "usage: arealctl plan [--alloc STRING] [--cluster FILE] [--gpus-per-node N]\n"
-            "                     [--rank R] [--role NAME] [--job NAME] [--json]\n"
-            "                     [--require KIND=LEVEL] [--prefer KIND=LEVEL]\n"
-            "\n"
-            "  plan   place a job's pods by parallel-group topology and print the layout.\n"
-            "         Without --alloc and --cluster it plans an embedded example job on an\n"
-            "         embedded 8-node cluster. See README.md for the JSON format.\n");
+    fprintf(out, "usage: arealctl plan [--alloc STRING] [--cluster FILE] [--gpus-per-node N]\n"
+                 "                     [--rank R] [--role NAME] [--job NAME] [--json]\n"
+                 "                     [--require KIND=LEVEL] [--prefer KIND=LEVEL]\n"
+                 "\n"
+                 "  plan   place a job's pods by parallel-group topology and print the layout.\n"
+                 "         Without --alloc and --cluster it plans an embedded example job on an\n"
+                 "         embedded 8-node cluster. See README.md for the JSON format.\n");
 }
 
 int main(int argc, char **argv) {

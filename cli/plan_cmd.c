@@ -13,8 +13,8 @@
 #include "cli.h"
 
 #define DEFAULT_ALLOC "sglang:d4t2+megatron:d2p2t4e2"
-#define DEFAULT_JOB "demo"
-#define DEFAULT_GPUS 8
+#define DEFAULT_JOB   "demo"
+#define DEFAULT_GPUS  8
 
 typedef struct plan_args {
     const char *alloc;
@@ -75,15 +75,20 @@ static int add_rule(plan_args *a, const char *text, areal_topo_mode mode, const 
 
 static int parse_args(int argc, char **argv, plan_args *a) {
     static const struct option options[] = {
-        {"alloc", required_argument, NULL, 'a'},   {"cluster", required_argument, NULL, 'c'},
+        {"alloc", required_argument, NULL, 'a'},
+        {"cluster", required_argument, NULL, 'c'},
         {"gpus-per-node", required_argument, NULL, 'g'},
-        {"rank", required_argument, NULL, 'r'},    {"role", required_argument, NULL, 'o'},
-        {"job", required_argument, NULL, 'j'},     {"json", no_argument, NULL, 'J'},
-        {"require", required_argument, NULL, 'q'}, {"prefer", required_argument, NULL, 'p'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+        {"rank", required_argument, NULL, 'r'},
+        {"role", required_argument, NULL, 'o'},
+        {"job", required_argument, NULL, 'j'},
+        {"json", no_argument, NULL, 'J'},
+        {"require", required_argument, NULL, 'q'},
+        {"prefer", required_argument, NULL, 'p'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
-    *a = (plan_args){.alloc = DEFAULT_ALLOC, .job = DEFAULT_JOB, .gpus_per_node = DEFAULT_GPUS,
-                     .rank = -1};
+    *a = (plan_args){
+        .alloc = DEFAULT_ALLOC, .job = DEFAULT_JOB, .gpus_per_node = DEFAULT_GPUS, .rank = -1};
     opterr = 0; /* one message of our own instead of getopt's */
     optind = 1;
     for (;;) {
@@ -212,8 +217,12 @@ int cmd_plan(int argc, char **argv) {
     }
 
     plan_view view = {.job_name = a.job,
-                      .alloc_text = a.alloc, .alloc = &alloc, .cluster = &cluster, .plan = &plan,
-                      .rank_role = -1, .rank = -1};
+                      .alloc_text = a.alloc,
+                      .alloc = &alloc,
+                      .cluster = &cluster,
+                      .plan = &plan,
+                      .rank_role = -1,
+                      .rank = -1};
     if (a.rank >= 0 || a.role != NULL) {
         view.rank_role = pick_role(&a, &plan);
         if (view.rank_role < 0) {

@@ -18,8 +18,8 @@ static json_t *int_array(const int *v, int n) {
 }
 
 static json_t *strategy_json(const areal_strategy *s) {
-    return json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "dp", s->dp, "tp", s->tp, "pp", s->pp,
-                     "cp", s->cp, "ep", s->ep, "etp", s->etp, "edp", s->edp);
+    return json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "dp", s->dp, "tp", s->tp, "pp", s->pp, "cp",
+                     s->cp, "ep", s->ep, "etp", s->etp, "edp", s->edp);
 }
 
 static json_t *groups_json(const areal_role_plan *role, int *members) {
@@ -80,9 +80,9 @@ static json_t *rank_json(const plan_view *v, int *members) {
             while (j < size && members[j] != v->rank)
                 j++;
             if (j < size) {
-                json_object_set_new(groups, areal_group_kind_name((areal_group_kind)k),
-                                    json_pack("{s:i,s:o}", "index", g, "ranks",
-                                              int_array(members, size)));
+                json_object_set_new(
+                    groups, areal_group_kind_name((areal_group_kind)k),
+                    json_pack("{s:i,s:o}", "index", g, "ranks", int_array(members, size)));
                 break;
             }
         }
@@ -90,8 +90,8 @@ static json_t *rank_json(const plan_view *v, int *members) {
     const areal_plan *p = v->plan;
     int pod = role->first_pod + v->rank / role->gpus_per_pod;
     return json_pack("{s:s,s:i,s:s,s:s,s:o}", "role", role->name, "rank", v->rank, "pod",
-                     p->pods[pod].name, "node", v->cluster->nodes[p->pods[pod].node].name,
-                     "groups", groups);
+                     p->pods[pod].name, "node", v->cluster->nodes[p->pods[pod].node].name, "groups",
+                     groups);
 }
 
 int plan_print_json(FILE *out, const plan_view *v) {
@@ -112,13 +112,13 @@ int plan_print_json(FILE *out, const plan_view *v) {
                                 ? json_string(p->roles[role->colocated_with].name)
                                 : json_null();
         json_array_append_new(
-            roles, json_pack("{s:s,s:s,s:i,s:b,s:i,s:o,s:o,s:o,s:o,s:o}", "name", role->name,
-                             "backend", areal_backend_name(role->backend), "world_size",
-                             role->world, "inference", role->inference, "gpus_per_pod",
-                             role->gpus_per_pod, "colocated_with", colocated, "strategy",
-                             strategy_json(&role->strategy), "groups",
-                             groups_json(role, members), "pods", pods_json(v, role, members),
-                             "quality", quality_json(p, role)));
+            roles,
+            json_pack("{s:s,s:s,s:i,s:b,s:i,s:o,s:o,s:o,s:o,s:o}", "name", role->name, "backend",
+                      areal_backend_name(role->backend), "world_size", role->world, "inference",
+                      role->inference, "gpus_per_pod", role->gpus_per_pod, "colocated_with",
+                      colocated, "strategy", strategy_json(&role->strategy), "groups",
+                      groups_json(role, members), "pods", pods_json(v, role, members), "quality",
+                      quality_json(p, role)));
     }
     json_t *doc = json_pack("{s:s,s:s,s:s,s:b,s:I,s:o,s:o}", "job", v->job_name, "allocation",
                             v->alloc_text, "canonical", canonical, "legacy", v->alloc->legacy,

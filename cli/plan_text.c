@@ -106,7 +106,8 @@ static void print_rank(FILE *out, const plan_view *v) {
 
 static void print_quality(FILE *out, const plan_view *v) {
     const areal_plan *p = v->plan;
-    fprintf(out, "\nQUALITY: groups inside one domain of each level / neighbour links crossing it\n");
+    fprintf(out,
+            "\nQUALITY: groups inside one domain of each level / neighbour links crossing it\n");
     fprintf(out, "%-12s %-10s %6s", "ROLE", "KIND", "GROUPS");
     for (int l = 0; l <= p->n_levels; l++)
         fprintf(out, " %14.14s", p->level_name[l]);

@@ -111,8 +111,8 @@ static void default_job_runs(void **state) {
 static void json_agrees_with_the_library(void **state) {
     (void)state;
     const char *alloc = "sglang:d2t2+megatron:(attn:d4p2t2|ffn:p2t2e2)";
-    run_result *r = run("plan", "--alloc", alloc, "--json", "--rank", "13", "--gpus-per-node",
-                        "8", NULL);
+    run_result *r =
+        run("plan", "--alloc", alloc, "--json", "--rank", "13", "--gpus-per-node", "8", NULL);
     if (r->status != 0)
         fail_msg("exit %d: %s", r->status, r->err);
     json_error_t jerr;
@@ -177,9 +177,9 @@ static void bad_input_is_one_line_and_exit_2(void **state) {
     expect_bad_input(run("plan", "--cluster", write_temp("nodes: [ {name: a, gpus: 8\n"), NULL),
                      "YAML");
     expect_bad_input(run("plan", "--cluster", write_temp("{\"nodes\": [}"), NULL), "invalid JSON");
-    expect_bad_input(run("plan", "--cluster", write_temp("nodes:\n  - name: a\n    gpuUsed: 1\n"),
-                         NULL),
-                     "nodes[0].gpuUsed");
+    expect_bad_input(
+        run("plan", "--cluster", write_temp("nodes:\n  - name: a\n    gpuUsed: 1\n"), NULL),
+        "nodes[0].gpuUsed");
     expect_bad_input(run("plan", "--rank", "99", NULL), "--rank 99");
     expect_bad_input(run("plan", "--rank", "-1", NULL), "--rank");
     expect_bad_input(run("plan", "--role", "critic", NULL), "no such role");

@@ -102,7 +102,8 @@ int domain_tree_build(domain_tree *t, const areal_cluster *c, const areal_topolo
                     while (b < hi[p] && same_domain(&s, order[a], order[b], level))
                         b++;
                 int d = t->n_dom++;
-                t->dom[d] = (domain){.level = level, .parent = p, .node = level == 0 ? order[a] : -1};
+                t->dom[d] =
+                    (domain){.level = level, .parent = p, .node = level == 0 ? order[a] : -1};
                 lo[d] = a;
                 hi[d] = b;
                 a = b;

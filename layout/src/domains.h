@@ -16,22 +16,22 @@
 #include "areal/placement.h"
 
 typedef struct domain {
-    int level;          /* 0 = node, n_levels + 1 = the whole cluster */
-    int parent;         /* -1 for the root */
-    int first_child;    /* children are domains first_child .. first_child + n_children - 1 */
+    int level;       /* 0 = node, n_levels + 1 = the whole cluster */
+    int parent;      /* -1 for the root */
+    int first_child; /* children are domains first_child .. first_child + n_children - 1 */
     int n_children;
-    int node;           /* cluster node index when level == 0, else -1 */
-    long slots;         /* pods of the current role and size the domain can still take */
+    int node;   /* cluster node index when level == 0, else -1 */
+    long slots; /* pods of the current role and size the domain can still take */
 } domain;
 
 typedef struct domain_tree {
-    int n_levels;                  /* kept topology levels (besides the node) */
+    int n_levels;                         /* kept topology levels (besides the node) */
     int level_src[AREAL_TOPO_MAX_LEVELS]; /* kept level i+1 -> index in the job's topology */
     domain *dom;
     int n_dom;
     int root;
-    int *node_dom;  /* cluster node index -> its level-0 domain */
-    int *dom_at;    /* dom_at[node * (n_levels + 2) + level]: the node's domain at level */
+    int *node_dom; /* cluster node index -> its level-0 domain */
+    int *dom_at;   /* dom_at[node * (n_levels + 2) + level]: the node's domain at level */
 } domain_tree;
 
 /* Builds the tree; AREAL_ENOMEM or AREAL_OK. */

@@ -41,7 +41,7 @@
 
 #include "domains.h"
 
-#define MAX_POD_SIZES 24
+#define MAX_POD_SIZES  24
 #define MAX_LINK_KINDS 8
 
 /* ---- topology and job defaults -------------------------------------------- */
@@ -103,15 +103,15 @@ typedef struct planner {
     areal_plan *plan;
     domain_tree tree;
     role_work work[AREAL_ALLOC_MAX_COMPONENTS];
-    bool *eligible;    /* [role * N + node] */
-    int *gpus_free;    /* per node, this attempt */
-    long *cpu_free;    /* per node; LONG_MAX-like when not tracked */
+    bool *eligible; /* [role * N + node] */
+    int *gpus_free; /* per node, this attempt */
+    long *cpu_free; /* per node; LONG_MAX-like when not tracked */
     long long *mem_free;
-    int *order;        /* pods of the role being placed, bundle by bundle */
-    int *strength;     /* strength[i]: boundary between order[i-1] and order[i] */
-    int *uf;           /* union-find over pods */
-    int *keys;         /* [link level * pods + pod] bundle representative */
-    int *members;      /* one group's ranks */
+    int *order;    /* pods of the role being placed, bundle by bundle */
+    int *strength; /* strength[i]: boundary between order[i-1] and order[i] */
+    int *uf;       /* union-find over pods */
+    int *keys;     /* [link level * pods + pod] bundle representative */
+    int *members;  /* one group's ranks */
     areal_error *err;
 } planner;
 
@@ -389,8 +389,7 @@ static void fill_fewest(planner *p, int r, int d, int lo, int hi, int n) {
         int pa = -1, pb = -1;
         for (int a = first; a < end; a++) {
             for (int b = a + 1; b < end; b++) {
-                if (dom[a].slots == 0 || dom[b].slots == 0 ||
-                    dom[a].slots + dom[b].slots < hi - lo)
+                if (dom[a].slots == 0 || dom[b].slots == 0 || dom[a].slots + dom[b].slots < hi - lo)
                     continue;
                 if (pa < 0 || dom[a].slots + dom[b].slots < dom[pa].slots + dom[pb].slots)
                     pa = a, pb = b;
@@ -711,8 +710,8 @@ static int attempt(planner *p, int attempt_no) {
                 "nodes",
                 role->name, role->n_pods, n, role->inference ? "tp" : "tp x cp",
                 role->inference ? role->strategy.tp : role->strategy.tp * role->strategy.cp, room,
-                c->n_nodes - excl[EXCL_NONE], c->n_nodes, excl[EXCL_NOT_READY],
-                excl[EXCL_CORDONED], excl[EXCL_TAINT], excl[EXCL_SELECTOR]);
+                c->n_nodes - excl[EXCL_NONE], c->n_nodes, excl[EXCL_NOT_READY], excl[EXCL_CORDONED],
+                excl[EXCL_TAINT], excl[EXCL_SELECTOR]);
         }
         order_pods(p, r, n);
         place_run(p, r, p->tree.root, 0, role->n_pods, n);
@@ -767,8 +766,7 @@ static int validate_job(const areal_job *job, areal_error *err) {
         return areal_error_set(err, AREAL_EINVAL, -1, "at most %d topology levels",
                                AREAL_TOPO_MAX_LEVELS);
     if (job->n_rules < 0 || job->n_rules > AREAL_MAX_RULES)
-        return areal_error_set(err, AREAL_EINVAL, -1, "at most %d locality rules",
-                               AREAL_MAX_RULES);
+        return areal_error_set(err, AREAL_EINVAL, -1, "at most %d locality rules", AREAL_MAX_RULES);
     for (int i = 0; i < job->n_rules; i++) {
         const areal_locality_rule *rule = &job->rules[i];
         if (rule->kind < 0 || rule->kind >= AREAL_GROUP_KIND_COUNT)

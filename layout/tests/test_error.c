@@ -35,7 +35,8 @@ static void set_tolerates_null_and_long_messages(void **state) {
 
 static void strerror_names_every_code(void **state) {
     (void)state;
-    const int codes[] = {AREAL_OK, AREAL_EINVAL, AREAL_ENOMEM, AREAL_EIO, AREAL_ENOFIT, AREAL_ERANGE};
+    const int codes[] = {AREAL_OK,  AREAL_EINVAL, AREAL_ENOMEM,
+                         AREAL_EIO, AREAL_ENOFIT, AREAL_ERANGE};
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
         assert_string_not_equal(areal_strerror(codes[i]), "unknown error");
     assert_string_equal(areal_strerror(-999), "unknown error");

@@ -21,8 +21,8 @@
 
 /* ---- builders ------------------------------------------------------------ */
 
-static areal_component component(areal_backend b, const char *name, int dp, int tp, int pp,
-                                 int cp, int ep, int etp) {
+static areal_component component(areal_backend b, const char *name, int dp, int tp, int pp, int cp,
+                                 int ep, int etp) {
     areal_component c;
     memset(&c, 0, sizeof c);
     snprintf(c.name, sizeof c.name, "%s", name);
@@ -116,8 +116,8 @@ static int node_of(const areal_plan *p, int role, int rank) {
 }
 
 /* Number of distinct racks the members of group g of kind k touch. */
-static int racks_of_group(const areal_plan *p, const areal_cluster *c, int role,
-                          areal_group_kind k, int g) {
+static int racks_of_group(const areal_plan *p, const areal_cluster *c, int role, areal_group_kind k,
+                          int g) {
     int members[4096];
     int size = areal_role_group_ranks(&p->roles[role], k, g, members);
     const char *seen[64];
@@ -178,7 +178,7 @@ static void rollout_replica_is_one_pod_and_packs(void **state) {
     areal_alloc a;
     memset(&a, 0, sizeof a);
     a.n_components = 2;
-    a.comp[0] = component(AREAL_BACKEND_SGLANG, "", 4, 2, 1, 1, 1, 1); /* 4 servers x 2 GPUs */
+    a.comp[0] = component(AREAL_BACKEND_SGLANG, "", 4, 2, 1, 1, 1, 1);   /* 4 servers x 2 GPUs */
     a.comp[1] = component(AREAL_BACKEND_MEGATRON, "", 2, 4, 2, 1, 1, 1); /* 16 GPUs */
     areal_job job;
     areal_job_init(&job, "rl", &a);
@@ -255,9 +255,9 @@ static void excluded_nodes_are_counted_in_the_reason(void **state) {
     make_cluster(&c, 1, 4, 8);
     c.nodes[0].ready = false;
     c.nodes[1].unschedulable = true;
-    assert_int_equal(areal_cluster_add_taint(&c, 2, "nvidia.com/gpu", "maintenance", "NoSchedule",
-                                             NULL),
-                     AREAL_OK);
+    assert_int_equal(
+        areal_cluster_add_taint(&c, 2, "nvidia.com/gpu", "maintenance", "NoSchedule", NULL),
+        AREAL_OK);
     areal_alloc a = one_role(AREAL_BACKEND_FSDP, 16, 1, 1, 1, 1, 1);
     areal_job job;
     areal_job_init(&job, "j", &a);
@@ -314,7 +314,7 @@ static void shrinks_pods_to_use_fragments(void **state) {
     areal_cluster c;
     make_cluster(&c, 1, 4, 8);
     for (int i = 0; i < 4; i++)
-        c.nodes[i].gpus_used = 4; /* four half-free nodes */
+        c.nodes[i].gpus_used = 4;                                       /* four half-free nodes */
     areal_alloc a = one_role(AREAL_BACKEND_MEGATRON, 4, 2, 2, 1, 1, 1); /* 16 GPUs */
     areal_job job;
     areal_job_init(&job, "j", &a);
@@ -547,7 +547,7 @@ static void d4p4t8_on_64_nodes_with_30_percent_used(void **state) {
 static void required_rule_is_enforced_with_reason(void **state) {
     (void)state;
     areal_cluster c;
-    make_cluster(&c, 2, 2, 8); /* two racks of two nodes */
+    make_cluster(&c, 2, 2, 8);                                          /* two racks of two nodes */
     areal_alloc a = one_role(AREAL_BACKEND_MEGATRON, 1, 8, 4, 1, 1, 1); /* pp4 x tp8 = 4 nodes */
     areal_job job;
     areal_job_init(&job, "j", &a);

@@ -30,10 +30,10 @@
 #include "areal/groups.h"
 
 #define AREAL_TOPO_MAX_LEVELS 6
-#define AREAL_TOPO_KEY_MAX 128
-#define AREAL_TOPO_NAME_MAX 32
-#define AREAL_MAX_RULES 8
-#define AREAL_MAX_SELECTORS 8
+#define AREAL_TOPO_KEY_MAX    128
+#define AREAL_TOPO_NAME_MAX   32
+#define AREAL_MAX_RULES       8
+#define AREAL_MAX_SELECTORS   8
 #define AREAL_MAX_TOLERATIONS 8
 
 /*
@@ -92,12 +92,12 @@ typedef struct areal_role_resources {
 } areal_role_resources;
 
 typedef struct areal_job {
-    const char *name;          /* pod names are NAME-ROLE-INDEX */
-    const areal_alloc *alloc;  /* the roles, one per component */
+    const char *name;         /* pod names are NAME-ROLE-INDEX */
+    const areal_alloc *alloc; /* the roles, one per component */
     areal_topology topology;
     int n_rules;
     areal_locality_rule rules[AREAL_MAX_RULES];
-    int max_pod_gpus;          /* cap on GPUs in one pod; 0 = the largest node */
+    int max_pod_gpus; /* cap on GPUs in one pod; 0 = the largest node */
     areal_role_resources resources[AREAL_ALLOC_MAX_COMPONENTS]; /* by component index */
 } areal_job;
 
@@ -108,7 +108,7 @@ void areal_job_init(areal_job *job, const char *name, const areal_alloc *alloc);
 typedef struct areal_kind_quality {
     areal_group_kind kind;
     int n_groups;
-    int within[AREAL_TOPO_MAX_LEVELS + 1];      /* groups inside one domain of level l (0 = node) */
+    int within[AREAL_TOPO_MAX_LEVELS + 1]; /* groups inside one domain of level l (0 = node) */
     long cross_links[AREAL_TOPO_MAX_LEVELS + 1]; /* neighbour pairs (ring order) crossing level l */
 } areal_kind_quality;
 
