@@ -101,8 +101,10 @@ int plan_print_json(FILE *out, const plan_view *v) {
         if (p->roles[r].world > max_world)
             max_world = p->roles[r].world;
     int *members = malloc((size_t)max_world * sizeof *members);
-    char canonical[1024];
-    areal_alloc_format(v->alloc, canonical, sizeof canonical);
+    int canonical_len = areal_alloc_format(v->alloc, NULL, 0);
+    char *canonical = malloc((size_t)(canonical_len > 0 ? canonical_len : 0) + 1);
+    if (canonical != NULL)
+        areal_alloc_format(v->alloc, canonical, canonical_len + 1);
     json_t *levels = json_array(), *roles = json_array();
     for (int l = 0; levels && l <= p->n_levels; l++)
         json_array_append_new(levels, json_string(p->level_name[l]));
@@ -121,7 +123,7 @@ int plan_print_json(FILE *out, const plan_view *v) {
                       quality_json(p, role)));
     }
     json_t *doc = json_pack("{s:s,s:s,s:s,s:b,s:I,s:o,s:o}", "job", v->job_name, "allocation",
-                            v->alloc_text, "canonical", canonical, "legacy", v->alloc->legacy,
+                            v->alloc_text, "canonical", canonical ? canonical : "", "legacy", v->alloc->legacy,
                             "gpus", (json_int_t)p->gpus, "levels", levels, "roles", roles);
     if (doc && v->rank_role >= 0 && members)
         json_object_set_new(doc, "rank", rank_json(v, members));
@@ -134,5 +136,6 @@ int plan_print_json(FILE *out, const plan_view *v) {
         fprintf(stderr, "arealctl: out of memory writing JSON\n");
     json_decref(doc);
     free(members);
+    free(canonical);
     return rc;
 }

@@ -37,9 +37,11 @@ static int cmp_nodes(const void *pa, const void *pb) {
 
 /* True when sorted nodes a and b share their domain at kept level j (1-based). */
 static bool same_domain(const sort_ctx *s, int a, int b, int level) {
-    for (int j = s->L - 1; j >= level - 1; j--)
-        if (cmp_value(s->values[a * s->L + j], s->values[b * s->L + j]) != 0)
-            return false;
+    for (int j = s->L - 1; j >= level - 1; j--) {
+        const char *va = s->values[a * s->L + j], *vb = s->values[b * s->L + j];
+        if (va == NULL || vb == NULL || strcmp(va, vb) != 0)
+            return false; /* a node without the label shares that level with nobody */
+    }
     return true;
 }
 

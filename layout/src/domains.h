@@ -6,8 +6,9 @@
  * contiguous in the domain array. Domain identity at level i includes the
  * values of every level above it, so the tree always nests even when labels
  * are inconsistent (rack "r1" under two spines is two domains). Levels that no
- * node carries are dropped; a node missing a label that others carry sits in a
- * per-parent "unlabelled" domain at that level.
+ * node carries are dropped from reports; a node missing a label that others
+ * carry forms a domain of its own at that level (and below it), so unknown
+ * locality is never taken as shared.
  */
 #ifndef AREAL_DOMAINS_H
 #define AREAL_DOMAINS_H

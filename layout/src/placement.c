@@ -93,6 +93,8 @@ void areal_plan_free(areal_plan *plan) {
 typedef struct role_work {
     int n_sizes;
     int sizes[MAX_POD_SIZES]; /* candidate pod sizes, descending */
+    int unit;                 /* GPUs of the group that must share a node (tp or tp x cp) */
+    bool unit_has_cp;         /* the unit is tp x cp (false: tp alone, cp crosses pods) */
     int n_links;
     areal_group_kind links[MAX_LINK_KINDS]; /* bundle kinds, innermost first */
 } role_work;
@@ -112,6 +114,10 @@ typedef struct planner {
     int *uf;       /* union-find over pods */
     int *keys;     /* [link level * pods + pod] bundle representative */
     int *members;  /* one group's ranks */
+    /* Per-GPU requests of a role's pods: its own plus those of roles colocated on it. */
+    long long cpu_per_gpu[AREAL_ALLOC_MAX_COMPONENTS];
+    long long mem_per_gpu[AREAL_ALLOC_MAX_COMPONENTS];
+    bool rule_broken; /* the last attempt placed every pod but broke a required rule */
     areal_error *err;
 } planner;
 
@@ -156,15 +162,15 @@ static exclusion node_exclusion(const areal_node *n, const areal_role_resources 
 static long node_slots(const planner *p, int r, int i, int gpus) {
     if (!p->eligible[r * p->c->n_nodes + i])
         return 0;
-    const areal_role_resources *res = &p->job->resources[r];
     long slots = p->gpus_free[i] / gpus;
-    if (res->cpu_milli_per_gpu > 0 && p->c->nodes[i].cpu_milli > 0) {
-        long by_cpu = p->cpu_free[i] / (res->cpu_milli_per_gpu * gpus);
+    /* validate_job bounds the per-GPU requests, so these products cannot overflow */
+    if (p->cpu_per_gpu[r] > 0 && p->c->nodes[i].cpu_milli > 0) {
+        long long by_cpu = p->cpu_free[i] / (p->cpu_per_gpu[r] * gpus);
         if (by_cpu < slots)
-            slots = by_cpu;
+            slots = (long)by_cpu;
     }
-    if (res->mem_bytes_per_gpu > 0 && p->c->nodes[i].mem_bytes > 0) {
-        long long by_mem = p->mem_free[i] / (res->mem_bytes_per_gpu * gpus);
+    if (p->mem_per_gpu[r] > 0 && p->c->nodes[i].mem_bytes > 0) {
+        long long by_mem = p->mem_free[i] / (p->mem_per_gpu[r] * gpus);
         if (by_mem < slots)
             slots = (long)by_mem;
     }
@@ -183,43 +189,94 @@ static void compute_slots(planner *p, int r, int gpus) {
 
 /* ---- pod sizes and bundles --------------------------------------------------- */
 
-static int role_pod_sizes(planner *p, int r, role_work *w) {
-    const areal_role_plan *role = &p->plan->roles[r];
+/*
+ * The GPUs that must share a node for one role (a TP x CP group, or TP alone
+ * when TP x CP exceeds every node) and the run of ranks pods must align with
+ * (a pipeline stage; a server for inference).
+ */
+static void role_unit(const areal_role_plan *role, int gmax, int *unit, int *stage,
+                      bool *has_cp) {
     const areal_strategy *s = &role->strategy;
-    int gmax = 0;
-    for (int i = 0; i < p->c->n_nodes; i++)
-        if (p->eligible[r * p->c->n_nodes + i] && p->c->nodes[i].gpus > gmax)
-            gmax = p->c->nodes[i].gpus;
+    if (role->inference) {
+        *unit = s->tp; /* pods hold whole stages of a server; best, whole servers */
+        *stage = s->tp * s->pp;
+        *has_cp = false;
+    } else {
+        *has_cp = s->tp * s->cp <= gmax;
+        *unit = *has_cp ? s->tp * s->cp : s->tp;
+        *stage = role->world / s->pp;
+    }
+}
+
+/*
+ * Whether pods of n GPUs suit a role. An inference pod holds part of one
+ * server or, only when other roles share its pods, several whole servers.
+ */
+static bool size_aligns(const areal_role_plan *role, int n, int unit, int stage,
+                        bool shared_pods) {
+    if (n % unit != 0 || role->world % n != 0)
+        return false;
+    if (role->inference && !shared_pods)
+        return stage % n == 0;
+    return stage % n == 0 || n % stage == 0;
+}
+
+/*
+ * Candidate pod sizes of anchor role r, largest first. Roles colocated on r
+ * run in its pods, so every size must also hold their TP groups whole.
+ */
+static int role_pod_sizes(planner *p, int r, role_work *w) {
+    const areal_plan *plan = p->plan;
+    const areal_role_plan *role = &plan->roles[r];
+    int N = p->c->n_nodes, gmax = 0, node_max = 0;
+    for (int i = 0; i < N; i++)
+        if (p->eligible[r * N + i] && p->c->nodes[i].gpus > node_max)
+            node_max = p->c->nodes[i].gpus;
+    gmax = node_max;
     if (p->job->max_pod_gpus > 0 && p->job->max_pod_gpus < gmax)
         gmax = p->job->max_pod_gpus;
     if (gmax == 0)
         return areal_error_set(p->err, AREAL_ENOFIT, -1,
                                "role %s: no node is eligible (none is ready, schedulable, "
-                               "tolerated and matching the node selector, with GPUs)",
+                               "tolerated and matching the node selector of every role on its "
+                               "pods, with GPUs)",
                                role->name);
-    int unit, world = role->world, stage = 0;
-    if (role->inference) {
-        unit = s->tp; /* pods hold whole stages of a server; best, whole servers */
-        stage = s->tp * s->pp;
-    } else {
-        unit = s->tp * s->cp <= gmax ? s->tp * s->cp : s->tp;
-        stage = world / s->pp;
-    }
-    if (unit > gmax)
+    int unit, stage;
+    role_unit(role, gmax, &unit, &stage, &w->unit_has_cp);
+    w->unit = unit;
+    if (unit > gmax) {
+        const char *limit = gmax < node_max ? "the pod size cap is" : "the largest eligible node has";
         return areal_error_set(p->err, AREAL_ENOFIT, -1,
-                               "role %s: a tp group of %d GPUs must sit in one node, but the "
-                               "largest eligible node has %d GPUs; lower t or add larger nodes",
-                               role->name, s->tp, gmax);
+                               "role %s: a tp group of %d GPUs must sit in one node, but %s %d "
+                               "GPUs; lower t or add larger nodes",
+                               role->name, unit, limit, gmax);
+    }
+    bool shared = false;
+    for (int m = 0; m < plan->n_roles; m++)
+        shared = shared || (m != r && plan->roles[m].colocated_with == r);
     w->n_sizes = 0;
-    for (int n = (gmax / unit) * unit; n >= unit && w->n_sizes < MAX_POD_SIZES; n -= unit) {
-        if (world % n != 0)
+    for (int n = (gmax / unit) * unit; n >= unit; n -= unit) {
+        bool ok = size_aligns(role, n, unit, stage, shared);
+        for (int m = 0; ok && m < plan->n_roles; m++) {
+            const areal_role_plan *member = &plan->roles[m];
+            if (m == r || member->colocated_with != r)
+                continue;
+            int mu, ms;
+            bool mc;
+            role_unit(member, gmax, &mu, &ms, &mc);
+            ok = size_aligns(member, n, mu, ms, true);
+        }
+        if (!ok)
             continue;
-        if (role->inference ? (stage % n != 0) : (stage % n != 0 && n % stage != 0))
-            continue;
+        if (w->n_sizes == MAX_POD_SIZES)
+            w->n_sizes--; /* keep the smallest: it is the most flexible retry */
         w->sizes[w->n_sizes++] = n;
     }
     if (w->n_sizes == 0)
-        w->sizes[w->n_sizes++] = unit; /* unit always divides world and stage */
+        return areal_error_set(p->err, AREAL_ENOFIT, -1,
+                               "role %s: no pod size up to %d GPUs keeps the tp groups of %s and "
+                               "of the roles colocated on it inside one node",
+                               role->name, gmax, role->name);
     return AREAL_OK;
 }
 
@@ -323,14 +380,13 @@ static void take_slots(planner *p, int d, long k) {
 
 static void assign_to_node(planner *p, int r, int d, int lo, int hi, int n) {
     int node = p->tree.dom[d].node;
-    const areal_role_resources *res = &p->job->resources[r];
     areal_plan *plan = p->plan;
     for (int i = lo; i < hi; i++)
         plan->pods[plan->roles[r].first_pod + p->order[i]].node = node;
     int k = hi - lo;
     p->gpus_free[node] -= k * n;
-    p->cpu_free[node] -= (long)k * n * res->cpu_milli_per_gpu;
-    p->mem_free[node] -= (long long)k * n * res->mem_bytes_per_gpu;
+    p->cpu_free[node] -= (long)((long long)k * n * p->cpu_per_gpu[r]);
+    p->mem_free[node] -= (long long)k * n * p->mem_per_gpu[r];
     take_slots(p, d, k);
 }
 
@@ -518,6 +574,7 @@ static int tree_level(const planner *p, int job_level) {
 
 static int check_rules(planner *p) {
     const areal_job *job = p->job;
+    p->rule_broken = true; /* until every rule passes */
     for (int i = 0; i < job->n_rules; i++) {
         const areal_locality_rule *rule = &job->rules[i];
         if (rule->mode != AREAL_TOPO_REQUIRED)
@@ -551,6 +608,7 @@ static int check_rules(planner *p) {
             }
         }
     }
+    p->rule_broken = false;
     return AREAL_OK;
 }
 
@@ -601,6 +659,33 @@ static void compute_quality(planner *p) {
 
 /* ---- roles -------------------------------------------------------------------- */
 
+/* True when `name` is a component's own name or the default name of an earlier role. */
+static bool role_name_taken(const areal_alloc *a, const areal_plan *plan, int upto,
+                            const char *name) {
+    for (int j = 0; j < a->n_components; j++)
+        if (strcmp(a->comp[j].name, name) == 0)
+            return true;
+    for (int j = 0; j < upto; j++)
+        if (strcmp(plan->roles[j].name, name) == 0)
+            return true;
+    return false;
+}
+
+/*
+ * An unnamed component is "rollout" (inference) or "trainer", then "rollout2",
+ * "trainer2", ...: never a name another component already uses.
+ */
+static void default_role_name(const areal_alloc *a, const areal_plan *plan, int i, bool inference,
+                              char name[AREAL_ALLOC_NAME_MAX]) {
+    const char *base = inference ? "rollout" : "trainer";
+    snprintf(name, AREAL_ALLOC_NAME_MAX, "%s", base);
+    for (int k = 2; k < 2 + AREAL_ALLOC_MAX_COMPONENTS * 2; k++) {
+        if (!role_name_taken(a, plan, i, name))
+            return;
+        snprintf(name, AREAL_ALLOC_NAME_MAX, "%s%d", base, k);
+    }
+}
+
 static int setup_roles(planner *p) {
     const areal_alloc *a = p->job->alloc;
     areal_plan *plan = p->plan;
@@ -614,19 +699,10 @@ static int setup_roles(planner *p) {
         role->world = (int)areal_strategy_world(&comp->strategy);
         role->inference = areal_backend_is_inference(comp->backend);
         role->colocated_with = comp->sched == AREAL_SCHED_COLOCATION ? comp->colocate_with : -1;
-        if (comp->name[0] != '\0') {
+        if (comp->name[0] != '\0')
             snprintf(role->name, sizeof role->name, "%s", comp->name);
-        } else {
-            const char *base = role->inference ? "rollout" : "trainer";
-            int same = 0;
-            for (int j = 0; j < i; j++)
-                same += areal_backend_is_inference(a->comp[j].backend) == role->inference &&
-                        a->comp[j].name[0] == '\0';
-            if (same == 0)
-                snprintf(role->name, sizeof role->name, "%s", base);
-            else
-                snprintf(role->name, sizeof role->name, "%s%d", base, same + 1);
-        }
+        else
+            default_role_name(a, plan, i, role->inference, role->name);
         if (!role->inference) {
             areal_layout l;
             int rc = areal_layout_init(&l, &role->strategy, p->err);
@@ -643,6 +719,7 @@ static int setup_roles(planner *p) {
  */
 static int attempt(planner *p, int attempt_no) {
     areal_plan *plan = p->plan;
+    p->rule_broken = false;
     const areal_cluster *c = p->c;
     for (int i = 0; i < c->n_nodes; i++) {
         p->gpus_free[i] = c->nodes[i].gpus - c->nodes[i].gpus_used;
@@ -708,8 +785,8 @@ static int attempt(planner *p, int attempt_no) {
                 "the cluster has room for %ld such pods (%d of %d nodes excluded: %d not ready, "
                 "%d cordoned, %d tainted, %d not matching the node selector); free GPUs or add "
                 "nodes",
-                role->name, role->n_pods, n, role->inference ? "tp" : "tp x cp",
-                role->inference ? role->strategy.tp : role->strategy.tp * role->strategy.cp, room,
+                role->name, role->n_pods, n, p->work[r].unit_has_cp ? "tp x cp" : "tp",
+                p->work[r].unit, room,
                 c->n_nodes - excl[EXCL_NONE], c->n_nodes, excl[EXCL_NOT_READY], excl[EXCL_CORDONED],
                 excl[EXCL_TAINT], excl[EXCL_SELECTOR]);
         }
@@ -757,9 +834,38 @@ static void free_planner(planner *p) {
     domain_tree_free(&p->tree);
 }
 
+#define MAX_CPU_MILLI_PER_GPU 1000000000LL /* 1M cores: keeps requests x GPUs in range */
+#define MAX_MEM_BYTES_PER_GPU (1LL << 50)
+
 static int validate_job(const areal_job *job, areal_error *err) {
-    if (job->alloc == NULL || job->alloc->n_components <= 0)
-        return areal_error_set(err, AREAL_EINVAL, -1, "the job has no roles");
+    if (job->alloc == NULL || job->alloc->n_components <= 0 ||
+        job->alloc->n_components > AREAL_ALLOC_MAX_COMPONENTS)
+        return areal_error_set(err, AREAL_EINVAL, -1, "the job needs 1 to %d roles",
+                               AREAL_ALLOC_MAX_COMPONENTS);
+    for (int i = 0; i < job->alloc->n_components; i++) {
+        const areal_component *comp = &job->alloc->comp[i];
+        const areal_role_resources *res = &job->resources[i];
+        if (comp->sched == AREAL_SCHED_COLOCATION &&
+            (comp->colocate_with < 0 || comp->colocate_with >= i ||
+             job->alloc->comp[comp->colocate_with].sched != AREAL_SCHED_SEPARATION ||
+             areal_strategy_world(&comp->strategy) !=
+                 areal_strategy_world(&job->alloc->comp[comp->colocate_with].strategy)))
+            return areal_error_set(err, AREAL_EINVAL, -1,
+                                   "role %d: a colocated role needs an earlier anchor of the same "
+                                   "world size",
+                                   i);
+        if (res->n_selectors < 0 || res->n_selectors > AREAL_MAX_SELECTORS ||
+            res->n_tolerations < 0 || res->n_tolerations > AREAL_MAX_TOLERATIONS)
+            return areal_error_set(err, AREAL_EINVAL, -1,
+                                   "role %d: at most %d node selectors and %d tolerations", i,
+                                   AREAL_MAX_SELECTORS, AREAL_MAX_TOLERATIONS);
+        if (res->cpu_milli_per_gpu < 0 || res->cpu_milli_per_gpu > MAX_CPU_MILLI_PER_GPU ||
+            res->mem_bytes_per_gpu < 0 || res->mem_bytes_per_gpu > MAX_MEM_BYTES_PER_GPU)
+            return areal_error_set(err, AREAL_EINVAL, -1,
+                                   "role %d: CPU and memory per GPU must be between 0 and %lld "
+                                   "millicores / %lld bytes",
+                                   i, MAX_CPU_MILLI_PER_GPU, MAX_MEM_BYTES_PER_GPU);
+    }
     if (job->name == NULL || job->name[0] == '\0')
         return areal_error_set(err, AREAL_EINVAL, -1, "the job needs a name");
     if (job->topology.n_levels < 0 || job->topology.n_levels > AREAL_TOPO_MAX_LEVELS)
@@ -787,17 +893,41 @@ int areal_place(const areal_job *job, const areal_cluster *cluster, areal_plan *
         return rc;
     if (cluster->n_nodes == 0)
         return areal_error_set(err, AREAL_ENOFIT, -1, "the cluster has no nodes");
+    /* A job larger than every free GPU is refused before anything is sized by it. */
+    long long wanted = areal_alloc_total_gpus(job->alloc), free_gpus = 0;
+    for (int i = 0; i < cluster->n_nodes; i++)
+        free_gpus += cluster->nodes[i].gpus - cluster->nodes[i].gpus_used;
+    if (wanted > free_gpus)
+        return areal_error_set(err, AREAL_ENOFIT, -1,
+                               "the job needs %lld GPUs but the cluster has %lld free; free GPUs "
+                               "or add nodes",
+                               wanted, free_gpus);
     planner p = {.job = job, .c = cluster, .plan = plan, .err = err};
     rc = setup_roles(&p);
     if (rc == AREAL_OK)
         rc = alloc_planner(&p);
     if (rc == AREAL_OK)
         rc = domain_tree_build(&p.tree, cluster, &job->topology, err);
+    int N = cluster->n_nodes;
+    for (int r = 0; rc == AREAL_OK && r < plan->n_roles; r++) {
+        for (int i = 0; i < N; i++)
+            p.eligible[r * N + i] =
+                node_exclusion(&cluster->nodes[i], &job->resources[r]) == EXCL_NONE;
+        p.cpu_per_gpu[r] = job->resources[r].cpu_milli_per_gpu;
+        p.mem_per_gpu[r] = job->resources[r].mem_bytes_per_gpu;
+    }
+    /* Roles colocated on an anchor run in its pods: its nodes must suit them all. */
+    for (int m = 0; rc == AREAL_OK && m < plan->n_roles; m++) {
+        int a = plan->roles[m].colocated_with;
+        if (a < 0)
+            continue;
+        for (int i = 0; i < N; i++)
+            p.eligible[a * N + i] = p.eligible[a * N + i] && p.eligible[m * N + i];
+        p.cpu_per_gpu[a] += p.cpu_per_gpu[m];
+        p.mem_per_gpu[a] += p.mem_per_gpu[m];
+    }
     int max_attempts = 1;
     for (int r = 0; rc == AREAL_OK && r < plan->n_roles; r++) {
-        for (int i = 0; i < cluster->n_nodes; i++)
-            p.eligible[r * cluster->n_nodes + i] =
-                node_exclusion(&cluster->nodes[i], &job->resources[r]) == EXCL_NONE;
         if (plan->roles[r].colocated_with >= 0)
             continue;
         rc = role_pod_sizes(&p, r, &p.work[r]);
@@ -805,25 +935,32 @@ int areal_place(const areal_job *job, const areal_cluster *cluster, areal_plan *
         if (rc == AREAL_OK && p.work[r].n_sizes > max_attempts)
             max_attempts = p.work[r].n_sizes;
     }
-    /* The first attempt's reason is the one a person can act on; keep it. */
-    areal_error first;
-    areal_error_clear(&first);
+    /*
+     * The reason reported is the one a person can act on: a broken required
+     * rule (every pod had room) over a shortage of room, else the first
+     * attempt's, with the largest pods.
+     */
+    areal_error reason;
+    areal_error_clear(&reason);
+    bool reason_is_rule = false;
     for (int a = 0; rc == AREAL_OK && a < max_attempts; a++) {
         int arc = attempt(&p, a);
         if (arc == AREAL_OK) {
             compute_quality(&p);
             break;
         }
-        if (a == 0 && err != NULL)
-            first = *err;
+        if (err != NULL && (a == 0 || (p.rule_broken && !reason_is_rule))) {
+            reason = *err;
+            reason_is_rule = p.rule_broken;
+        }
         if (a == max_attempts - 1) {
             rc = arc;
-            if (err != NULL && max_attempts > 1) {
-                char tried[64];
-                snprintf(tried, sizeof tried, " (smaller pods were tried too)");
-                *err = first;
+            if (err != NULL) {
+                *err = reason;
                 size_t len = strlen(err->msg);
-                snprintf(err->msg + len, sizeof err->msg - len, "%s", tried);
+                if (max_attempts > 1 && !reason_is_rule)
+                    snprintf(err->msg + len, sizeof err->msg - len,
+                             " (smaller pods were tried too)");
             }
         }
     }

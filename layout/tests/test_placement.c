@@ -225,6 +225,92 @@ static void colocated_role_shares_anchor_pods(void **state) {
     areal_cluster_free(&c);
 }
 
+static void colocated_roles_shape_the_anchor_pods(void **state) {
+    (void)state;
+    /* 8 nodes with 1 free GPU each: an actor with tp8 colocated on 8 one-GPU servers must
+     * not be placed, since its TP group would span 8 nodes */
+    areal_cluster c;
+    make_cluster(&c, 1, 8, 8);
+    for (int i = 0; i < 8; i++)
+        c.nodes[i].gpus_used = 7;
+    areal_alloc a;
+    memset(&a, 0, sizeof a);
+    a.n_components = 2;
+    a.comp[0] = component(AREAL_BACKEND_SGLANG, "", 8, 1, 1, 1, 1, 1);
+    a.comp[1] = component(AREAL_BACKEND_MEGATRON, "actor", 1, 8, 1, 1, 1, 1);
+    a.comp[1].sched = AREAL_SCHED_COLOCATION;
+    a.comp[1].colocate_with = 0;
+    areal_job job;
+    areal_job_init(&job, "j", &a);
+    areal_plan p;
+    areal_error e;
+    assert_int_equal(areal_place(&job, &c, &p, &e), AREAL_ENOFIT);
+    /* with whole nodes free, the anchor's pods hold the actor's tp groups */
+    for (int i = 0; i < 8; i++)
+        c.nodes[i].gpus_used = 0;
+    assert_int_equal(areal_place(&job, &c, &p, &e), AREAL_OK);
+    assert_int_equal(p.roles[0].gpus_per_pod, 8);
+    areal_plan_free(&p);
+    /* the member's node selector and CPU apply to the anchor's pods */
+    c.nodes[3].cpu_milli = 4000;
+    snprintf(job.resources[1].selectors[0].key, AREAL_TOPO_KEY_MAX, "gpu-type");
+    snprintf(job.resources[1].selectors[0].value, AREAL_TOPO_KEY_MAX, "h200");
+    job.resources[1].n_selectors = 1;
+    assert_int_equal(areal_place(&job, &c, &p, &e), AREAL_ENOFIT);
+    assert_int_equal(areal_cluster_set_label(&c, 3, "gpu-type", "h200", NULL), AREAL_OK);
+    job.resources[0].cpu_milli_per_gpu = 250;
+    job.resources[1].cpu_milli_per_gpu = 250; /* 8 GPUs x 500m = 4 cores: fits exactly */
+    assert_int_equal(areal_place(&job, &c, &p, &e), AREAL_OK);
+    assert_int_equal(p.pods[0].node, 3);
+    areal_plan_free(&p);
+    job.resources[1].cpu_milli_per_gpu = 300;
+    assert_int_equal(areal_place(&job, &c, &p, &e), AREAL_ENOFIT);
+    areal_cluster_free(&c);
+}
+
+static void default_names_never_collide(void **state) {
+    (void)state;
+    areal_cluster c;
+    make_cluster(&c, 1, 1, 8);
+    areal_alloc a;
+    memset(&a, 0, sizeof a);
+    a.n_components = 2;
+    a.comp[0] = component(AREAL_BACKEND_SGLANG, "", 2, 1, 1, 1, 1, 1);
+    a.comp[1] = component(AREAL_BACKEND_FSDP, "rollout", 2, 1, 1, 1, 1, 1);
+    areal_job job;
+    areal_job_init(&job, "j", &a);
+    areal_plan p;
+    assert_int_equal(areal_place(&job, &c, &p, NULL), AREAL_OK);
+    assert_string_equal(p.roles[0].name, "rollout2");
+    assert_string_equal(p.roles[1].name, "rollout");
+    areal_plan_free(&p);
+    areal_cluster_free(&c);
+}
+
+static void unlabelled_nodes_share_nothing(void **state) {
+    (void)state;
+    /* a0 carries a leaf label and is full; u0 and u1 carry none */
+    areal_cluster c;
+    areal_cluster_init(&c);
+    assert_int_equal(areal_cluster_add_node(&c, "a0", 8, 8, NULL), 0);
+    assert_int_equal(areal_cluster_set_label(&c, 0, LEAF, "l0", NULL), AREAL_OK);
+    assert_int_equal(areal_cluster_add_node(&c, "u0", 4, 0, NULL), 1);
+    assert_int_equal(areal_cluster_add_node(&c, "u1", 4, 0, NULL), 2);
+    areal_alloc a = one_role(AREAL_BACKEND_MEGATRON, 1, 4, 2, 1, 1, 1);
+    areal_job job;
+    areal_job_init(&job, "j", &a);
+    job.n_rules = 1;
+    job.rules[0] = (areal_locality_rule){.kind = AREAL_GROUP_PP,
+                                         .level = areal_topology_level(&job.topology, "leaf"),
+                                         .mode = AREAL_TOPO_REQUIRED};
+    areal_plan p;
+    areal_error e;
+    int rc = areal_place(&job, &c, &p, &e);
+    if (rc != AREAL_ENOFIT || strstr(e.msg, "within one leaf") == NULL)
+        fail_msg("rc %d: %s", rc, rc == AREAL_OK ? "placed" : e.msg);
+    areal_cluster_free(&c);
+}
+
 static void too_big_says_why(void **state) {
     (void)state;
     areal_cluster c;
@@ -236,8 +322,7 @@ static void too_big_says_why(void **state) {
     areal_alloc a = one_role(AREAL_BACKEND_MEGATRON, 4, 8, 1, 1, 1, 1);
     areal_job_init(&job, "j", &a);
     assert_int_equal(areal_place(&job, &c, &p, &e), AREAL_ENOFIT);
-    assert_non_null(strstr(e.msg, "role trainer needs 4 pods of 8 GPUs"));
-    assert_non_null(strstr(e.msg, "room for 2"));
+    assert_non_null(strstr(e.msg, "needs 32 GPUs but the cluster has 16 free"));
     assert_int_equal(p.n_pods, 0);
     assert_null(p.pods);
     areal_plan_free(&p); /* safe on an empty plan */
@@ -635,6 +720,9 @@ int main(void) {
         cmocka_unit_test(places_tp_inside_nodes_and_pp_across),
         cmocka_unit_test(rollout_replica_is_one_pod_and_packs),
         cmocka_unit_test(colocated_role_shares_anchor_pods),
+        cmocka_unit_test(colocated_roles_shape_the_anchor_pods),
+        cmocka_unit_test(default_names_never_collide),
+        cmocka_unit_test(unlabelled_nodes_share_nothing),
         cmocka_unit_test(too_big_says_why),
         cmocka_unit_test(excluded_nodes_are_counted_in_the_reason),
         cmocka_unit_test(cpu_and_memory_requests_limit_pods),

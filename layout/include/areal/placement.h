@@ -109,7 +109,7 @@ typedef struct areal_kind_quality {
     areal_group_kind kind;
     int n_groups;
     int within[AREAL_TOPO_MAX_LEVELS + 1]; /* groups inside one domain of level l (0 = node) */
-    long cross_links[AREAL_TOPO_MAX_LEVELS + 1]; /* neighbour pairs (ring order) crossing level l */
+    long cross_links[AREAL_TOPO_MAX_LEVELS + 1]; /* member pairs j, j+1 crossing level l */
 } areal_kind_quality;
 
 typedef struct areal_pod_plan {
