@@ -83,8 +83,8 @@ static int get_quantity(decoder *d, const json_t *v, const char *path, long long
             return AREAL_OK;
         char buf[96];
         snprintf(buf, sizeof buf, "\"%.60s\"", json_string_value(v));
-        return fail(d, path,
-                    "expected a Kubernetes quantity such as 8, 500m or 64Gi, found %s", buf);
+        return fail(d, path, "expected a Kubernetes quantity such as 8, 500m or 64Gi, found %s",
+                    buf);
     }
     return fail(d, path, "expected a number or a quantity string, found %s", json_kind(v));
 }
@@ -175,14 +175,13 @@ static int decode_taints(decoder *d, int idx, const json_t *taints, const char *
 
 /* One node of the project's own form. */
 static int decode_own_node(decoder *d, const json_t *n, size_t i) {
-    static const char *const known[] = {"name",   "gpus",   "gpusUsed",      "cpu",
+    static const char *const known[] = {"name",    "gpus",   "gpusUsed",      "cpu",
                                         "cpuUsed", "memory", "memoryUsed",    "labels",
                                         "taints",  "ready",  "unschedulable", NULL};
     char path[64];
     snprintf(path, sizeof path, "nodes[%zu]", i);
     if (!json_is_object(n))
-        return fail(d, path, "expected a node object with at least a name, found %s",
-                    json_kind(n));
+        return fail(d, path, "expected a node object with at least a name, found %s", json_kind(n));
     const char *key;
     json_t *val;
     json_object_foreach((json_t *)n, key, val) {
@@ -308,8 +307,8 @@ static int decode_kube_node(decoder *d, const json_t *item, size_t i) {
     areal_node *node = &d->c->nodes[idx];
     node->cpu_milli = (long)cpu;
     node->mem_bytes = mem;
-    node->unschedulable = json_is_true(json_object_get(json_object_get(item, "spec"),
-                                                       "unschedulable"));
+    node->unschedulable =
+        json_is_true(json_object_get(json_object_get(item, "spec"), "unschedulable"));
     /* Ready unless a Ready condition says otherwise. */
     size_t k;
     json_t *cond;
@@ -330,7 +329,8 @@ static int decode_kube_node(decoder *d, const json_t *item, size_t i) {
 static int account_kube_pod(decoder *d, const json_t *item, size_t i) {
     const char *node = get_str(item, "spec", "nodeName");
     const char *phase = get_str(item, "status", "phase");
-    if (node == NULL || (phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0)))
+    if (node == NULL ||
+        (phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0)))
         return AREAL_OK;
     int idx = -1;
     for (int n = 0; n < d->c->n_nodes && idx < 0; n++)
@@ -440,15 +440,16 @@ int areal_cluster_parse(const char *text, size_t len, const char *source, int de
     decoder d = {.source = source, .default_gpus = default_gpus, .c = c, .err = err};
     int rc;
     if (!json_is_object(root)) {
-        rc = fail(&d, "top level", "expected a mapping with `nodes` (or a kubectl NodeList), found %s",
+        rc = fail(&d, "top level",
+                  "expected a mapping with `nodes` (or a kubectl NodeList), found %s",
                   json_kind(root));
     } else {
         const char *kind = get_str(root, "kind", NULL);
         if (kind && (strcmp(kind, "NodeList") == 0 || strcmp(kind, "List") == 0))
             rc = decode_kube(&d, root);
         else if (kind)
-            rc = fail(&d, "kind", "expected NodeList or List (kubectl get nodes -o json), found \"%s\"",
-                      kind);
+            rc = fail(&d, "kind",
+                      "expected NodeList or List (kubectl get nodes -o json), found \"%s\"", kind);
         else
             rc = decode_own(&d, root);
     }

@@ -43,11 +43,11 @@ typedef struct areal_taint {
 
 typedef struct areal_node {
     char *name;
-    int gpus;              /* allocatable GPUs */
-    int gpus_used;         /* GPUs requested by pods already on the node */
-    long cpu_milli;        /* allocatable CPU in millicores; 0 = not tracked */
-    long cpu_used_milli;   /* CPU requested by pods already on the node */
-    long long mem_bytes;   /* allocatable memory; 0 = not tracked */
+    int gpus;            /* allocatable GPUs */
+    int gpus_used;       /* GPUs requested by pods already on the node */
+    long cpu_milli;      /* allocatable CPU in millicores; 0 = not tracked */
+    long cpu_used_milli; /* CPU requested by pods already on the node */
+    long long mem_bytes; /* allocatable memory; 0 = not tracked */
     long long mem_used_bytes;
     areal_label *labels;
     int n_labels;
@@ -98,8 +98,7 @@ int areal_cluster_parse(const char *text, size_t len, const char *source, int de
                         areal_cluster *c, areal_error *err);
 
 /* Reads the file at `path` and parses it as above; AREAL_EIO when unreadable. */
-int areal_cluster_load_file(const char *path, int default_gpus, areal_cluster *c,
-                            areal_error *err);
+int areal_cluster_load_file(const char *path, int default_gpus, areal_cluster *c, areal_error *err);
 
 /*
  * Parses a Kubernetes quantity ("8", "500m", "64Gi", "1.5", "2e3") into units
