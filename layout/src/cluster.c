@@ -42,8 +42,8 @@ int areal_cluster_add_node(areal_cluster *c, const char *name, int gpus, int gpu
         return areal_error_set(err, AREAL_EINVAL, -1, "a node needs a non-empty name");
     if (gpus < 0 || gpus_used < 0 || gpus_used > gpus)
         return areal_error_set(err, AREAL_EINVAL, -1,
-                               "node %s: GPU counts must satisfy 0 <= used (%d) <= gpus (%d)",
-                               name, gpus_used, gpus);
+                               "node %s: GPU counts must satisfy 0 <= used (%d) <= gpus (%d)", name,
+                               gpus_used, gpus);
     if (c->n_nodes == c->cap_nodes) {
         int cap = c->cap_nodes ? 2 * c->cap_nodes : 16;
         areal_node *grown = realloc(c->nodes, (size_t)cap * sizeof *grown);

@@ -21,12 +21,22 @@
 #include "yaml_json.h"
 
 #define MAX_INVENTORY_BYTES (256L << 20)
+#define AMOUNT_MAX          (1LL << 62) /* the largest amount, as in areal_quantity_parse */
+
+/* A node's name, its index in the cluster and where the file gives it. */
+typedef struct named {
+    const char *name;
+    int node;
+    size_t origin; /* index into `nodes` or `items` */
+} named;
 
 typedef struct decoder {
     const char *source;
     int default_gpus;
     areal_cluster *c;
     areal_error *err;
+    bool kube;      /* kubectl output: names come from items[i].metadata.name */
+    named *by_name; /* the nodes sorted by name, once check_names has run */
 } decoder;
 
 static int fail(decoder *d, const char *path, const char *fmt, ...)
@@ -72,21 +82,33 @@ static int get_quantity(decoder *d, const json_t *v, const char *path, long long
         return AREAL_OK;
     if (json_is_integer(v)) {
         long long i = json_integer_value(v);
-        if (i < 0 || (scale > 1 && i > (1LL << 62) / scale))
+        if (i < 0)
             return fail(d, path, "expected a non-negative amount, found %lld", i);
+        if (i > AMOUNT_MAX / scale)
+            return fail(d, path, "amount %lld is too large", i);
         *out = i * scale;
         return AREAL_OK;
     }
+    char num[40];
+    const char *text;
     if (json_is_string(v)) {
-        int rc = areal_quantity_parse(json_string_value(v), scale, out);
-        if (rc == AREAL_OK)
-            return AREAL_OK;
-        char buf[96];
-        snprintf(buf, sizeof buf, "\"%.60s\"", json_string_value(v));
-        return fail(d, path,
-                    "expected a Kubernetes quantity such as 8, 500m or 64Gi, found %s", buf);
+        text = json_string_value(v);
+    } else if (json_is_real(v)) {
+        /* cpu: 0.5 written as a number: its shortest decimal form is a quantity. */
+        snprintf(num, sizeof num, "%.15g", json_real_value(v));
+        text = num;
+    } else {
+        return fail(d, path, "expected a number or a quantity string, found %s", json_kind(v));
     }
-    return fail(d, path, "expected a number or a quantity string, found %s", json_kind(v));
+    if (areal_quantity_parse(text, scale, out) == AREAL_OK)
+        return AREAL_OK;
+    return fail(d, path, "expected a Kubernetes quantity such as 8, 500m or 64Gi, found \"%.60s\"",
+                text);
+}
+
+/* a + b for amounts in [0, AMOUNT_MAX], saturating: many pods cannot overflow a sum. */
+static long long add_amount(long long a, long long b) {
+    return a > AMOUNT_MAX - b ? AMOUNT_MAX : a + b;
 }
 
 static int get_count(decoder *d, const json_t *v, const char *path, int *out) {
@@ -109,17 +131,22 @@ static int get_bool(decoder *d, const json_t *v, const char *path, bool *out) {
     return AREAL_OK;
 }
 
-/* Label values may be written as YAML numbers or booleans; they are strings. */
-static int scalar_text(const json_t *v, char *buf, size_t cap) {
+/*
+ * Label values may be written as YAML numbers or booleans; they are strings.
+ * Returns the text (a string's own, or formatted into `buf`), or NULL.
+ */
+static const char *scalar_text(const json_t *v, char *buf, size_t cap) {
     if (json_is_string(v))
-        snprintf(buf, cap, "%s", json_string_value(v));
-    else if (json_is_integer(v))
+        return json_string_value(v);
+    if (json_is_integer(v))
         snprintf(buf, cap, "%lld", (long long)json_integer_value(v));
+    else if (json_is_real(v))
+        snprintf(buf, cap, "%.15g", json_real_value(v));
     else if (json_is_boolean(v))
         snprintf(buf, cap, "%s", json_is_true(v) ? "true" : "false");
     else
-        return -1;
-    return 0;
+        return NULL;
+    return buf;
 }
 
 static int decode_labels(decoder *d, int idx, const json_t *labels, const char *path) {
@@ -131,9 +158,10 @@ static int decode_labels(decoder *d, int idx, const json_t *labels, const char *
     const char *key;
     json_t *val;
     json_object_foreach((json_t *)labels, key, val) {
-        char text[512], sub[256];
+        char buf[40], sub[256];
         snprintf(sub, sizeof sub, "%s.%s", path, key);
-        if (scalar_text(val, text, sizeof text) != 0)
+        const char *text = scalar_text(val, buf, sizeof buf);
+        if (text == NULL)
             return fail(d, sub, "expected a string label value, found %s", json_kind(val));
         int rc = areal_cluster_set_label(d->c, idx, key, text, d->err);
         if (rc != AREAL_OK)
@@ -175,14 +203,13 @@ static int decode_taints(decoder *d, int idx, const json_t *taints, const char *
 
 /* One node of the project's own form. */
 static int decode_own_node(decoder *d, const json_t *n, size_t i) {
-    static const char *const known[] = {"name",   "gpus",   "gpusUsed",      "cpu",
+    static const char *const known[] = {"name",    "gpus",   "gpusUsed",      "cpu",
                                         "cpuUsed", "memory", "memoryUsed",    "labels",
                                         "taints",  "ready",  "unschedulable", NULL};
     char path[64];
     snprintf(path, sizeof path, "nodes[%zu]", i);
     if (!json_is_object(n))
-        return fail(d, path, "expected a node object with at least a name, found %s",
-                    json_kind(n));
+        return fail(d, path, "expected a node object with at least a name, found %s", json_kind(n));
     const char *key;
     json_t *val;
     json_object_foreach((json_t *)n, key, val) {
@@ -198,7 +225,7 @@ static int decode_own_node(decoder *d, const json_t *n, size_t i) {
         }
     }
     const json_t *name = json_object_get(n, "name");
-    if (!json_is_string(name) || json_string_length(name) == 0) {
+    if (!json_is_string(name) || json_string_value(name)[0] == '\0') {
         char sub[80];
         snprintf(sub, sizeof sub, "%s.name", path);
         return fail(d, sub, "every node needs a non-empty string name");
@@ -245,6 +272,50 @@ static int decode_own_node(decoder *d, const json_t *n, size_t i) {
     return rc;
 }
 
+static int cmp_named_name(const void *a, const void *b) {
+    return strcmp(((const named *)a)->name, ((const named *)b)->name);
+}
+
+static int cmp_named(const void *a, const void *b) {
+    const named *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c != 0 ? c : (x->origin > y->origin) - (x->origin < y->origin);
+}
+
+/* The path of the name of the node given at position `origin` of the file. */
+static const char *name_path(const decoder *d, size_t origin, char *buf, size_t cap) {
+    if (d->kube)
+        snprintf(buf, cap, "items[%zu].metadata.name", origin);
+    else
+        snprintf(buf, cap, "nodes[%zu].name", origin);
+    return buf;
+}
+
+/*
+ * Sorts the node names into d->by_name (for finding a pod's node) and rejects
+ * a name given twice. `origin[i]` is where node i stands in the file (NULL:
+ * at position i).
+ */
+static int check_names(decoder *d, const size_t *origin) {
+    int n = d->c->n_nodes;
+    d->by_name = malloc((size_t)(n ? n : 1) * sizeof *d->by_name);
+    if (d->by_name == NULL)
+        return areal_error_set(d->err, AREAL_ENOMEM, -1, "out of memory");
+    for (int i = 0; i < n; i++)
+        d->by_name[i] = (named){d->c->nodes[i].name, i, origin ? origin[i] : (size_t)i};
+    qsort(d->by_name, (size_t)n, sizeof *d->by_name, cmp_named);
+    for (int i = 1; i < n; i++) {
+        if (strcmp(d->by_name[i - 1].name, d->by_name[i].name) == 0) {
+            char here[80], first[80];
+            name_path(d, d->by_name[i].origin, here, sizeof here);
+            name_path(d, d->by_name[i - 1].origin, first, sizeof first);
+            return fail(d, here, "node name '%s' is already used by %s; node names must be unique",
+                        d->by_name[i].name, first);
+        }
+    }
+    return AREAL_OK;
+}
+
 static int decode_own(decoder *d, const json_t *root) {
     const char *key;
     json_t *val;
@@ -266,7 +337,7 @@ static int decode_own(decoder *d, const json_t *root) {
         if (rc != AREAL_OK)
             return rc;
     }
-    return AREAL_OK;
+    return check_names(d, NULL); /* node i is nodes[i] */
 }
 
 /* ---- kubectl output ------------------------------------------------------ */
@@ -308,8 +379,8 @@ static int decode_kube_node(decoder *d, const json_t *item, size_t i) {
     areal_node *node = &d->c->nodes[idx];
     node->cpu_milli = (long)cpu;
     node->mem_bytes = mem;
-    node->unschedulable = json_is_true(json_object_get(json_object_get(item, "spec"),
-                                                       "unschedulable"));
+    node->unschedulable =
+        json_is_true(json_object_get(json_object_get(item, "spec"), "unschedulable"));
     /* Ready unless a Ready condition says otherwise. */
     size_t k;
     json_t *cond;
@@ -326,45 +397,63 @@ static int decode_kube_node(decoder *d, const json_t *item, size_t i) {
     return rc;
 }
 
+/*
+ * What container resources `res` request of resource `name`, and the path of
+ * that field: Kubernetes defaults a request that is not given to the limit.
+ */
+static const json_t *requested(const json_t *res, const char *name, const char *base, char *path,
+                               size_t cap) {
+    const char *part = "requests";
+    const json_t *v = json_object_get(json_object_get(res, part), name);
+    if (v == NULL) {
+        part = "limits";
+        v = json_object_get(json_object_get(res, part), name);
+    }
+    snprintf(path, cap, "%s.%s.%s", base, part, name);
+    return v;
+}
+
 /* Adds the requests of one bound, non-terminated Pod to its node's used amounts. */
 static int account_kube_pod(decoder *d, const json_t *item, size_t i) {
     const char *node = get_str(item, "spec", "nodeName");
     const char *phase = get_str(item, "status", "phase");
-    if (node == NULL || (phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0)))
+    if (node == NULL ||
+        (phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0)))
         return AREAL_OK;
-    int idx = -1;
-    for (int n = 0; n < d->c->n_nodes && idx < 0; n++)
-        if (strcmp(d->c->nodes[n].name, node) == 0)
-            idx = n;
-    if (idx < 0)
+    named key = {.name = node};
+    const named *found =
+        bsearch(&key, d->by_name, (size_t)d->c->n_nodes, sizeof key, cmp_named_name);
+    if (found == NULL)
         return AREAL_OK; /* a pod on a node the file does not list uses nothing we place on */
+    areal_node *n = &d->c->nodes[found->node];
     size_t k;
     json_t *ctr;
     json_array_foreach(json_object_get(json_object_get(item, "spec"), "containers"), k, ctr) {
         const json_t *res = json_object_get(ctr, "resources");
-        const json_t *req = json_object_get(res, "requests");
-        const json_t *lim = json_object_get(res, "limits");
-        char sub[160];
+        char base[96], sub[160];
         int gpus = 0;
         long long cpu = 0, mem = 0;
-        const json_t *g = json_object_get(req, "nvidia.com/gpu");
-        snprintf(sub, sizeof sub, "items[%zu].spec.containers[%zu].resources", i, k);
-        /* Extended resources may be given as limits only; requests then equal limits. */
-        int rc = get_count(d, g ? g : json_object_get(lim, "nvidia.com/gpu"), sub, &gpus);
+        snprintf(base, sizeof base, "items[%zu].spec.containers[%zu].resources", i, k);
+        int rc = get_count(d, requested(res, "nvidia.com/gpu", base, sub, sizeof sub), sub, &gpus);
         if (rc == AREAL_OK)
-            rc = get_quantity(d, json_object_get(req, "cpu"), sub, 1000, &cpu);
+            rc = get_quantity(d, requested(res, "cpu", base, sub, sizeof sub), sub, 1000, &cpu);
         if (rc == AREAL_OK)
-            rc = get_quantity(d, json_object_get(req, "memory"), sub, 1, &mem);
+            rc = get_quantity(d, requested(res, "memory", base, sub, sizeof sub), sub, 1, &mem);
         if (rc != AREAL_OK)
             return rc;
-        areal_node *n = &d->c->nodes[idx];
         n->gpus_used += gpus;
         if (n->gpus_used > n->gpus)
             n->gpus_used = n->gpus; /* over-committed in the snapshot: the node is full */
-        n->cpu_used_milli += (long)cpu;
-        n->mem_used_bytes += mem;
+        n->cpu_used_milli = (long)add_amount(n->cpu_used_milli, cpu);
+        n->mem_used_bytes = add_amount(n->mem_used_bytes, mem);
     }
     return AREAL_OK;
+}
+
+/* An item of a NodeList, or an item of a List that says it is a Node. */
+static bool is_node_item(const json_t *item, bool node_list) {
+    const char *kind = get_str(item, "kind", NULL);
+    return (kind == NULL && node_list) || (kind && strcmp(kind, "Node") == 0);
 }
 
 static int decode_kube(decoder *d, const json_t *root) {
@@ -374,21 +463,30 @@ static int decode_kube(decoder *d, const json_t *root) {
                     items ? json_kind(items) : "nothing");
     const char *list_kind = get_str(root, "kind", NULL);
     bool node_list = list_kind != NULL && strcmp(list_kind, "NodeList") == 0;
+    size_t *origin = malloc((json_array_size(items) + 1) * sizeof *origin);
+    if (origin == NULL)
+        return areal_error_set(d->err, AREAL_ENOMEM, -1, "out of memory");
     size_t i;
     json_t *item;
+    int rc = AREAL_OK;
     /* Nodes first, so that pods listed before their node still count. */
     json_array_foreach(items, i, item) {
-        const char *kind = get_str(item, "kind", NULL);
-        if ((kind == NULL && node_list) || (kind && strcmp(kind, "Node") == 0)) {
-            int rc = decode_kube_node(d, item, i);
+        if (is_node_item(item, node_list)) {
+            origin[d->c->n_nodes] = i;
+            rc = decode_kube_node(d, item, i);
             if (rc != AREAL_OK)
-                return rc;
+                break;
         }
     }
+    if (rc == AREAL_OK)
+        rc = check_names(d, origin);
+    free(origin);
+    if (rc != AREAL_OK)
+        return rc;
     json_array_foreach(items, i, item) {
         const char *kind = get_str(item, "kind", NULL);
         if (kind && strcmp(kind, "Pod") == 0) {
-            int rc = account_kube_pod(d, item, i);
+            rc = account_kube_pod(d, item, i);
             if (rc != AREAL_OK)
                 return rc;
         }
@@ -396,25 +494,21 @@ static int decode_kube(decoder *d, const json_t *root) {
     return AREAL_OK;
 }
 
-static int cmp_node_names(const void *a, const void *b) {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-static int check_unique_names(decoder *d) {
-    int n = d->c->n_nodes, rc = AREAL_OK;
-    const char **names = malloc((size_t)(n ? n : 1) * sizeof *names);
-    if (names == NULL)
-        return areal_error_set(d->err, AREAL_ENOMEM, -1, "out of memory");
-    for (int i = 0; i < n; i++)
-        names[i] = d->c->nodes[i].name;
-    qsort(names, (size_t)n, sizeof *names, cmp_node_names);
-    for (int i = 1; i < n && rc == AREAL_OK; i++)
-        if (strcmp(names[i - 1], names[i]) == 0)
-            rc = areal_error_set(d->err, AREAL_EINVAL, -1,
-                                 "%s: node name '%s' appears twice; node names must be unique",
-                                 d->source, names[i]);
-    free(names);
-    return rc;
+/*
+ * Whether `text` is meant as JSON: it opens with '[', or with '{' followed by a
+ * quoted key or '}'. YAML in flow style ({nodes: [...]}) is read as YAML.
+ */
+static bool looks_like_json(const char *text, size_t len) {
+    size_t k = 0;
+    while (k < len && strchr(" \t\r\n", text[k]) != NULL)
+        k++;
+    if (k == len || (text[k] != '{' && text[k] != '['))
+        return false;
+    if (text[k++] == '[')
+        return true;
+    while (k < len && strchr(" \t\r\n", text[k]) != NULL)
+        k++;
+    return k == len || text[k] == '"' || text[k] == '}';
 }
 
 int areal_cluster_parse(const char *text, size_t len, const char *source, int default_gpus,
@@ -422,11 +516,8 @@ int areal_cluster_parse(const char *text, size_t len, const char *source, int de
     areal_cluster_init(c);
     if (source == NULL)
         source = "inventory";
-    size_t k = 0;
-    while (k < len && strchr(" \t\r\n", text[k]) != NULL)
-        k++;
     json_t *root;
-    if (k < len && (text[k] == '{' || text[k] == '[')) {
+    if (looks_like_json(text, len)) {
         json_error_t jerr;
         root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
         if (root == NULL)
@@ -440,22 +531,23 @@ int areal_cluster_parse(const char *text, size_t len, const char *source, int de
     decoder d = {.source = source, .default_gpus = default_gpus, .c = c, .err = err};
     int rc;
     if (!json_is_object(root)) {
-        rc = fail(&d, "top level", "expected a mapping with `nodes` (or a kubectl NodeList), found %s",
+        rc = fail(&d, "top level",
+                  "expected a mapping with `nodes` (or a kubectl NodeList), found %s",
                   json_kind(root));
     } else {
         const char *kind = get_str(root, "kind", NULL);
+        d.kube = kind != NULL;
         if (kind && (strcmp(kind, "NodeList") == 0 || strcmp(kind, "List") == 0))
             rc = decode_kube(&d, root);
         else if (kind)
-            rc = fail(&d, "kind", "expected NodeList or List (kubectl get nodes -o json), found \"%s\"",
-                      kind);
+            rc = fail(&d, "kind",
+                      "expected NodeList or List (kubectl get nodes -o json), found \"%s\"", kind);
         else
             rc = decode_own(&d, root);
     }
-    if (rc == AREAL_OK)
-        rc = check_unique_names(&d);
     if (rc == AREAL_OK && c->n_nodes == 0)
-        rc = areal_error_set(err, AREAL_EINVAL, -1, "%s: the inventory lists no nodes", source);
+        rc = fail(&d, d.kube ? "items" : "nodes", "the inventory lists no nodes");
+    free(d.by_name);
     json_decref(root);
     if (rc != AREAL_OK)
         areal_cluster_free(c);

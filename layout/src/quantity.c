@@ -6,61 +6,70 @@
  * or an exponent e<int>/E<int>. The value is scaled by the caller's unit
  * (1000 for CPU millicores) and rounded up, as Kubernetes rounds requests.
  * The number is kept as an exact integer mantissa and a power-of-ten exponent
- * so "0.1" and "100m" give the same millicores without float rounding.
+ * so "0.1" and "100m" give the same millicores without float rounding; the
+ * final product is formed in 128 bits (GCC/Clang unsigned __int128).
  */
 #include "areal/cluster.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <string.h>
 
 #define QUANTITY_MAX (1LL << 62)
 
-/* value = mant * 10^exp10 * mult; returns AREAL_OK or AREAL_ERANGE. */
-static int scale_up(long long mant, int exp10, long long mult, long long scale, long long *out) {
-    /* Fold multiplier and scale into the mantissa, checking for overflow. */
-    long long factors[2] = {mult, scale};
-    for (int i = 0; i < 2; i++) {
-        if (mant != 0 && factors[i] > QUANTITY_MAX / mant)
+/*
+ * value = ceil(mant * mult * scale * 10^exp10). The product is formed in 128
+ * bits before any division, so "0.5Ei" or a long fraction at CPU scale does not
+ * overflow on the way to a result that fits. Returns AREAL_OK or AREAL_ERANGE.
+ */
+static int scale_up(unsigned long long mant, int exp10, long long mult, long long scale,
+                    long long *out) {
+    typedef unsigned __int128 wide;
+    wide v = (wide)mant * (wide)mult; /* < 2^64 * 2^60 */
+    if (v > ~(wide)0 / (wide)scale)
+        return AREAL_ERANGE; /* only with 20 digits, a binary suffix and a large scale */
+    v *= (wide)scale;
+    for (; exp10 > 0 && v != 0; exp10--) {
+        if (v > QUANTITY_MAX)
             return AREAL_ERANGE;
-        mant *= factors[i];
+        v *= 10;
     }
-    for (; exp10 > 0; exp10--) {
-        if (mant > QUANTITY_MAX / 10)
-            return AREAL_ERANGE;
-        mant *= 10;
-    }
-    int rem = 0;
-    for (; exp10 < 0; exp10++) {
-        rem |= (int)(mant % 10);
-        mant /= 10;
+    bool rem = false;
+    for (; exp10 < 0 && v != 0; exp10++) {
+        rem |= v % 10 != 0;
+        v /= 10;
     }
     if (rem)
-        mant++; /* round up, never down: a request of 0.5m CPU still needs 1m */
-    *out = mant;
+        v++; /* round up, never down: a request of 0.5m CPU still needs 1m */
+    if (v > QUANTITY_MAX)
+        return AREAL_ERANGE;
+    *out = (long long)v;
     return AREAL_OK;
 }
 
 int areal_quantity_parse(const char *s, long long scale, long long *out) {
-    if (s == NULL || *s == '\0')
+    if (s == NULL || *s == '\0' || scale < 1)
         return AREAL_EINVAL;
     const char *p = s;
     if (*p == '+')
         p++;
     if (*p == '-')
         return AREAL_EINVAL;
-    long long mant = 0;
+    unsigned long long mant = 0; /* the first 19 or 20 significant digits */
     int exp10 = 0, digits = 0;
-    bool seen_dot = false;
+    bool seen_dot = false, inexact = false;
     for (; *p != '\0'; p++) {
         if (isdigit((unsigned char)*p)) {
             digits++;
-            if (mant > (QUANTITY_MAX - 9) / 10) {
+            if (mant > (ULLONG_MAX - 9) / 10) {
+                /* Drop the rest; a dropped non-zero digit rounds the mantissa up below. */
                 if (!seen_dot)
-                    exp10++; /* drop low digits of huge numbers; the range check fails later */
+                    exp10++;
+                inexact |= *p != '0';
                 continue;
             }
-            mant = mant * 10 + (*p - '0');
+            mant = mant * 10 + (unsigned)(*p - '0');
             if (seen_dot)
                 exp10--;
         } else if (*p == '.' && !seen_dot) {
@@ -82,38 +91,28 @@ int areal_quantity_parse(const char *s, long long scale, long long *out) {
         {"m", 1, -3},         {"k", 1, 3},          {"M", 1, 6},          {"G", 1, 9},
         {"T", 1, 12},         {"P", 1, 15},         {"E", 1, 18},
     };
-    if (*p == 'e' || *p == 'E') {
-        if (p[1] == '\0' && *p == 'E') {
-            exp10 += 18;
-            p++;
-        } else {
-            const char *q = p + 1;
-            int sign = 1, e = 0, edigits = 0;
-            if (*q == '+' || *q == '-')
-                sign = (*q++ == '-') ? -1 : 1;
-            for (; isdigit((unsigned char)*q); q++, edigits++)
-                if (e < 1000)
-                    e = e * 10 + (*q - '0');
-            if (edigits == 0 || *q != '\0')
-                return AREAL_EINVAL;
-            exp10 += sign * e;
-            p = q;
-        }
-    } else if (*p != '\0') {
-        size_t i;
-        for (i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++)
-            if (strcmp(p, suffixes[i].suffix) == 0)
-                break;
-        if (i == sizeof suffixes / sizeof suffixes[0])
-            return AREAL_EINVAL;
+    /* A suffix ("Ei", "E", "m") first, so that "2Ei" is not read as an exponent. */
+    size_t n_suffixes = sizeof suffixes / sizeof suffixes[0], i = 0;
+    while (i < n_suffixes && strcmp(p, suffixes[i].suffix) != 0)
+        i++;
+    if (i < n_suffixes) {
         mult = suffixes[i].mult;
         exp10 += suffixes[i].exp10;
+    } else if (*p == 'e' || *p == 'E') {
+        const char *q = p + 1;
+        int sign = 1, e = 0, edigits = 0;
+        if (*q == '+' || *q == '-')
+            sign = (*q++ == '-') ? -1 : 1;
+        for (; isdigit((unsigned char)*q); q++, edigits++)
+            if (e < 1000)
+                e = e * 10 + (*q - '0');
+        if (edigits == 0 || *q != '\0')
+            return AREAL_EINVAL;
+        exp10 += sign * e;
+    } else if (*p != '\0') {
+        return AREAL_EINVAL;
     }
-    if (exp10 > 40)
-        return mant == 0 ? (*out = 0, AREAL_OK) : AREAL_ERANGE;
-    if (exp10 < -40) {
-        *out = mant == 0 ? 0 : 1;
-        return AREAL_OK;
-    }
+    if (inexact)
+        mant++; /* past 19 digits never round down (the result may be one unit high) */
     return scale_up(mant, exp10, mult, scale, out);
 }

@@ -32,8 +32,7 @@ static json_t *plain_scalar(const char *s, size_t len) {
     char *end = NULL;
     errno = 0;
     long long i = strtoll(s, &end, 10);
-    if (end == s + len && errno == 0 && (s[0] != '0' || len == 1) &&
-        !(s[0] == '-' && s[1] == '0'))
+    if (end == s + len && errno == 0 && (s[0] != '0' || len == 1) && !(s[0] == '-' && s[1] == '0'))
         return json_integer(i);
     /* Reals only in plain decimal form: "1.5", "-2.0e3" (no hex, inf or nan). */
     bool real_chars = true;
@@ -109,8 +108,8 @@ json_t *areal_yaml_to_json(const char *text, size_t len, const char *source, are
         case YAML_SCALAR_EVENT: {
             const char *s = (const char *)ev.data.scalar.value;
             size_t n = ev.data.scalar.length;
-            bool is_key = depth > 0 && json_is_object(stack[depth - 1].value) &&
-                          stack[depth - 1].key == NULL;
+            bool is_key =
+                depth > 0 && json_is_object(stack[depth - 1].value) && stack[depth - 1].key == NULL;
             v = (ev.data.scalar.style == YAML_PLAIN_SCALAR_STYLE && !is_key) ? plain_scalar(s, n)
                                                                              : json_stringn(s, n);
             break;

@@ -43,11 +43,11 @@ typedef struct areal_taint {
 
 typedef struct areal_node {
     char *name;
-    int gpus;              /* allocatable GPUs */
-    int gpus_used;         /* GPUs requested by pods already on the node */
-    long cpu_milli;        /* allocatable CPU in millicores; 0 = not tracked */
-    long cpu_used_milli;   /* CPU requested by pods already on the node */
-    long long mem_bytes;   /* allocatable memory; 0 = not tracked */
+    int gpus;            /* allocatable GPUs */
+    int gpus_used;       /* GPUs requested by pods already on the node */
+    long cpu_milli;      /* allocatable CPU in millicores; 0 = not tracked */
+    long cpu_used_milli; /* CPU requested by pods already on the node */
+    long long mem_bytes; /* allocatable memory; 0 = not tracked */
     long long mem_used_bytes;
     areal_label *labels;
     int n_labels;
@@ -72,7 +72,7 @@ void areal_cluster_free(areal_cluster *c);
 /*
  * Appends a ready, schedulable node with `gpus` GPUs of which `gpus_used` are
  * taken. Returns its index, or AREAL_ENOMEM / AREAL_EINVAL (negative counts,
- * used > gpus, empty or duplicate-free name not checked here).
+ * used > gpus, empty name). Duplicate names are not checked here.
  */
 int areal_cluster_add_node(areal_cluster *c, const char *name, int gpus, int gpus_used,
                            areal_error *err);
@@ -90,16 +90,17 @@ const char *areal_node_label(const areal_node *n, const char *key);
 
 /*
  * Reads an inventory from `text` (`len` bytes, JSON or YAML; the shape is
- * detected). `default_gpus` (> 0) is the GPU count of nodes that give none,
- * unless the file's gpusPerNode says otherwise. `source` names the input in
- * messages (a file name). On failure `*c` is left empty.
+ * detected: text that opens with '[', or '{' and a quoted key, is JSON; YAML
+ * in flow style, {nodes: [...]}, is YAML). `default_gpus` (> 0) is the GPU
+ * count of nodes that give none, unless the file's gpusPerNode says otherwise.
+ * `source` names the input in messages (a file name). On failure `*c` is left
+ * empty.
  */
 int areal_cluster_parse(const char *text, size_t len, const char *source, int default_gpus,
                         areal_cluster *c, areal_error *err);
 
 /* Reads the file at `path` and parses it as above; AREAL_EIO when unreadable. */
-int areal_cluster_load_file(const char *path, int default_gpus, areal_cluster *c,
-                            areal_error *err);
+int areal_cluster_load_file(const char *path, int default_gpus, areal_cluster *c, areal_error *err);
 
 /*
  * Parses a Kubernetes quantity ("8", "500m", "64Gi", "1.5", "2e3") into units
