@@ -112,7 +112,8 @@ bench: $(patsubst bench/%.c,$(BUILD)/rel/bench/%,$(BENCH_SRC))
 	@for b in $^; do echo "== $$b"; $$b || exit 1; done
 
 # libFuzzer targets are built by clang with their own flags and the library sources.
-FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -Ilayout/include -g -O1 -fsanitize=fuzzer,address,undefined
+FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -Ilayout/include -g -O1 -fsanitize=fuzzer,address,undefined \
+              -fno-sanitize-recover=all
 $(BUILD)/fuzz/%: layout/fuzz/%.c $(LAYOUT_SRC) | $(DEPS_OK)
 	@scripts/install-deps.sh fuzz
 	@mkdir -p $(dir $@)

@@ -122,9 +122,10 @@ int plan_print_json(FILE *out, const plan_view *v) {
                       groups_json(role, members), "pods", pods_json(v, role, members), "quality",
                       quality_json(p, role)));
     }
-    json_t *doc = json_pack("{s:s,s:s,s:s,s:b,s:I,s:o,s:o}", "job", v->job_name, "allocation",
-                            v->alloc_text, "canonical", canonical ? canonical : "", "legacy", v->alloc->legacy,
-                            "gpus", (json_int_t)p->gpus, "levels", levels, "roles", roles);
+    json_t *doc =
+        json_pack("{s:s,s:s,s:s,s:b,s:I,s:o,s:o}", "job", v->job_name, "allocation", v->alloc_text,
+                  "canonical", canonical ? canonical : "", "legacy", v->alloc->legacy, "gpus",
+                  (json_int_t)p->gpus, "levels", levels, "roles", roles);
     if (doc && v->rank_role >= 0 && members)
         json_object_set_new(doc, "rank", rank_json(v, members));
     int rc = CLI_FAILURE;

@@ -204,7 +204,12 @@ static void required_rule_from_the_command_line(void **state) {
     r = run("plan", "--alloc", "megatron:p6t8", "--prefer", "pp=leaf", NULL);
     assert_int_equal(r->status, 0); /* preferred: placed across both leaves */
     r = run("plan", "--alloc", "megatron:p8t8", NULL);
-    expect_bad_input(r, "room for 7"); /* 8 whole nodes needed, one is partly used */
+    expect_bad_input(r, "needs 64 GPUs but the cluster has 62 free");
+    /* enough GPUs in total, but no node holds a whole tp8 group */
+    const char *halves = write_temp("nodes:\n  - {name: a, gpus: 8, gpusUsed: 4}\n"
+                                    "  - {name: b, gpus: 8, gpusUsed: 4}\n");
+    r = run("plan", "--alloc", "megatron:t8", "--cluster", halves, NULL);
+    expect_bad_input(r, "room for 0 such pods");
 }
 
 static void legacy_string_warns_and_plans(void **state) {

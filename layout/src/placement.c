@@ -194,8 +194,7 @@ static void compute_slots(planner *p, int r, int gpus) {
  * when TP x CP exceeds every node) and the run of ranks pods must align with
  * (a pipeline stage; a server for inference).
  */
-static void role_unit(const areal_role_plan *role, int gmax, int *unit, int *stage,
-                      bool *has_cp) {
+static void role_unit(const areal_role_plan *role, int gmax, int *unit, int *stage, bool *has_cp) {
     const areal_strategy *s = &role->strategy;
     if (role->inference) {
         *unit = s->tp; /* pods hold whole stages of a server; best, whole servers */
@@ -212,8 +211,7 @@ static void role_unit(const areal_role_plan *role, int gmax, int *unit, int *sta
  * Whether pods of n GPUs suit a role. An inference pod holds part of one
  * server or, only when other roles share its pods, several whole servers.
  */
-static bool size_aligns(const areal_role_plan *role, int n, int unit, int stage,
-                        bool shared_pods) {
+static bool size_aligns(const areal_role_plan *role, int n, int unit, int stage, bool shared_pods) {
     if (n % unit != 0 || role->world % n != 0)
         return false;
     if (role->inference && !shared_pods)
@@ -245,7 +243,8 @@ static int role_pod_sizes(planner *p, int r, role_work *w) {
     role_unit(role, gmax, &unit, &stage, &w->unit_has_cp);
     w->unit = unit;
     if (unit > gmax) {
-        const char *limit = gmax < node_max ? "the pod size cap is" : "the largest eligible node has";
+        const char *limit =
+            gmax < node_max ? "the pod size cap is" : "the largest eligible node has";
         return areal_error_set(p->err, AREAL_ENOFIT, -1,
                                "role %s: a tp group of %d GPUs must sit in one node, but %s %d "
                                "GPUs; lower t or add larger nodes",
@@ -786,9 +785,8 @@ static int attempt(planner *p, int attempt_no) {
                 "%d cordoned, %d tainted, %d not matching the node selector); free GPUs or add "
                 "nodes",
                 role->name, role->n_pods, n, p->work[r].unit_has_cp ? "tp x cp" : "tp",
-                p->work[r].unit, room,
-                c->n_nodes - excl[EXCL_NONE], c->n_nodes, excl[EXCL_NOT_READY], excl[EXCL_CORDONED],
-                excl[EXCL_TAINT], excl[EXCL_SELECTOR]);
+                p->work[r].unit, room, c->n_nodes - excl[EXCL_NONE], c->n_nodes,
+                excl[EXCL_NOT_READY], excl[EXCL_CORDONED], excl[EXCL_TAINT], excl[EXCL_SELECTOR]);
         }
         order_pods(p, r, n);
         place_run(p, r, p->tree.root, 0, role->n_pods, n);
