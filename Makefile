@@ -15,30 +15,48 @@ FUZZ_CC ?= clang
 BUILD   ?= build
 FUZZ_SECONDS ?= 60
 
-PKGS     := jansson yaml-0.1
+# ---- what to build -----------------------------------------------------------
+# The project is one library (libareal.a: every */src/*.c of the components),
+# programs with a main each, and tests. A component adds itself in its own
+# COMPONENT/module.mk, so components never edit each other's build lines:
+#   LIB_SRC  += $(wildcard COMPONENT/src/*.c)      library sources
+#   INCLUDES += -ICOMPONENT/include                public headers
+#   PKGS     += libcurl                            pkg-config packages it links
+#   EXTRA_LIBS += -lpthread                        other link flags
+#   PROGRAMS += areal-x ; areal-x_SRC := $(wildcard COMPONENT/cmd/*.c)
+#   TEST_SRC += $(wildcard COMPONENT/tests/test_*.c)
+#   FUZZ_SRC / BENCH_SRC likewise (fuzz_*.c / bench_*.c)
+PKGS       := jansson yaml-0.1
+INCLUDES   := -Ilayout/include
+EXTRA_LIBS := -lm
+LIB_SRC    := $(wildcard layout/src/*.c)
+PROGRAMS   := arealctl
+arealctl_SRC := $(wildcard cli/*.c)
+TEST_SRC   := $(wildcard layout/tests/test_*.c cli/tests/test_*.c)
+TEST_UTIL  := $(wildcard tests/util/*.c)
+BENCH_SRC  := $(wildcard bench/bench_*.c)
+FUZZ_SRC   := $(wildcard layout/fuzz/fuzz_*.c)
+-include $(wildcard */module.mk)
+
 DEPS_OK  := $(BUILD)/.deps-ok
 
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
             -Wpointer-arith -Wformat=2 -Wvla
-BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -Ilayout/include $(WARN) -MMD -MP
+BASE_CFLAGS = -std=c11 -D_GNU_SOURCE $(INCLUDES) $(WARN) -MMD -MP
 PKG_CFLAGS   = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS     = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+PKG_LIBS     = $(shell pkg-config --libs $(PKGS) 2>/dev/null) $(EXTRA_LIBS)
 TEST_LIBS    = $(shell pkg-config --libs cmocka 2>/dev/null)
 
 REL_FLAGS := -O2 -g
 SAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 
-LAYOUT_SRC := $(wildcard layout/src/*.c)
-CLI_SRC    := $(wildcard cli/*.c)
-TEST_SRC   := $(wildcard layout/tests/test_*.c cli/tests/test_*.c)
-TEST_UTIL  := $(wildcard tests/util/*.c)
-BENCH_SRC  := $(wildcard bench/bench_*.c)
-FUZZ_SRC   := $(wildcard layout/fuzz/fuzz_*.c)
-
 # objects of a source list in a build mode: $(call objs,MODE,SOURCES)
 objs = $(patsubst %.c,$(BUILD)/$(1)/%.o,$(2))
 # the source of test NAME: $(call test_src,NAME)
 test_src = $(filter %/$(1).c,$(TEST_SRC))
+fuzz_src = $(filter %/$(1).c,$(FUZZ_SRC))
+bench_src = $(filter %/$(1).c,$(BENCH_SRC))
+MODE_FLAGS = $(if $(filter san,$(1)),$(SAN_FLAGS),$(REL_FLAGS))
 
 .SECONDEXPANSION:
 .SECONDARY:
@@ -46,7 +64,7 @@ test_src = $(filter %/$(1).c,$(TEST_SRC))
 .PHONY: all run test test-rel test-san bench fuzz fmt lint clean deps help
 .DEFAULT_GOAL := all
 
-all: $(BUILD)/rel/arealctl $(BUILD)/rel/libareal-layout.a
+all: $(addprefix $(BUILD)/rel/,$(PROGRAMS)) $(BUILD)/rel/libareal.a
 
 help:
 	@sed -n '3,13p' Makefile
@@ -66,60 +84,67 @@ $(BUILD)/san/%.o: %.c | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(PKG_CFLAGS) -c $< -o $@
 
-$(BUILD)/%/libareal-layout.a: $$(call objs,$$*,$(LAYOUT_SRC))
+$(BUILD)/%/libareal.a: $$(call objs,$$*,$(LIB_SRC))
 	@rm -f $@
 	ar rcs $@ $^
 
-MODE_FLAGS = $(if $(filter san,$(1)),$(SAN_FLAGS),$(REL_FLAGS))
-
-$(BUILD)/%/arealctl: $$(call objs,$$*,$(CLI_SRC)) $(BUILD)/%/libareal-layout.a
-	$(CC) $(call MODE_FLAGS,$*) -o $@ $^ $(PKG_LIBS) -lm
+# programs: build/MODE/NAME from NAME_SRC and the library
+define program_rule
+$$(BUILD)/rel/$(1): $$(call objs,rel,$$($(1)_SRC)) $$(BUILD)/rel/libareal.a
+	$$(CC) $$(REL_FLAGS) -o $$@ $$^ $$(PKG_LIBS)
+$$(BUILD)/san/$(1): $$(call objs,san,$$($(1)_SRC)) $$(BUILD)/san/libareal.a
+	$$(CC) $$(SAN_FLAGS) -o $$@ $$^ $$(PKG_LIBS)
+endef
+$(foreach prog,$(PROGRAMS),$(eval $(call program_rule,$(prog))))
 
 # test binaries: build/MODE/tests/NAME from .../tests/NAME.c
 TEST_NAMES := $(notdir $(basename $(TEST_SRC)))
-$(BUILD)/rel/tests/%: $$(call objs,rel,$$(call test_src,$$*) $(TEST_UTIL)) $(BUILD)/rel/libareal-layout.a
+$(BUILD)/rel/tests/%: $$(call objs,rel,$$(call test_src,$$*) $(TEST_UTIL)) $(BUILD)/rel/libareal.a
 	@mkdir -p $(dir $@)
-	$(CC) $(REL_FLAGS) -o $@ $^ $(PKG_LIBS) $(TEST_LIBS) -lm
-$(BUILD)/san/tests/%: $$(call objs,san,$$(call test_src,$$*) $(TEST_UTIL)) $(BUILD)/san/libareal-layout.a
+	$(CC) $(REL_FLAGS) -o $@ $^ $(PKG_LIBS) $(TEST_LIBS)
+$(BUILD)/san/tests/%: $$(call objs,san,$$(call test_src,$$*) $(TEST_UTIL)) $(BUILD)/san/libareal.a
 	@mkdir -p $(dir $@)
-	$(CC) $(SAN_FLAGS) -o $@ $^ $(PKG_LIBS) $(TEST_LIBS) -lm
+	$(CC) $(SAN_FLAGS) -o $@ $^ $(PKG_LIBS) $(TEST_LIBS)
 
-$(BUILD)/rel/bench/%: $(BUILD)/rel/bench/%.o $(BUILD)/rel/libareal-layout.a
-	$(CC) $(REL_FLAGS) -o $@ $^ $(PKG_LIBS) -lm
+$(BUILD)/rel/bench/%: $$(call objs,rel,$$(call bench_src,$$*)) $(BUILD)/rel/libareal.a
+	@mkdir -p $(dir $@)
+	$(CC) $(REL_FLAGS) -o $@ $^ $(PKG_LIBS)
 
 # ---- targets ---------------------------------------------------------------
 run: $(BUILD)/rel/arealctl
 	$(BUILD)/rel/arealctl plan
 
 # Both builds run even when the first fails; the last line sums them up.
-test: $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES)) $(BUILD)/rel/arealctl \
-      $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES)) $(BUILD)/san/arealctl
+test: $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES)) $(addprefix $(BUILD)/rel/,$(PROGRAMS)) \
+      $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES)) $(addprefix $(BUILD)/san/,$(PROGRAMS))
 	@rm -f $(BUILD)/test-counts; rc=0; \
-	AREALCTL=$(BUILD)/rel/arealctl COUNTS=$(BUILD)/test-counts scripts/run-tests.sh release \
+	AREAL_BIN=$(BUILD)/rel AREALCTL=$(BUILD)/rel/arealctl COUNTS=$(BUILD)/test-counts \
+	    scripts/run-tests.sh release \
 	    $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES)) || rc=1; \
-	AREALCTL=$(BUILD)/san/arealctl COUNTS=$(BUILD)/test-counts scripts/run-tests.sh sanitized \
+	AREAL_BIN=$(BUILD)/san AREALCTL=$(BUILD)/san/arealctl COUNTS=$(BUILD)/test-counts \
+	    scripts/run-tests.sh sanitized \
 	    $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES)) || rc=1; \
 	awk '{p += $$1; f += $$2} END {printf "test: %d passed, %d failed\n", p, f}' $(BUILD)/test-counts; \
 	exit $$rc
 
-test-rel: $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES)) $(BUILD)/rel/arealctl
-	@AREALCTL=$(BUILD)/rel/arealctl scripts/run-tests.sh release $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES))
+test-rel: $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES)) $(addprefix $(BUILD)/rel/,$(PROGRAMS))
+	@AREAL_BIN=$(BUILD)/rel AREALCTL=$(BUILD)/rel/arealctl scripts/run-tests.sh release $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES))
 
-test-san: $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES)) $(BUILD)/san/arealctl
-	@AREALCTL=$(BUILD)/san/arealctl scripts/run-tests.sh sanitized $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES))
+test-san: $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES)) $(addprefix $(BUILD)/san/,$(PROGRAMS))
+	@AREAL_BIN=$(BUILD)/san AREALCTL=$(BUILD)/san/arealctl scripts/run-tests.sh sanitized $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES))
 
-bench: $(patsubst bench/%.c,$(BUILD)/rel/bench/%,$(BENCH_SRC))
+bench: $(addprefix $(BUILD)/rel/bench/,$(notdir $(basename $(BENCH_SRC))))
 	@for b in $^; do echo "== $$b"; $$b || exit 1; done
 
 # libFuzzer targets are built by clang with their own flags and the library sources.
-FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -Ilayout/include -g -O1 -fsanitize=fuzzer,address,undefined \
+FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
               -fno-sanitize-recover=all
-$(BUILD)/fuzz/%: layout/fuzz/%.c $(LAYOUT_SRC) | $(DEPS_OK)
+$(BUILD)/fuzz/%: $$(call fuzz_src,$$*) $(LIB_SRC) | $(DEPS_OK)
 	@scripts/install-deps.sh fuzz
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(INCLUDES) $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS)
 
-fuzz: $(patsubst layout/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
+fuzz: $(addprefix $(BUILD)/fuzz/,$(notdir $(basename $(FUZZ_SRC))))
 	@scripts/run-fuzz.sh $(FUZZ_SECONDS) $^
 
 FMT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
