@@ -23,10 +23,12 @@ FUZZ_SECONDS ?= 60
 #   INCLUDES += -ICOMPONENT/include                public headers
 #   PKGS     += libcurl                            pkg-config packages it links
 #   EXTRA_LIBS += -lpthread                        other link flags
+#   DEPS_GROUPS += name                            a group of scripts/install-deps.sh
 #   PROGRAMS += areal-x ; areal-x_SRC := $(wildcard COMPONENT/cmd/*.c)
 #   TEST_SRC += $(wildcard COMPONENT/tests/test_*.c)
 #   FUZZ_SRC / BENCH_SRC likewise (fuzz_*.c / bench_*.c)
 PKGS       := jansson yaml-0.1
+DEPS_GROUPS := build
 INCLUDES   := -Ilayout/include
 EXTRA_LIBS := -lm
 LIB_SRC    := $(wildcard layout/src/*.c)
@@ -71,8 +73,8 @@ help:
 
 deps: $(DEPS_OK)
 
-$(DEPS_OK): scripts/install-deps.sh
-	@scripts/install-deps.sh build
+$(DEPS_OK): scripts/install-deps.sh $(wildcard */module.mk)
+	@scripts/install-deps.sh $(DEPS_GROUPS)
 	@mkdir -p $(BUILD) && touch $@
 
 # ---- compilation, one rule per mode ---------------------------------------

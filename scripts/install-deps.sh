@@ -2,7 +2,8 @@
 # install-deps.sh GROUP... - installs what a build step needs, only if it is missing.
 #
 # Groups: build (compiler, pkg-config, jansson, libyaml, cmocka), fuzz (clang
-# with libFuzzer), fmt (clang-format). Debian/Ubuntu packages through apt-get;
+# with libFuzzer), fmt (clang-format), and one group per component that needs
+# more (named after it; its module.mk adds the name to DEPS_GROUPS). Debian/Ubuntu packages through apt-get;
 # on other systems it names what to install and fails.
 set -euo pipefail
 
