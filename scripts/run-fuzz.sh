@@ -12,8 +12,9 @@ for t in "$@"; do
     seeds=$(ls -d */fuzz/corpus/"$name" 2>/dev/null | head -1)
     echo "== fuzzing $name for ${secs}s"
     "$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-        -artifact_prefix=build/fuzz-artifacts/ "$work" $seeds 2>&1 | tail -n 15
-    rc=${PIPESTATUS[0]}
+        -artifact_prefix=build/fuzz-artifacts/ "$work" $seeds >"build/fuzz-artifacts/$name.log" 2>&1
+    rc=$?
+    tail -n 8 "build/fuzz-artifacts/$name.log"
     [ "$rc" -eq 0 ] || { echo "fuzz target $name failed (exit $rc); see build/fuzz-artifacts/"; exit 1; }
 done
 echo "fuzz: all targets clean"
