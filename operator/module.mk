@@ -3,3 +3,5 @@ LIB_SRC    += $(wildcard operator/src/*.c)
 INCLUDES   += -Ioperator/include
 EXTRA_LIBS += -lpthread
 TEST_SRC   += $(wildcard operator/tests/test_*.c)
+PKGS       += libwebsockets
+DEPS_GROUPS += operator

@@ -21,6 +21,9 @@ for group in "$@"; do
         have_pc yaml-0.1 || need_pkgs+=(libyaml-dev)
         have_pc cmocka || need_pkgs+=(libcmocka-dev)
         ;;
+    operator)
+        have_pc libwebsockets || need_pkgs+=(libwebsockets-dev)
+        ;;
     fuzz)
         if ! have_cmd clang || ! echo 'int LLVMFuzzerTestOneInput(const char*d,long n){(void)d;(void)n;return 0;}' |
             clang -x c -fsanitize=fuzzer -o /dev/null - >/dev/null 2>&1; then
