@@ -658,36 +658,36 @@ static void compute_quality(planner *p) {
 
 /* ---- roles -------------------------------------------------------------------- */
 
-/* True when `name` is a component's own name or the default name of an earlier role. */
-static bool role_name_taken(const areal_alloc *a, const areal_plan *plan, int upto,
+/* True when `name` is a component's own name or the name of an earlier role. */
+static bool role_name_taken(const areal_alloc *a, char names[][AREAL_ALLOC_NAME_MAX], int upto,
                             const char *name) {
     for (int j = 0; j < a->n_components; j++)
         if (strcmp(a->comp[j].name, name) == 0)
             return true;
     for (int j = 0; j < upto; j++)
-        if (strcmp(plan->roles[j].name, name) == 0)
+        if (strcmp(names[j], name) == 0)
             return true;
     return false;
 }
 
-/*
- * An unnamed component is "rollout" (inference) or "trainer", then "rollout2",
- * "trainer2", ...: never a name another component already uses.
- */
-static void default_role_name(const areal_alloc *a, const areal_plan *plan, int i, bool inference,
-                              char name[AREAL_ALLOC_NAME_MAX]) {
-    const char *base = inference ? "rollout" : "trainer";
-    snprintf(name, AREAL_ALLOC_NAME_MAX, "%s", base);
-    for (int k = 2; k < 2 + AREAL_ALLOC_MAX_COMPONENTS * 2; k++) {
-        if (!role_name_taken(a, plan, i, name))
-            return;
-        snprintf(name, AREAL_ALLOC_NAME_MAX, "%s%d", base, k);
+void areal_role_names(const areal_alloc *a, char names[][AREAL_ALLOC_NAME_MAX]) {
+    for (int i = 0; i < a->n_components && i < AREAL_ALLOC_MAX_COMPONENTS; i++) {
+        if (a->comp[i].name[0] != '\0') {
+            snprintf(names[i], AREAL_ALLOC_NAME_MAX, "%s", a->comp[i].name);
+            continue;
+        }
+        const char *base = areal_backend_is_inference(a->comp[i].backend) ? "rollout" : "trainer";
+        snprintf(names[i], AREAL_ALLOC_NAME_MAX, "%s", base);
+        for (int k = 2; role_name_taken(a, names, i, names[i]); k++)
+            snprintf(names[i], AREAL_ALLOC_NAME_MAX, "%s%d", base, k);
     }
 }
 
 static int setup_roles(planner *p) {
     const areal_alloc *a = p->job->alloc;
     areal_plan *plan = p->plan;
+    char names[AREAL_ALLOC_MAX_COMPONENTS][AREAL_ALLOC_NAME_MAX];
+    areal_role_names(a, names);
     plan->n_roles = a->n_components;
     for (int i = 0; i < a->n_components; i++) {
         const areal_component *comp = &a->comp[i];
@@ -698,10 +698,7 @@ static int setup_roles(planner *p) {
         role->world = (int)areal_strategy_world(&comp->strategy);
         role->inference = areal_backend_is_inference(comp->backend);
         role->colocated_with = comp->sched == AREAL_SCHED_COLOCATION ? comp->colocate_with : -1;
-        if (comp->name[0] != '\0')
-            snprintf(role->name, sizeof role->name, "%s", comp->name);
-        else
-            default_role_name(a, plan, i, role->inference, role->name);
+        snprintf(role->name, sizeof role->name, "%.*s", AREAL_ALLOC_NAME_MAX - 1, names[i]);
         if (!role->inference) {
             areal_layout l;
             int rc = areal_layout_init(&l, &role->strategy, p->err);

@@ -158,6 +158,13 @@ int areal_place(const areal_job *job, const areal_cluster *cluster, areal_plan *
 void areal_plan_free(areal_plan *plan);
 
 /*
+ * The role names areal_place gives the components of `a`, in order: the
+ * component's own name, else "rollout" / "trainer" (then "rollout2", ...),
+ * never one another component already uses.
+ */
+void areal_role_names(const areal_alloc *a, char names[][AREAL_ALLOC_NAME_MAX]);
+
+/*
  * Rank layout of a role for group queries: fills `l` for a training role. For
  * an inference role, fills the server-major groups (tp, pp, dp) through
  * areal_role_group_ranks below.

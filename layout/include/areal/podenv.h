@@ -1,0 +1,35 @@
+/*
+ * podenv.h - the environment contract between the operator (or the local
+ * launcher), which writes it into every pod, and areal-worker, which reads it.
+ * One definition, so the two sides can never disagree on a name.
+ *
+ * A pod holds ranks FIRST_RANK .. FIRST_RANK + POD_RANKS - 1 of its role (a
+ * slice of consecutive ranks, areal/placement.h). The worker starts one rank
+ * process per slot and gives each the torchrun-style RANK, LOCAL_RANK,
+ * WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT.
+ */
+#ifndef AREAL_PODENV_H
+#define AREAL_PODENV_H
+
+#define AREAL_ENV_JOB        "AREAL_JOB"        /* the AReaLJob's name */
+#define AREAL_ENV_NAMESPACE  "AREAL_NAMESPACE"  /* its namespace */
+#define AREAL_ENV_ROLE       "AREAL_ROLE"       /* the role (component) name */
+#define AREAL_ENV_ALLOCATION "AREAL_ALLOCATION" /* the canonical allocation string */
+#define AREAL_ENV_POD_INDEX  "AREAL_POD_INDEX"  /* the pod's index inside its role */
+#define AREAL_ENV_FIRST_RANK "AREAL_POD_FIRST_RANK"
+#define AREAL_ENV_POD_RANKS  "AREAL_POD_RANKS" /* ranks (GPUs, CPU slots) of the pod */
+#define AREAL_ENV_CONFIG     "AREAL_CONFIG"    /* path of the worker configuration file */
+#define AREAL_ENV_POD_NAME   "POD_NAME"        /* downward API: metadata.name */
+#define AREAL_ENV_POD_IP     "POD_IP"          /* downward API: status.podIP */
+
+/* torchrun conventions, per rank process (the pod sets WORLD_SIZE, MASTER_*) */
+#define AREAL_ENV_RANK             "RANK"
+#define AREAL_ENV_LOCAL_RANK       "LOCAL_RANK"
+#define AREAL_ENV_WORLD_SIZE       "WORLD_SIZE"
+#define AREAL_ENV_LOCAL_WORLD_SIZE "LOCAL_WORLD_SIZE"
+#define AREAL_ENV_MASTER_ADDR      "MASTER_ADDR" /* host name of the trainer's rank-0 pod */
+#define AREAL_ENV_MASTER_PORT      "MASTER_PORT" /* the rendezvous store's port */
+
+#define AREAL_DEFAULT_MASTER_PORT 29500
+
+#endif

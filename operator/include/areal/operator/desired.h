@@ -1,0 +1,69 @@
+/*
+ * desired.h - what an AReaLJob should own: its headless Service, its
+ * ConfigMap and one Pod per planned pod, as Kubernetes objects (jansson).
+ *
+ * The reconciler compares these with what exists and creates what is
+ * missing; the functions here are pure (same input, same output), so a
+ * reconcile never takes an action twice. Every child carries an owner
+ * reference to the job (controller: true), so garbage collection removes it
+ * with the job, and the label areal.io/job, so informers can select them.
+ *
+ * Ownership: every json_t returned is a new reference the caller owns.
+ * The job object is borrowed and never modified.
+ */
+#ifndef AREAL_OPERATOR_DESIRED_H
+#define AREAL_OPERATOR_DESIRED_H
+
+#include <jansson.h>
+
+#include "areal/alloc.h"
+#include "areal/error.h"
+#include "areal/placement.h"
+
+#define AREAL_LABEL_JOB        "areal.io/job"
+#define AREAL_LABEL_ROLE       "areal.io/role"
+#define AREAL_LABEL_POD_INDEX  "areal.io/pod-index"
+#define AREAL_LABEL_MANAGED_BY "app.kubernetes.io/managed-by"
+#define AREAL_ANNOTATION_NODE  "areal.io/planned-node"
+
+typedef struct desired_config {
+    const char *scheduler_name; /* pods name it as their scheduler; default "areal-operator" */
+    const char *default_image;  /* when the job gives none; default "areal-worker:latest" */
+    int master_port;            /* the trainer's rendezvous port; default 29500 */
+} desired_config;
+
+/*
+ * The job's allocation: spec.allocation parsed, with the data-parallel size of
+ * the (single) inference component replaced by spec.rollout.replicas when that
+ * is set. AREAL_EINVAL with a message naming spec.allocation or
+ * spec.rollout.replicas otherwise.
+ */
+int desired_job_alloc(const json_t *job, areal_alloc *out, areal_error *err);
+
+/*
+ * Fills the placement constraints of `job_out` (node selectors and
+ * tolerations per role) from spec.roles; roles are matched by name, or by the
+ * kinds "trainer" / "rollout" (a name match wins), with the role names of
+ * areal_role_names. AREAL_EINVAL when an override is malformed.
+ */
+int desired_job_constraints(const json_t *job, const areal_alloc *alloc, areal_job *job_out,
+                            areal_error *err);
+
+/* The headless Service "<job>" (publishNotReadyAddresses, the rendezvous port). */
+json_t *desired_service(const json_t *job, const desired_config *cfg);
+
+/* The ConfigMap "<job>-config": allocation, spec.config as config.json, the plan. */
+json_t *desired_configmap(const json_t *job, const areal_alloc *alloc, const areal_plan *plan,
+                          const areal_cluster *cluster, const desired_config *cfg);
+
+/*
+ * The Pod of plan.pods[pod]: name, labels, owner reference, the planned node
+ * as an annotation (binding happens separately, for the whole gang), the
+ * worker container with the environment of areal/podenv.h, GPU limits, the
+ * role's overrides, the config volume. NULL and `err` set on failure.
+ */
+json_t *desired_pod(const json_t *job, const areal_alloc *alloc, const areal_plan *plan,
+                    const areal_cluster *cluster, int pod, const desired_config *cfg,
+                    areal_error *err);
+
+#endif

@@ -1,0 +1,336 @@
+/*
+ * desired.c - the children of an AReaLJob (see areal/operator/desired.h).
+ *
+ * Role overrides (spec.roles[]) apply in two layers: first an entry named
+ * after the role's kind ("trainer" or "rollout"), then an entry with the
+ * role's own name, so a specific override wins. Lists (env, volumes,
+ * tolerations) from both layers are concatenated, the specific one last, and
+ * the operator's own environment comes after them: a user cannot override
+ * RANK-defining variables by accident.
+ */
+#include "areal/operator/desired.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "areal/podenv.h"
+
+static const char *job_name(const json_t *job) {
+    return json_string_value(json_object_get(json_object_get(job, "metadata"), "name"));
+}
+
+static const char *job_ns(const json_t *job) {
+    const char *ns =
+        json_string_value(json_object_get(json_object_get(job, "metadata"), "namespace"));
+    return ns ? ns : "default";
+}
+
+static const json_t *spec_of(const json_t *job) {
+    return json_object_get(job, "spec");
+}
+
+static desired_config defaults(const desired_config *cfg) {
+    desired_config c = cfg ? *cfg : (desired_config){0};
+    if (c.scheduler_name == NULL)
+        c.scheduler_name = "areal-operator";
+    if (c.default_image == NULL)
+        c.default_image = "areal-worker:latest";
+    if (c.master_port <= 0)
+        c.master_port = AREAL_DEFAULT_MASTER_PORT;
+    return c;
+}
+
+int desired_job_alloc(const json_t *job, areal_alloc *out, areal_error *err) {
+    const json_t *spec = spec_of(job);
+    const char *text = json_string_value(json_object_get(spec, "allocation"));
+    if (text == NULL)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "spec.allocation is required, e.g. sglang:d4t2+megatron:d2p2t2");
+    areal_error perr;
+    if (areal_alloc_parse(text, out, &perr) != AREAL_OK)
+        return areal_error_set(err, AREAL_EINVAL, perr.pos, "spec.allocation: %s", perr.msg);
+    const json_t *replicas = json_object_get(json_object_get(spec, "rollout"), "replicas");
+    if (replicas == NULL || json_is_null(replicas))
+        return AREAL_OK;
+    if (!json_is_integer(replicas) || json_integer_value(replicas) < 0 ||
+        json_integer_value(replicas) > AREAL_ALLOC_MAX_DIM)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "spec.rollout.replicas must be a whole number from 0 to %d",
+                               AREAL_ALLOC_MAX_DIM);
+    int inference = -1;
+    for (int i = 0; i < out->n_components; i++) {
+        if (!areal_backend_is_inference(out->comp[i].backend))
+            continue;
+        if (inference >= 0)
+            return areal_error_set(err, AREAL_EINVAL, -1,
+                                   "spec.rollout.replicas applies to one inference component, "
+                                   "but spec.allocation has several; set their d in the string");
+        inference = i;
+    }
+    if (inference < 0)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "spec.rollout.replicas is set but spec.allocation has no "
+                               "inference component (sglang or vllm)");
+    long r = (long)json_integer_value(replicas);
+    if (r == 0)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "spec.rollout.replicas 0: suspend the job instead of scaling the "
+                               "rollout to zero");
+    areal_strategy *s = &out->comp[inference].strategy;
+    s->dp = (int)r;
+    s->edp = (int)(areal_strategy_world(s) / ((long)s->pp * s->etp * s->ep));
+    return AREAL_OK;
+}
+
+/* The override entries for role `name` of kind `kind`, kind first. */
+static int overrides(const json_t *job, const char *name, bool inference, const json_t *out[2]) {
+    const char *kind = inference ? "rollout" : "trainer";
+    int n = 0;
+    out[0] = out[1] = NULL;
+    size_t i;
+    json_t *entry;
+    json_t *roles = json_object_get(spec_of(job), "roles");
+    json_array_foreach(roles, i, entry) {
+        const char *n_ = json_string_value(json_object_get(entry, "name"));
+        if (n_ != NULL && strcmp(n_, kind) == 0 && strcmp(n_, name) != 0)
+            out[0] = entry;
+    }
+    json_array_foreach(roles, i, entry) {
+        const char *n_ = json_string_value(json_object_get(entry, "name"));
+        if (n_ != NULL && strcmp(n_, name) == 0)
+            out[1] = entry;
+    }
+    n = (out[0] != NULL) + (out[1] != NULL);
+    return n;
+}
+
+int desired_job_constraints(const json_t *job, const areal_alloc *alloc, areal_job *job_out,
+                            areal_error *err) {
+    char names[AREAL_ALLOC_MAX_COMPONENTS][AREAL_ALLOC_NAME_MAX];
+    areal_role_names(alloc, names);
+    for (int r = 0; r < alloc->n_components; r++) {
+        const json_t *layer[2];
+        overrides(job, names[r], areal_backend_is_inference(alloc->comp[r].backend), layer);
+        areal_role_resources *res = &job_out->resources[r];
+        for (int l = 0; l < 2; l++) {
+            if (layer[l] == NULL)
+                continue;
+            const char *key;
+            json_t *val;
+            json_object_foreach(json_object_get(layer[l], "nodeSelector"), key, val) {
+                if (!json_is_string(val) || res->n_selectors == AREAL_MAX_SELECTORS)
+                    return areal_error_set(err, AREAL_EINVAL, -1,
+                                           "spec.roles[%s].nodeSelector.%s: expected at most %d "
+                                           "string values",
+                                           names[r], key, AREAL_MAX_SELECTORS);
+                areal_selector *sel = &res->selectors[res->n_selectors++];
+                snprintf(sel->key, sizeof sel->key, "%s", key);
+                snprintf(sel->value, sizeof sel->value, "%s", json_string_value(val));
+            }
+            size_t i;
+            json_t *tol;
+            json_array_foreach(json_object_get(layer[l], "tolerations"), i, tol) {
+                if (res->n_tolerations == AREAL_MAX_TOLERATIONS)
+                    return areal_error_set(err, AREAL_EINVAL, -1,
+                                           "spec.roles[%s].tolerations: at most %d are used for "
+                                           "placement",
+                                           names[r], AREAL_MAX_TOLERATIONS);
+                areal_toleration *t = &res->tolerations[res->n_tolerations++];
+                const char *k = json_string_value(json_object_get(tol, "key"));
+                const char *v = json_string_value(json_object_get(tol, "value"));
+                const char *e = json_string_value(json_object_get(tol, "effect"));
+                const char *op = json_string_value(json_object_get(tol, "operator"));
+                snprintf(t->key, sizeof t->key, "%s", k ? k : "");
+                snprintf(t->value, sizeof t->value, "%s", v ? v : "");
+                snprintf(t->effect, sizeof t->effect, "%s", e ? e : "");
+                t->exists = op != NULL && strcmp(op, "Exists") == 0;
+            }
+        }
+    }
+    return AREAL_OK;
+}
+
+static json_t *owner_refs(const json_t *job) {
+    const json_t *meta = json_object_get(job, "metadata");
+    const char *uid = json_string_value(json_object_get(meta, "uid"));
+    return json_pack("[{s:s,s:s,s:s,s:s,s:b,s:b}]", "apiVersion", "areal.io/v1alpha1", "kind",
+                     "AReaLJob", "name", job_name(job), "uid", uid ? uid : "", "controller", 1,
+                     "blockOwnerDeletion", 1);
+}
+
+static json_t *child_meta(const json_t *job, const char *name, json_t *labels) {
+    json_object_set_new(labels, AREAL_LABEL_JOB, json_string(job_name(job)));
+    json_object_set_new(labels, AREAL_LABEL_MANAGED_BY, json_string("areal-operator"));
+    return json_pack("{s:s,s:s,s:o,s:o}", "name", name, "namespace", job_ns(job), "labels", labels,
+                     "ownerReferences", owner_refs(job));
+}
+
+json_t *desired_service(const json_t *job, const desired_config *cfg) {
+    desired_config c = defaults(cfg);
+    return json_pack("{s:s,s:s,s:o,s:{s:s,s:b,s:{s:s},s:[{s:s,s:i,s:i}]}}", "apiVersion", "v1",
+                     "kind", "Service", "metadata", child_meta(job, job_name(job), json_object()),
+                     "spec", "clusterIP", "None", "publishNotReadyAddresses", 1, "selector",
+                     AREAL_LABEL_JOB, job_name(job), "ports", "name", "rendezvous", "port",
+                     c.master_port, "targetPort", c.master_port);
+}
+
+json_t *desired_configmap(const json_t *job, const areal_alloc *alloc, const areal_plan *plan,
+                          const areal_cluster *cluster, const desired_config *cfg) {
+    (void)cfg;
+    char name[320], canonical[4096];
+    snprintf(name, sizeof name, "%s-config", job_name(job));
+    areal_alloc_format(alloc, canonical, sizeof canonical);
+    const json_t *config = json_object_get(spec_of(job), "config");
+    char *config_text = json_dumps(config ? config : json_object(), JSON_SORT_KEYS | JSON_COMPACT);
+    json_t *pods = json_array();
+    for (int i = 0; i < plan->n_pods; i++) {
+        const areal_pod_plan *p = &plan->pods[i];
+        json_array_append_new(pods, json_pack("{s:s,s:s,s:s,s:i,s:i}", "name", p->name, "role",
+                                              plan->roles[p->role].name, "node",
+                                              cluster->nodes[p->node].name, "firstRank",
+                                              p->first_rank, "ranks", p->n_ranks));
+    }
+    json_t *plan_doc = json_pack("{s:s,s:o}", "allocation", canonical, "pods", pods);
+    char *plan_text = json_dumps(plan_doc, JSON_COMPACT);
+    json_t *cm = json_pack("{s:s,s:s,s:o,s:{s:s,s:s,s:s}}", "apiVersion", "v1", "kind", "ConfigMap",
+                           "metadata", child_meta(job, name, json_object()), "data", "allocation",
+                           canonical, "config.json", config_text ? config_text : "{}", "plan.json",
+                           plan_text ? plan_text : "{}");
+    free(config_text);
+    free(plan_text);
+    json_decref(plan_doc);
+    return cm;
+}
+
+/* The trainer's rank-0 pod: the first pod of the first non-colocated training role. */
+static const areal_pod_plan *master_pod(const areal_plan *plan) {
+    for (int r = 0; r < plan->n_roles; r++)
+        if (!plan->roles[r].inference && plan->roles[r].colocated_with < 0)
+            return &plan->pods[plan->roles[r].first_pod];
+    return &plan->pods[0];
+}
+
+static void add_env(json_t *env, const char *name, const char *value) {
+    json_array_append_new(env, json_pack("{s:s,s:s}", "name", name, "value", value));
+}
+
+static void add_env_int(json_t *env, const char *name, long value) {
+    char text[32];
+    snprintf(text, sizeof text, "%ld", value);
+    add_env(env, name, text);
+}
+
+static void add_env_field(json_t *env, const char *name, const char *path) {
+    json_array_append_new(env, json_pack("{s:s,s:{s:{s:s}}}", "name", name, "valueFrom", "fieldRef",
+                                         "fieldPath", path));
+}
+
+/* Appends the items of list `key` of each override layer to `dst`. */
+static void extend(json_t *dst, const json_t *layer[2], const char *key) {
+    for (int l = 0; l < 2; l++)
+        if (layer[l] != NULL)
+            json_array_extend(dst, json_object_get(layer[l], key));
+}
+
+json_t *desired_pod(const json_t *job, const areal_alloc *alloc, const areal_plan *plan,
+                    const areal_cluster *cluster, int pod, const desired_config *cfg,
+                    areal_error *err) {
+    if (pod < 0 || pod >= plan->n_pods) {
+        areal_error_set(err, AREAL_EINVAL, -1, "pod %d is not in the plan", pod);
+        return NULL;
+    }
+    desired_config c = defaults(cfg);
+    const areal_pod_plan *p = &plan->pods[pod];
+    const areal_role_plan *role = &plan->roles[p->role];
+    const json_t *spec = spec_of(job);
+    const json_t *layer[2];
+    overrides(job, role->name, role->inference, layer);
+
+    const char *image = json_string_value(json_object_get(spec, "image"));
+    for (int l = 0; l < 2; l++) {
+        const char *img = layer[l] ? json_string_value(json_object_get(layer[l], "image")) : NULL;
+        if (img != NULL && img[0] != '\0')
+            image = img;
+    }
+    if (image == NULL || image[0] == '\0')
+        image = c.default_image;
+
+    char canonical[4096], master[512], index[16];
+    areal_alloc_format(alloc, canonical, sizeof canonical);
+    snprintf(master, sizeof master, "%s.%s", master_pod(plan)->name, job_name(job));
+    snprintf(index, sizeof index, "%d", p->index);
+
+    json_t *env = json_array();
+    extend(env, layer, "env");
+    add_env(env, AREAL_ENV_JOB, job_name(job));
+    add_env(env, AREAL_ENV_NAMESPACE, job_ns(job));
+    add_env(env, AREAL_ENV_ROLE, role->name);
+    add_env(env, AREAL_ENV_ALLOCATION, canonical);
+    add_env(env, AREAL_ENV_POD_INDEX, index);
+    add_env_int(env, AREAL_ENV_FIRST_RANK, p->first_rank);
+    add_env_int(env, AREAL_ENV_POD_RANKS, p->n_ranks);
+    add_env_int(env, AREAL_ENV_WORLD_SIZE, role->world);
+    add_env(env, AREAL_ENV_MASTER_ADDR, master);
+    add_env_int(env, AREAL_ENV_MASTER_PORT, c.master_port);
+    add_env(env, AREAL_ENV_CONFIG, "/etc/areal/config.json");
+    add_env_field(env, AREAL_ENV_POD_NAME, "metadata.name");
+    add_env_field(env, AREAL_ENV_POD_IP, "status.podIP");
+
+    json_t *limits = json_object(), *requests = json_object();
+    for (int l = 0; l < 2; l++) {
+        const json_t *res = layer[l] ? json_object_get(layer[l], "resources") : NULL;
+        json_object_update(limits, json_object_get(res, "limits"));
+        json_object_update(requests, json_object_get(res, "requests"));
+    }
+    char gpus[16];
+    snprintf(gpus, sizeof gpus, "%d", p->n_ranks);
+    json_object_set_new(limits, "nvidia.com/gpu", json_string(gpus));
+    json_object_set_new(requests, "nvidia.com/gpu", json_string(gpus));
+
+    char cm_name[320];
+    snprintf(cm_name, sizeof cm_name, "%s-config", job_name(job));
+    json_t *volumes =
+        json_pack("[{s:s,s:{s:s}}]", "name", "areal-config", "configMap", "name", cm_name);
+    extend(volumes, layer, "volumes");
+    json_t *mounts = json_pack("[{s:s,s:s,s:b}]", "name", "areal-config", "mountPath", "/etc/areal",
+                               "readOnly", 1);
+    extend(mounts, layer, "volumeMounts");
+    json_t *tolerations = json_array();
+    extend(tolerations, layer, "tolerations");
+    json_t *selector = json_object();
+    for (int l = 0; l < 2; l++)
+        if (layer[l] != NULL)
+            json_object_update(selector, json_object_get(layer[l], "nodeSelector"));
+
+    json_t *labels = json_object();
+    for (int l = 0; l < 2; l++)
+        if (layer[l] != NULL)
+            json_object_update(labels, json_object_get(layer[l], "labels"));
+    json_object_set_new(labels, AREAL_LABEL_ROLE, json_string(role->name));
+    json_object_set_new(labels, AREAL_LABEL_POD_INDEX, json_string(index));
+    json_t *meta = child_meta(job, p->name, labels);
+    json_t *annotations = json_object();
+    for (int l = 0; l < 2; l++)
+        if (layer[l] != NULL)
+            json_object_update(annotations, json_object_get(layer[l], "annotations"));
+    json_object_set_new(annotations, AREAL_ANNOTATION_NODE,
+                        json_string(cluster->nodes[p->node].name));
+    json_object_set_new(meta, "annotations", annotations);
+
+    const char *pull = json_string_value(json_object_get(spec, "imagePullPolicy"));
+    json_t *container = json_pack(
+        "{s:s,s:s,s:s,s:[s],s:[s,s],s:o,s:{s:o,s:o},s:o,s:[{s:s,s:i}]}", "name", "worker", "image",
+        image, "imagePullPolicy", pull ? pull : "IfNotPresent", "command", "areal-worker", "args",
+        "--role", role->name, "env", env, "resources", "limits", limits, "requests", requests,
+        "volumeMounts", mounts, "ports", "name", "rendezvous", "containerPort", c.master_port);
+    json_t *pod_obj =
+        json_pack("{s:s,s:s,s:o,s:{s:s,s:s,s:s,s:s,s:b,s:o,s:o,s:o,s:o}}", "apiVersion", "v1",
+                  "kind", "Pod", "metadata", meta, "spec", "schedulerName", c.scheduler_name,
+                  "hostname", p->name, "subdomain", job_name(job), "restartPolicy", "Never",
+                  "enableServiceLinks", 0, "containers", json_pack("[o]", container), "volumes",
+                  volumes, "tolerations", tolerations, "nodeSelector", selector);
+    if (pod_obj == NULL)
+        areal_error_set(err, AREAL_ENOMEM, -1, "out of memory building pod %s", p->name);
+    return pod_obj;
+}

@@ -1,0 +1,198 @@
+/*
+ * test_desired.c - the children of an AReaLJob: allocation with the rollout
+ * replica count, placement constraints from role overrides, and the exact
+ * shape of the Service, ConfigMap and Pods (environment, GPUs, owner
+ * references, overrides), deterministically.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "areal/operator/desired.h"
+#include "areal/podenv.h"
+
+static const char *JOB =
+    "{\"apiVersion\":\"areal.io/v1alpha1\",\"kind\":\"AReaLJob\","
+    "\"metadata\":{\"name\":\"gsm8k\",\"namespace\":\"rl\",\"uid\":\"u-1\"},"
+    "\"spec\":{\"allocation\":\"sglang:d2t2+megatron:d2p2t2\","
+    "\"image\":\"areal-worker:1.0\","
+    "\"rollout\":{\"replicas\":4},"
+    "\"config\":{\"rl\":{\"groupSize\":4},\"model\":{\"path\":\"/m\"}},"
+    "\"roles\":[{\"name\":\"trainer\",\"env\":[{\"name\":\"X\",\"value\":\"1\"}],"
+    "\"nodeSelector\":{\"gpu\":\"h200\"},"
+    "\"resources\":{\"requests\":{\"cpu\":\"8\"}}},"
+    "{\"name\":\"rollout\",\"image\":\"sglang-worker:2\","
+    "\"tolerations\":[{\"key\":\"spot\",\"operator\":\"Exists\"}]}]}}";
+
+static json_t *load(const char *text) {
+    json_error_t e;
+    json_t *j = json_loads(text, 0, &e);
+    assert_non_null(j);
+    return j;
+}
+
+static const char *env_value(const json_t *pod, const char *name) {
+    const json_t *env = json_object_get(
+        json_array_get(json_object_get(json_object_get(pod, "spec"), "containers"), 0), "env");
+    size_t i;
+    json_t *e;
+    json_array_foreach((json_t *)env, i, e) {
+        if (strcmp(json_string_value(json_object_get(e, "name")), name) == 0)
+            return json_string_value(json_object_get(e, "value"));
+    }
+    return NULL;
+}
+
+static void alloc_takes_rollout_replicas(void **state) {
+    (void)state;
+    json_t *job = load(JOB);
+    areal_alloc a;
+    areal_error e;
+    assert_int_equal(desired_job_alloc(job, &a, &e), AREAL_OK);
+    assert_int_equal(a.comp[0].strategy.dp, 4);
+    assert_int_equal(areal_alloc_total_gpus(&a), 8 + 8);
+    json_t *spec = json_object_get(job, "spec");
+    json_object_set_new(spec, "allocation", json_string("sglang:d2t2+megatron:d2p2x2"));
+    assert_int_equal(desired_job_alloc(job, &a, &e), AREAL_EINVAL);
+    assert_non_null(strstr(e.msg, "spec.allocation: at 25"));
+    json_object_set_new(spec, "allocation", json_string("megatron:d2p2t2"));
+    assert_int_equal(desired_job_alloc(job, &a, &e), AREAL_EINVAL);
+    assert_non_null(strstr(e.msg, "no inference component"));
+    json_object_set_new(spec, "allocation", json_string("sglang:d2+megatron:d2"));
+    json_object_set_new(json_object_get(spec, "rollout"), "replicas", json_integer(0));
+    assert_int_equal(desired_job_alloc(job, &a, &e), AREAL_EINVAL);
+    assert_non_null(strstr(e.msg, "suspend"));
+    json_object_del(spec, "allocation");
+    assert_int_equal(desired_job_alloc(job, &a, &e), AREAL_EINVAL);
+    assert_non_null(strstr(e.msg, "spec.allocation is required"));
+    json_decref(job);
+}
+
+/* 4 nodes of 8 GPUs; nodes 2 and 3 carry gpu=h200. */
+static void make_cluster(areal_cluster *c) {
+    areal_cluster_init(c);
+    for (int i = 0; i < 4; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "n%d", i);
+        int idx = areal_cluster_add_node(c, name, 8, 0, NULL);
+        if (i >= 2)
+            assert_int_equal(areal_cluster_set_label(c, idx, "gpu", "h200", NULL), AREAL_OK);
+    }
+}
+
+static void pods_carry_plan_environment_and_overrides(void **state) {
+    (void)state;
+    json_t *job = load(JOB);
+    areal_alloc a;
+    assert_int_equal(desired_job_alloc(job, &a, NULL), AREAL_OK);
+    areal_job pj;
+    areal_job_init(&pj, "gsm8k", &a);
+    assert_int_equal(desired_job_constraints(job, &a, &pj, NULL), AREAL_OK);
+    assert_int_equal(pj.resources[1].n_selectors, 1);
+    assert_int_equal(pj.resources[0].n_selectors, 0);
+    assert_int_equal(pj.resources[0].n_tolerations, 1);
+    assert_true(pj.resources[0].tolerations[0].exists);
+    areal_cluster c;
+    make_cluster(&c);
+    areal_plan plan;
+    areal_error e;
+    assert_int_equal(areal_place(&pj, &c, &plan, &e), AREAL_OK);
+    desired_config cfg = {.scheduler_name = "areal-operator"};
+    int checked_trainer = 0;
+    for (int i = 0; i < plan.n_pods; i++) {
+        const areal_pod_plan *p = &plan.pods[i];
+        json_t *pod = desired_pod(job, &a, &plan, &c, i, &cfg, &e);
+        assert_non_null(pod);
+        json_t *again = desired_pod(job, &a, &plan, &c, i, &cfg, &e);
+        assert_true(json_equal(pod, again)); /* deterministic */
+        json_decref(again);
+        json_t *meta = json_object_get(pod, "metadata"), *spec = json_object_get(pod, "spec");
+        assert_string_equal(json_string_value(json_object_get(meta, "name")), p->name);
+        assert_string_equal(json_string_value(json_object_get(meta, "namespace")), "rl");
+        json_t *owner = json_array_get(json_object_get(meta, "ownerReferences"), 0);
+        assert_string_equal(json_string_value(json_object_get(owner, "uid")), "u-1");
+        assert_true(json_is_true(json_object_get(owner, "controller")));
+        json_t *labels = json_object_get(meta, "labels");
+        assert_string_equal(json_string_value(json_object_get(labels, AREAL_LABEL_JOB)), "gsm8k");
+        assert_string_equal(json_string_value(json_object_get(labels, AREAL_LABEL_ROLE)),
+                            plan.roles[p->role].name);
+        assert_string_equal(json_string_value(json_object_get(json_object_get(meta, "annotations"),
+                                                              AREAL_ANNOTATION_NODE)),
+                            c.nodes[p->node].name);
+        assert_string_equal(json_string_value(json_object_get(spec, "schedulerName")),
+                            "areal-operator");
+        assert_string_equal(json_string_value(json_object_get(spec, "subdomain")), "gsm8k");
+        assert_string_equal(json_string_value(json_object_get(spec, "hostname")), p->name);
+        assert_null(json_object_get(spec, "nodeName")); /* bound as a gang, later */
+        char text[32];
+        snprintf(text, sizeof text, "%d", p->first_rank);
+        assert_string_equal(env_value(pod, AREAL_ENV_FIRST_RANK), text);
+        snprintf(text, sizeof text, "%d", p->n_ranks);
+        assert_string_equal(env_value(pod, AREAL_ENV_POD_RANKS), text);
+        json_t *ctr = json_array_get(json_object_get(spec, "containers"), 0);
+        json_t *res = json_object_get(ctr, "resources");
+        assert_string_equal(
+            json_string_value(json_object_get(json_object_get(res, "limits"), "nvidia.com/gpu")),
+            text);
+        assert_string_equal(env_value(pod, AREAL_ENV_MASTER_ADDR), "gsm8k-trainer-0.gsm8k");
+        assert_string_equal(env_value(pod, AREAL_ENV_ALLOCATION), "sglang:d4t2+megatron:d2p2t2");
+        if (!plan.roles[p->role].inference) {
+            checked_trainer++;
+            assert_string_equal(env_value(pod, "X"), "1");
+            assert_string_equal(json_string_value(json_object_get(ctr, "image")),
+                                "areal-worker:1.0");
+            assert_string_equal(
+                json_string_value(json_object_get(json_object_get(res, "requests"), "cpu")), "8");
+            assert_string_equal(
+                json_string_value(json_object_get(json_object_get(spec, "nodeSelector"), "gpu")),
+                "h200");
+            /* the node selector was honoured by placement */
+            assert_string_equal(areal_node_label(&c.nodes[p->node], "gpu"), "h200");
+            assert_string_equal(env_value(pod, AREAL_ENV_WORLD_SIZE), "8");
+        } else {
+            assert_null(env_value(pod, "X"));
+            assert_string_equal(json_string_value(json_object_get(ctr, "image")),
+                                "sglang-worker:2");
+            assert_int_equal(json_array_size(json_object_get(spec, "tolerations")), 1);
+        }
+        json_decref(pod);
+    }
+    assert_true(checked_trainer > 0);
+    assert_null(desired_pod(job, &a, &plan, &c, plan.n_pods, &cfg, &e));
+
+    json_t *svc = desired_service(job, &cfg);
+    json_t *sspec = json_object_get(svc, "spec");
+    assert_string_equal(json_string_value(json_object_get(sspec, "clusterIP")), "None");
+    assert_true(json_is_true(json_object_get(sspec, "publishNotReadyAddresses")));
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(sspec, "selector"), AREAL_LABEL_JOB)),
+        "gsm8k");
+    json_decref(svc);
+
+    json_t *cm = desired_configmap(job, &a, &plan, &c, &cfg);
+    json_t *data = json_object_get(cm, "data");
+    assert_string_equal(json_string_value(json_object_get(data, "allocation")),
+                        "sglang:d4t2+megatron:d2p2t2");
+    assert_string_equal(json_string_value(json_object_get(data, "config.json")),
+                        "{\"model\":{\"path\":\"/m\"},\"rl\":{\"groupSize\":4}}");
+    json_t *plan_doc = json_loads(json_string_value(json_object_get(data, "plan.json")), 0, NULL);
+    assert_int_equal(json_array_size(json_object_get(plan_doc, "pods")), plan.n_pods);
+    json_decref(plan_doc);
+    json_decref(cm);
+    areal_plan_free(&plan);
+    areal_cluster_free(&c);
+    json_decref(job);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(alloc_takes_rollout_replicas),
+        cmocka_unit_test(pods_carry_plan_environment_and_overrides),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
