@@ -29,6 +29,13 @@ static void node_free(areal_node *n) {
     free(n->taints);
 }
 
+void areal_cluster_truncate(areal_cluster *c, int n) {
+    if (n < 0)
+        n = 0;
+    while (c->n_nodes > n)
+        node_free(&c->nodes[--c->n_nodes]);
+}
+
 void areal_cluster_free(areal_cluster *c) {
     for (int i = 0; i < c->n_nodes; i++)
         node_free(&c->nodes[i]);

@@ -18,6 +18,7 @@
 #include <jansson.h>
 
 #include "areal/cluster.h"
+#include "areal/cluster_kube.h"
 #include "yaml_json.h"
 
 #define MAX_INVENTORY_BYTES (256L << 20)
@@ -349,9 +350,8 @@ static const char *get_str(const json_t *obj, const char *a, const char *b) {
     return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
-static int decode_kube_node(decoder *d, const json_t *item, size_t i) {
-    char path[64], sub[160];
-    snprintf(path, sizeof path, "items[%zu]", i);
+static int decode_kube_node(decoder *d, const json_t *item, const char *path) {
+    char sub[160];
     const char *name = get_str(item, "metadata", "name");
     if (name == NULL || *name == '\0') {
         snprintf(sub, sizeof sub, "%s.metadata.name", path);
@@ -413,6 +413,33 @@ static const json_t *requested(const json_t *res, const char *name, const char *
     return v;
 }
 
+/* The summed container requests of a Pod object; `path` names it in messages. */
+static int pod_requests(decoder *d, const json_t *item, const char *path, int *gpus_out,
+                        long long *cpu_out, long long *mem_out) {
+    size_t k;
+    json_t *ctr;
+    *gpus_out = 0;
+    *cpu_out = *mem_out = 0;
+    json_array_foreach(json_object_get(json_object_get(item, "spec"), "containers"), k, ctr) {
+        const json_t *res = json_object_get(ctr, "resources");
+        char base[160], sub[224];
+        int gpus = 0;
+        long long cpu = 0, mem = 0;
+        snprintf(base, sizeof base, "%s.spec.containers[%zu].resources", path, k);
+        int rc = get_count(d, requested(res, "nvidia.com/gpu", base, sub, sizeof sub), sub, &gpus);
+        if (rc == AREAL_OK)
+            rc = get_quantity(d, requested(res, "cpu", base, sub, sizeof sub), sub, 1000, &cpu);
+        if (rc == AREAL_OK)
+            rc = get_quantity(d, requested(res, "memory", base, sub, sizeof sub), sub, 1, &mem);
+        if (rc != AREAL_OK)
+            return rc;
+        *gpus_out = (int)add_amount(*gpus_out, gpus);
+        *cpu_out = add_amount(*cpu_out, cpu);
+        *mem_out = add_amount(*mem_out, mem);
+    }
+    return AREAL_OK;
+}
+
 /* Adds the requests of one bound, non-terminated Pod to its node's used amounts. */
 static int account_kube_pod(decoder *d, const json_t *item, size_t i) {
     const char *node = get_str(item, "spec", "nodeName");
@@ -426,28 +453,37 @@ static int account_kube_pod(decoder *d, const json_t *item, size_t i) {
     if (found == NULL)
         return AREAL_OK; /* a pod on a node the file does not list uses nothing we place on */
     areal_node *n = &d->c->nodes[found->node];
-    size_t k;
-    json_t *ctr;
-    json_array_foreach(json_object_get(json_object_get(item, "spec"), "containers"), k, ctr) {
-        const json_t *res = json_object_get(ctr, "resources");
-        char base[96], sub[160];
-        int gpus = 0;
-        long long cpu = 0, mem = 0;
-        snprintf(base, sizeof base, "items[%zu].spec.containers[%zu].resources", i, k);
-        int rc = get_count(d, requested(res, "nvidia.com/gpu", base, sub, sizeof sub), sub, &gpus);
-        if (rc == AREAL_OK)
-            rc = get_quantity(d, requested(res, "cpu", base, sub, sizeof sub), sub, 1000, &cpu);
-        if (rc == AREAL_OK)
-            rc = get_quantity(d, requested(res, "memory", base, sub, sizeof sub), sub, 1, &mem);
-        if (rc != AREAL_OK)
-            return rc;
-        n->gpus_used += gpus;
-        if (n->gpus_used > n->gpus)
-            n->gpus_used = n->gpus; /* over-committed in the snapshot: the node is full */
-        n->cpu_used_milli = (long)add_amount(n->cpu_used_milli, cpu);
-        n->mem_used_bytes = add_amount(n->mem_used_bytes, mem);
-    }
+    char path[32];
+    snprintf(path, sizeof path, "items[%zu]", i);
+    int gpus;
+    long long cpu, mem;
+    int rc = pod_requests(d, item, path, &gpus, &cpu, &mem);
+    if (rc != AREAL_OK)
+        return rc;
+    n->gpus_used = (int)add_amount(n->gpus_used, gpus);
+    if (n->gpus_used > n->gpus)
+        n->gpus_used = n->gpus; /* over-committed in the snapshot: the node is full */
+    n->cpu_used_milli = (long)add_amount(n->cpu_used_milli, cpu);
+    n->mem_used_bytes = add_amount(n->mem_used_bytes, mem);
     return AREAL_OK;
+}
+
+int areal_cluster_add_kube_node(areal_cluster *c, const json_t *node, const char *source,
+                                areal_error *err) {
+    decoder d = {.source = source ? source : "node", .c = c, .err = err, .kube = true};
+    int before = c->n_nodes;
+    int rc = decode_kube_node(&d, node, "node");
+    if (rc != AREAL_OK) {
+        areal_cluster_truncate(c, before); /* unchanged on error */
+        return rc;
+    }
+    return c->n_nodes - 1;
+}
+
+int areal_kube_pod_requests(const json_t *pod, const char *source, int *gpus, long long *cpu_milli,
+                            long long *mem_bytes, areal_error *err) {
+    decoder d = {.source = source ? source : "pod", .err = err, .kube = true};
+    return pod_requests(&d, pod, "pod", gpus, cpu_milli, mem_bytes);
 }
 
 /* An item of a NodeList, or an item of a List that says it is a Node. */
@@ -473,7 +509,9 @@ static int decode_kube(decoder *d, const json_t *root) {
     json_array_foreach(items, i, item) {
         if (is_node_item(item, node_list)) {
             origin[d->c->n_nodes] = i;
-            rc = decode_kube_node(d, item, i);
+            char path[32];
+            snprintf(path, sizeof path, "items[%zu]", i);
+            rc = decode_kube_node(d, item, path);
             if (rc != AREAL_OK)
                 break;
         }

@@ -85,6 +85,9 @@ int areal_cluster_set_label(areal_cluster *c, int i, const char *key, const char
 int areal_cluster_add_taint(areal_cluster *c, int i, const char *key, const char *value,
                             const char *effect, areal_error *err);
 
+/* Frees the nodes from index `n` on, keeping the first `n`. */
+void areal_cluster_truncate(areal_cluster *c, int n);
+
 /* The value of label `key` on `n`, or NULL. */
 const char *areal_node_label(const areal_node *n, const char *key);
 
