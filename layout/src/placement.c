@@ -482,6 +482,103 @@ static void fill_fewest(planner *p, int r, int d, int lo, int hi, int n) {
     }
 }
 
+#define EXACT_MAX_CHILDREN 16
+#define EXACT_MAX_BUNDLES  32
+#define EXACT_BUDGET       20000
+
+/* Search state of exact_two_domain: bundle i goes to child a[i], or to a[i] and b[i]
+ * with take[i] pods in a[i]. */
+typedef struct exact_search {
+    int n_children, n_bundles;
+    long room[EXACT_MAX_CHILDREN];
+    int size[EXACT_MAX_BUNDLES];
+    int a[EXACT_MAX_BUNDLES], b[EXACT_MAX_BUNDLES], take[EXACT_MAX_BUNDLES];
+    long budget;
+} exact_search;
+
+static bool exact_dfs(exact_search *x, int i) {
+    if (i == x->n_bundles)
+        return true;
+    if (--x->budget < 0)
+        return false;
+    int need = x->size[i];
+    /* whole in one child, the tightest first (best fit keeps roomy children whole) */
+    int order[EXACT_MAX_CHILDREN], n_order = 0;
+    for (int c = 0; c < x->n_children; c++) {
+        if (x->room[c] < need)
+            continue;
+        int at = n_order++;
+        while (at > 0 && x->room[order[at - 1]] > x->room[c]) {
+            order[at] = order[at - 1];
+            at--;
+        }
+        order[at] = c;
+    }
+    for (int k = 0; k < n_order; k++) {
+        int c = order[k];
+        x->room[c] -= need;
+        x->a[i] = c, x->b[i] = -1, x->take[i] = need;
+        if (exact_dfs(x, i + 1))
+            return true;
+        x->room[c] += need;
+    }
+    /* split over two children, emptying one of them */
+    for (int c = 0; c < x->n_children; c++) {
+        for (int e = 0; e < x->n_children; e++) {
+            if (e == c || x->room[c] <= 0 || x->room[c] >= need || x->room[c] + x->room[e] < need)
+                continue;
+            int t = (int)x->room[c];
+            x->room[c] -= t;
+            x->room[e] -= need - t;
+            x->a[i] = c, x->b[i] = e, x->take[i] = t;
+            if (exact_dfs(x, i + 1))
+                return true;
+            x->room[c] += t;
+            x->room[e] += need - t;
+        }
+    }
+    return false;
+}
+
+/*
+ * For bundles of unbundled pods (no inner boundaries) in a domain with few
+ * children: a bounded exhaustive search for an assignment that puts every
+ * bundle in one child or two. Greedy packing misses such assignments when free
+ * capacity is fragmented; the search is capped, and the caller falls back to
+ * the greedy when it gives up. True when it placed everything.
+ */
+static bool place_two_domain_exact(planner *p, int r, int d, const int *seg, int n_seg, int n) {
+    const domain *dom = p->tree.dom;
+    if (dom[d].n_children > EXACT_MAX_CHILDREN || n_seg > EXACT_MAX_BUNDLES)
+        return false;
+    exact_search x = {.n_children = dom[d].n_children, .n_bundles = n_seg, .budget = EXACT_BUDGET};
+    for (int c = 0; c < x.n_children; c++)
+        x.room[c] = dom[dom[d].first_child + c].slots;
+    long top1 = 0, top2 = 0;
+    for (int c = 0; c < x.n_children; c++) {
+        if (x.room[c] > top1) {
+            top2 = top1;
+            top1 = x.room[c];
+        } else if (x.room[c] > top2) {
+            top2 = x.room[c];
+        }
+    }
+    for (int i = 0; i < n_seg; i++) {
+        x.size[i] = seg[i + 1] - seg[i];
+        if (x.size[i] > top1 + top2)
+            return false; /* some bundle needs three children whatever we do */
+    }
+    if (!exact_dfs(&x, 0))
+        return false;
+    for (int i = 0; i < n_seg; i++) {
+        int first = dom[d].first_child;
+        place_run(p, r, first + x.a[i], seg[i], seg[i] + x.take[i], n);
+        if (x.b[i] >= 0)
+            place_run(p, r, first + x.b[i], seg[i] + x.take[i], seg[i + 1], n);
+    }
+    return true;
+}
+
 /*
  * A run that no single child of d can hold: its bundles (the segments between
  * its strongest inner boundaries) go whole into best-fitting children, largest
@@ -517,6 +614,13 @@ static void split_run(planner *p, int r, int d, int lo, int hi, int n) {
         if (p->strength[i] == top)
             seg[k++] = i;
     seg[k] = hi;
+    /* Bundles of plain pods: look for a packing with each bundle in at most two children. */
+    if (top == 1 && place_two_domain_exact(p, r, d, seg, n_seg, n)) {
+        free(seg);
+        free(by_size);
+        free(pending);
+        return;
+    }
     for (int i = 0; i < n_seg; i++) {
         int at = i;
         while (at > 0 && seg[by_size[at - 1] + 1] - seg[by_size[at - 1]] < seg[i + 1] - seg[i]) {
