@@ -7,3 +7,4 @@ EXTRA_LIBS  += -lpthread
 DEPS_GROUPS += kube
 TEST_SRC    += $(wildcard kube/tests/test_*.c)
 FUZZ_SRC    += $(wildcard kube/fuzz/fuzz_*.c)
+TEST_UTIL   += $(wildcard kube/tests/util/*.c)

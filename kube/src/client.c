@@ -72,8 +72,9 @@ static void share_unlock(CURL *h, curl_lock_data data, void *ud) {
 
 kube_client *kube_client_new(const kube_config *cfg, kube_error *err) {
     if (cfg == NULL || cfg->server == NULL || cfg->server[0] == '\0') {
-        kube_error_set(err, KUBE_EINVAL, "the client config has no server; load a kubeconfig or "
-                                         "the in-cluster config first");
+        kube_error_set(err, KUBE_EINVAL,
+                       "the client config has no server; load a kubeconfig or "
+                       "the in-cluster config first");
         return NULL;
     }
     int https = strncmp(cfg->server, "https://", 8) == 0;
@@ -214,10 +215,9 @@ static int auth_header(kube_client *c, int force, char **out, kube_error *err) {
     if (rc == KUBE_OK && c->token != NULL) {
         for (const char *p = c->token; *p; p++) {
             if (*p == '\r' || *p == '\n') {
-                rc = kube_error_set(err, KUBE_EINVAL,
-                                    "the bearer token contains a line break; fix the token%s%s",
-                                    c->cfg.token_file ? " file " : "",
-                                    c->cfg.token_file ? c->cfg.token_file : "");
+                rc = kube_error_set(
+                    err, KUBE_EINVAL, "the bearer token contains a line break; fix the token%s%s",
+                    c->cfg.token_file ? " file " : "", c->cfg.token_file ? c->cfg.token_file : "");
                 break;
             }
         }

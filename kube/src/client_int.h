@@ -15,9 +15,9 @@
 #include "areal/kube/ratelimit.h"
 #include "kbuf.h"
 
-#define KUBE_POOL_MAX 8        /* idle easy handles kept (each with its connection) */
-#define KUBE_PATH_MAX 8192     /* longest path+query we build */
-#define KUBE_TOKEN_MAX 65536   /* largest token file */
+#define KUBE_POOL_MAX    8     /* idle easy handles kept (each with its connection) */
+#define KUBE_PATH_MAX    8192  /* longest path+query we build */
+#define KUBE_TOKEN_MAX   65536 /* largest token file */
 #define KUBE_SHARE_LOCKS 8     /* > CURL_LOCK_DATA_LAST of any libcurl we build with */
 
 struct kube_client {
@@ -25,13 +25,13 @@ struct kube_client {
     pthread_mutex_t mu;        /* guards pool, token, rng, stats */
     CURL *pool[KUBE_POOL_MAX]; /* idle handles, used LIFO so the warmest connection goes first */
     int npool;
-    CURLSH *share;             /* TLS sessions and DNS shared by every handle */
+    CURLSH *share; /* TLS sessions and DNS shared by every handle */
     pthread_mutex_t share_mu[KUBE_SHARE_LOCKS];
     kube_ratelimit rl;
-    char *token;               /* current bearer token or NULL */
-    struct stat tok_st;        /* token file's identity when last read */
-    int tok_valid;             /* tok_st is meaningful */
-    uint64_t rng;              /* xorshift state for backoff jitter */
+    char *token;        /* current bearer token or NULL */
+    struct stat tok_st; /* token file's identity when last read */
+    int tok_valid;      /* tok_st is meaningful */
+    uint64_t rng;       /* xorshift state for backoff jitter */
     kube_client_stats stats;
 };
 

@@ -27,8 +27,8 @@ void kube_config_init(kube_config *cfg) {
 void kube_config_free(kube_config *cfg) {
     if (cfg == NULL)
         return;
-    char **strs[] = {&cfg->server,    &cfg->ca_pem,   &cfg->ca_file, &cfg->cert_pem,
-                     &cfg->cert_file, &cfg->key_pem,  &cfg->key_file, &cfg->token,
+    char **strs[] = {&cfg->server,     &cfg->ca_pem,  &cfg->ca_file,  &cfg->cert_pem,
+                     &cfg->cert_file,  &cfg->key_pem, &cfg->key_file, &cfg->token,
                      &cfg->token_file, &cfg->ns};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
         free(*strs[i]);

@@ -83,9 +83,11 @@ int kube_transport_error(kube_error *err, const char *method, const char *path, 
     kube_error_clear(err);
     err->code = KUBE_ETRANSPORT;
     err->curl_code = (int)cc;
-    snprintf(err->msg, sizeof err->msg, "%s %s: %s%s%s; check the server address, its CA and "
-             "that it is reachable", method, path, curl_easy_strerror(cc),
-             detail && detail[0] ? ": " : "", detail ? detail : "");
+    snprintf(err->msg, sizeof err->msg,
+             "%s %s: %s%s%s; check the server address, its CA and "
+             "that it is reachable",
+             method, path, curl_easy_strerror(cc), detail && detail[0] ? ": " : "",
+             detail ? detail : "");
     return KUBE_ETRANSPORT;
 }
 
@@ -207,8 +209,8 @@ int kube_http_do(kube_client *c, const char *method, const char *path_query, con
             force_token = 1;
             continue;
         }
-        int retry_status = code == 429 ||
-                           ((code == 502 || code == 503 || code == 504 || code == 500) &&
+        int retry_status =
+            code == 429 || ((code == 502 || code == 503 || code == 504 || code == 500) &&
                             (x.retry_after_s >= 0 || (idempotent && code != 500)));
         if (can_retry && retry_status) {
             long ms = kube_backoff_ms(c, attempt);
@@ -229,8 +231,9 @@ int kube_request(kube_client *c, const char *method, const char *path_query, con
     if (out)
         *out = NULL;
     if (c == NULL || method == NULL || path_query == NULL || path_query[0] != '/')
-        return kube_error_set(err, KUBE_EINVAL, "kube_request needs a client, a method and a "
-                                                "path starting with '/'");
+        return kube_error_set(err, KUBE_EINVAL,
+                              "kube_request needs a client, a method and a "
+                              "path starting with '/'");
     char *text = NULL;
     if (body) {
         text = json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY);

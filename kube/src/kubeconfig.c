@@ -104,8 +104,8 @@ static int fill(kube_config *cfg, json_t *root, const char *path, const char *co
     int rc;
     if ((rc = take_str(ctx, "namespace", NULL, &cfg->ns, "context", err)) != 0 ||
         (rc = take_str(cluster, "server", NULL, &cfg->server, "cluster", err)) != 0 ||
-        (rc = take_b64(cluster, "certificate-authority-data", &cfg->ca_pem, &cfg->ca_len,
-                       "cluster", err)) != 0 ||
+        (rc = take_b64(cluster, "certificate-authority-data", &cfg->ca_pem, &cfg->ca_len, "cluster",
+                       err)) != 0 ||
         (rc = take_str(cluster, "certificate-authority", dir, &cfg->ca_file, "cluster", err)) != 0)
         return rc;
     if (cfg->server == NULL || cfg->server[0] == '\0')
@@ -144,10 +144,9 @@ static int fill(kube_config *cfg, json_t *root, const char *path, const char *co
         return rc;
     int has_cert = cfg->cert_pem || cfg->cert_file, has_key = cfg->key_pem || cfg->key_file;
     if (has_cert != has_key)
-        return kube_error_set(err, KUBE_EINVAL,
-                              "kubeconfig user '%s' has a client %s without its %s; give both",
-                              user_name, has_cert ? "certificate" : "key",
-                              has_cert ? "key" : "certificate");
+        return kube_error_set(
+            err, KUBE_EINVAL, "kubeconfig user '%s' has a client %s without its %s; give both",
+            user_name, has_cert ? "certificate" : "key", has_cert ? "key" : "certificate");
     return KUBE_OK;
 }
 

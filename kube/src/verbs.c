@@ -32,8 +32,9 @@ char *kube_resource_path(const kube_resource *res, const char *name, const char 
     }
     if ((res->ns && !valid_seg(res->ns)) || (name && !valid_seg(name)) ||
         (subresource && !valid_seg(subresource))) {
-        kube_error_set(err, KUBE_EINVAL, "resource %s: namespace, name and subresource must be "
-                                         "non-empty and not '.' or '..'",
+        kube_error_set(err, KUBE_EINVAL,
+                       "resource %s: namespace, name and subresource must be "
+                       "non-empty and not '.' or '..'",
                        res->resource);
         return NULL;
     }
@@ -102,10 +103,10 @@ int kube_list(kube_client *c, const kube_resource *res, const kube_list_opts *op
         char num[32];
         snprintf(num, sizeof num, "%ld", opts->limit);
         int bad = kbuf_puts(&q, base) ||
-                  (opts->label_selector && add_query(&q, &first, "labelSelector",
-                                                     opts->label_selector)) ||
-                  (opts->field_selector && add_query(&q, &first, "fieldSelector",
-                                                     opts->field_selector)) ||
+                  (opts->label_selector &&
+                   add_query(&q, &first, "labelSelector", opts->label_selector)) ||
+                  (opts->field_selector &&
+                   add_query(&q, &first, "fieldSelector", opts->field_selector)) ||
                   (opts->limit > 0 && add_query(&q, &first, "limit", num)) ||
                   (cont && add_query(&q, &first, "continue", cont));
         if (bad) {
@@ -195,12 +196,11 @@ int kube_create(kube_client *c, const kube_resource *res, const json_t *obj, jso
     return rc;
 }
 
-static int put_object(kube_client *c, const kube_resource *res, const json_t *obj,
-                      const char *sub, json_t **out, kube_error *err) {
+static int put_object(kube_client *c, const kube_resource *res, const json_t *obj, const char *sub,
+                      json_t **out, kube_error *err) {
     if (out)
         *out = NULL;
-    const char *name =
-        json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+    const char *name = json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
     if (name == NULL)
         return kube_error_set(err, KUBE_EINVAL, "update of %s: the object has no metadata.name",
                               res && res->resource ? res->resource : "(no resource)");
@@ -298,14 +298,15 @@ int kube_delete(kube_client *c, const kube_resource *res, const char *name,
 int kube_bind_pod(kube_client *c, const char *ns, const char *pod, const char *pod_uid,
                   const char *node, kube_error *err) {
     if (ns == NULL || pod == NULL || node == NULL || node[0] == '\0')
-        return kube_error_set(err, KUBE_EINVAL, "kube_bind_pod needs a namespace, a pod and a "
-                                                "node");
+        return kube_error_set(err, KUBE_EINVAL,
+                              "kube_bind_pod needs a namespace, a pod and a "
+                              "node");
     kube_resource pods = {NULL, "v1", "pods", ns};
     char *path = kube_resource_path(&pods, pod, "binding", err);
     if (path == NULL)
         return err ? err->code : KUBE_EINVAL;
-    json_t *b = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s}}", "apiVersion", "v1",
-                          "kind", "Binding", "metadata", "name", pod, "namespace", ns, "target",
+    json_t *b = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s}}", "apiVersion", "v1", "kind",
+                          "Binding", "metadata", "name", pod, "namespace", ns, "target",
                           "apiVersion", "v1", "kind", "Node", "name", node);
     int rc;
     if (b == NULL) {

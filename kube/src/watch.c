@@ -189,8 +189,7 @@ static char *watch_path(kube_watch *w, const kube_resource *res, const kube_watc
     free(base);
     if (bad) {
         kbuf_free(&q);
-        kube_error_set(err, KUBE_EINVAL, "the watch query is longer than %d bytes",
-                       KUBE_PATH_MAX);
+        kube_error_set(err, KUBE_EINVAL, "the watch query is longer than %d bytes", KUBE_PATH_MAX);
         return NULL;
     }
     return q.data;
@@ -284,8 +283,8 @@ int kube_watch_run(kube_watch *w, const kube_resource *res, const kube_watch_opt
             last = k.lerr;
         } else if (k.status != 0 && k.status != 200) {
             kube_error tmp;
-            int code = kube_status_error(&tmp, "WATCH", path, k.status, k.errbody.data,
-                                         k.errbody.len);
+            int code =
+                kube_status_error(&tmp, "WATCH", path, k.status, k.errbody.data, k.errbody.len);
             if (k.status == 429 || k.status >= 500) {
                 transient = 1;
                 last = tmp;

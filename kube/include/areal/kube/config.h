@@ -28,33 +28,33 @@
 
 typedef struct kube_config {
     /* where and who; every string is owned (malloc) or NULL */
-    char *server;        /* "https://host:port", no trailing slash */
-    char *ca_pem;        /* CA bundle (PEM) from certificate-authority-data */
-    size_t ca_len;       /* bytes in ca_pem */
-    char *ca_file;       /* or a CA bundle file */
-    char *cert_pem;      /* client certificate (PEM) */
-    size_t cert_len;     /* bytes in cert_pem */
-    char *cert_file;     /* or a client certificate file */
-    char *key_pem;       /* client key (PEM) */
-    size_t key_len;      /* bytes in key_pem */
-    char *key_file;      /* or a client key file */
-    char *token;         /* a bearer token */
-    char *token_file;    /* or a file holding it, re-read when it changes */
-    char *ns;            /* the context's (or service account's) namespace, or NULL */
+    char *server;             /* "https://host:port", no trailing slash */
+    char *ca_pem;             /* CA bundle (PEM) from certificate-authority-data */
+    size_t ca_len;            /* bytes in ca_pem */
+    char *ca_file;            /* or a CA bundle file */
+    char *cert_pem;           /* client certificate (PEM) */
+    size_t cert_len;          /* bytes in cert_pem */
+    char *cert_file;          /* or a client certificate file */
+    char *key_pem;            /* client key (PEM) */
+    size_t key_len;           /* bytes in key_pem */
+    char *key_file;           /* or a client key file */
+    char *token;              /* a bearer token */
+    char *token_file;         /* or a file holding it, re-read when it changes */
+    char *ns;                 /* the context's (or service account's) namespace, or NULL */
     int insecure_skip_verify; /* kubeconfig asked to skip TLS verification */
-    int allow_insecure;  /* tests only: permit http:// and insecure_skip_verify */
+    int allow_insecure;       /* tests only: permit http:// and insecure_skip_verify */
 
     /* limits; kube_config_init sets the defaults given here */
-    double qps;               /* sustained requests per second (5); <= 0: no limit */
-    int burst;                /* requests allowed at once above qps (10) */
-    long timeout_ms;          /* whole-request limit for non-watch requests (30000) */
-    long connect_timeout_ms;  /* connection and TLS handshake limit (10000) */
-    size_t max_body;          /* largest response body accepted (64 MiB) */
-    size_t max_line;          /* largest single watch event (16 MiB) */
-    int max_retries;          /* retries of 429/5xx/transport failures (5) */
-    long backoff_base_ms;     /* first retry delay, doubled each time (200) */
-    long backoff_max_ms;      /* largest delay between retries (10000) */
-    long retry_after_max_ms;  /* the most a Retry-After header may make us wait (60000) */
+    double qps;              /* sustained requests per second (5); <= 0: no limit */
+    int burst;               /* requests allowed at once above qps (10) */
+    long timeout_ms;         /* whole-request limit for non-watch requests (30000) */
+    long connect_timeout_ms; /* connection and TLS handshake limit (10000) */
+    size_t max_body;         /* largest response body accepted (64 MiB) */
+    size_t max_line;         /* largest single watch event (16 MiB) */
+    int max_retries;         /* retries of 429/5xx/transport failures (5) */
+    long backoff_base_ms;    /* first retry delay, doubled each time (200) */
+    long backoff_max_ms;     /* largest delay between retries (10000) */
+    long retry_after_max_ms; /* the most a Retry-After header may make us wait (60000) */
 } kube_config;
 
 /* Sets every field to its default (strings NULL). Never fails. */

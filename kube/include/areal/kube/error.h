@@ -40,15 +40,15 @@ enum {
     KUBE_ESTOPPED = -27,        /* a watch was stopped with kube_watch_stop */
 };
 
-#define KUBE_REASON_MAX 64
+#define KUBE_REASON_MAX    64
 #define KUBE_ERROR_MSG_MAX 512
 
 typedef struct kube_error {
-    int code;                      /* KUBE_E*, KUBE_OK when unset */
-    int http_status;               /* HTTP status of the answer, 0 when none came */
-    int curl_code;                 /* CURLcode of a transport failure, else 0 */
-    char reason[KUBE_REASON_MAX];  /* Status.reason ("Conflict", "Expired", ...) or "" */
-    char msg[KUBE_ERROR_MSG_MAX];  /* a full sentence, no trailing newline */
+    int code;                     /* KUBE_E*, KUBE_OK when unset */
+    int http_status;              /* HTTP status of the answer, 0 when none came */
+    int curl_code;                /* CURLcode of a transport failure, else 0 */
+    char reason[KUBE_REASON_MAX]; /* Status.reason ("Conflict", "Expired", ...) or "" */
+    char msg[KUBE_ERROR_MSG_MAX]; /* a full sentence, no trailing newline */
 } kube_error;
 
 /* Resets `err` (if not NULL) to "no error". */
