@@ -159,11 +159,11 @@ static void patch_sets_content_type(void **state) {
     kts_push(f->srv, 200, NULL, "{}");
     kts_push(f->srv, 200, NULL, "{}");
     json_t *merge = json_pack("{s:{s:s}}", "status", "phase", "Running");
-    json_t *ops = json_pack("[{s:s, s:s, s:i}]", "op", "replace", "path", "/spec/replicas",
-                            "value", 3);
+    json_t *ops =
+        json_pack("[{s:s, s:s, s:i}]", "op", "replace", "path", "/spec/replicas", "value", 3);
     kube_error e;
-    assert_int_equal(
-        kube_patch(f->c, &JOBS, "demo", KUBE_PATCH_MERGE, merge, "status", NULL, &e), KUBE_OK);
+    assert_int_equal(kube_patch(f->c, &JOBS, "demo", KUBE_PATCH_MERGE, merge, "status", NULL, &e),
+                     KUBE_OK);
     assert_int_equal(kube_patch(f->c, &JOBS, "demo", KUBE_PATCH_JSON, ops, NULL, NULL, &e),
                      KUBE_OK);
     kts_request r0 = req(f, 0), r1 = req(f, 1);
@@ -210,8 +210,7 @@ static void delete_sends_preconditions_and_policy(void **state) {
 static void bind_posts_a_binding(void **state) {
     fx *f = *state;
     kts_push(f->srv, 201, NULL, "{\"kind\":\"Status\",\"status\":\"Success\"}");
-    assert_int_equal(kube_bind_pod(f->c, "default", "trainer-1", "uid-9", "node-b", NULL),
-                     KUBE_OK);
+    assert_int_equal(kube_bind_pod(f->c, "default", "trainer-1", "uid-9", "node-b", NULL), KUBE_OK);
     kts_request r = req(f, 0);
     assert_string_equal(r.method, "POST");
     assert_string_equal(r.target, "/api/v1/namespaces/default/pods/trainer-1/binding");
@@ -472,8 +471,8 @@ static void qps_and_burst_pace_requests(void **state) {
     for (int i = 0; i < 4; i++)
         assert_int_equal(kube_get(c, &PODS, "p", NULL, NULL), KUBE_OK);
     double all = kube_now() - t0;
-    assert_true(burst < 0.1);  /* the burst goes at once */
-    assert_true(all >= 0.18);  /* 4 more at 20/s need ~0.2 s */
+    assert_true(burst < 0.1); /* the burst goes at once */
+    assert_true(all >= 0.18); /* 4 more at 20/s need ~0.2 s */
     assert_true(all < 2.0);
     kube_client_free(c);
     kube_config_free(&cfg);

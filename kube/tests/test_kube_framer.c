@@ -71,8 +71,7 @@ static void feed_split(kube_framer *f, const size_t *cuts, int ncuts, seen *s) {
     size_t n = sizeof STREAM - 1, prev = 0;
     for (int i = 0; i <= ncuts; i++) {
         size_t end = i < ncuts ? cuts[i] : n;
-        assert_int_equal(kube_framer_feed(f, STREAM + prev, end - prev, on_line, s, NULL),
-                         KUBE_OK);
+        assert_int_equal(kube_framer_feed(f, STREAM + prev, end - prev, on_line, s, NULL), KUBE_OK);
         prev = end;
     }
     assert_int_equal(kube_framer_pending(f), 0);

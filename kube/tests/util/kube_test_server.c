@@ -17,9 +17,9 @@
 #include <unistd.h>
 
 #define KTS_MAX_STEPS 512
-#define KTS_MAX_REQS 512
+#define KTS_MAX_REQS  512
 #define KTS_MAX_CONNS 128
-#define KTS_HDR_MAX 16384
+#define KTS_HDR_MAX   16384
 
 typedef enum { STEP_PLAIN, STEP_STREAM, STEP_DROP } step_kind;
 
@@ -142,11 +142,11 @@ static int serve(kts *s, int fd, const step *st) {
     if (st->kind == STEP_DROP)
         return -1;
     if (st->kind == STEP_PLAIN) {
-        int n = snprintf(head, sizeof head,
-                         "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
-                         "Content-Length: %zu\r\n%s\r\n",
-                         st->status, reason_of(st->status), st->len,
-                         st->headers ? st->headers : "");
+        int n =
+            snprintf(head, sizeof head,
+                     "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
+                     "Content-Length: %zu\r\n%s\r\n",
+                     st->status, reason_of(st->status), st->len, st->headers ? st->headers : "");
         if (send_all(fd, head, (size_t)n) != 0 || send_all(fd, st->body ? st->body : "", st->len))
             return -1;
         return 0;
@@ -207,8 +207,7 @@ static void *conn_main(void *arg) {
         char *hdrs = strstr(buf, "\r\n");
         char clen[32];
         header_value(hdrs ? hdrs + 2 : "", "Authorization", rq.auth, sizeof rq.auth);
-        header_value(hdrs ? hdrs + 2 : "", "Content-Type", rq.content_type,
-                     sizeof rq.content_type);
+        header_value(hdrs ? hdrs + 2 : "", "Content-Type", rq.content_type, sizeof rq.content_type);
         header_value(hdrs ? hdrs + 2 : "", "Content-Length", clen, sizeof clen);
         size_t blen = (size_t)strtoul(clen, NULL, 10);
         if (blen > (1u << 24))
@@ -351,8 +350,14 @@ static void push(kts *s, step st) {
 }
 
 void kts_push(kts *s, int status, const char *headers, const char *body) {
-    step st = {STEP_PLAIN, status, headers ? strdup(headers) : NULL, strdup(body ? body : ""),
-               body ? strlen(body) : 0, 0, 0, 0};
+    step st = {STEP_PLAIN,
+               status,
+               headers ? strdup(headers) : NULL,
+               strdup(body ? body : ""),
+               body ? strlen(body) : 0,
+               0,
+               0,
+               0};
     push(s, st);
 }
 

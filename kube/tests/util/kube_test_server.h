@@ -28,11 +28,11 @@ enum { KTS_END_CLEAN, KTS_END_DROP, KTS_END_HOLD };
 typedef struct kts_request {
     char method[16];
     char target[4096];
-    char auth[1024];         /* Authorization value or "" */
-    char content_type[128];  /* Content-Type value or "" */
-    char *body;              /* NUL-terminated, owned by the server */
+    char auth[1024];        /* Authorization value or "" */
+    char content_type[128]; /* Content-Type value or "" */
+    char *body;             /* NUL-terminated, owned by the server */
     size_t body_len;
-    int conn;                /* 1-based number of the connection it came on */
+    int conn; /* 1-based number of the connection it came on */
 } kts_request;
 
 /* Starts a server on 127.0.0.1 with an ephemeral port; NULL on failure. */
