@@ -62,35 +62,34 @@ static int teardown(void **state) {
     return 0;
 }
 
-static const char KUBECONFIG[] =
-    "apiVersion: v1\n"
-    "kind: Config\n"
-    "current-context: dev\n"
-    "clusters:\n"
-    "- name: c1\n"
-    "  cluster:\n"
-    "    server: https://10.1.2.3:6443/\n"
-    "    certificate-authority-data: " CA_B64 "\n"
-    "- name: c2\n"
-    "  cluster:\n"
-    "    server: https://prod.example:443\n"
-    "    certificate-authority: pki/ca.crt\n"
-    "contexts:\n"
-    "- name: dev\n"
-    "  context: {cluster: c1, user: u1, namespace: team-a}\n"
-    "- name: prod\n"
-    "  context: {cluster: c2, user: u2}\n"
-    "- name: lost\n"
-    "  context: {cluster: nowhere, user: u1}\n"
-    "users:\n"
-    "- name: u1\n"
-    "  user:\n"
-    "    token: abc.def\n"
-    "- name: u2\n"
-    "  user:\n"
-    "    client-certificate: pki/client.crt\n"
-    "    client-key-data: " KEY_B64 "\n"
-    "    tokenFile: /abs/token\n";
+static const char KUBECONFIG[] = "apiVersion: v1\n"
+                                 "kind: Config\n"
+                                 "current-context: dev\n"
+                                 "clusters:\n"
+                                 "- name: c1\n"
+                                 "  cluster:\n"
+                                 "    server: https://10.1.2.3:6443/\n"
+                                 "    certificate-authority-data: " CA_B64 "\n"
+                                 "- name: c2\n"
+                                 "  cluster:\n"
+                                 "    server: https://prod.example:443\n"
+                                 "    certificate-authority: pki/ca.crt\n"
+                                 "contexts:\n"
+                                 "- name: dev\n"
+                                 "  context: {cluster: c1, user: u1, namespace: team-a}\n"
+                                 "- name: prod\n"
+                                 "  context: {cluster: c2, user: u2}\n"
+                                 "- name: lost\n"
+                                 "  context: {cluster: nowhere, user: u1}\n"
+                                 "users:\n"
+                                 "- name: u1\n"
+                                 "  user:\n"
+                                 "    token: abc.def\n"
+                                 "- name: u2\n"
+                                 "  user:\n"
+                                 "    client-certificate: pki/client.crt\n"
+                                 "    client-key-data: " KEY_B64 "\n"
+                                 "    tokenFile: /abs/token\n";
 
 static void kubeconfig_current_context(void **state) {
     tmp *t = *state;
@@ -258,8 +257,8 @@ static void in_cluster_reads_the_service_account(void **state) {
 
 static void base64_vectors(void **state) {
     (void)state;
-    const char *in[] = {"", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy",
-                        "Zm9v\nYmFy", "Zm9vYg"};
+    const char *in[] = {
+        "", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy", "Zm9v\nYmFy", "Zm9vYg"};
     const char *out[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar", "foobar", "foob"};
     for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
         char *d = NULL;
@@ -282,9 +281,9 @@ static void base64_vectors(void **state) {
 
 static void error_helpers(void **state) {
     (void)state;
-    const int codes[] = {KUBE_OK,       KUBE_EINVAL,     KUBE_ENOMEM,   KUBE_EIO,
-                         KUBE_ETRANSPORT, KUBE_EHTTP,    KUBE_ECONFLICT, KUBE_ENOTFOUND,
-                         KUBE_EGONE,    KUBE_EDECODE,    KUBE_ETOOBIG,  KUBE_ESTOPPED};
+    const int codes[] = {KUBE_OK,         KUBE_EINVAL,  KUBE_ENOMEM,    KUBE_EIO,
+                         KUBE_ETRANSPORT, KUBE_EHTTP,   KUBE_ECONFLICT, KUBE_ENOTFOUND,
+                         KUBE_EGONE,      KUBE_EDECODE, KUBE_ETOOBIG,   KUBE_ESTOPPED};
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
         assert_string_not_equal(kube_strerror(codes[i]), "unknown error");
     assert_string_equal(kube_strerror(-999), "unknown error");
@@ -302,12 +301,9 @@ static void error_helpers(void **state) {
 int main(void) {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
-        T(kubeconfig_current_context),
-        T(kubeconfig_named_context_resolves_files),
-        T(kubeconfig_errors_name_the_field),
-        T(insecure_only_when_allowed),
-        T(in_cluster_reads_the_service_account),
-        cmocka_unit_test(base64_vectors),
+        T(kubeconfig_current_context),           T(kubeconfig_named_context_resolves_files),
+        T(kubeconfig_errors_name_the_field),     T(insecure_only_when_allowed),
+        T(in_cluster_reads_the_service_account), cmocka_unit_test(base64_vectors),
         cmocka_unit_test(error_helpers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -101,9 +101,10 @@ static kts_request req(fx *f, int i) {
 static void events_arrive_byte_by_byte_with_rv_and_bookmarks(void **state) {
     fx *f = *state;
     kts_push_stream(f->srv,
-                    EV("ADDED", "a", "11") EV("MODIFIED", "a", "12")
-                        "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Pod\",\"metadata\":{"
-                        "\"resourceVersion\":\"20\"}}}\n" EV("DELETED", "end", "21"),
+                    EV("ADDED", "a", "11") EV(
+                        "MODIFIED", "a",
+                        "12") "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Pod\",\"metadata\":{"
+                              "\"resourceVersion\":\"20\"}}}\n" EV("DELETED", "end", "21"),
                     1, 0, KTS_END_HOLD);
     rec r = {.stop_at = "end"};
     kube_watch_opts o = {.label_selector = "app=x", .timeout_seconds = 60};
@@ -128,8 +129,7 @@ static void events_arrive_byte_by_byte_with_rv_and_bookmarks(void **state) {
 
 static void server_timeout_rewatches_from_last_rv(void **state) {
     fx *f = *state;
-    kts_push_stream(f->srv, EV("ADDED", "a", "11") EV("MODIFIED", "a", "12"), 0, 0,
-                    KTS_END_CLEAN);
+    kts_push_stream(f->srv, EV("ADDED", "a", "11") EV("MODIFIED", "a", "12"), 0, 0, KTS_END_CLEAN);
     kts_push_stream(f->srv, EV("ADDED", "end", "13"), 0, 0, KTS_END_HOLD);
     rec r = {.stop_at = "end"};
     kube_watch_opts o = {.no_bookmarks = 1};
@@ -142,8 +142,8 @@ static void server_timeout_rewatches_from_last_rv(void **state) {
 
 static void dropped_connection_rewatches_and_drops_the_partial_line(void **state) {
     fx *f = *state;
-    kts_push_stream(f->srv, EV("ADDED", "a", "11") "{\"type\":\"MODIFIED\",\"object\":{\"kin", 7,
-                    1, KTS_END_DROP);
+    kts_push_stream(f->srv, EV("ADDED", "a", "11") "{\"type\":\"MODIFIED\",\"object\":{\"kin", 7, 1,
+                    KTS_END_DROP);
     kts_push_drop(f->srv); /* the first reconnect fails outright */
     kts_push_stream(f->srv, EV("MODIFIED", "end", "12"), 0, 0, KTS_END_HOLD);
     rec r = {.stop_at = "end"};
