@@ -33,8 +33,12 @@ for group in "$@"; do
     fmt)
         have_cmd clang-format || need_pkgs+=(clang-format)
         ;;
+    kube)
+        have_pc libcurl || need_pkgs+=(libcurl4-openssl-dev)
+        have_cmd openssl || need_pkgs+=(openssl)
+        ;;
     *)
-        echo "install-deps.sh: unknown group '$group' (use build, fuzz or fmt)" >&2
+        echo "install-deps.sh: unknown group '$group' (use build, fuzz, fmt or a component group)" >&2
         exit 2
         ;;
     esac
