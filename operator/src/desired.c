@@ -182,7 +182,7 @@ json_t *desired_configmap(const json_t *job, const areal_alloc *alloc, const are
     snprintf(name, sizeof name, "%s-config", job_name(job));
     areal_alloc_format(alloc, canonical, sizeof canonical);
     const json_t *config = json_object_get(spec_of(job), "config");
-    char *config_text = json_dumps(config ? config : json_object(), JSON_SORT_KEYS | JSON_COMPACT);
+    char *config_text = config ? json_dumps(config, JSON_SORT_KEYS | JSON_COMPACT) : NULL;
     json_t *pods = json_array();
     for (int i = 0; i < plan->n_pods; i++) {
         const areal_pod_plan *p = &plan->pods[i];

@@ -1,0 +1,81 @@
+/*
+ * reconcile.h - the operator's decision for one AReaLJob, as a pure function.
+ *
+ * Input: the job, its pods, whether its Service and ConfigMap exist, and the
+ * cluster (nodes, with the GPUs used by every pod that is not the job's).
+ * Output: the actions to take (create, bind, delete, patch the job, record an
+ * event), the status to write, and when to look again. Level-triggered: the
+ * same input always gives the same actions, and applying them moves the
+ * world to a state whose reconcile asks for nothing more, so a crash between
+ * two actions is repaired by the next pass; nothing is done twice.
+ *
+ * Lifecycle: no pods -> plan the gang (AREAL_ENOFIT: Pending with the
+ * planner's reason, retried when nodes or pods change) -> create Service,
+ * ConfigMap and every pod, then bind every pod to its planned node ->
+ * Running. A failed or vanished pod restarts the whole gang (delete, then
+ * recreate the same ranks) after an exponential backoff, up to
+ * spec.failurePolicy.maxRestarts, then Failed. The trainer's rank-0 pod
+ * Succeeded -> Succeeded, and the remaining pods are removed. Deletion removes
+ * the pods, then the finalizer.
+ */
+#ifndef AREAL_OPERATOR_RECONCILE_H
+#define AREAL_OPERATOR_RECONCILE_H
+
+#include <stdbool.h>
+
+#include <jansson.h>
+
+#include "areal/cluster.h"
+#include "areal/error.h"
+#include "areal/operator/desired.h"
+
+#define AREAL_FINALIZER "areal.io/cleanup"
+
+typedef enum reconcile_action_kind {
+    RECONCILE_CREATE,    /* create `obj` in `resource` */
+    RECONCILE_DELETE,    /* delete `name` of `resource` (precondition `uid` when set) */
+    RECONCILE_BIND,      /* bind pod `name` to `node` (pods/binding) */
+    RECONCILE_PATCH_JOB, /* merge-patch the job with `obj` */
+    RECONCILE_EVENT,     /* record an Event on the job: `reason`, `message`, `warning` */
+} reconcile_action_kind;
+
+typedef struct reconcile_action {
+    reconcile_action_kind kind;
+    const char *resource; /* "pods", "services", "configmaps", "arealjobs" */
+    char name[256];
+    char node[256];
+    char uid[64];
+    json_t *obj; /* owned */
+    char reason[64];
+    char message[512];
+    bool warning;
+} reconcile_action;
+
+typedef struct reconcile_result {
+    reconcile_action *actions; /* owned, in the order to apply them */
+    int n_actions;
+    int cap_actions;
+    json_t *status;        /* the status to write; NULL when it is unchanged */
+    long requeue_after_ms; /* > 0: reconcile again after this long */
+} reconcile_result;
+
+typedef struct reconcile_input {
+    const json_t *job;
+    const json_t *const *pods; /* the job's pods (label areal.io/job=<name>) */
+    int n_pods;
+    bool has_service;
+    bool has_configmap;
+    const areal_cluster *cluster; /* GPUs used by pods other than the job's */
+    long long now_ms;             /* wall clock (ms since the epoch) */
+    desired_config cfg;
+} reconcile_input;
+
+/* Decides; `out` is filled (free with reconcile_result_free) unless it fails. */
+int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error *err);
+
+void reconcile_result_free(reconcile_result *r);
+
+/* RFC 3339 UTC text of `ms` since the epoch ("2026-11-29T19:53:53Z"). */
+void reconcile_format_time(long long ms, char buf[32]);
+
+#endif

@@ -1,0 +1,561 @@
+/*
+ * reconcile.c - one AReaLJob's decision (see areal/operator/reconcile.h).
+ *
+ * The function reads the job, its pods and the cluster and never talks to the
+ * API server; the controller applies the actions. Status is rebuilt from the
+ * observed pods every pass, keeping only what cannot be observed (restart
+ * count and times, the planned pod count) from the previous status.
+ * Condition timestamps move only when a condition's status changes, and
+ * Events are recorded only on transitions, so an idle job writes nothing.
+ */
+#include "areal/operator/reconcile.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "areal/operator/desired.h"
+#include "areal/placement.h"
+
+#define DEFAULT_MAX_RESTARTS  3
+#define DEFAULT_BACKOFF_S     10
+#define DEFAULT_BACKOFF_MAX_S 300
+
+void reconcile_format_time(long long ms, char buf[32]) {
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* Parses RFC 3339 "YYYY-MM-DDTHH:MM:SSZ" (as written above); -1 when it cannot. */
+static long long parse_time(const char *s) {
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    if (s == NULL || strptime(s, "%Y-%m-%dT%H:%M:%SZ", &tm) == NULL)
+        return -1;
+    return (long long)timegm(&tm) * 1000;
+}
+
+void reconcile_result_free(reconcile_result *r) {
+    for (int i = 0; i < r->n_actions; i++)
+        json_decref(r->actions[i].obj);
+    free(r->actions);
+    json_decref(r->status);
+    memset(r, 0, sizeof *r);
+}
+
+static reconcile_action *push(reconcile_result *r, reconcile_action_kind kind, const char *resource,
+                              const char *name) {
+    if (r->n_actions == r->cap_actions) {
+        int cap = r->cap_actions ? 2 * r->cap_actions : 16;
+        reconcile_action *grown = realloc(r->actions, (size_t)cap * sizeof *grown);
+        if (grown == NULL)
+            return NULL;
+        r->actions = grown;
+        r->cap_actions = cap;
+    }
+    reconcile_action *a = &r->actions[r->n_actions++];
+    memset(a, 0, sizeof *a);
+    a->kind = kind;
+    a->resource = resource;
+    snprintf(a->name, sizeof a->name, "%s", name ? name : "");
+    return a;
+}
+
+static const char *str_at(const json_t *obj, const char *a, const char *b) {
+    const json_t *v = json_object_get(obj, a);
+    if (b != NULL)
+        v = json_object_get(v, b);
+    return json_string_value(v);
+}
+
+static long long int_at(const json_t *obj, const char *a, const char *b, long long dflt) {
+    const json_t *v = json_object_get(obj, a);
+    if (b != NULL)
+        v = json_object_get(v, b);
+    return json_is_integer(v) ? (long long)json_integer_value(v) : dflt;
+}
+
+typedef struct pass {
+    const reconcile_input *in;
+    reconcile_result *out;
+    const json_t *old_status;
+    json_t *status;
+    const char *name;
+    char now[32];
+    bool oom;
+} pass;
+
+static void event(pass *p, bool warning, const char *reason, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void event(pass *p, bool warning, const char *reason, const char *fmt, ...) {
+    reconcile_action *a = push(p->out, RECONCILE_EVENT, "events", p->name);
+    if (a == NULL) {
+        p->oom = true;
+        return;
+    }
+    a->warning = warning;
+    snprintf(a->reason, sizeof a->reason, "%s", reason);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(a->message, sizeof a->message, fmt, ap);
+    va_end(ap);
+}
+
+static const json_t *old_condition(const pass *p, const char *type) {
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(p->old_status, "conditions"), i, c) {
+        const char *t = str_at(c, "type", NULL);
+        if (t != NULL && strcmp(t, type) == 0)
+            return c;
+    }
+    return NULL;
+}
+
+/*
+ * Sets condition `type`; true when its status or reason changed (a transition).
+ * A NULL `message` keeps the old message (or says `reason`).
+ */
+static bool set_condition(pass *p, const char *type, bool ok, const char *reason,
+                          const char *message) {
+    const json_t *old = old_condition(p, type);
+    if (message == NULL)
+        message = old && str_at(old, "message", NULL) ? str_at(old, "message", NULL) : reason;
+    const char *st = ok ? "True" : "False";
+    bool same_status =
+        old && str_at(old, "status", NULL) && strcmp(str_at(old, "status", NULL), st) == 0;
+    bool same_reason =
+        old && str_at(old, "reason", NULL) && strcmp(str_at(old, "reason", NULL), reason) == 0;
+    const char *since = same_status && str_at(old, "lastTransitionTime", NULL)
+                            ? str_at(old, "lastTransitionTime", NULL)
+                            : p->now;
+    json_t *conds = json_object_get(p->status, "conditions");
+    if (conds == NULL) {
+        conds = json_array();
+        json_object_set_new(p->status, "conditions", conds);
+    }
+    json_array_append_new(conds,
+                          json_pack("{s:s,s:s,s:s,s:s,s:I,s:s}", "type", type, "status", st,
+                                    "reason", reason, "message", message, "observedGeneration",
+                                    (json_int_t)int_at(p->in->job, "metadata", "generation", 0),
+                                    "lastTransitionTime", since));
+    return !(same_status && same_reason);
+}
+
+static void set_phase(pass *p, const char *phase) {
+    json_object_set_new(p->status, "phase", json_string(phase));
+}
+
+static const char *old_phase(const pass *p) {
+    const char *ph = str_at(p->old_status, "phase", NULL);
+    return ph ? ph : "";
+}
+
+static bool pod_terminated(const json_t *pod) {
+    const char *ph = str_at(pod, "status", "phase");
+    return ph && (strcmp(ph, "Succeeded") == 0 || strcmp(ph, "Failed") == 0);
+}
+
+static void delete_pods(pass *p, bool keep_finished) {
+    for (int i = 0; i < p->in->n_pods; i++) {
+        const json_t *pod = p->in->pods[i];
+        if (keep_finished && pod_terminated(pod))
+            continue;
+        if (str_at(pod, "metadata", "deletionTimestamp") != NULL)
+            continue; /* already going */
+        reconcile_action *a =
+            push(p->out, RECONCILE_DELETE, "pods", str_at(pod, "metadata", "name"));
+        if (a == NULL) {
+            p->oom = true;
+            return;
+        }
+        const char *uid = str_at(pod, "metadata", "uid");
+        snprintf(a->uid, sizeof a->uid, "%s", uid ? uid : "");
+    }
+}
+
+static bool has_finalizer(const json_t *job) {
+    size_t i;
+    json_t *f;
+    json_array_foreach(json_object_get(json_object_get(job, "metadata"), "finalizers"), i, f) {
+        if (json_is_string(f) && strcmp(json_string_value(f), AREAL_FINALIZER) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* metadata.finalizers without ours (remove) or with it (add), as a merge patch. */
+static void patch_finalizers(pass *p, bool add) {
+    json_t *list = json_array();
+    size_t i;
+    json_t *f;
+    json_array_foreach(json_object_get(json_object_get(p->in->job, "metadata"), "finalizers"), i,
+                       f) {
+        if (!(json_is_string(f) && strcmp(json_string_value(f), AREAL_FINALIZER) == 0))
+            json_array_append(list, f);
+    }
+    if (add)
+        json_array_append_new(list, json_string(AREAL_FINALIZER));
+    reconcile_action *a = push(p->out, RECONCILE_PATCH_JOB, "arealjobs", p->name);
+    if (a == NULL) {
+        json_decref(list);
+        p->oom = true;
+        return;
+    }
+    a->obj = json_pack("{s:{s:o}}", "metadata", "finalizers", list);
+}
+
+/* Job topology from spec.topology.levels (innermost first); Required levels hold pp groups. */
+static void job_topology(const json_t *spec, areal_job *job) {
+    const json_t *levels = json_object_get(json_object_get(spec, "topology"), "levels");
+    if (!json_is_array(levels) || json_array_size(levels) == 0)
+        return;
+    job->topology.n_levels = 0;
+    job->n_rules = 0;
+    size_t i;
+    json_t *lv;
+    json_array_foreach((json_t *)levels, i, lv) {
+        const char *label = str_at(lv, "label", NULL);
+        if (label == NULL || job->topology.n_levels == AREAL_TOPO_MAX_LEVELS)
+            continue;
+        int l = job->topology.n_levels++;
+        snprintf(job->topology.key[l], AREAL_TOPO_KEY_MAX, "%s", label);
+        const char *slash = strrchr(label, '/');
+        snprintf(job->topology.name[l], AREAL_TOPO_NAME_MAX, "%s", slash ? slash + 1 : label);
+        const char *policy = str_at(lv, "policy", NULL);
+        if (policy && strcmp(policy, "Required") == 0 && job->n_rules < AREAL_MAX_RULES)
+            job->rules[job->n_rules++] = (areal_locality_rule){
+                .kind = AREAL_GROUP_PP, .level = l + 1, .mode = AREAL_TOPO_REQUIRED};
+    }
+}
+
+static void write_placement(pass *p, const areal_plan *plan) {
+    json_t *pods = json_array();
+    for (int i = 0; i < plan->n_pods; i++)
+        json_array_append_new(pods, json_pack("{s:s,s:s}", "pod", plan->pods[i].name, "node",
+                                              p->in->cluster->nodes[plan->pods[i].node].name));
+    json_t *quality = json_object();
+    for (int r = 0; r < plan->n_roles; r++) {
+        const areal_role_plan *role = &plan->roles[r];
+        for (int q = 0; q < role->n_quality; q++) {
+            const areal_kind_quality *kq = &role->quality[q];
+            if (kq->kind != AREAL_GROUP_TP && kq->kind != AREAL_GROUP_PP &&
+                kq->kind != AREAL_GROUP_EP)
+                continue;
+            char key[AREAL_ALLOC_NAME_MAX + 16];
+            snprintf(key, sizeof key, "%s/%s", role->name, areal_group_kind_name(kq->kind));
+            json_object_set_new(
+                quality, key,
+                json_pack("{s:i,s:i}", "groups", kq->n_groups, "withinNode", kq->within[0]));
+        }
+    }
+    json_object_set_new(p->status, "placement",
+                        json_pack("{s:o,s:o}", "pods", pods, "quality", quality));
+}
+
+/* Plans, creates and binds the whole gang. */
+static void start_gang(pass *p, const areal_alloc *alloc, areal_error *err) {
+    const reconcile_input *in = p->in;
+    const json_t *spec = json_object_get(in->job, "spec");
+    areal_job job;
+    areal_job_init(&job, p->name, alloc);
+    job_topology(spec, &job);
+    areal_error perr;
+    if (desired_job_constraints(in->job, alloc, &job, &perr) != AREAL_OK) {
+        set_phase(p, "Failed");
+        if (set_condition(p, "Scheduled", false, "InvalidSpec", perr.msg))
+            event(p, true, "InvalidSpec", "%s", perr.msg);
+        return;
+    }
+    areal_plan plan;
+    int rc = areal_place(&job, in->cluster, &plan, &perr);
+    if (rc != AREAL_OK) {
+        if (rc == AREAL_ENOMEM) {
+            areal_error_set(err, AREAL_ENOMEM, -1, "%s", perr.msg);
+            p->oom = true;
+            return;
+        }
+        /* Pending; node and pod changes enqueue the job again. */
+        set_phase(p, "Pending");
+        if (set_condition(p, "Scheduled", false, "Unschedulable", perr.msg))
+            event(p, true, "Unschedulable", "%s", perr.msg);
+        return;
+    }
+    if (!in->has_service) {
+        reconcile_action *a = push(p->out, RECONCILE_CREATE, "services", p->name);
+        if (a != NULL)
+            a->obj = desired_service(in->job, &in->cfg);
+    }
+    if (!in->has_configmap) {
+        char cm[300];
+        snprintf(cm, sizeof cm, "%s-config", p->name);
+        reconcile_action *a = push(p->out, RECONCILE_CREATE, "configmaps", cm);
+        if (a != NULL)
+            a->obj = desired_configmap(in->job, alloc, &plan, in->cluster, &in->cfg);
+    }
+    for (int i = 0; i < plan.n_pods && !p->oom; i++) {
+        reconcile_action *a = push(p->out, RECONCILE_CREATE, "pods", plan.pods[i].name);
+        if (a == NULL ||
+            (a->obj = desired_pod(in->job, alloc, &plan, in->cluster, i, &in->cfg, NULL)) == NULL)
+            p->oom = true;
+    }
+    /* Binds only after every create: the gang is bound whole or not at all. */
+    for (int i = 0; i < plan.n_pods && !p->oom; i++) {
+        reconcile_action *a = push(p->out, RECONCILE_BIND, "pods", plan.pods[i].name);
+        if (a == NULL)
+            p->oom = true;
+        else
+            snprintf(a->node, sizeof a->node, "%s", in->cluster->nodes[plan.pods[i].node].name);
+    }
+    set_phase(p, "Pending");
+    json_object_set_new(p->status, "pods", json_integer(plan.n_pods));
+    json_object_set_new(p->status, "gpus", json_integer(plan.gpus));
+    write_placement(p, &plan);
+    char msg[256];
+    snprintf(msg, sizeof msg, "%d pods bound as one gang on %ld GPUs", plan.n_pods, plan.gpus);
+    if (set_condition(p, "Scheduled", true, "GangBound", msg))
+        event(p, false, "GangBound", "%s", msg);
+    areal_plan_free(&plan);
+}
+
+/* The Ready condition of a pod. */
+static bool pod_ready(const json_t *pod) {
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(json_object_get(pod, "status"), "conditions"), i, c) {
+        const char *t = str_at(c, "type", NULL), *s = str_at(c, "status", NULL);
+        if (t && s && strcmp(t, "Ready") == 0)
+            return strcmp(s, "True") == 0;
+    }
+    return false;
+}
+
+/* The first terminated container's exit code of a pod, or -1. */
+static int pod_exit_code(const json_t *pod) {
+    size_t i;
+    json_t *cs;
+    json_array_foreach(json_object_get(json_object_get(pod, "status"), "containerStatuses"), i,
+                       cs) {
+        const json_t *term = json_object_get(json_object_get(cs, "state"), "terminated");
+        if (term != NULL)
+            return (int)int_at(term, "exitCode", NULL, -1);
+    }
+    return -1;
+}
+
+static long backoff_ms(const json_t *spec, long long restarts) {
+    const json_t *b = json_object_get(json_object_get(spec, "failurePolicy"), "backoff");
+    long long base = int_at(b, "initialSeconds", NULL, DEFAULT_BACKOFF_S);
+    long long max = int_at(b, "maxSeconds", NULL, DEFAULT_BACKOFF_MAX_S);
+    long long d = base;
+    for (long long i = 1; i < restarts && d < max; i++)
+        d *= 2;
+    return (long)((d < max ? d : max) * 1000);
+}
+
+int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error *err) {
+    memset(out, 0, sizeof *out);
+    const json_t *job = in->job;
+    pass p = {.in = in,
+              .out = out,
+              .old_status = json_object_get(job, "status"),
+              .name = str_at(job, "metadata", "name")};
+    if (p.name == NULL)
+        return areal_error_set(err, AREAL_EINVAL, -1, "the job has no metadata.name");
+    reconcile_format_time(in->now_ms, p.now);
+    p.status = json_object();
+    const json_t *spec = json_object_get(job, "spec");
+
+    /* Carry what cannot be observed again. */
+    long long restarts = int_at(p.old_status, "restarts", NULL, 0);
+    long long planned = int_at(p.old_status, "pods", NULL, 0);
+    json_object_set_new(p.status, "restarts", json_integer(restarts));
+    static const char *const carried[] = {
+        "lastRestartTime", "startTime", "completionTime", "placement", "gpus", "progress", NULL};
+    for (int i = 0; carried[i]; i++) {
+        json_t *v = json_object_get(p.old_status, carried[i]);
+        if (v != NULL)
+            json_object_set(p.status, carried[i], v);
+    }
+    if (planned > 0)
+        json_object_set_new(p.status, "pods", json_integer(planned));
+    json_object_set_new(p.status, "observedGeneration",
+                        json_integer(int_at(job, "metadata", "generation", 0)));
+    if (json_object_get(p.status, "startTime") == NULL)
+        json_object_set_new(p.status, "startTime", json_string(p.now));
+    char selector[400];
+    snprintf(selector, sizeof selector, "%s=%s,%s=rollout", AREAL_LABEL_JOB, p.name,
+             AREAL_LABEL_ROLE);
+    json_object_set_new(p.status, "rolloutSelector", json_string(selector));
+
+    /* Deletion: remove the pods, then let the job go. */
+    if (str_at(job, "metadata", "deletionTimestamp") != NULL) {
+        delete_pods(&p, false);
+        if (has_finalizer(job))
+            patch_finalizers(&p, false);
+        json_decref(p.status);
+        p.status = NULL;
+        return p.oom ? areal_error_set(err, AREAL_ENOMEM, -1, "out of memory") : AREAL_OK;
+    }
+    if (!has_finalizer(job))
+        patch_finalizers(&p, true);
+
+    const char *phase = old_phase(&p);
+    areal_alloc alloc;
+    areal_error perr;
+    bool alloc_ok = desired_job_alloc(job, &alloc, &perr) == AREAL_OK;
+    if (alloc_ok) {
+        long rollout = 0;
+        for (int i = 0; i < alloc.n_components; i++)
+            if (areal_backend_is_inference(alloc.comp[i].backend))
+                rollout += alloc.comp[i].strategy.dp;
+        json_object_set_new(p.status, "rolloutReplicas", json_integer(rollout));
+    }
+
+    /* Count the pods. */
+    int ready = 0, bound = 0, failed = -1, master_succeeded = 0;
+    for (int i = 0; i < in->n_pods; i++) {
+        const json_t *pod = in->pods[i];
+        const char *ph = str_at(pod, "status", "phase");
+        ready += pod_ready(pod);
+        bound += str_at(pod, "spec", "nodeName") != NULL;
+        if (ph && strcmp(ph, "Failed") == 0 && failed < 0)
+            failed = i;
+        const char *pname = str_at(pod, "metadata", "name");
+        /* the trainer's rank-0 pod is the one its MASTER_ADDR names ("<pod>.<job>") */
+        const char *first = NULL;
+        size_t k;
+        json_t *e;
+        json_t *ctr =
+            json_array_get(json_object_get(json_object_get(pod, "spec"), "containers"), 0);
+        json_array_foreach(json_object_get(ctr, "env"), k, e) {
+            const char *n = str_at(e, "name", NULL);
+            if (n && strcmp(n, "MASTER_ADDR") == 0)
+                first = str_at(e, "value", NULL);
+        }
+        if (first && pname && ph && strcmp(ph, "Succeeded") == 0 &&
+            strncmp(first, pname, strlen(pname)) == 0 && first[strlen(pname)] == '.')
+            master_succeeded = 1;
+    }
+    json_object_set_new(p.status, "readyPods", json_integer(ready));
+
+    if (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0) {
+        set_phase(&p, phase); /* terminal: only clean up what still runs */
+        delete_pods(&p, true);
+    } else if (!alloc_ok) {
+        set_phase(&p, "Failed");
+        if (set_condition(&p, "Scheduled", false, "InvalidAllocation", perr.msg))
+            event(&p, true, "InvalidAllocation", "%s", perr.msg);
+        delete_pods(&p, false);
+    } else if (json_is_true(json_object_get(spec, "suspend"))) {
+        set_phase(&p, "Suspended");
+        if (set_condition(&p, "Scheduled", false, "Suspended", "spec.suspend is true"))
+            event(&p, false, "Suspended", "the job is suspended; its pods are deleted");
+        delete_pods(&p, false);
+    } else if (master_succeeded) {
+        set_phase(&p, "Succeeded");
+        json_object_set_new(p.status, "completionTime", json_string(p.now));
+        set_condition(&p, "Scheduled", true, "Completed", "the trainer finished");
+        event(&p, false, "Succeeded", "the trainer's rank-0 pod succeeded; removing the others");
+        delete_pods(&p, true);
+    } else if (failed >= 0 || (planned > 0 && bound > 0 && in->n_pods < planned)) {
+        /* One pod failed or vanished: the gang restarts, same ranks, after a backoff. */
+        long long max_restarts = int_at(json_object_get(spec, "failurePolicy"), "maxRestarts", NULL,
+                                        DEFAULT_MAX_RESTARTS);
+        char why[300];
+        if (failed >= 0)
+            snprintf(why, sizeof why, "pod %s failed (exit code %d)",
+                     str_at(in->pods[failed], "metadata", "name"), pod_exit_code(in->pods[failed]));
+        else
+            snprintf(why, sizeof why, "%d of %lld pods are gone", (int)planned - in->n_pods,
+                     planned);
+        delete_pods(&p, false);
+        if (restarts >= max_restarts) {
+            set_phase(&p, "Failed");
+            json_object_set_new(p.status, "completionTime", json_string(p.now));
+            char msg[400];
+            snprintf(msg, sizeof msg, "%s; the gang already restarted %lld times (maxRestarts)",
+                     why, restarts);
+            if (set_condition(&p, "Scheduled", false, "BackoffLimitExceeded", msg))
+                event(&p, true, "BackoffLimitExceeded", "%s", msg);
+        } else {
+            restarts++;
+            json_object_set_new(p.status, "restarts", json_integer(restarts));
+            json_object_set_new(p.status, "lastRestartTime", json_string(p.now));
+            json_object_set_new(p.status, "pods", json_integer(0));
+            set_phase(&p, "Restarting");
+            set_condition(&p, "Scheduled", false, "GangRestarting", why);
+            event(&p, true, "GangRestarting", "%s; restart %lld of %lld", why, restarts,
+                  max_restarts);
+            out->requeue_after_ms = backoff_ms(spec, restarts);
+        }
+    } else if (in->n_pods == 0) {
+        long long last = parse_time(str_at(p.old_status, "lastRestartTime", NULL));
+        long wait = last < 0 ? 0 : (long)(last + backoff_ms(spec, restarts) - in->now_ms);
+        if (strcmp(phase, "Restarting") == 0 && wait > 0) {
+            set_phase(&p, "Restarting");
+            set_condition(&p, "Scheduled", false, "GangRestarting", "waiting for the backoff");
+            out->requeue_after_ms = wait;
+        } else {
+            start_gang(&p, &alloc, err);
+        }
+    } else if (bound < in->n_pods) {
+        /* Created but not all bound (a crash between create and bind, or a failed bind):
+         * bind the rest to their planned nodes; a pod without a plan restarts the gang. */
+        bool planned_all = true;
+        for (int i = 0; i < in->n_pods; i++) {
+            const json_t *pod = in->pods[i];
+            if (str_at(pod, "spec", "nodeName") != NULL)
+                continue;
+            const char *node = json_string_value(
+                json_object_get(json_object_get(json_object_get(pod, "metadata"), "annotations"),
+                                AREAL_ANNOTATION_NODE));
+            if (node == NULL) {
+                planned_all = false;
+                break;
+            }
+            reconcile_action *a =
+                push(out, RECONCILE_BIND, "pods", str_at(pod, "metadata", "name"));
+            if (a != NULL)
+                snprintf(a->node, sizeof a->node, "%s", node);
+        }
+        set_phase(&p, "Pending");
+        if (!planned_all) {
+            for (int i = out->n_actions - 1; i >= 0 && out->actions[i].kind == RECONCILE_BIND; i--)
+                out->n_actions--;
+            delete_pods(&p, false);
+            set_condition(&p, "Scheduled", false, "Replanning", "pods without a planned node");
+        }
+    } else {
+        bool all_running = in->n_pods > 0;
+        for (int i = 0; i < in->n_pods; i++) {
+            const char *ph = str_at(in->pods[i], "status", "phase");
+            all_running = all_running && ph && strcmp(ph, "Running") == 0;
+        }
+        set_phase(&p, all_running ? "Running" : "Pending");
+        set_condition(&p, "Scheduled", true, "GangBound", NULL);
+        if (all_running && strcmp(phase, "Running") != 0)
+            event(&p, false, "Running", "all %d pods are running", in->n_pods);
+    }
+    if (json_object_get(p.status, "conditions") == NULL) {
+        json_t *old = json_object_get(p.old_status, "conditions");
+        if (old != NULL)
+            json_object_set(p.status, "conditions", old);
+    }
+    if (p.oom) {
+        reconcile_result_free(out);
+        json_decref(p.status);
+        return areal_error_set(err, AREAL_ENOMEM, -1, "out of memory reconciling %s", p.name);
+    }
+    if (p.old_status != NULL && json_equal(p.old_status, p.status)) {
+        json_decref(p.status); /* nothing to write */
+        p.status = NULL;
+    }
+    out->status = p.status;
+    return AREAL_OK;
+}

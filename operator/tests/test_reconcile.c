@@ -1,0 +1,373 @@
+/*
+ * test_reconcile.c - the reconcile decision over a job's whole life, applied
+ * to a small in-memory world (pods, the job's finalizers and status) with a
+ * pretend kubelet in between: gang creation and binding exactly where the
+ * planner says, idempotence, Running, gang restart with backoff, the restart
+ * limit, success, unschedulable jobs, bad allocations, suspension, deletion
+ * and recovery from a crash between create and bind.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "areal/operator/reconcile.h"
+#include "areal/placement.h"
+
+#define MAX_PODS 64
+#define T0       1795000000000LL /* a fixed "now" (ms since the epoch) */
+
+typedef struct world {
+    json_t *job;
+    json_t *pods[MAX_PODS];
+    int n_pods;
+    bool service, configmap;
+    areal_cluster cluster;
+    long long now;
+    int events;
+    char last_event[64];
+} world;
+
+static const char *JOB = "{\"apiVersion\":\"areal.io/v1alpha1\",\"kind\":\"AReaLJob\","
+                         "\"metadata\":{\"name\":\"j\",\"namespace\":\"ns\",\"uid\":\"u1\","
+                         "\"generation\":1},"
+                         "\"spec\":{\"allocation\":\"sglang:d2t2+megatron:d2p2t2\","
+                         "\"failurePolicy\":{\"maxRestarts\":2,\"backoff\":{\"initialSeconds\":"
+                         "10,\"maxSeconds\":60}}}}";
+
+static void world_init(world *w, int nodes) {
+    memset(w, 0, sizeof *w);
+    w->job = json_loads(JOB, 0, NULL);
+    assert_non_null(w->job);
+    areal_cluster_init(&w->cluster);
+    for (int i = 0; i < nodes; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "node-%d", i);
+        assert_true(areal_cluster_add_node(&w->cluster, name, 8, 0, NULL) >= 0);
+    }
+    w->now = T0;
+}
+
+static void world_free(world *w) {
+    json_decref(w->job);
+    for (int i = 0; i < w->n_pods; i++)
+        json_decref(w->pods[i]);
+    areal_cluster_free(&w->cluster);
+}
+
+static int find_pod(world *w, const char *name) {
+    for (int i = 0; i < w->n_pods; i++)
+        if (strcmp(
+                json_string_value(json_object_get(json_object_get(w->pods[i], "metadata"), "name")),
+                name) == 0)
+            return i;
+    return -1;
+}
+
+/* One reconcile, its actions applied to the world. Returns the result (caller frees). */
+static reconcile_result step(world *w) {
+    reconcile_input in = {.job = w->job,
+                          .pods = (const json_t *const *)w->pods,
+                          .n_pods = w->n_pods,
+                          .has_service = w->service,
+                          .has_configmap = w->configmap,
+                          .cluster = &w->cluster,
+                          .now_ms = w->now};
+    reconcile_result r;
+    areal_error e;
+    assert_int_equal(reconcile_job(&in, &r, &e), AREAL_OK);
+    for (int i = 0; i < r.n_actions; i++) {
+        reconcile_action *a = &r.actions[i];
+        switch (a->kind) {
+        case RECONCILE_CREATE:
+            if (strcmp(a->resource, "services") == 0) {
+                w->service = true;
+            } else if (strcmp(a->resource, "configmaps") == 0) {
+                w->configmap = true;
+            } else {
+                assert_int_equal(find_pod(w, a->name), -1); /* never created twice */
+                assert_true(w->n_pods < MAX_PODS);
+                json_t *pod = json_deep_copy(a->obj);
+                json_object_set_new(pod, "status", json_pack("{s:s}", "phase", "Pending"));
+                w->pods[w->n_pods++] = pod;
+            }
+            break;
+        case RECONCILE_BIND: {
+            int k = find_pod(w, a->name);
+            assert_true(k >= 0);
+            json_t *spec = json_object_get(w->pods[k], "spec");
+            assert_null(json_object_get(spec, "nodeName")); /* bound once */
+            json_object_set_new(spec, "nodeName", json_string(a->node));
+            break;
+        }
+        case RECONCILE_DELETE: {
+            int k = find_pod(w, a->name);
+            assert_true(k >= 0);
+            json_decref(w->pods[k]);
+            w->pods[k] = w->pods[--w->n_pods];
+            break;
+        }
+        case RECONCILE_PATCH_JOB:
+            json_object_update_recursive(w->job, a->obj);
+            break;
+        case RECONCILE_EVENT:
+            w->events++;
+            snprintf(w->last_event, sizeof w->last_event, "%s", a->reason);
+            break;
+        }
+    }
+    if (r.status != NULL)
+        json_object_set(w->job, "status", r.status);
+    return r;
+}
+
+static const char *phase(const world *w) {
+    return json_string_value(json_object_get(json_object_get(w->job, "status"), "phase"));
+}
+
+static void kubelet_sets(world *w, const char *ph, bool ready) {
+    for (int i = 0; i < w->n_pods; i++) {
+        json_object_set_new(w->pods[i], "status",
+                            json_pack("{s:s,s:[{s:s,s:s}]}", "phase", ph, "conditions", "type",
+                                      "Ready", "status", ready ? "True" : "False"));
+    }
+}
+
+static int count_kind(const reconcile_result *r, reconcile_action_kind k) {
+    int n = 0;
+    for (int i = 0; i < r->n_actions; i++)
+        n += r->actions[i].kind == k;
+    return n;
+}
+
+static void creates_and_binds_the_gang_where_the_planner_says(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    reconcile_result r = step(&w);
+    assert_int_equal(count_kind(&r, RECONCILE_PATCH_JOB), 1);  /* the finalizer */
+    assert_int_equal(count_kind(&r, RECONCILE_CREATE), 2 + 3); /* svc, cm, 3 pods */
+    assert_int_equal(count_kind(&r, RECONCILE_BIND), 3);
+    /* every create comes before every bind */
+    int last_create = -1, first_bind = 1000;
+    for (int i = 0; i < r.n_actions; i++) {
+        if (r.actions[i].kind == RECONCILE_CREATE)
+            last_create = i;
+        if (r.actions[i].kind == RECONCILE_BIND && i < first_bind)
+            first_bind = i;
+    }
+    assert_true(last_create < first_bind);
+    /* the same nodes as areal_place on the same inventory (what arealctl plan prints) */
+    areal_alloc a;
+    assert_int_equal(areal_alloc_parse("sglang:d2t2+megatron:d2p2t2", &a, NULL), AREAL_OK);
+    areal_job pj;
+    areal_job_init(&pj, "j", &a);
+    areal_plan plan;
+    assert_int_equal(areal_place(&pj, &w.cluster, &plan, NULL), AREAL_OK);
+    for (int i = 0; i < plan.n_pods; i++) {
+        int k = find_pod(&w, plan.pods[i].name);
+        assert_true(k >= 0);
+        assert_string_equal(
+            json_string_value(json_object_get(json_object_get(w.pods[k], "spec"), "nodeName")),
+            w.cluster.nodes[plan.pods[i].node].name);
+    }
+    areal_plan_free(&plan);
+    assert_string_equal(phase(&w), "Pending");
+    assert_string_equal(w.last_event, "GangBound");
+    reconcile_result_free(&r);
+
+    /* idempotent: nothing more to do, and nothing to write */
+    r = step(&w);
+    assert_int_equal(r.n_actions, 0);
+    assert_null(r.status);
+    reconcile_result_free(&r);
+
+    /* running */
+    kubelet_sets(&w, "Running", true);
+    r = step(&w);
+    assert_string_equal(phase(&w), "Running");
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(w.job, "status"), "readyPods")), 3);
+    assert_string_equal(w.last_event, "Running");
+    reconcile_result_free(&r);
+    int events = w.events;
+    r = step(&w);
+    assert_int_equal(w.events, events); /* no repeated event */
+    assert_null(r.status);
+    reconcile_result_free(&r);
+    world_free(&w);
+}
+
+static void failed_pod_restarts_the_gang_with_backoff_then_fails(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    reconcile_result r = step(&w);
+    reconcile_result_free(&r);
+    char first_names[MAX_PODS][64];
+    int n0 = w.n_pods;
+    for (int i = 0; i < n0; i++)
+        snprintf(
+            first_names[i], 64, "%s",
+            json_string_value(json_object_get(json_object_get(w.pods[i], "metadata"), "name")));
+    for (int attempt = 1; attempt <= 3; attempt++) {
+        kubelet_sets(&w, "Running", true);
+        json_object_set_new(w.pods[0], "status",
+                            json_pack("{s:s,s:[{s:{s:{s:i}}}]}", "phase", "Failed",
+                                      "containerStatuses", "state", "terminated", "exitCode", 137));
+        r = step(&w);
+        assert_int_equal(w.n_pods, 0); /* the whole gang goes */
+        if (attempt == 3) {
+            assert_string_equal(phase(&w), "Failed");
+            assert_string_equal(w.last_event, "BackoffLimitExceeded");
+            reconcile_result_free(&r);
+            break;
+        }
+        assert_string_equal(phase(&w), "Restarting");
+        assert_int_equal(
+            json_integer_value(json_object_get(json_object_get(w.job, "status"), "restarts")),
+            attempt);
+        long expect = attempt == 1 ? 10000 : 20000;
+        assert_int_equal(r.requeue_after_ms, expect);
+        reconcile_result_free(&r);
+        /* before the backoff ends: wait, create nothing */
+        w.now += expect / 2;
+        r = step(&w);
+        assert_int_equal(count_kind(&r, RECONCILE_CREATE), 0);
+        assert_true(r.requeue_after_ms > 0 && r.requeue_after_ms <= expect / 2);
+        reconcile_result_free(&r);
+        /* after it: the same pods (names, hence ranks) again */
+        w.now += expect;
+        r = step(&w);
+        assert_int_equal(w.n_pods, n0);
+        for (int i = 0; i < n0; i++)
+            assert_true(find_pod(&w, first_names[i]) >= 0);
+        reconcile_result_free(&r);
+    }
+    /* terminal: nothing is recreated */
+    r = step(&w);
+    assert_int_equal(count_kind(&r, RECONCILE_CREATE), 0);
+    reconcile_result_free(&r);
+    world_free(&w);
+}
+
+static void trainer_success_finishes_the_job(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    reconcile_result r = step(&w);
+    reconcile_result_free(&r);
+    kubelet_sets(&w, "Running", true);
+    int k = find_pod(&w, "j-trainer-0");
+    assert_true(k >= 0);
+    json_object_set_new(w.pods[k], "status", json_pack("{s:s}", "phase", "Succeeded"));
+    r = step(&w);
+    assert_string_equal(phase(&w), "Succeeded");
+    assert_int_equal(w.n_pods, 1); /* only the finished trainer pod stays */
+    assert_true(find_pod(&w, "j-trainer-0") >= 0);
+    reconcile_result_free(&r);
+    world_free(&w);
+}
+
+static void unschedulable_job_waits_with_the_reason(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 1); /* 8 GPUs; the job needs 12 */
+    reconcile_result r = step(&w);
+    assert_int_equal(count_kind(&r, RECONCILE_CREATE), 0);
+    assert_string_equal(phase(&w), "Pending");
+    const json_t *cond =
+        json_array_get(json_object_get(json_object_get(w.job, "status"), "conditions"), 0);
+    assert_string_equal(json_string_value(json_object_get(cond, "reason")), "Unschedulable");
+    assert_non_null(strstr(json_string_value(json_object_get(cond, "message")), "needs 12 GPUs"));
+    assert_string_equal(w.last_event, "Unschedulable");
+    reconcile_result_free(&r);
+    int events = w.events;
+    r = step(&w); /* no busy loop: no event, no requeue, no write */
+    assert_int_equal(w.events, events);
+    assert_int_equal(r.requeue_after_ms, 0);
+    assert_null(r.status);
+    reconcile_result_free(&r);
+    /* nodes are added: placed */
+    assert_true(areal_cluster_add_node(&w.cluster, "node-new", 8, 0, NULL) >= 0);
+    r = step(&w);
+    assert_int_equal(count_kind(&r, RECONCILE_BIND), 3);
+    reconcile_result_free(&r);
+    world_free(&w);
+}
+
+static void invalid_allocation_fails_with_the_parser_message(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    json_object_set_new(json_object_get(w.job, "spec"), "allocation", json_string("fsdp:d4p2"));
+    reconcile_result r = step(&w);
+    assert_string_equal(phase(&w), "Failed");
+    const json_t *cond =
+        json_array_get(json_object_get(json_object_get(w.job, "status"), "conditions"), 0);
+    assert_string_equal(json_string_value(json_object_get(cond, "reason")), "InvalidAllocation");
+    assert_non_null(strstr(json_string_value(json_object_get(cond, "message")), "FSDP"));
+    reconcile_result_free(&r);
+    world_free(&w);
+}
+
+static void suspend_and_delete_remove_the_pods(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    reconcile_result r = step(&w);
+    reconcile_result_free(&r);
+    json_object_set_new(json_object_get(w.job, "spec"), "suspend", json_true());
+    r = step(&w);
+    assert_int_equal(w.n_pods, 0);
+    assert_string_equal(phase(&w), "Suspended");
+    reconcile_result_free(&r);
+    json_object_set_new(json_object_get(w.job, "spec"), "suspend", json_false());
+    r = step(&w);
+    assert_int_equal(w.n_pods, 3);
+    reconcile_result_free(&r);
+    /* deletion: pods go, then the finalizer */
+    json_object_set_new(json_object_get(w.job, "metadata"), "deletionTimestamp",
+                        json_string("2026-11-29T20:00:00Z"));
+    r = step(&w);
+    assert_int_equal(w.n_pods, 0);
+    assert_int_equal(
+        json_array_size(json_object_get(json_object_get(w.job, "metadata"), "finalizers")), 0);
+    assert_null(r.status);
+    reconcile_result_free(&r);
+    world_free(&w);
+}
+
+static void a_crash_between_create_and_bind_is_repaired(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    reconcile_result r = step(&w);
+    reconcile_result_free(&r);
+    /* undo the binds, as if the operator died after creating the pods */
+    for (int i = 0; i < w.n_pods; i++)
+        json_object_del(json_object_get(w.pods[i], "spec"), "nodeName");
+    r = step(&w);
+    assert_int_equal(count_kind(&r, RECONCILE_CREATE), 0);
+    assert_int_equal(count_kind(&r, RECONCILE_BIND), 3);
+    reconcile_result_free(&r);
+    world_free(&w);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(creates_and_binds_the_gang_where_the_planner_says),
+        cmocka_unit_test(failed_pod_restarts_the_gang_with_backoff_then_fails),
+        cmocka_unit_test(trainer_success_finishes_the_job),
+        cmocka_unit_test(unschedulable_job_waits_with_the_reason),
+        cmocka_unit_test(invalid_allocation_fails_with_the_parser_message),
+        cmocka_unit_test(suspend_and_delete_remove_the_pods),
+        cmocka_unit_test(a_crash_between_create_and_bind_is_repaired),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
