@@ -5,3 +5,5 @@ EXTRA_LIBS += -lpthread
 TEST_SRC   += $(wildcard operator/tests/test_*.c)
 PKGS       += libwebsockets
 DEPS_GROUPS += operator
+PROGRAMS   += areal-operator
+areal-operator_SRC := $(wildcard operator/cmd/*.c)

@@ -426,20 +426,9 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
         bound += str_at(pod, "spec", "nodeName") != NULL;
         if (ph && strcmp(ph, "Failed") == 0 && failed < 0)
             failed = i;
-        const char *pname = str_at(pod, "metadata", "name");
-        /* the trainer's rank-0 pod is the one its MASTER_ADDR names ("<pod>.<job>") */
-        const char *first = NULL;
-        size_t k;
-        json_t *e;
-        json_t *ctr =
-            json_array_get(json_object_get(json_object_get(pod, "spec"), "containers"), 0);
-        json_array_foreach(json_object_get(ctr, "env"), k, e) {
-            const char *n = str_at(e, "name", NULL);
-            if (n && strcmp(n, "MASTER_ADDR") == 0)
-                first = str_at(e, "value", NULL);
-        }
-        if (first && pname && ph && strcmp(ph, "Succeeded") == 0 &&
-            strncmp(first, pname, strlen(pname)) == 0 && first[strlen(pname)] == '.')
+        const char *master = json_string_value(json_object_get(
+            json_object_get(json_object_get(pod, "metadata"), "labels"), AREAL_LABEL_MASTER));
+        if (master && strcmp(master, "true") == 0 && ph && strcmp(ph, "Succeeded") == 0)
             master_succeeded = 1;
     }
     json_object_set_new(p.status, "readyPods", json_integer(ready));

@@ -1,0 +1,50 @@
+/*
+ * controller.h - the AReaLJob controller: three informers (AReaLJobs, every
+ * pod, nodes) feeding local caches, a rate-limited work queue of job keys, and
+ * workers that run the reconcile decision (reconcile.h) against the caches and
+ * apply its actions through the API.
+ *
+ * Event routing: a job event queues that job; a pod event queues the job named
+ * by its areal.io/job label, and any pod or node change also queues every job
+ * that waits for room (Pending or Restarting), so a job that did not fit is
+ * placed as soon as nodes are added or pods leave. Informers list once, then
+ * watch; on 410 Gone they list again (kube_reflector_run).
+ *
+ * Threads: one per informer, `workers` reconcile workers; controller_run
+ * returns when controller_stop is called (from any thread or a signal
+ * handler's helper thread).
+ */
+#ifndef AREAL_OPERATOR_CONTROLLER_H
+#define AREAL_OPERATOR_CONTROLLER_H
+
+#include <stdbool.h>
+
+#include "areal/error.h"
+#include "areal/kube/client.h"
+#include "areal/operator/desired.h"
+#include "areal/operator/metrics.h"
+
+typedef struct controller_config {
+    const char *ns; /* watch AReaLJobs of this namespace only; NULL: all */
+    int workers;    /* reconcile workers (default 2) */
+    desired_config desired;
+} controller_config;
+
+typedef struct controller controller;
+
+/* A controller on client `kc` (borrowed); registers its metrics in `m` (may be NULL). */
+int controller_new(kube_client *kc, const controller_config *cfg, metrics_registry *m,
+                   controller **out, areal_error *err);
+
+/* Starts the informers and workers and blocks until controller_stop. */
+int controller_run(controller *ctl);
+
+/* Asks controller_run to return; safe from any thread. */
+void controller_stop(controller *ctl);
+
+/* True once every informer has listed once. */
+bool controller_synced(controller *ctl);
+
+void controller_free(controller *ctl);
+
+#endif

@@ -1,0 +1,449 @@
+/*
+ * controller.c - informers, work queue and workers (see
+ * areal/operator/controller.h). A worker builds the reconcile input from the
+ * caches: the job, its pods, and the cluster as the caches see it (every
+ * node, with the GPUs of every bound, unfinished pod that is not the job's),
+ * then applies the decision's actions in order and writes the status. An
+ * action that fails stops the pass and requeues the key with backoff; the
+ * next pass starts from what the caches then show, so partial progress is
+ * never repeated (creates of existing objects and deletes of missing ones
+ * are treated as done).
+ */
+#include "areal/operator/controller.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "areal/cluster_kube.h"
+#include "areal/kube/watch.h"
+#include "areal/operator/cache.h"
+#include "areal/operator/reconcile.h"
+#include "areal/operator/workqueue.h"
+
+#define MAX_WORKERS 16
+
+typedef struct informer {
+    struct controller *ctl;
+    const char *kind; /* "arealjobs", "pods", "nodes" */
+    kube_resource res;
+    obj_cache *cache;
+    kube_watch *watch;
+    pthread_t thread;
+    bool started;
+} informer;
+
+struct controller {
+    kube_client *kc;
+    controller_config cfg;
+    informer jobs, pods, nodes;
+    workqueue *q;
+    pthread_t workers[MAX_WORKERS];
+    int n_workers;
+    atomic_bool stopping;
+    pthread_mutex_t stop_mu;
+    pthread_cond_t stop_cond;
+    metrics_family *m_reconciles, *m_reconcile_s, *m_actions, *m_depth;
+};
+
+static long long wall_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- event routing -------------------------------------------------------- */
+
+static void enqueue_job_of_pod(controller *ctl, const json_t *pod) {
+    const json_t *meta = json_object_get(pod, "metadata");
+    const char *job =
+        json_string_value(json_object_get(json_object_get(meta, "labels"), AREAL_LABEL_JOB));
+    const char *ns = json_string_value(json_object_get(meta, "namespace"));
+    if (job == NULL || ns == NULL)
+        return;
+    char key[WORKQUEUE_KEY_MAX];
+    snprintf(key, sizeof key, "%s/%s", ns, job);
+    workqueue_add(ctl->q, key);
+}
+
+static void enqueue_waiting(void *ud, const json_t *job) {
+    controller *ctl = ud;
+    const char *phase = json_string_value(json_object_get(json_object_get(job, "status"), "phase"));
+    char key[WORKQUEUE_KEY_MAX];
+    if ((phase == NULL || strcmp(phase, "Pending") == 0 || strcmp(phase, "Restarting") == 0) &&
+        cache_key(job, key, sizeof key))
+        workqueue_add(ctl->q, key);
+}
+
+static void enqueue_job(void *ud, const json_t *job) {
+    controller *ctl = ud;
+    char key[WORKQUEUE_KEY_MAX];
+    if (cache_key(job, key, sizeof key))
+        workqueue_add(ctl->q, key);
+}
+
+static void route(informer *inf, const json_t *obj) {
+    controller *ctl = inf->ctl;
+    if (inf == &ctl->jobs) {
+        enqueue_job(ctl, obj);
+        return;
+    }
+    if (inf == &ctl->pods)
+        enqueue_job_of_pod(ctl, obj);
+    /* room may have changed: jobs that wait for it look again */
+    cache_each(ctl->jobs.cache, enqueue_waiting, ctl);
+}
+
+static int on_replace(void *ud, json_t *list) {
+    informer *inf = ud;
+    if (cache_replace(inf->cache, list) != 0)
+        return KUBE_ENOMEM;
+    cache_each(inf->ctl->jobs.cache, enqueue_job, inf->ctl);
+    return KUBE_OK;
+}
+
+static int on_event(void *ud, const kube_event *ev) {
+    informer *inf = ud;
+    if (ev->type != KUBE_EVENT_ADDED && ev->type != KUBE_EVENT_MODIFIED &&
+        ev->type != KUBE_EVENT_DELETED)
+        return KUBE_OK;
+    if (cache_apply(inf->cache, ev->object, ev->type == KUBE_EVENT_DELETED) != 0)
+        return KUBE_ENOMEM;
+    route(inf, ev->object);
+    return KUBE_OK;
+}
+
+static void *informer_main(void *arg) {
+    informer *inf = arg;
+    kube_reflector_fns fns = {.replace = on_replace, .event = on_event, .ud = inf};
+    kube_watch_opts opts = {.timeout_seconds = 300};
+    while (!atomic_load(&inf->ctl->stopping)) {
+        kube_error err;
+        int rc = kube_reflector_run(inf->watch, &inf->res, &opts, &fns, &err);
+        if (rc == KUBE_ESTOPPED || atomic_load(&inf->ctl->stopping))
+            break;
+        fprintf(stderr, "{\"level\":\"error\",\"msg\":\"informer %s stopped: %s; restarting\"}\n",
+                inf->kind, err.msg);
+        struct timespec ts = {1, 0};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+/* ---- one reconcile ------------------------------------------------------------ */
+
+typedef struct gather {
+    const char *ns, *job;
+    json_t **pods;
+    int n_pods, cap_pods;
+    areal_cluster *cluster;
+    bool oom;
+} gather;
+
+static void gather_node(void *ud, const json_t *node) {
+    gather *g = ud;
+    if (areal_cluster_add_kube_node(g->cluster, node, "node", NULL) < 0)
+        return; /* a node we cannot read is not offered to placement */
+}
+
+static void gather_pod(void *ud, const json_t *pod) {
+    gather *g = ud;
+    const json_t *meta = json_object_get(pod, "metadata");
+    const char *ns = json_string_value(json_object_get(meta, "namespace"));
+    const char *job =
+        json_string_value(json_object_get(json_object_get(meta, "labels"), AREAL_LABEL_JOB));
+    if (ns && job && strcmp(ns, g->ns) == 0 && strcmp(job, g->job) == 0) {
+        if (g->n_pods == g->cap_pods) {
+            int cap = g->cap_pods ? 2 * g->cap_pods : 16;
+            json_t **grown = realloc(g->pods, (size_t)cap * sizeof *grown);
+            if (grown == NULL) {
+                g->oom = true;
+                return;
+            }
+            g->pods = grown;
+            g->cap_pods = cap;
+        }
+        g->pods[g->n_pods++] = json_incref((json_t *)pod);
+        return;
+    }
+    /* another tenant's pod: it uses room on its node */
+    const char *node = json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
+    const char *phase = json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
+    if (node == NULL || (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))))
+        return;
+    int gpus;
+    long long cpu, mem;
+    if (areal_kube_pod_requests(pod, "pod", &gpus, &cpu, &mem, NULL) != AREAL_OK)
+        return;
+    for (int i = 0; i < g->cluster->n_nodes; i++) {
+        areal_node *n = &g->cluster->nodes[i];
+        if (strcmp(n->name, node) != 0)
+            continue;
+        n->gpus_used = n->gpus_used + gpus > n->gpus ? n->gpus : n->gpus_used + gpus;
+        n->cpu_used_milli += (long)cpu;
+        n->mem_used_bytes += mem;
+        break;
+    }
+}
+
+static kube_resource resource_for(const char *kind, const char *ns) {
+    if (strcmp(kind, "arealjobs") == 0)
+        return (kube_resource){"areal.io", "v1alpha1", "arealjobs", ns};
+    return (kube_resource){NULL, "v1", kind, ns};
+}
+
+static int record_event(controller *ctl, const json_t *job, const reconcile_action *a,
+                        kube_error *err) {
+    const json_t *meta = json_object_get(job, "metadata");
+    const char *ns = json_string_value(json_object_get(meta, "namespace"));
+    char now[32], prefix[300];
+    reconcile_format_time(wall_ms(), now);
+    snprintf(prefix, sizeof prefix, "%s.", a->name);
+    json_t *ev = json_pack(
+        "{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:s,s:s},s:s,s:s,s:s,s:s,s:s,s:i,s:{s:s}}",
+        "apiVersion", "v1", "kind", "Event", "metadata", "generateName", prefix, "namespace",
+        ns ? ns : "default", "involvedObject", "apiVersion", "areal.io/v1alpha1", "kind",
+        "AReaLJob", "name", a->name, "namespace", ns ? ns : "default", "uid",
+        json_string_value(json_object_get(meta, "uid"))
+            ? json_string_value(json_object_get(meta, "uid"))
+            : "",
+        "reason", a->reason, "message", a->message, "type", a->warning ? "Warning" : "Normal",
+        "firstTimestamp", now, "lastTimestamp", now, "count", 1, "source", "component",
+        ctl->cfg.desired.scheduler_name ? ctl->cfg.desired.scheduler_name : "areal-operator");
+    kube_resource res = resource_for("events", ns);
+    int rc = kube_create(ctl->kc, &res, ev, NULL, err);
+    json_decref(ev);
+    return rc;
+}
+
+static int apply(controller *ctl, const json_t *job, const reconcile_action *a, kube_error *err) {
+    const char *ns =
+        json_string_value(json_object_get(json_object_get(job, "metadata"), "namespace"));
+    kube_resource res = resource_for(a->resource, ns);
+    int rc = KUBE_OK;
+    switch (a->kind) {
+    case RECONCILE_CREATE:
+        rc = kube_create(ctl->kc, &res, a->obj, NULL, err);
+        if (rc == KUBE_ECONFLICT)
+            rc = KUBE_OK; /* it exists: done already */
+        break;
+    case RECONCILE_DELETE: {
+        kube_delete_opts opts = {.uid = a->uid[0] ? a->uid : NULL,
+                                 .propagation_policy = "Background",
+                                 .grace_period_seconds = -1};
+        rc = kube_delete(ctl->kc, &res, a->name, &opts, NULL, err);
+        if (rc == KUBE_ENOTFOUND)
+            rc = KUBE_OK;
+        break;
+    }
+    case RECONCILE_BIND:
+        rc = kube_bind_pod(ctl->kc, ns, a->name, NULL, a->node, err);
+        break;
+    case RECONCILE_PATCH_JOB:
+        rc = kube_patch(ctl->kc, &res, a->name, KUBE_PATCH_MERGE, a->obj, NULL, NULL, err);
+        break;
+    case RECONCILE_EVENT:
+        rc = record_event(ctl, job, a, err);
+        if (rc != KUBE_OK)
+            rc = KUBE_OK; /* events are best effort */
+        break;
+    }
+    static const char *const names[] = {"create", "delete", "bind", "patch", "event"};
+    const char *labels[] = {names[a->kind], rc == KUBE_OK ? "ok" : "error"};
+    metrics_counter_add(ctl->m_actions, labels, 1);
+    return rc;
+}
+
+/* Returns true when the key should be retried with backoff. */
+static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
+    *requeue_ms = 0;
+    json_t *job = cache_get(ctl->jobs.cache, key);
+    if (job == NULL)
+        return false; /* deleted: owner references take the children */
+    const json_t *meta = json_object_get(job, "metadata");
+    areal_cluster cluster;
+    areal_cluster_init(&cluster);
+    gather g = {.ns = json_string_value(json_object_get(meta, "namespace")),
+                .job = json_string_value(json_object_get(meta, "name")),
+                .cluster = &cluster};
+    if (g.ns == NULL)
+        g.ns = "default";
+    cache_each(ctl->nodes.cache, gather_node, &g);
+    cache_each(ctl->pods.cache, gather_pod, &g);
+    reconcile_input in = {.job = job,
+                          .pods = (const json_t *const *)g.pods,
+                          .n_pods = g.n_pods,
+                          .cluster = &cluster,
+                          .now_ms = wall_ms(),
+                          .cfg = ctl->cfg.desired};
+    reconcile_result r;
+    areal_error aerr;
+    bool retry = g.oom;
+    if (!retry && reconcile_job(&in, &r, &aerr) == AREAL_OK) {
+        kube_error kerr;
+        for (int i = 0; i < r.n_actions && !retry; i++) {
+            if (apply(ctl, job, &r.actions[i], &kerr) != KUBE_OK) {
+                fprintf(stderr,
+                        "{\"level\":\"warn\",\"job\":\"%s\",\"msg\":\"%s %s failed: %s\"}\n", key,
+                        r.actions[i].resource, r.actions[i].name, kerr.msg);
+                retry = true;
+            }
+        }
+        if (!retry && r.status != NULL) {
+            json_t *obj = json_deep_copy(job);
+            json_object_set(obj, "status", r.status);
+            kube_resource res = resource_for("arealjobs", g.ns);
+            if (kube_update_status(ctl->kc, &res, obj, NULL, &kerr) != KUBE_OK)
+                retry = true; /* a conflict means a newer job is on its way: look again */
+            json_decref(obj);
+        }
+        *requeue_ms = r.requeue_after_ms;
+        reconcile_result_free(&r);
+    } else if (!retry) {
+        fprintf(stderr, "{\"level\":\"error\",\"job\":\"%s\",\"msg\":\"%s\"}\n", key, aerr.msg);
+        retry = true;
+    }
+    for (int i = 0; i < g.n_pods; i++)
+        json_decref(g.pods[i]);
+    free(g.pods);
+    areal_cluster_free(&cluster);
+    json_decref(job);
+    return retry;
+}
+
+static void *worker_main(void *arg) {
+    controller *ctl = arg;
+    char key[WORKQUEUE_KEY_MAX];
+    while (workqueue_get(ctl->q, key, sizeof key, -1) == 1) {
+        double t0 = mono_s();
+        long requeue;
+        bool retry = reconcile_key(ctl, key, &requeue);
+        const char *result[] = {retry ? "error" : "ok"};
+        metrics_counter_add(ctl->m_reconciles, result, 1);
+        metrics_histogram_observe(ctl->m_reconcile_s, NULL, mono_s() - t0);
+        if (retry) {
+            workqueue_add_rate_limited(ctl->q, key);
+        } else {
+            workqueue_forget(ctl->q, key);
+            if (requeue > 0)
+                workqueue_add_after(ctl->q, key, requeue);
+        }
+        workqueue_done(ctl->q, key);
+        metrics_gauge_set(ctl->m_depth, NULL, (double)workqueue_len(ctl->q));
+    }
+    return NULL;
+}
+
+/* ---- lifecycle ------------------------------------------------------------------ */
+
+static int informer_init(controller *ctl, informer *inf, const char *kind, const char *ns,
+                         cache_prune_fn prune, areal_error *err) {
+    inf->ctl = ctl;
+    inf->kind = kind;
+    inf->res = resource_for(kind, ns);
+    inf->cache = cache_new(prune);
+    kube_error kerr;
+    inf->watch = kube_watch_new(ctl->kc, &kerr);
+    if (inf->cache == NULL || inf->watch == NULL)
+        return areal_error_set(err, AREAL_ENOMEM, -1, "cannot create the %s informer", kind);
+    return AREAL_OK;
+}
+
+int controller_new(kube_client *kc, const controller_config *cfg, metrics_registry *m,
+                   controller **out, areal_error *err) {
+    *out = NULL;
+    controller *ctl = calloc(1, sizeof *ctl);
+    if (ctl == NULL)
+        return areal_error_set(err, AREAL_ENOMEM, -1, "out of memory");
+    ctl->kc = kc;
+    ctl->cfg = *cfg;
+    ctl->n_workers =
+        cfg->workers > 0 ? (cfg->workers < MAX_WORKERS ? cfg->workers : MAX_WORKERS) : 2;
+    pthread_mutex_init(&ctl->stop_mu, NULL);
+    pthread_cond_init(&ctl->stop_cond, NULL);
+    int rc = workqueue_new(NULL, &ctl->q) == 0 ? AREAL_OK
+                                               : areal_error_set(err, AREAL_ENOMEM, -1, "oom");
+    if (rc == AREAL_OK)
+        rc = informer_init(ctl, &ctl->jobs, "arealjobs", cfg->ns, NULL, err);
+    if (rc == AREAL_OK) /* every pod: other tenants' pods use room too */
+        rc = informer_init(ctl, &ctl->pods, "pods", NULL, cache_prune_pod, err);
+    if (rc == AREAL_OK)
+        rc = informer_init(ctl, &ctl->nodes, "nodes", NULL, cache_prune_node, err);
+    if (rc != AREAL_OK) {
+        controller_free(ctl);
+        return rc;
+    }
+    if (m != NULL) {
+        const char *result[] = {"result", NULL}, *action[] = {"action", "result", NULL};
+        const double buckets[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5};
+        ctl->m_reconciles = metrics_register(m, METRIC_COUNTER, "areal_reconciles_total",
+                                             "Reconciles of AReaLJobs by result.", result, NULL, 0);
+        ctl->m_reconcile_s = metrics_register(m, METRIC_HISTOGRAM, "areal_reconcile_seconds",
+                                              "Reconcile latency.", NULL, buckets, 8);
+        ctl->m_actions = metrics_register(m, METRIC_COUNTER, "areal_actions_total",
+                                          "API actions taken by reconciles.", action, NULL, 0);
+        ctl->m_depth = metrics_register(m, METRIC_GAUGE, "areal_workqueue_depth",
+                                        "Job keys waiting to be reconciled.", NULL, NULL, 0);
+    }
+    *out = ctl;
+    return AREAL_OK;
+}
+
+int controller_run(controller *ctl) {
+    informer *infs[] = {&ctl->nodes, &ctl->pods, &ctl->jobs};
+    for (int i = 0; i < 3; i++)
+        infs[i]->started = pthread_create(&infs[i]->thread, NULL, informer_main, infs[i]) == 0;
+    int started = 0;
+    for (; started < ctl->n_workers; started++)
+        if (pthread_create(&ctl->workers[started], NULL, worker_main, ctl) != 0)
+            break;
+    pthread_mutex_lock(&ctl->stop_mu);
+    while (!atomic_load(&ctl->stopping))
+        pthread_cond_wait(&ctl->stop_cond, &ctl->stop_mu);
+    pthread_mutex_unlock(&ctl->stop_mu);
+    for (int i = 0; i < 3; i++) {
+        kube_watch_stop(infs[i]->watch);
+        if (infs[i]->started)
+            pthread_join(infs[i]->thread, NULL);
+        infs[i]->started = false;
+    }
+    workqueue_shutdown(ctl->q);
+    for (int i = 0; i < started; i++)
+        pthread_join(ctl->workers[i], NULL);
+    return AREAL_OK;
+}
+
+void controller_stop(controller *ctl) {
+    pthread_mutex_lock(&ctl->stop_mu);
+    atomic_store(&ctl->stopping, true);
+    pthread_cond_broadcast(&ctl->stop_cond);
+    pthread_mutex_unlock(&ctl->stop_mu);
+}
+
+bool controller_synced(controller *ctl) {
+    return cache_synced(ctl->jobs.cache) && cache_synced(ctl->pods.cache) &&
+           cache_synced(ctl->nodes.cache);
+}
+
+void controller_free(controller *ctl) {
+    if (ctl == NULL)
+        return;
+    informer *infs[] = {&ctl->nodes, &ctl->pods, &ctl->jobs};
+    for (int i = 0; i < 3; i++) {
+        kube_watch_free(infs[i]->watch);
+        cache_free(infs[i]->cache);
+    }
+    workqueue_free(ctl->q);
+    pthread_cond_destroy(&ctl->stop_cond);
+    pthread_mutex_destroy(&ctl->stop_mu);
+    free(ctl);
+}
