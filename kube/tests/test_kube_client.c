@@ -1,5 +1,6 @@
 /* test_kube_client.c - verbs, errors, retries, limits and connection reuse against the
  * scripted loopback server (kube_test_server.h). */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -534,6 +535,41 @@ static void bad_arguments_are_refused_before_sending(void **state) {
     free(p);
 }
 
+typedef struct worker {
+    kube_client *c;
+    int ok;
+} worker;
+
+static void *hammer(void *arg) {
+    worker *w = arg;
+    for (int i = 0; i < 10; i++)
+        w->ok += kube_get(w->c, &PODS, "p", NULL, NULL) == KUBE_OK;
+    return NULL;
+}
+
+static void threads_share_one_client(void **state) {
+    fx *f = *state;
+    for (int i = 0; i < 40; i++)
+        kts_push(f->srv, 200, NULL, "{}");
+    pthread_t t[4];
+    worker w[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (worker){f->c, 0};
+        assert_int_equal(pthread_create(&t[i], NULL, hammer, &w[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(w[i].ok, 10);
+    }
+    assert_int_equal(kts_count(f->srv), 40);
+    /* at most one connection per concurrent caller, kept for reuse */
+    assert_true(kts_accepts(f->srv) <= 4);
+    kube_client_stats st;
+    kube_client_stats_get(f->c, &st);
+    assert_int_equal(st.requests, 40);
+    assert_true(st.handles <= 4);
+}
+
 int main(void) {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
@@ -555,6 +591,7 @@ int main(void) {
         T(qps_and_burst_pace_requests),
         T(transport_errors_are_kept_apart),
         T(bad_arguments_are_refused_before_sending),
+        T(threads_share_one_client),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
