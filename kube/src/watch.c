@@ -247,7 +247,8 @@ int kube_watch_run(kube_watch *w, const kube_resource *res, const kube_watch_opt
     if (from_rv && strlen(from_rv) >= sizeof w->rv)
         return kube_error_set(err, KUBE_EINVAL, "resourceVersion is longer than %d bytes",
                               KUBE_RV_MAX - 1);
-    snprintf(w->rv, sizeof w->rv, "%s", from_rv ? from_rv : "");
+    if (from_rv != w->rv) /* the caller may pass kube_watch_resource_version(w) */
+        snprintf(w->rv, sizeof w->rv, "%s", from_rv ? from_rv : "");
     int failures = 0, force_token = 0;
     kube_error last;
     kube_error_clear(&last);

@@ -142,6 +142,12 @@ static void server_timeout_rewatches_from_last_rv(void **state) {
     assert_int_equal(kts_count(f->srv), 2);
     assert_null(strstr(req(f, 0).target, "allowWatchBookmarks"));
     assert_non_null(strstr(req(f, 1).target, "&resourceVersion=12"));
+    /* resuming with the watch's own resourceVersion (the buffer passed back in) */
+    kts_push_stream(f->srv, EV("ADDED", "end", "14"), 0, 0, KTS_END_HOLD);
+    assert_int_equal(
+        kube_watch_run(f->w, &PODS, &o, kube_watch_resource_version(f->w), on_event, &r, NULL),
+        -100);
+    assert_non_null(strstr(req(f, 2).target, "&resourceVersion=12"));
 }
 
 static void dropped_connection_rewatches_and_drops_the_partial_line(void **state) {
