@@ -8,3 +8,4 @@ DEPS_GROUPS += kube
 TEST_SRC    += $(wildcard kube/tests/test_*.c)
 FUZZ_SRC    += $(wildcard kube/fuzz/fuzz_*.c)
 TEST_UTIL   += $(wildcard kube/tests/util/*.c)
+BENCH_SRC   += $(wildcard kube/bench/bench_*.c)

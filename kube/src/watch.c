@@ -196,13 +196,14 @@ static char *watch_path(kube_watch *w, const kube_resource *res, const kube_watc
 }
 
 /* One connection. Returns the transfer result; `k` says what happened. */
-static CURLcode one_connection(kube_watch *w, const char *path, long timeout_s, conn *k,
-                               kube_error *err, int *setup_rc) {
+static CURLcode one_connection(kube_watch *w, const char *path, long timeout_s, int force_token,
+                               conn *k, kube_error *err, int *setup_rc) {
     kube_client *c = w->c;
     kube_ratelimit_take(&c->rl);
     curl_easy_reset(w->easy);
     struct curl_slist *hdrs = NULL;
-    *setup_rc = kube_handle_setup(c, w->easy, path, (timeout_s + 30) * 1000L, NULL, 0, &hdrs, err);
+    *setup_rc = kube_handle_setup(c, w->easy, path, (timeout_s + 30) * 1000L, NULL, force_token,
+                                  &hdrs, err);
     if (*setup_rc != KUBE_OK)
         return CURLE_OK;
     curl_easy_setopt(w->easy, CURLOPT_HTTPGET, 1L);
@@ -246,8 +247,9 @@ int kube_watch_run(kube_watch *w, const kube_resource *res, const kube_watch_opt
     if (from_rv && strlen(from_rv) >= sizeof w->rv)
         return kube_error_set(err, KUBE_EINVAL, "resourceVersion is longer than %d bytes",
                               KUBE_RV_MAX - 1);
-    snprintf(w->rv, sizeof w->rv, "%s", from_rv ? from_rv : "");
-    int failures = 0;
+    if (from_rv != w->rv) /* the caller may pass kube_watch_resource_version(w) */
+        snprintf(w->rv, sizeof w->rv, "%s", from_rv ? from_rv : "");
+    int failures = 0, force_token = 0;
     kube_error last;
     kube_error_clear(&last);
     for (;;) {
@@ -265,7 +267,8 @@ int kube_watch_run(kube_watch *w, const kube_resource *res, const kube_watch_opt
         kube_error_clear(&k.lerr);
         int setup_rc = KUBE_OK;
         double started = kube_now();
-        CURLcode cc = one_connection(w, path, o.timeout_seconds, &k, err, &setup_rc);
+        CURLcode cc = one_connection(w, path, o.timeout_seconds, force_token, &k, err, &setup_rc);
+        force_token = 0;
         double lasted = kube_now() - started;
         int transient = 0, rc = KUBE_OK;
         if (setup_rc != KUBE_OK) {
@@ -285,8 +288,10 @@ int kube_watch_run(kube_watch *w, const kube_resource *res, const kube_watch_opt
             kube_error tmp;
             int code =
                 kube_status_error(&tmp, "WATCH", path, k.status, k.errbody.data, k.errbody.len);
-            if (k.status == 429 || k.status >= 500) {
-                transient = 1;
+            if (k.status == 429 || k.status >= 500 ||
+                (k.status == 401 && w->c->cfg.token_file != NULL)) {
+                transient = 1; /* a 401 re-reads the token file: it may have rotated */
+                force_token = k.status == 401;
                 last = tmp;
             } else {
                 rc = code;

@@ -9,9 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "areal/kube/client.h"
 #include "areal/kube/ratelimit.h"
 #include "areal/kube/watch.h"
 #include "util/kube_test_server.h"
@@ -138,6 +142,12 @@ static void server_timeout_rewatches_from_last_rv(void **state) {
     assert_int_equal(kts_count(f->srv), 2);
     assert_null(strstr(req(f, 0).target, "allowWatchBookmarks"));
     assert_non_null(strstr(req(f, 1).target, "&resourceVersion=12"));
+    /* resuming with the watch's own resourceVersion (the buffer passed back in) */
+    kts_push_stream(f->srv, EV("ADDED", "end", "14"), 0, 0, KTS_END_HOLD);
+    assert_int_equal(
+        kube_watch_run(f->w, &PODS, &o, kube_watch_resource_version(f->w), on_event, &r, NULL),
+        -100);
+    assert_non_null(strstr(req(f, 2).target, "&resourceVersion=12"));
 }
 
 static void dropped_connection_rewatches_and_drops_the_partial_line(void **state) {
@@ -329,6 +339,75 @@ static void reflector_returns_permanent_errors(void **state) {
     assert_int_equal(kts_count(f->srv), 2);
 }
 
+static void many_reconnects_keep_the_resource_version(void **state) {
+    fx *f = *state;
+    /* a long watch: 200 connections that each end after one event (server timeout);
+     * the sanitized build's leak checker sees every connection's allocations */
+    char ev[160];
+    for (int i = 0; i < 200; i++) {
+        snprintf(ev, sizeof ev,
+                 "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"p\","
+                 "\"resourceVersion\":\"%d\"}}}\n",
+                 1000 + i);
+        kts_push_stream(f->srv, ev, 0, 0, KTS_END_CLEAN);
+    }
+    kts_push_stream(f->srv, EV("DELETED", "end", "5000"), 0, 0, KTS_END_HOLD);
+    rec r = {.stop_at = "end"};
+    assert_int_equal(kube_watch_run(f->w, &PODS, NULL, "999", on_event, &r, NULL), -100);
+    kube_watch_stats st;
+    kube_watch_stats_get(f->w, &st);
+    assert_int_equal(st.connections, 201);
+    assert_int_equal(st.events, 200);
+    for (int i = 0; i < 201; i++) {
+        char want[48];
+        snprintf(want, sizeof want, "&resourceVersion=%d", 999 + i);
+        if (strstr(req(f, i).target, want) == NULL)
+            fail_msg("connection %d: '%s' lacks %s", i, req(f, i).target, want);
+    }
+    assert_true(kts_accepts(f->srv) <= 2); /* the connection itself is reused */
+}
+
+static void unauthorized_watch_rereads_the_token(void **state) {
+    fx *f = *state;
+    char dir[] = "/tmp/kube-wtok-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[128];
+    snprintf(path, sizeof path, "%s/token", dir);
+    FILE *fp = fopen(path, "w");
+    fputs("old1", fp);
+    fclose(fp);
+    kube_config cfg;
+    kube_config_init(&cfg);
+    cfg.server = strdup(kts_url(f->srv));
+    cfg.allow_insecure = 1;
+    cfg.backoff_base_ms = 5;
+    cfg.token_file = strdup(path);
+    kube_client *c = kube_client_new(&cfg, NULL);
+    kube_watch *w = kube_watch_new(c, NULL);
+    kts_push(f->srv, 200, NULL, "{}");
+    assert_int_equal(kube_get(c, &PODS, "p", NULL, NULL), KUBE_OK); /* caches "old1" */
+    /* rotate in place with the same size and mtime: only a 401 can reveal it */
+    struct stat before;
+    assert_int_equal(stat(path, &before), 0);
+    fp = fopen(path, "r+");
+    fputs("NEW1", fp);
+    fclose(fp);
+    struct timespec times[2] = {before.st_atim, before.st_mtim};
+    assert_int_equal(utimensat(AT_FDCWD, path, times, 0), 0);
+    kts_push(f->srv, 401, NULL, "{\"kind\":\"Status\",\"reason\":\"Unauthorized\",\"code\":401}");
+    kts_push_stream(f->srv, EV("ADDED", "end", "2"), 0, 0, KTS_END_HOLD);
+    rec r = {.stop_at = "end"};
+    assert_int_equal(kube_watch_run(w, &PODS, NULL, "1", on_event, &r, NULL), -100);
+    assert_int_equal(kts_count(f->srv), 3);
+    assert_string_equal(req(f, 1).auth, "Bearer old1");
+    assert_string_equal(req(f, 2).auth, "Bearer NEW1");
+    kube_watch_free(w);
+    kube_client_free(c);
+    kube_config_free(&cfg);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void) {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
@@ -341,6 +420,8 @@ int main(void) {
         T(stop_from_another_thread),
         T(stop_during_backoff),
         T(reflector_relists_on_gone),
+        T(many_reconnects_keep_the_resource_version),
+        T(unauthorized_watch_rereads_the_token),
         T(reflector_returns_permanent_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

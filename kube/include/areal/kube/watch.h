@@ -20,6 +20,8 @@
  *   - 410 Gone (as the HTTP status or as an ERROR event with code 410) means
  *     that resourceVersion has been compacted away: kube_watch_run returns
  *     KUBE_EGONE and the caller must list again (kube_reflector_run does);
+ *   - 429 and 5xx answers are retried; a 401 is retried once the token file
+ *     has been re-read (the token may have rotated); other 4xx are returned;
  *   - reconnects after failures back off exponentially (client backoff
  *     settings); a healthy connection resets the count; after max_failures
  *     consecutive failures the last error is returned.
