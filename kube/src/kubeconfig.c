@@ -18,7 +18,7 @@
 
 #include <jansson.h>
 
-#include "../../layout/src/yaml_json.h"
+#include "areal/yaml_json.h"
 
 #define KUBECONFIG_MAX ((size_t)4 << 20)
 

@@ -19,7 +19,7 @@
 
 #include "areal/cluster.h"
 #include "areal/cluster_kube.h"
-#include "yaml_json.h"
+#include "areal/yaml_json.h"
 
 #define MAX_INVENTORY_BYTES (256L << 20)
 #define AMOUNT_MAX          (1LL << 62) /* the largest amount, as in areal_quantity_parse */

@@ -5,7 +5,7 @@
  * deeply nested hostile file cannot exhaust the C stack; depth is capped).
  * A mapping frame remembers the pending key until its value arrives.
  */
-#include "yaml_json.h"
+#include "areal/yaml_json.h"
 
 #include <errno.h>
 #include <stdbool.h>
