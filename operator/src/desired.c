@@ -321,11 +321,12 @@ json_t *desired_pod(const json_t *job, const areal_alloc *alloc, const areal_pla
     json_object_set_new(meta, "annotations", annotations);
 
     const char *pull = json_string_value(json_object_get(spec, "imagePullPolicy"));
+    /* The worker reads everything from its environment (areal/podenv.h). */
     json_t *container = json_pack(
-        "{s:s,s:s,s:s,s:[s],s:[s,s],s:o,s:{s:o,s:o},s:o,s:[{s:s,s:i}]}", "name", "worker", "image",
-        image, "imagePullPolicy", pull ? pull : "IfNotPresent", "command", "areal-worker", "args",
-        "--role", role->name, "env", env, "resources", "limits", limits, "requests", requests,
-        "volumeMounts", mounts, "ports", "name", "rendezvous", "containerPort", c.master_port);
+        "{s:s,s:s,s:s,s:[s],s:o,s:{s:o,s:o},s:o,s:[{s:s,s:i}]}", "name", "worker", "image", image,
+        "imagePullPolicy", pull ? pull : "IfNotPresent", "command", "areal-worker", "env", env,
+        "resources", "limits", limits, "requests", requests, "volumeMounts", mounts, "ports",
+        "name", "rendezvous", "containerPort", c.master_port);
     json_t *pod_obj =
         json_pack("{s:s,s:s,s:o,s:{s:s,s:s,s:s,s:s,s:b,s:o,s:o,s:o,s:o}}", "apiVersion", "v1",
                   "kind", "Pod", "metadata", meta, "spec", "schedulerName", c.scheduler_name,
