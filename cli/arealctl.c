@@ -7,26 +7,33 @@
 #include "cli.h"
 
 static void usage(FILE *out) {
-    fprintf(out, "usage: arealctl plan [--alloc STRING] [--cluster FILE] [--gpus-per-node N]\n"
-                 "                     [--rank R] [--role NAME] [--job NAME] [--json]\n"
-                 "                     [--require KIND=LEVEL] [--prefer KIND=LEVEL]\n"
-                 "\n"
-                 "  plan   place a job's pods by parallel-group topology and print the layout.\n"
-                 "         Without --alloc and --cluster it plans an embedded example job on an\n"
-                 "         embedded 8-node cluster. See README.md for the JSON format.\n");
+    fprintf(out,
+            "usage: arealctl plan [--alloc STRING] [--cluster FILE] [--gpus-per-node N]\n"
+            "                     [--rank R] [--role NAME] [--job NAME] [--json]\n"
+            "                     [--require KIND=LEVEL] [--prefer KIND=LEVEL]\n"
+            "\n"
+            "  plan   place a job's pods by parallel-group topology and print the layout.\n"
+            "         Without --alloc and --cluster it plans an embedded example job on an\n"
+            "         embedded 8-node cluster. See README.md for the JSON format.\n"
+            "\n"
+            "usage: arealctl run [--alloc STRING] [--slots N] [--timeout SECONDS] [-- ARGS...]\n"
+            "  run    run the job on this machine: every pod an areal-worker process on CPU.\n");
 }
 
 int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "plan") == 0)
         return cmd_plan(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "run") == 0)
+        return cmd_run(argc - 1, argv + 1, argv[0]);
     if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
                       strcmp(argv[1], "help") == 0)) {
         usage(stdout);
         return CLI_OK;
     }
     if (argc < 2)
-        fprintf(stderr, "arealctl: a subcommand is required (plan); try arealctl --help\n");
+        fprintf(stderr, "arealctl: a subcommand is required (plan or run); try arealctl --help\n");
     else
-        fprintf(stderr, "arealctl: unknown subcommand '%s'; the subcommand is plan\n", argv[1]);
+        fprintf(stderr, "arealctl: unknown subcommand '%s'; the subcommands are plan and run\n",
+                argv[1]);
     return CLI_BAD_INPUT;
 }

@@ -19,6 +19,9 @@ enum { CLI_OK = 0, CLI_FAILURE = 1, CLI_BAD_INPUT = 2 };
 /* `arealctl plan ...`; argv[0] is "plan". */
 int cmd_plan(int argc, char **argv);
 
+/* `arealctl run ...`; argv[0] is "run"; `self` is arealctl's own path (argv[0]). */
+int cmd_run(int argc, char **argv, const char *self);
+
 /*
  * The embedded default inventory used when no --cluster is given: two leaf
  * switches of four nodes with `gpus` GPUs each in one zone, two GPUs in use.
