@@ -1,0 +1,54 @@
+/*
+ * checkpoint.h - a HuggingFace model directory: config.json plus one
+ * model.safetensors or shards listed by model.safetensors.index.json.
+ *
+ * Opening validates everything before a weight is read: the config, every
+ * safetensors header, the index against the shards (each mapped name present
+ * in its shard, no name in two shards), and the tensor set against
+ * areal_model_expected_tensors (nothing missing, nothing unexpected, shapes
+ * equal, dtypes F32/F16/BF16). A tied checkpoint may also carry lm_head.weight
+ * (some exporters write it); it is then accepted and ignored by the list.
+ * Errors name the file, the tensor and the config field the shape came from.
+ */
+#ifndef AREAL_MODEL_CHECKPOINT_H
+#define AREAL_MODEL_CHECKPOINT_H
+
+#include <stddef.h>
+
+#include "areal/error.h"
+#include "areal/model/config.h"
+#include "areal/model/safetensors.h"
+
+typedef struct areal_ckpt_entry {
+    const areal_st_file *file;
+    const areal_st_tensor *tensor;
+} areal_ckpt_entry;
+
+typedef struct areal_checkpoint {
+    areal_model_config cfg;
+    areal_st_file *files; /* one per shard */
+    size_t n_files;
+    areal_tensor_spec *expected; /* areal_model_expected_tensors(cfg) */
+    areal_ckpt_entry *entries;   /* parallel to expected */
+    size_t n_expected;
+} areal_checkpoint;
+
+/*
+ * Opens the model directory `dir`. Returns 0, AREAL_EIO (a file missing or
+ * unreadable), AREAL_EINVAL (any validation failure) or AREAL_ENOMEM; on
+ * failure *ck is empty and needs no close.
+ */
+int areal_checkpoint_open(const char *dir, areal_checkpoint *ck, areal_error *err);
+void areal_checkpoint_close(areal_checkpoint *ck);
+
+/* The entry of an expected tensor by name, or NULL. */
+const areal_ckpt_entry *areal_checkpoint_find(const areal_checkpoint *ck, const char *name);
+
+/*
+ * Loads tensor `name` as fp32 into dst (cap floats). Returns 0, AREAL_EINVAL
+ * (unknown name) or AREAL_ERANGE (cap too small).
+ */
+int areal_checkpoint_load_f32(const areal_checkpoint *ck, const char *name, float *dst, size_t cap,
+                              areal_error *err);
+
+#endif
