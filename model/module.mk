@@ -4,7 +4,7 @@
 LIB_SRC     += $(wildcard model/src/*.c)
 INCLUDES    += -Imodel/include
 PKGS        += libpcre2-8
-EXTRA_LIBS  += -lunistring
+EXTRA_LIBS  += -lunistring -lpthread
 DEPS_GROUPS += model
 PROGRAMS    += areal-tokenize
 areal-tokenize_SRC := $(wildcard model/cmd/*.c)
