@@ -15,8 +15,7 @@
 #include "areal/model/checkpoint.h"
 #include "file_util.h"
 
-static int open_shards(const char *dir, areal_checkpoint *ck, json_t **wmap_out,
-                       areal_error *err) {
+static int open_shards(const char *dir, areal_checkpoint *ck, json_t **wmap_out, areal_error *err) {
     char *index = areal_path_join(dir, "model.safetensors.index.json");
     if (index == NULL)
         return areal_error_set(err, AREAL_ENOMEM, -1, "no memory");
@@ -162,13 +161,14 @@ static int match_tensors(const char *dir, areal_checkpoint *ck, areal_error *err
         for (int d = 0; same && d < s->ndim; d++)
             same = t->shape[d] == s->shape[d];
         if (!same)
-            return areal_error_set(err, AREAL_EINVAL, -1,
-                                   "%s: tensor \"%s\" has shape [%lld%s%lld] (%d dims) but "
-                                   "config.json (%s) implies [%lld%s%lld]",
-                                   e->file->path, s->name, (long long)t->shape[0],
-                                   t->ndim > 1 ? ", " : " ", t->ndim > 1 ? (long long)t->shape[1] : 0LL,
-                                   t->ndim, shape_source(s), (long long)s->shape[0],
-                                   s->ndim > 1 ? ", " : " ", s->ndim > 1 ? (long long)s->shape[1] : 0LL);
+            return areal_error_set(
+                err, AREAL_EINVAL, -1,
+                "%s: tensor \"%s\" has shape [%lld%s%lld] (%d dims) but "
+                "config.json (%s) implies [%lld%s%lld]",
+                e->file->path, s->name, (long long)t->shape[0], t->ndim > 1 ? ", " : " ",
+                t->ndim > 1 ? (long long)t->shape[1] : 0LL, t->ndim, shape_source(s),
+                (long long)s->shape[0], s->ndim > 1 ? ", " : " ",
+                s->ndim > 1 ? (long long)s->shape[1] : 0LL);
         if (!areal_dtype_is_float(t->dtype))
             return areal_error_set(err, AREAL_EINVAL, -1,
                                    "%s: tensor \"%s\" has dtype %s; weights must be F32, F16 or "

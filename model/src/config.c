@@ -104,8 +104,9 @@ const char *areal_arch_name(areal_arch arch) {
 static int get_arch(const reader *r, areal_model_config *c) {
     json_t *mt = json_object_get(r->doc, "model_type");
     if (!json_is_string(mt))
-        return bad(r, "model_type", "is missing (expected one of qwen2, qwen3, qwen3_moe, "
-                                    "qwen2_moe, llama)");
+        return bad(r, "model_type",
+                   "is missing (expected one of qwen2, qwen3, qwen3_moe, "
+                   "qwen2_moe, llama)");
     const char *s = json_string_value(mt);
     size_t i = 0;
     while (i < sizeof archs / sizeof archs[0] && strcmp(s, archs[i].model_type) != 0)
@@ -237,8 +238,7 @@ static int parse_doc(const reader *r, areal_model_config *c) {
     if ((rc = get_arch(r, c)) || (rc = check_act_and_window(r)) ||
         (rc = get_i(r, r->doc, "vocab_size", 1, 1 << 24, true, 0, &c->vocab_size)) ||
         (rc = get_i(r, r->doc, "hidden_size", 1, 1 << 20, true, 0, &c->hidden_size)) ||
-        (rc = get_i(r, r->doc, "intermediate_size", 1, 1 << 22, true, 0,
-                    &c->intermediate_size)) ||
+        (rc = get_i(r, r->doc, "intermediate_size", 1, 1 << 22, true, 0, &c->intermediate_size)) ||
         (rc = get_i(r, r->doc, "num_hidden_layers", 1, AREAL_MODEL_MAX_LAYERS, true, 0,
                     &c->num_layers)) ||
         (rc = get_i(r, r->doc, "num_attention_heads", 1, 1 << 12, true, 0, &c->num_heads)) ||
@@ -249,8 +249,9 @@ static int parse_doc(const reader *r, areal_model_config *c) {
         return bad(r, "num_key_value_heads", "must divide num_attention_heads");
     json_t *hd = json_object_get(r->doc, "head_dim");
     if ((hd == NULL || json_is_null(hd)) && c->hidden_size % c->num_heads != 0)
-        return bad(r, "head_dim", "is absent and hidden_size is not a multiple of "
-                                  "num_attention_heads");
+        return bad(r, "head_dim",
+                   "is absent and hidden_size is not a multiple of "
+                   "num_attention_heads");
     if ((rc = get_i(r, r->doc, "head_dim", 1, 1 << 12, false, c->hidden_size / c->num_heads,
                     &c->head_dim)) ||
         (rc = get_int(r, r->doc, "max_position_embeddings", 1, INT64_MAX / 2, false, 32768,

@@ -109,7 +109,7 @@ uint16_t areal_f32_to_f16(float f) {
         return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
     if (a >= 0x477ff000u) /* rounds to >= 65520: infinity */
         return (uint16_t)(sign | 0x7c00u);
-    if (a < 0x38800000u) { /* below the smallest normal fp16 (2^-14): subnormal or 0 */
+    if (a < 0x38800000u) {   /* below the smallest normal fp16 (2^-14): subnormal or 0 */
         if (a < 0x33000000u) /* below half the smallest subnormal: 0 */
             return sign;
         uint32_t e = a >> 23;

@@ -83,8 +83,9 @@ json_t *areal_json_parse(const char *text, size_t len, const char *name, areal_e
     json_error_t je;
     json_t *doc = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     if (doc == NULL)
-        areal_error_set(err, AREAL_EINVAL, je.position, "%s: malformed JSON at line %d column %d: %s",
-                        name, je.line, je.column, je.text);
+        areal_error_set(err, AREAL_EINVAL, je.position,
+                        "%s: malformed JSON at line %d column %d: %s", name, je.line, je.column,
+                        je.text);
     return doc;
 }
 

@@ -159,12 +159,12 @@ static int check_overlaps(areal_st_header *h, const char *file, areal_error *err
         if (v[i]->begin == v[i]->end)
             continue;
         if (last != NULL && v[i]->begin < last->end)
-            return areal_error_set(err, AREAL_EINVAL, -1,
-                                   "%s: tensors \"%s\" [%llu, %llu) and \"%s\" [%llu, %llu) overlap "
-                                   "in data_offsets",
-                                   file, last->name, (unsigned long long)last->begin,
-                                   (unsigned long long)last->end, v[i]->name,
-                                   (unsigned long long)v[i]->begin, (unsigned long long)v[i]->end);
+            return areal_error_set(
+                err, AREAL_EINVAL, -1,
+                "%s: tensors \"%s\" [%llu, %llu) and \"%s\" [%llu, %llu) overlap "
+                "in data_offsets",
+                file, last->name, (unsigned long long)last->begin, (unsigned long long)last->end,
+                v[i]->name, (unsigned long long)v[i]->begin, (unsigned long long)v[i]->end);
         last = v[i];
     }
     qsort(v, n, sizeof *v, cmp_name);
@@ -208,9 +208,9 @@ int areal_st_header_parse(const uint8_t *buf, size_t len, const char *file, area
     for (int i = 7; i >= 0; i--)
         n = (n << 8) | buf[i];
     if (n > AREAL_ST_HEADER_MAX)
-        return areal_error_set(err, AREAL_EINVAL, 0,
-                               "%s: header length %llu is absurd (at most %llu bytes allowed)",
-                               file, (unsigned long long)n, (unsigned long long)AREAL_ST_HEADER_MAX);
+        return areal_error_set(
+            err, AREAL_EINVAL, 0, "%s: header length %llu is absurd (at most %llu bytes allowed)",
+            file, (unsigned long long)n, (unsigned long long)AREAL_ST_HEADER_MAX);
     if (n > len - 8)
         return areal_error_set(err, AREAL_EINVAL, 0,
                                "%s: header length %llu runs past the end of the %zu-byte file "

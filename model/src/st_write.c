@@ -125,8 +125,7 @@ static int check_input(const areal_st_out *t, size_t n, item *it, const char *pa
                                    t[i].name, AREAL_ST_MAX_DIMS);
         uint64_t numel = 1;
         for (int d = 0; d < t[i].ndim; d++) {
-            if (t[i].shape[d] < 0 ||
-                __builtin_mul_overflow(numel, (uint64_t)t[i].shape[d], &numel))
+            if (t[i].shape[d] < 0 || __builtin_mul_overflow(numel, (uint64_t)t[i].shape[d], &numel))
                 return areal_error_set(err, AREAL_EINVAL, -1, "%s: tensor \"%s\": bad shape[%d]",
                                        path, t[i].name, d);
         }
@@ -199,8 +198,8 @@ int areal_st_write(const char *path, const areal_st_out *t, size_t n, const char
                    size_t n_meta, areal_error *err) {
     for (size_t i = 0; i < n_meta; i++) {
         if (meta_kv[2 * i] == NULL || meta_kv[2 * i + 1] == NULL)
-            return areal_error_set(err, AREAL_EINVAL, -1, "%s: metadata pair %zu has a NULL",
-                                   path, i);
+            return areal_error_set(err, AREAL_EINVAL, -1, "%s: metadata pair %zu has a NULL", path,
+                                   i);
     }
     item *it = calloc(n + 1, sizeof *it);
     strbuf h = {0};

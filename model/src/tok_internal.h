@@ -18,9 +18,9 @@
 #include "areal/model/tokenizer.h"
 #include "tok_table.h"
 
-#define TOK_MAX_ID (1 << 24)    /* ids beyond this are refused at load */
-#define TOK_MAX_STAGES 4        /* Split stages before ByteLevel */
-#define TOK_MAX_ADDED 65536
+#define TOK_MAX_ID     (1 << 24) /* ids beyond this are refused at load */
+#define TOK_MAX_STAGES 4         /* Split stages before ByteLevel */
+#define TOK_MAX_ADDED  65536
 
 typedef struct tok_added {
     char *content;
@@ -30,11 +30,11 @@ typedef struct tok_added {
 } tok_added;
 
 struct areal_tokenizer {
-    char **id_str;      /* id -> spelling (vocab: byte-level form; added: content) or NULL */
+    char **id_str; /* id -> spelling (vocab: byte-level form; added: content) or NULL */
     size_t *id_len;
-    uint8_t *id_added;  /* 0: vocab, 1: added, 2: added special */
-    size_t n_ids;       /* one past the largest id */
-    tok_strmap vocab;   /* spelling -> id, vocab and added tokens */
+    uint8_t *id_added; /* 0: vocab, 1: added, 2: added special */
+    size_t n_ids;      /* one past the largest id */
+    tok_strmap vocab;  /* spelling -> id, vocab and added tokens */
     tok_pairmap merges;
     size_t n_merges;
     int32_t byte_id[256]; /* id of the one-byte token of each byte, or -1 */

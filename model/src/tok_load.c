@@ -184,8 +184,9 @@ static int load_added(const loader *l, json_t *added) {
             if (f != NULL && !json_is_null(f) && !json_is_false(f)) {
                 char field[64];
                 snprintf(field, sizeof field, "added_tokens[%zu].%s", i, flags[k]);
-                return fail(l, field, "must be false (whitespace-absorbing added tokens are not "
-                                      "supported)");
+                return fail(l, field,
+                            "must be false (whitespace-absorbing added tokens are not "
+                            "supported)");
             }
         }
         json_t *special = json_object_get(v, "special");
@@ -294,8 +295,9 @@ static int load_normalizer(const loader *l, json_t *n) {
         json_array_foreach(list, i, v) {
             const char *t = json_string_value(json_object_get(v, "type"));
             if (t == NULL || strcmp(t, "NFC") != 0)
-                return fail(l, "normalizer.normalizers[].type", "must be \"NFC\" (the only "
-                                                                "normalizer supported)");
+                return fail(l, "normalizer.normalizers[].type",
+                            "must be \"NFC\" (the only "
+                            "normalizer supported)");
             l->tok->nfc = true;
         }
         return AREAL_OK;
@@ -309,8 +311,8 @@ static int add_stage(const loader *l, const char *pattern, size_t len, const cha
         return fail(l, field, "adds one regex stage too many");
     int code;
     PCRE2_SIZE off;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, len, PCRE2_UTF | PCRE2_UCP, &code, &off,
-                                   NULL);
+    pcre2_code *re =
+        pcre2_compile((PCRE2_SPTR)pattern, len, PCRE2_UTF | PCRE2_UCP, &code, &off, NULL);
     if (re == NULL) {
         PCRE2_UCHAR msg[160];
         pcre2_get_error_message(code, msg, sizeof msg);
@@ -354,8 +356,9 @@ static int load_pre_tokenizer(const loader *l, json_t *p) {
     if (type != NULL && strcmp(type, "ByteLevel") == 0)
         return byte_level(l, p, true);
     if (type == NULL || strcmp(type, "Sequence") != 0)
-        return fail(l, "pre_tokenizer.type", "must be \"ByteLevel\" or a \"Sequence\" of Split "
-                                             "stages ending in ByteLevel");
+        return fail(l, "pre_tokenizer.type",
+                    "must be \"ByteLevel\" or a \"Sequence\" of Split "
+                    "stages ending in ByteLevel");
     json_t *list = json_object_get(p, "pretokenizers");
     size_t n = json_array_size(list);
     if (n == 0)
@@ -385,8 +388,9 @@ static int check_rest(const loader *l, json_t *doc) {
     json_t *post = json_object_get(doc, "post_processor");
     const char *pt = json_string_value(json_object_get(post, "type"));
     if (post != NULL && !json_is_null(post) && (pt == NULL || strcmp(pt, "ByteLevel") != 0))
-        return fail(l, "post_processor.type", "must be null or \"ByteLevel\" (templates that add "
-                                              "tokens are not supported)");
+        return fail(l, "post_processor.type",
+                    "must be null or \"ByteLevel\" (templates that add "
+                    "tokens are not supported)");
     json_t *unk = json_object_get(json_object_get(doc, "model"), "unk_token");
     l->tok->unk_id = -1;
     if (unk != NULL && !json_is_null(unk)) {

@@ -33,8 +33,8 @@ static void slurp(const char *path, char *buf, size_t cap) {
 /* Runs areal-tokenize with up to 8 arguments (NULL-terminated). */
 static run_result *run(const char *first, ...) {
     char bin[512];
-    snprintf(bin, sizeof bin, "%s/areal-tokenize", getenv("AREAL_BIN") ? getenv("AREAL_BIN")
-                                                                        : "build/rel");
+    snprintf(bin, sizeof bin, "%s/areal-tokenize",
+             getenv("AREAL_BIN") ? getenv("AREAL_BIN") : "build/rel");
     const char *argv[12];
     int argc = 0;
     argv[argc++] = bin;
@@ -104,8 +104,8 @@ static void chat_and_decode(void **state) {
     free(line);
     const char *content = json_string_value(
         json_object_get(json_array_get(json_object_get(d, "messages"), 0), "content"));
-    run_result *r = run("--model", FIX "tok/tokenizer.json", "--chat", "user", "--text", content,
-                        NULL);
+    run_result *r =
+        run("--model", FIX "tok/tokenizer.json", "--chat", "user", "--text", content, NULL);
     assert_int_equal(r->status, 0);
     json_t *got = json_loads(r->out, 0, NULL);
     assert_true(json_equal(got, json_object_get(d, "ids")));

@@ -24,9 +24,8 @@ static void open_ok(const char *dir, areal_checkpoint *ck) {
 
 static void every_architecture_opens(void **state) {
     (void)state;
-    const char *dirs[] = {FIX "qwen2",     FIX "qwen3", FIX "qwen3-moe", FIX "qwen2-moe-shared",
-                          FIX "llama",     FIX "qwen2-bf16", FIX "qwen2-fp16",
-                          FIX "qwen2-sharded"};
+    const char *dirs[] = {FIX "qwen2", FIX "qwen3",      FIX "qwen3-moe",  FIX "qwen2-moe-shared",
+                          FIX "llama", FIX "qwen2-bf16", FIX "qwen2-fp16", FIX "qwen2-sharded"};
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
         areal_checkpoint ck;
         open_ok(dirs[i], &ck);
@@ -175,8 +174,7 @@ static void index_mismatches_are_refused(void **state) {
     json_t *idx = json_load_file(p, 0, NULL);
     json_t *wmap = json_object_get(idx, "weight_map");
     /* a tensor mapped to the wrong shard */
-    json_object_set_new(wmap, "model.norm.weight",
-                        json_string("model-00002-of-00002.safetensors"));
+    json_object_set_new(wmap, "model.norm.weight", json_string("model-00002-of-00002.safetensors"));
     assert_int_equal(json_dump_file(idx, p, 0), 0);
     expect_refused(dir, AREAL_EINVAL, "model.norm.weight", "weight_map");
     /* a shard that does not exist */
@@ -188,8 +186,7 @@ static void index_mismatches_are_refused(void **state) {
     assert_int_equal(json_dump_file(idx, p, 0), 0);
     expect_refused(dir, AREAL_EINVAL, "weight_map", "same directory");
     /* a name the shards do not hold */
-    json_object_set_new(wmap, "model.norm.weight",
-                        json_string("model-00001-of-00002.safetensors"));
+    json_object_set_new(wmap, "model.norm.weight", json_string("model-00001-of-00002.safetensors"));
     json_object_set_new(wmap, "model.extra", json_string("model-00001-of-00002.safetensors"));
     assert_int_equal(json_dump_file(idx, p, 0), 0);
     expect_refused(dir, AREAL_EINVAL, "model.extra", "does not hold");

@@ -258,15 +258,13 @@ static void nfkc(json_t *d) {
     json_object_set_new(d, "normalizer", n);
 }
 static void bad_regex(json_t *d) {
-    json_t *split = json_array_get(json_object_get(json_object_get(d, "pre_tokenizer"),
-                                                   "pretokenizers"),
-                                   0);
+    json_t *split =
+        json_array_get(json_object_get(json_object_get(d, "pre_tokenizer"), "pretokenizers"), 0);
     json_object_set_new(json_object_get(split, "pattern"), "Regex", json_string("(\\p{L}+"));
 }
 static void merged_behavior(json_t *d) {
-    json_t *split = json_array_get(json_object_get(json_object_get(d, "pre_tokenizer"),
-                                                   "pretokenizers"),
-                                   0);
+    json_t *split =
+        json_array_get(json_object_get(json_object_get(d, "pre_tokenizer"), "pretokenizers"), 0);
     json_object_set_new(split, "behavior", json_string("MergedWithPrevious"));
 }
 static void lstrip_added(json_t *d) {
@@ -325,8 +323,7 @@ static void malformed_and_missing_files(void **state) {
     assert_non_null(strstr(err.msg, "broken.json"));
     assert_non_null(strstr(err.msg, "line 1"));
     const char *dup = "{\"model\": {\"vocab\": {\"a\": 0, \"a\": 1}}}";
-    assert_int_equal(areal_tokenizer_parse(dup, strlen(dup), "dup.json", &tok, &err),
-                     AREAL_EINVAL);
+    assert_int_equal(areal_tokenizer_parse(dup, strlen(dup), "dup.json", &tok, &err), AREAL_EINVAL);
     assert_int_equal(areal_tokenizer_load(FIX "tok/no-such-file.json", &tok, &err), AREAL_EIO);
     assert_non_null(strstr(err.msg, "no-such-file.json"));
     assert_null(tok);

@@ -19,7 +19,7 @@
 #include "areal/error.h"
 
 #define AREAL_MODEL_MAX_LAYERS 1024
-#define AREAL_TENSOR_NAME_MAX 96
+#define AREAL_TENSOR_NAME_MAX  96
 
 typedef enum areal_arch {
     AREAL_ARCH_QWEN2,
@@ -39,9 +39,9 @@ typedef enum areal_rope_type {
 
 typedef struct areal_rope_scaling {
     areal_rope_type type;
-    double factor;                         /* all but DEFAULT */
+    double factor;                            /* all but DEFAULT */
     double low_freq_factor, high_freq_factor; /* LLAMA3 */
-    double beta_fast, beta_slow;           /* YARN (defaults 32 and 1) */
+    double beta_fast, beta_slow;              /* YARN (defaults 32 and 1) */
     int64_t original_max_position_embeddings; /* LLAMA3, YARN; 0 if absent */
 } areal_rope_scaling;
 
@@ -54,10 +54,10 @@ typedef struct areal_model_config {
     double rms_norm_eps, rope_theta;
     areal_rope_scaling rope_scaling;
     bool tie_word_embeddings;
-    bool qkv_bias;  /* q/k/v projections have biases (Qwen2 always; others: attention_bias) */
-    bool o_bias;    /* o_proj has a bias (attention_bias outside Qwen2) */
-    bool mlp_bias;  /* Llama's mlp_bias */
-    bool qk_norm;   /* Qwen3: RMSNorm over each head of q and k */
+    bool qkv_bias; /* q/k/v projections have biases (Qwen2 always; others: attention_bias) */
+    bool o_bias;   /* o_proj has a bias (attention_bias outside Qwen2) */
+    bool mlp_bias; /* Llama's mlp_bias */
+    bool qk_norm;  /* Qwen3: RMSNorm over each head of q and k */
     /* mixture of experts (num_experts 0 for dense models) */
     int num_experts, num_experts_per_tok, moe_intermediate_size;
     int shared_expert_intermediate_size; /* 0: no shared expert */

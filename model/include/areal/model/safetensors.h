@@ -31,12 +31,12 @@
 #define AREAL_ST_HEADER_MAX ((uint64_t)100000000)
 
 typedef struct areal_st_tensor {
-    char *name;                        /* owned by the header */
+    char *name; /* owned by the header */
     areal_dtype dtype;
-    int ndim;                          /* 0 for a scalar */
+    int ndim; /* 0 for a scalar */
     int64_t shape[AREAL_ST_MAX_DIMS];
-    uint64_t numel;                    /* product of shape (1 for a scalar) */
-    uint64_t begin, end;               /* byte offsets into the data section */
+    uint64_t numel;      /* product of shape (1 for a scalar) */
+    uint64_t begin, end; /* byte offsets into the data section */
 } areal_st_tensor;
 
 typedef struct areal_st_header {
@@ -44,8 +44,8 @@ typedef struct areal_st_header {
     size_t n_tensors;
     char **meta_keys, **meta_values; /* "__metadata__", in header order */
     size_t n_meta;
-    uint64_t header_len;           /* N */
-    uint64_t data_len;             /* bytes after the header in the file */
+    uint64_t header_len;             /* N */
+    uint64_t data_len;               /* bytes after the header in the file */
     const areal_st_tensor **by_name; /* tensors sorted by name */
 } areal_st_header;
 

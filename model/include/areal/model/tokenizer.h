@@ -72,7 +72,7 @@ int areal_tokenizer_decode(const areal_tokenizer *tok, const int32_t *ids, size_
 
 /* One chat message. */
 typedef struct areal_chat_msg {
-    const char *role;    /* "system", "user", "assistant", ... */
+    const char *role; /* "system", "user", "assistant", ... */
     const char *content;
 } areal_chat_msg;
 
