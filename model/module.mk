@@ -10,3 +10,4 @@ PROGRAMS    += areal-tokenize
 areal-tokenize_SRC := $(wildcard model/cmd/*.c)
 TEST_SRC    += $(wildcard model/tests/test_*.c)
 FUZZ_SRC    += $(wildcard model/fuzz/fuzz_*.c)
+BENCH_SRC   += $(wildcard model/bench/bench_*.c)

@@ -9,10 +9,10 @@
  *    them (the "Isolated" behaviour), with PCRE2 in UTF + UCP mode so \p{L},
  *    \p{N} and \s are Unicode classes.
  * 4. BPE over the piece's bytes: repeatedly merge the adjacent pair with the
- *    lowest rank, leftmost on ties, until no pair merges. This is a rescan per
- *    merge, O(n^2) in the piece length; pieces are words, so n is small, and
- *    it was preferred to a heap for being obviously equal to the reference's
- *    (rank, position) order.
+ *    lowest rank, leftmost on ties, until no pair merges - the reference's
+ *    (rank, position) order. A rescan of the piece per merge was rejected: it
+ *    is O(n^2), and one long run of letters or spaces in a prompt would stall
+ *    a worker; a heap of candidates keeps it O(n log n).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -39,19 +39,100 @@ static int push(ids_buf *b, int32_t id) {
     return 0;
 }
 
+/* A candidate merge of the symbol at `pos` with its right neighbour. */
+typedef struct cand {
+    int32_t rank, pos, left, right, merged;
+} cand;
+
 typedef struct enc {
     const areal_tokenizer *tok;
     ids_buf out;
-    int32_t *sym; /* scratch for BPE, grown as needed */
-    size_t sym_cap;
+    int32_t *id, *next, *prev; /* symbols of the current piece, a linked list */
+    cand *heap;
+    size_t cap, n_heap;
     pcre2_match_data *md;
     areal_error *err;
 } enc;
 
+static bool before(const cand *a, const cand *b) {
+    return a->rank < b->rank || (a->rank == b->rank && a->pos < b->pos);
+}
+
+static void heap_push(enc *e, cand c) {
+    size_t i = e->n_heap++;
+    while (i > 0 && before(&c, &e->heap[(i - 1) / 2])) {
+        e->heap[i] = e->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    e->heap[i] = c;
+}
+
+static cand heap_pop(enc *e) {
+    cand top = e->heap[0], last = e->heap[--e->n_heap];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= e->n_heap)
+            break;
+        if (c + 1 < e->n_heap && before(&e->heap[c + 1], &e->heap[c]))
+            c++;
+        if (!before(&e->heap[c], &last))
+            break;
+        e->heap[i] = e->heap[c];
+        i = c;
+    }
+    if (e->n_heap > 0)
+        e->heap[i] = last;
+    return top;
+}
+
+/* Queues the pair starting at symbol p, if it merges. */
+static void offer(enc *e, int32_t p) {
+    if (p < 0 || e->next[p] < 0)
+        return;
+    int32_t l = e->id[p], r = e->id[e->next[p]], merged;
+    int32_t rank = tok_pairmap_get(&e->tok->merges, l, r, &merged);
+    if (rank >= 0)
+        heap_push(e, (cand){rank, p, l, r, merged});
+}
+
+static int grow(enc *e, size_t n) {
+    if (n <= e->cap)
+        return 0;
+    size_t cap = e->cap ? e->cap : 64;
+    while (cap < n)
+        cap *= 2;
+    int32_t *a = realloc(e->id, cap * sizeof *a);
+    if (a != NULL)
+        e->id = a;
+    int32_t *b = realloc(e->next, cap * sizeof *b);
+    if (b != NULL)
+        e->next = b;
+    int32_t *c = realloc(e->prev, cap * sizeof *c);
+    if (c != NULL)
+        e->prev = c;
+    /* the heap holds at most (n - 1) initial pairs + one net entry per merge <= 2n */
+    cand *h = realloc(e->heap, 2 * cap * sizeof *h);
+    if (h != NULL)
+        e->heap = h;
+    if (a == NULL || b == NULL || c == NULL || h == NULL)
+        return -1;
+    e->cap = cap;
+    return 0;
+}
+
+/*
+ * BPE over one piece: merge the lowest-rank adjacent pair, leftmost first,
+ * until none merges. A heap of (rank, position) candidates over a linked list
+ * of symbols, O(n log n); a popped candidate is used only if its two symbols
+ * are still adjacent with the ids it was queued with.
+ */
 static int bpe(enc *e, const uint8_t *s, size_t n) {
     const areal_tokenizer *t = e->tok;
     if (n == 0)
         return AREAL_OK;
+    if (n > INT32_MAX / 2)
+        return areal_error_set(e->err, AREAL_ERANGE, -1, "a %zu-byte piece is too long", n);
     if (t->ignore_merges && n <= 512) {
         char buf[1024];
         size_t k = 0;
@@ -61,41 +142,38 @@ static int bpe(enc *e, const uint8_t *s, size_t n) {
         if (id >= 0 && !t->id_added[id])
             return push(&e->out, id) ? AREAL_ENOMEM : AREAL_OK;
     }
-    if (n > e->sym_cap) {
-        int32_t *p = realloc(e->sym, n * sizeof *p);
-        if (p == NULL)
-            return AREAL_ENOMEM;
-        e->sym = p;
-        e->sym_cap = n;
-    }
-    size_t m = 0;
+    if (grow(e, n))
+        return AREAL_ENOMEM;
+    int32_t m = 0;
     for (size_t i = 0; i < n; i++) {
         int32_t id = t->byte_id[s[i]];
         if (id < 0)
             id = t->unk_id; /* no unk either: the byte is dropped, as in `tokenizers` */
         if (id >= 0)
-            e->sym[m++] = id;
+            e->id[m++] = id;
     }
-    int32_t *sym = e->sym;
-    while (m > 1) {
-        int32_t best = -1, best_id = -1, merged;
-        size_t at = 0;
-        for (size_t i = 0; i + 1 < m; i++) {
-            int32_t r = tok_pairmap_get(&t->merges, sym[i], sym[i + 1], &merged);
-            if (r >= 0 && (best < 0 || r < best)) {
-                best = r;
-                best_id = merged;
-                at = i;
-            }
-        }
-        if (best < 0)
-            break;
-        sym[at] = best_id;
-        memmove(sym + at + 1, sym + at + 2, (m - at - 2) * sizeof *sym);
-        m--;
+    for (int32_t i = 0; i < m; i++) {
+        e->prev[i] = i - 1;
+        e->next[i] = i + 1 < m ? i + 1 : -1;
     }
-    for (size_t i = 0; i < m; i++) {
-        if (push(&e->out, sym[i]))
+    e->n_heap = 0;
+    for (int32_t i = 0; i + 1 < m; i++)
+        offer(e, i);
+    while (e->n_heap > 0) {
+        cand c = heap_pop(e);
+        int32_t r = e->next[c.pos];
+        if (e->id[c.pos] != c.left || r < 0 || e->id[r] != c.right)
+            continue; /* stale: one side was merged away since */
+        e->id[c.pos] = c.merged;
+        e->id[r] = -1;
+        e->next[c.pos] = e->next[r];
+        if (e->next[r] >= 0)
+            e->prev[e->next[r]] = c.pos;
+        offer(e, e->prev[c.pos]);
+        offer(e, c.pos);
+    }
+    for (int32_t i = m > 0 ? 0 : -1; i >= 0; i = e->next[i]) {
+        if (push(&e->out, e->id[i]))
             return AREAL_ENOMEM;
     }
     return AREAL_OK;
@@ -212,7 +290,10 @@ int areal_tokenizer_encode(const areal_tokenizer *tok, const char *text, size_t 
     if (rc == AREAL_OK)
         rc = segment(&e, s + start, len - start);
     pcre2_match_data_free(e.md);
-    free(e.sym);
+    free(e.id);
+    free(e.next);
+    free(e.prev);
+    free(e.heap);
     if (rc == AREAL_OK && e.out.v == NULL && (e.out.v = malloc(sizeof(int32_t))) == NULL)
         rc = AREAL_ENOMEM;
     if (rc != AREAL_OK) {

@@ -364,6 +364,31 @@ static void bytelevel_only_pre_tokenizer(void **state) {
     areal_tokenizer_free(tok);
 }
 
+/* One very long word: the BPE loop must stay fast and the ids must spell the text. */
+static void long_word_round_trips(void **state) {
+    (void)state;
+    areal_tokenizer *tok = load(FIX "tok/tokenizer.json");
+    size_t len = 200000;
+    char *text = malloc(len + 1);
+    for (size_t i = 0; i < len; i++)
+        text[i] = "learning"[i % 8];
+    text[len] = '\0';
+    int32_t *ids;
+    size_t n;
+    areal_error err;
+    assert_int_equal(areal_tokenizer_encode(tok, text, len, &ids, &n, &err), AREAL_OK);
+    assert_true(n > 0 && n < len / 2); /* merges happened */
+    char *back;
+    size_t blen;
+    assert_int_equal(areal_tokenizer_decode(tok, ids, n, false, &back, &blen, &err), AREAL_OK);
+    assert_int_equal(blen, len);
+    assert_memory_equal(back, text, len);
+    free(back);
+    free(ids);
+    free(text);
+    areal_tokenizer_free(tok);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(corpus_ids_equal_hf),
@@ -375,6 +400,7 @@ int main(void) {
         cmocka_unit_test(bad_tokenizer_files_are_refused),
         cmocka_unit_test(malformed_and_missing_files),
         cmocka_unit_test(bytelevel_only_pre_tokenizer),
+        cmocka_unit_test(long_word_round_trips),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
