@@ -102,7 +102,8 @@ static int bench_tokenizer(void) {
         free(ids);
         t[r] = now_s() - t0;
     }
-    printf("tokenizer encode, one 1 MB word \"learninglearning...\": %.3f s (%zu tokens)\n", median(t, 3), n_ids);
+    printf("tokenizer encode, one 1 MB word \"learninglearning...\": %.3f s (%zu tokens)\n",
+           median(t, 3), n_ids);
     free(run);
     free(text);
     areal_tokenizer_free(tok);

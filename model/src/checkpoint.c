@@ -15,6 +15,11 @@
 #include "areal/model/checkpoint.h"
 #include "file_util.h"
 
+static int cmp_spec(const void *a, const void *b) {
+    return strcmp((*(const areal_tensor_spec *const *)a)->name,
+                  (*(const areal_tensor_spec *const *)b)->name);
+}
+
 static int open_shards(const char *dir, areal_checkpoint *ck, json_t **wmap_out, areal_error *err) {
     char *index = areal_path_join(dir, "model.safetensors.index.json");
     if (index == NULL)
@@ -215,8 +220,15 @@ int areal_checkpoint_open(const char *dir, areal_checkpoint *ck, areal_error *er
         rc = areal_model_expected_tensors(&ck->cfg, &ck->expected, &ck->n_expected, err);
     if (rc == AREAL_OK) {
         ck->entries = calloc(ck->n_expected + 1, sizeof *ck->entries);
-        rc = ck->entries ? match_tensors(dir, ck, err)
-                         : areal_error_set(err, AREAL_ENOMEM, -1, "no memory");
+        ck->by_name = calloc(ck->n_expected + 1, sizeof *ck->by_name);
+        rc = ck->entries && ck->by_name ? AREAL_OK
+                                        : areal_error_set(err, AREAL_ENOMEM, -1, "no memory");
+    }
+    if (rc == AREAL_OK) {
+        for (size_t i = 0; i < ck->n_expected; i++)
+            ck->by_name[i] = &ck->expected[i];
+        qsort(ck->by_name, ck->n_expected, sizeof *ck->by_name, cmp_spec);
+        rc = match_tensors(dir, ck, err);
     }
     if (rc != AREAL_OK)
         areal_checkpoint_close(ck);
@@ -231,13 +243,22 @@ void areal_checkpoint_close(areal_checkpoint *ck) {
     free(ck->files);
     free(ck->expected);
     free(ck->entries);
+    free(ck->by_name);
     memset(ck, 0, sizeof *ck);
 }
 
 const areal_ckpt_entry *areal_checkpoint_find(const areal_checkpoint *ck, const char *name) {
-    for (size_t i = 0; i < ck->n_expected; i++) {
-        if (strcmp(ck->expected[i].name, name) == 0)
+    size_t lo = 0, hi = ck->n_expected;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        size_t i = (size_t)(ck->by_name[mid] - ck->expected);
+        int c = strcmp(name, ck->expected[i].name);
+        if (c == 0)
             return ck->entries[i].tensor ? &ck->entries[i] : NULL;
+        if (c < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
     }
     return NULL;
 }

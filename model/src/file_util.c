@@ -10,8 +10,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static uint8_t empty_map[1];
-
 int areal_read_file(const char *path, size_t max, char **out, size_t *len, areal_error *err) {
     *out = NULL;
     *len = 0;
@@ -59,9 +57,8 @@ int areal_map_file(const char *path, uint8_t **map, size_t *size, areal_error *e
         close(fd);
         return areal_error_set(err, AREAL_EIO, -1, "%s: not a regular file", path);
     }
-    if (st.st_size == 0) {
+    if (st.st_size == 0) { /* mmap refuses length 0; an empty file maps to nothing */
         close(fd);
-        *map = empty_map;
         return AREAL_OK;
     }
     void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -75,7 +72,7 @@ int areal_map_file(const char *path, uint8_t **map, size_t *size, areal_error *e
 }
 
 void areal_unmap_file(uint8_t *map, size_t size) {
-    if (map != NULL && map != empty_map && size > 0)
+    if (map != NULL && size > 0)
         munmap(map, size);
 }
 

@@ -27,9 +27,8 @@
 int areal_read_file(const char *path, size_t max, char **out, size_t *len, areal_error *err);
 
 /*
- * Maps `path` read-only: *map and *size (a zero-length file maps to a non-NULL
- * dummy pointer with size 0). Release with areal_unmap_file. Returns 0 or
- * AREAL_EIO.
+ * Maps `path` read-only: *map and *size (an empty file gives NULL and 0).
+ * Release with areal_unmap_file. Returns 0 or AREAL_EIO.
  */
 int areal_map_file(const char *path, uint8_t **map, size_t *size, areal_error *err);
 void areal_unmap_file(uint8_t *map, size_t size);

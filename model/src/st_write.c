@@ -114,11 +114,10 @@ static int cmp_str(const void *a, const void *b) {
 static int check_input(const areal_st_out *t, size_t n, item *it, const char *path,
                        areal_error *err) {
     for (size_t i = 0; i < n; i++) {
-        if (t[i].name == NULL || t[i].name[0] == '\0' || strcmp(t[i].name, "__metadata__") == 0)
+        if (t[i].name == NULL || strcmp(t[i].name, "__metadata__") == 0)
             return areal_error_set(err, AREAL_EINVAL, -1,
-                                   "%s: tensor %zu needs a name other than \"\" and "
-                                   "\"__metadata__\"",
-                                   path, i);
+                                   "%s: tensor %zu needs a name other than \"__metadata__\"", path,
+                                   i);
         if (areal_dtype_size(t[i].dtype) == 0 || t[i].ndim < 0 || t[i].ndim > AREAL_ST_MAX_DIMS)
             return areal_error_set(err, AREAL_EINVAL, -1,
                                    "%s: tensor \"%s\": bad dtype or more than %d dims", path,
@@ -200,6 +199,12 @@ int areal_st_write(const char *path, const areal_st_out *t, size_t n, const char
         if (meta_kv[2 * i] == NULL || meta_kv[2 * i + 1] == NULL)
             return areal_error_set(err, AREAL_EINVAL, -1, "%s: metadata pair %zu has a NULL", path,
                                    i);
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(meta_kv[2 * i], meta_kv[2 * j]) == 0)
+                return areal_error_set(err, AREAL_EINVAL, -1,
+                                       "%s: metadata key \"%s\" appears twice", path,
+                                       meta_kv[2 * i]);
+        }
     }
     item *it = calloc(n + 1, sizeof *it);
     strbuf h = {0};

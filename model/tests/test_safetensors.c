@@ -135,6 +135,19 @@ static void writer_escapes_and_refuses(void **state) {
     areal_st_out bad = {"x", AREAL_DT_F32, 1, neg, v};
     assert_int_equal(areal_st_write(p, &bad, 1, NULL, 0, &err), AREAL_EINVAL);
     assert_non_null(strstr(err.msg, "\"x\""));
+    const char *dup_meta[] = {"k", "1", "k", "2"};
+    assert_int_equal(areal_st_write(p, t, 1, dup_meta, 2, &err), AREAL_EINVAL);
+    assert_non_null(strstr(err.msg, "metadata key \"k\""));
+    /* an empty name is legal in the format: written and read back */
+    areal_st_out unnamed = {"", AREAL_DT_F32, 1, shape, v};
+    assert_int_equal(areal_st_write(p, &unnamed, 1, NULL, 0, &err), AREAL_OK);
+    assert_int_equal(areal_st_open(p, &f, &err), AREAL_OK);
+    assert_non_null(areal_st_header_find(&f.hdr, ""));
+    areal_st_close(&f);
+    /* an empty file is too short, not a crash */
+    assert_int_equal(mt_write(p, "", 0), 0);
+    assert_int_equal(areal_st_open(p, &f, &err), AREAL_EINVAL);
+    assert_non_null(strstr(err.msg, "too short"));
     mt_path(p, sizeof p, dir, "no/such/dir.safetensors");
     assert_int_equal(areal_st_write(p, t, 1, NULL, 0, &err), AREAL_EIO);
     mt_rmdir(dir);

@@ -31,6 +31,7 @@ typedef struct areal_checkpoint {
     areal_tensor_spec *expected; /* areal_model_expected_tensors(cfg) */
     areal_ckpt_entry *entries;   /* parallel to expected */
     size_t n_expected;
+    const areal_tensor_spec **by_name; /* expected, sorted by name (lookup) */
 } areal_checkpoint;
 
 /*

@@ -96,8 +96,8 @@ typedef struct areal_st_out {
 /*
  * Writes a safetensors file at `path` (replaced atomically via path.tmp and
  * rename). meta_kv holds n_meta key/value pairs (keys at even positions) for
- * "__metadata__", written in the given order; n_meta 0 writes none. Names
- * must be unique and not "__metadata__". Returns 0, AREAL_EINVAL (bad input,
+ * "__metadata__", written in the given order (keys unique); n_meta 0 writes
+ * none. Names must be unique and not "__metadata__". Returns 0, AREAL_EINVAL (bad input,
  * naming the tensor), AREAL_EIO or AREAL_ENOMEM.
  */
 int areal_st_write(const char *path, const areal_st_out *t, size_t n, const char *const *meta_kv,
