@@ -199,6 +199,57 @@ static void index_mismatches_are_refused(void **state) {
     mt_rmdir(dir);
 }
 
+static void same_file(const char *a, const char *b) {
+    size_t la = 0, lb = 0;
+    char *x = mt_read(a, &la), *y = mt_read(b, &lb);
+    if (x == NULL || y == NULL || la != lb || memcmp(x, y, la) != 0)
+        fail_msg("%s and %s differ", a, b);
+    free(x);
+    free(y);
+}
+
+/* Writing the fixture's tensors with its split reproduces its files byte for byte. */
+static void write_reproduces_python_checkpoints(void **state) {
+    (void)state;
+    areal_checkpoint ck;
+    open_ok(FIX "qwen2-sharded", &ck);
+    size_t n = ck.n_expected;
+    areal_st_out *t = calloc(n, sizeof *t);
+    int *shard = calloc(n, sizeof *shard);
+    for (size_t i = 0; i < n; i++) {
+        const areal_ckpt_entry *e = &ck.entries[i];
+        t[i] = (areal_st_out){e->tensor->name, e->tensor->dtype, e->tensor->ndim, e->tensor->shape,
+                              areal_st_data(e->file, e->tensor)};
+        if (strstr(e->file->path, "00002-of") != NULL)
+            shard[i] = 1;
+        else
+            shard[i] = 0;
+    }
+    char dir[256], a[300], b[300];
+    areal_error err;
+    assert_int_equal(mt_tmpdir(dir, sizeof dir), 0);
+    assert_int_equal(areal_checkpoint_write(dir, t, n, shard, 2, &err), AREAL_OK);
+    const char *files[] = {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+                           "model.safetensors.index.json"};
+    for (int k = 0; k < 3; k++) {
+        snprintf(a, sizeof a, FIX "qwen2-sharded/%s", files[k]);
+        same_file(a, mt_path(b, sizeof b, dir, files[k]));
+    }
+    assert_int_equal(areal_checkpoint_write(dir, t, n, shard, 1, &err), AREAL_OK);
+    same_file(FIX "qwen2/model.safetensors", mt_path(b, sizeof b, dir, "model.safetensors"));
+    shard[3] = 2;
+    assert_int_equal(areal_checkpoint_write(dir, t, n, shard, 2, &err), AREAL_EINVAL);
+    assert_non_null(strstr(err.msg, "shard 2 of 2"));
+    shard[3] = 0; /* now nothing goes to the third shard */
+    assert_int_equal(areal_checkpoint_write(dir, t, n, shard, 3, &err), AREAL_EINVAL);
+    assert_non_null(strstr(err.msg, "empty"));
+    assert_int_equal(areal_checkpoint_write(dir, t, n, shard, 0, &err), AREAL_EINVAL);
+    free(t);
+    free(shard);
+    areal_checkpoint_close(&ck);
+    mt_rmdir(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_architecture_opens),
@@ -206,6 +257,7 @@ int main(void) {
         cmocka_unit_test(config_mismatches_are_refused),
         cmocka_unit_test(wrong_dtype_and_missing_files),
         cmocka_unit_test(index_mismatches_are_refused),
+        cmocka_unit_test(write_reproduces_python_checkpoints),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -52,4 +52,18 @@ const areal_ckpt_entry *areal_checkpoint_find(const areal_checkpoint *ck, const 
 int areal_checkpoint_load_f32(const areal_checkpoint *ck, const char *name, float *dst, size_t cap,
                               areal_error *err);
 
+/*
+ * Writes tensors t[0..n) as a sharded checkpoint into the existing directory
+ * `dir`: tensor i goes to shard shard_of[i] (0-based, < n_shards), the shards
+ * are named model-%05d-of-%05d.safetensors (1-based) and each is written with
+ * areal_st_write and metadata {"format": "pt"}; then
+ * model.safetensors.index.json holds {"metadata": {"total_size": data bytes},
+ * "weight_map": {name: shard}} with sorted keys and two-space indentation, as
+ * transformers writes it. With n_shards == 1 it writes model.safetensors and no
+ * index instead. Returns 0, AREAL_EINVAL (a shard index out of range or an
+ * empty shard, naming it), AREAL_EIO or AREAL_ENOMEM.
+ */
+int areal_checkpoint_write(const char *dir, const areal_st_out *t, size_t n, const int *shard_of,
+                           int n_shards, areal_error *err);
+
 #endif
