@@ -2,8 +2,8 @@
 # install-deps.sh GROUP... - installs what a build step needs, only if it is missing.
 #
 # Groups: build (compiler, pkg-config, jansson, libyaml, cmocka), fuzz (clang
-# with libFuzzer), fmt (clang-format), model (PCRE2, libunistring), and one
-# group per component that needs more (named after it; its module.mk adds the name to DEPS_GROUPS). Debian/Ubuntu packages through apt-get;
+# with libFuzzer), fmt (clang-format), and one group per component that needs
+# more (named after it; its module.mk adds the name to DEPS_GROUPS). Debian/Ubuntu packages through apt-get;
 # on other systems it names what to install and fails.
 set -euo pipefail
 
@@ -30,12 +30,12 @@ for group in "$@"; do
     fmt)
         have_cmd clang-format || need_pkgs+=(clang-format)
         ;;
-    model)
+    model) # PCRE2 for the tokenizer's Unicode regex, libunistring for NFC
         have_pc libpcre2-8 || need_pkgs+=(libpcre2-dev)
         [ -f /usr/include/uninorm.h ] || need_pkgs+=(libunistring-dev)
         ;;
     *)
-        echo "install-deps.sh: unknown group '$group' (use build, fuzz, fmt or a component's group)" >&2
+        echo "install-deps.sh: unknown group '$group' (use build, fuzz or fmt)" >&2
         exit 2
         ;;
     esac
