@@ -32,8 +32,7 @@ static int write_index(const char *dir, const areal_st_out *t, size_t n, const i
             bytes *= (uint64_t)t[i].shape[d];
         total += bytes;
         char shard[64];
-        snprintf(shard, sizeof shard, "model-%05d-of-%05d.safetensors", shard_of[i] + 1,
-                 n_shards);
+        snprintf(shard, sizeof shard, "model-%05d-of-%05d.safetensors", shard_of[i] + 1, n_shards);
         if (json_object_set_new(wmap, t[i].name, json_string(shard)) != 0)
             rc = areal_error_set(err, AREAL_ENOMEM, -1, "no memory for the index");
     }
@@ -78,8 +77,8 @@ int areal_checkpoint_write(const char *dir, const areal_st_out *t, size_t n, con
     for (size_t i = 0; i < n && rc == AREAL_OK; i++) {
         if (shard_of[i] < 0 || shard_of[i] >= n_shards)
             rc = areal_error_set(err, AREAL_EINVAL, -1,
-                                 "%s: tensor \"%s\" is assigned to shard %d of %d", dir,
-                                 t[i].name, shard_of[i], n_shards);
+                                 "%s: tensor \"%s\" is assigned to shard %d of %d", dir, t[i].name,
+                                 shard_of[i], n_shards);
     }
     for (int s = 0; s < n_shards && rc == AREAL_OK; s++) {
         size_t k = 0;

@@ -46,6 +46,7 @@ struct areal_tokenizer {
     int n_stages;
     tok_added *added; /* sorted by length, longest first */
     size_t n_added;
+    bool added_first[256]; /* bytes some added token starts with (skips most positions) */
 };
 
 /* The code point byte b is spelled with in byte-level vocabularies. */

@@ -208,6 +208,7 @@ static int load_added(const loader *l, json_t *added) {
         a->len = len;
         a->id = id;
         a->special = json_is_true(special);
+        t->added_first[(uint8_t)s[0]] = true;
     }
     qsort(t->added, t->n_added, sizeof *t->added, cmp_added);
     return AREAL_OK;
