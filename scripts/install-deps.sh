@@ -37,6 +37,10 @@ for group in "$@"; do
         have_pc libcurl || need_pkgs+=(libcurl4-openssl-dev)
         have_cmd openssl || need_pkgs+=(openssl)
         ;;
+    model) # PCRE2 for the tokenizer's Unicode regex, libunistring for NFC
+        have_pc libpcre2-8 || need_pkgs+=(libpcre2-dev)
+        [ -f /usr/include/uninorm.h ] || need_pkgs+=(libunistring-dev)
+        ;;
     *)
         echo "install-deps.sh: unknown group '$group' (use build, fuzz, fmt or a component group)" >&2
         exit 2

@@ -1,0 +1,13 @@
+# model/module.mk - HuggingFace model files (config.json, safetensors) and the
+# byte-level BPE tokenizer. PCRE2 gives the pre-tokenizer's Unicode classes and
+# libunistring the NFC normalizer, so no Unicode tables live in this tree.
+LIB_SRC     += $(wildcard model/src/*.c)
+INCLUDES    += -Imodel/include
+PKGS        += libpcre2-8
+EXTRA_LIBS  += -lunistring -lpthread
+DEPS_GROUPS += model
+PROGRAMS    += areal-tokenize
+areal-tokenize_SRC := $(wildcard model/cmd/*.c)
+TEST_SRC    += $(wildcard model/tests/test_*.c)
+FUZZ_SRC    += $(wildcard model/fuzz/fuzz_*.c)
+BENCH_SRC   += $(wildcard model/bench/bench_*.c)

@@ -1,0 +1,149 @@
+/*
+ * test_areal_tokenize.c - the areal-tokenize program ($AREAL_BIN/areal-tokenize):
+ * ids as a JSON array equal to HF's for corpus lines, the chat wrapper, the
+ * decoder and its exit codes.
+ */
+#include <jansson.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/wait.h>
+
+#include <cmocka.h>
+
+#include "model_test_util.h"
+
+typedef struct run_result {
+    int status;
+    char out[1 << 16];
+    char err[4096];
+} run_result;
+
+static run_result result;
+
+static void slurp(const char *path, char *buf, size_t cap) {
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+    buf[n] = '\0';
+    if (f)
+        fclose(f);
+}
+
+/* Runs areal-tokenize with up to 8 arguments (NULL-terminated). */
+static run_result *run(const char *first, ...) {
+    char bin[512];
+    snprintf(bin, sizeof bin, "%s/areal-tokenize",
+             getenv("AREAL_BIN") ? getenv("AREAL_BIN") : "build/rel");
+    const char *argv[12];
+    int argc = 0;
+    argv[argc++] = bin;
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a != NULL && argc < 11; a = va_arg(ap, const char *))
+        argv[argc++] = a;
+    va_end(ap);
+    argv[argc] = NULL;
+    char out_path[] = "/tmp/areal-tok-out-XXXXXX", err_path[] = "/tmp/areal-tok-err-XXXXXX";
+    int out_fd = mkstemp(out_path), err_fd = mkstemp(err_path);
+    assert_true(out_fd >= 0 && err_fd >= 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(out_fd, 1);
+        dup2(err_fd, 2);
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    close(out_fd);
+    close(err_fd);
+    result.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    slurp(out_path, result.out, sizeof result.out);
+    slurp(err_path, result.err, sizeof result.err);
+    unlink(out_path);
+    unlink(err_path);
+    return &result;
+}
+
+static void ids_equal_hf_for_corpus_lines(void **state) {
+    (void)state;
+    FILE *f = fopen(FIX "tok/corpus.jsonl", "r");
+    assert_non_null(f);
+    char *line = NULL;
+    size_t cap = 0;
+    int checked = 0;
+    while (getline(&line, &cap, f) > 0 && checked < 12) {
+        json_t *d = json_loads(line, 0, NULL);
+        const char *text = json_string_value(json_object_get(d, "text"));
+        if (text[0] != '\0') {
+            run_result *r = run("--model", FIX "tok", "--text", text, NULL);
+            assert_int_equal(r->status, 0);
+            json_t *got = json_loads(r->out, 0, NULL);
+            assert_non_null(got);
+            assert_true(json_equal(got, json_object_get(d, "ids")));
+            json_decref(got);
+            checked++;
+        }
+        json_decref(d);
+    }
+    free(line);
+    fclose(f);
+    assert_int_equal(checked, 12);
+}
+
+static void chat_and_decode(void **state) {
+    (void)state;
+    FILE *f = fopen(FIX "tok/chat.jsonl", "r");
+    char *line = NULL;
+    size_t cap = 0;
+    assert_true(getline(&line, &cap, f) > 0); /* first conversation: one user message */
+    fclose(f);
+    json_t *d = json_loads(line, 0, NULL);
+    free(line);
+    const char *content = json_string_value(
+        json_object_get(json_array_get(json_object_get(d, "messages"), 0), "content"));
+    run_result *r =
+        run("--model", FIX "tok/tokenizer.json", "--chat", "user", "--text", content, NULL);
+    assert_int_equal(r->status, 0);
+    json_t *got = json_loads(r->out, 0, NULL);
+    assert_true(json_equal(got, json_object_get(d, "ids")));
+    char *ids = json_dumps(got, JSON_COMPACT);
+    r = run("--model", FIX "tok", "--decode", "--text", ids, NULL);
+    assert_int_equal(r->status, 0);
+    char want[1024];
+    snprintf(want, sizeof want, "%s\n", json_string_value(json_object_get(d, "text")));
+    assert_string_equal(r->out, want);
+    free(ids);
+    json_decref(got);
+    json_decref(d);
+}
+
+static void errors_and_usage(void **state) {
+    (void)state;
+    run_result *r = run("--model", FIX "no-such-dir", "--text", "x", NULL);
+    assert_int_equal(r->status, 1);
+    assert_non_null(strstr(r->err, "no-such-dir"));
+    r = run("--model", FIX "qwen2", "--text", "x", NULL); /* a model dir without tokenizer.json */
+    assert_int_equal(r->status, 1);
+    assert_non_null(strstr(r->err, "tokenizer.json"));
+    r = run("--model", FIX "tok", NULL);
+    assert_int_equal(r->status, 2);
+    assert_non_null(strstr(r->err, "usage"));
+    r = run("--model", FIX "tok", "--decode", "--text", "[99999]", NULL);
+    assert_int_equal(r->status, 1);
+    assert_non_null(strstr(r->err, "99999"));
+    r = run("--model", FIX "tok", "--text", "bad \xff byte", NULL);
+    assert_int_equal(r->status, 1);
+    assert_non_null(strstr(r->err, "UTF-8"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(ids_equal_hf_for_corpus_lines),
+        cmocka_unit_test(chat_and_decode),
+        cmocka_unit_test(errors_and_usage),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
