@@ -16,6 +16,9 @@
 
 enum { CLI_OK = 0, CLI_FAILURE = 1, CLI_BAD_INPUT = 2 };
 
+/* Prints one "arealctl: ..." line on stderr and returns CLI_BAD_INPUT. */
+int cli_bad_input(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* `arealctl plan ...`; argv[0] is "plan". */
 int cmd_plan(int argc, char **argv);
 

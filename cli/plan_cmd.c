@@ -29,10 +29,7 @@ typedef struct plan_args {
     const char *rule_text[AREAL_MAX_RULES];
 } plan_args;
 
-static int bad_input(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-/* Prints one "arealctl: ..." line and returns CLI_BAD_INPUT. */
-static int bad_input(const char *fmt, ...) {
+int cli_bad_input(const char *fmt, ...) {
     va_list ap;
     fputs("arealctl: ", stderr);
     va_start(ap, fmt);
@@ -55,18 +52,18 @@ static int parse_long(const char *text, long lo, long hi, long *out) {
 /* KIND=LEVEL for --require / --prefer; the level is checked against the topology later. */
 static int add_rule(plan_args *a, const char *text, areal_topo_mode mode, const char *flag) {
     if (a->n_rules == AREAL_MAX_RULES)
-        return bad_input("%s: at most %d locality rules", flag, AREAL_MAX_RULES);
+        return cli_bad_input("%s: at most %d locality rules", flag, AREAL_MAX_RULES);
     const char *eq = strchr(text, '=');
     char kind[32];
     if (eq == NULL || eq == text || (size_t)(eq - text) >= sizeof kind || eq[1] == '\0')
-        return bad_input("%s '%s': expected KIND=LEVEL, for example pp=leaf", flag, text);
+        return cli_bad_input("%s '%s': expected KIND=LEVEL, for example pp=leaf", flag, text);
     memcpy(kind, text, (size_t)(eq - text));
     kind[eq - text] = '\0';
     int k = areal_group_kind_from_name(kind);
     if (k < 0)
-        return bad_input("%s '%s': unknown group kind '%s'; use tp, cp, dp, dp-cp, pp, ep, "
-                         "tp-ep, edp, ... (the kinds of arealctl plan --json)",
-                         flag, text, kind);
+        return cli_bad_input("%s '%s': unknown group kind '%s'; use tp, cp, dp, dp-cp, pp, ep, "
+                             "tp-ep, edp, ... (the kinds of arealctl plan --json)",
+                             flag, text, kind);
     a->rules[a->n_rules] = (areal_locality_rule){.kind = (areal_group_kind)k, .mode = mode};
     a->rule_text[a->n_rules] = eq + 1;
     a->n_rules++;
@@ -106,13 +103,13 @@ static int parse_args(int argc, char **argv, plan_args *a) {
             break;
         case 'g':
             if (parse_long(optarg, 1, 4096, &v) != 0)
-                return bad_input("--gpus-per-node '%s': expected a whole number from 1 to 4096",
-                                 optarg);
+                return cli_bad_input("--gpus-per-node '%s': expected a whole number from 1 to 4096",
+                                     optarg);
             a->gpus_per_node = (int)v;
             break;
         case 'r':
             if (parse_long(optarg, 0, AREAL_ALLOC_MAX_WORLD, &v) != 0)
-                return bad_input("--rank '%s': expected a rank, a whole number from 0", optarg);
+                return cli_bad_input("--rank '%s': expected a rank, a whole number from 0", optarg);
             a->rank = v;
             break;
         case 'o':
@@ -120,7 +117,7 @@ static int parse_args(int argc, char **argv, plan_args *a) {
             break;
         case 'j':
             if (optarg[0] == '\0' || strlen(optarg) > 63)
-                return bad_input("--job: expected a name of 1 to 63 characters");
+                return cli_bad_input("--job: expected a name of 1 to 63 characters");
             a->job = optarg;
             break;
         case 'J':
@@ -139,16 +136,17 @@ static int parse_args(int argc, char **argv, plan_args *a) {
             return -1;
         default:
             if (optopt != 0)
-                return bad_input("plan: option '%s' needs a value", argv[optind - 1]);
-            return bad_input("plan: unknown option '%s'; see arealctl --help", argv[optind - 1]);
+                return cli_bad_input("plan: option '%s' needs a value", argv[optind - 1]);
+            return cli_bad_input("plan: unknown option '%s'; see arealctl --help",
+                                 argv[optind - 1]);
         }
         if (rc != CLI_OK)
             return rc;
     }
     if (optind < argc)
-        return bad_input("plan: unexpected argument '%s'; values go after their option, e.g. "
-                         "--alloc 'sglang:d4t2+megatron:d2p2t2'",
-                         argv[optind]);
+        return cli_bad_input("plan: unexpected argument '%s'; values go after their option, e.g. "
+                             "--alloc 'sglang:d4t2+megatron:d2p2t2'",
+                             argv[optind]);
     return CLI_OK;
 }
 
@@ -177,7 +175,7 @@ int cmd_plan(int argc, char **argv) {
     areal_error err;
     areal_alloc alloc;
     if (areal_alloc_parse(a.alloc, &alloc, &err) != AREAL_OK)
-        return bad_input("--alloc '%s': %s", a.alloc, err.msg);
+        return cli_bad_input("--alloc '%s': %s", a.alloc, err.msg);
     if (alloc.legacy)
         fprintf(stderr, "arealctl: warning: '%s' uses legacy syntax; today it is written %s\n",
                 a.alloc, alloc.legacy_hint[0] ? alloc.legacy_hint : "in the colon form");
@@ -190,7 +188,7 @@ int cmd_plan(int argc, char **argv) {
     if (rc == AREAL_ENOMEM)
         return fprintf(stderr, "arealctl: %s\n", err.msg), CLI_FAILURE;
     if (rc != AREAL_OK)
-        return bad_input("--cluster: %s", err.msg);
+        return cli_bad_input("--cluster: %s", err.msg);
 
     areal_job job;
     areal_job_init(&job, a.job, &alloc);
@@ -200,10 +198,10 @@ int cmd_plan(int argc, char **argv) {
         job.rules[i].level = areal_topology_level(&job.topology, a.rule_text[i]);
         if (job.rules[i].level < 0) {
             areal_cluster_free(&cluster);
-            return bad_input("rule '%s=%s': unknown level '%s'; use node, clique, leaf, spine or "
-                             "zone (or a label key)",
-                             areal_group_kind_name(a.rules[i].kind), a.rule_text[i],
-                             a.rule_text[i]);
+            return cli_bad_input(
+                "rule '%s=%s': unknown level '%s'; use node, clique, leaf, spine or "
+                "zone (or a label key)",
+                areal_group_kind_name(a.rules[i].kind), a.rule_text[i], a.rule_text[i]);
         }
     }
 
@@ -213,7 +211,7 @@ int cmd_plan(int argc, char **argv) {
         areal_cluster_free(&cluster);
         if (rc == AREAL_ENOMEM)
             return fprintf(stderr, "arealctl: %s\n", err.msg), CLI_FAILURE;
-        return bad_input("cannot place '%s': %s", a.alloc, err.msg);
+        return cli_bad_input("cannot place '%s': %s", a.alloc, err.msg);
     }
 
     plan_view view = {.job_name = a.job,
@@ -226,10 +224,11 @@ int cmd_plan(int argc, char **argv) {
     if (a.rank >= 0 || a.role != NULL) {
         view.rank_role = pick_role(&a, &plan);
         if (view.rank_role < 0) {
-            rc = bad_input("--role '%s': the job has no such role", a.role);
+            rc = cli_bad_input("--role '%s': the job has no such role", a.role);
         } else if (a.rank >= plan.roles[view.rank_role].world) {
-            rc = bad_input("--rank %ld: role %s has ranks 0 to %d", a.rank,
-                           plan.roles[view.rank_role].name, plan.roles[view.rank_role].world - 1);
+            rc = cli_bad_input("--rank %ld: role %s has ranks 0 to %d", a.rank,
+                               plan.roles[view.rank_role].name,
+                               plan.roles[view.rank_role].world - 1);
         }
         view.rank = a.rank >= 0 ? (int)a.rank : 0;
     }

@@ -29,17 +29,6 @@
 #define DEFAULT_RUN_ALLOC "sglang:d2+fsdp:d2t2"
 #define MAX_ENV           32
 
-static int run_bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run_bad(const char *fmt, ...) {
-    va_list ap;
-    fputs("arealctl: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    return CLI_BAD_INPUT;
-}
-
 /* A free loopback TCP port (the kernel's choice), or -1. */
 static int free_port(void) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -133,12 +122,12 @@ int cmd_run(int argc, char **argv, const char *self) {
         case 's':
             slots = strtol(optarg, &end, 10);
             if (end == optarg || *end || slots < 1 || slots > 256)
-                return run_bad("--slots '%s': expected 1 to 256 local slots", optarg);
+                return cli_bad_input("--slots '%s': expected 1 to 256 local slots", optarg);
             break;
         case 't':
             timeout = strtol(optarg, &end, 10);
             if (end == optarg || *end || timeout < 1 || timeout > 86400)
-                return run_bad("--timeout '%s': expected 1 to 86400 seconds", optarg);
+                return cli_bad_input("--timeout '%s': expected 1 to 86400 seconds", optarg);
             break;
         case 'h':
             printf("usage: arealctl run [--alloc STRING] [--slots N] [--timeout SECONDS] "
@@ -147,31 +136,31 @@ int cmd_run(int argc, char **argv, const char *self) {
                    "  areal-worker process (default worker arguments: --selftest)\n");
             return CLI_OK;
         default:
-            return run_bad("run: unknown or incomplete option '%s'; see arealctl run --help",
-                           argv[optind - 1]);
+            return cli_bad_input("run: unknown or incomplete option '%s'; see arealctl run --help",
+                                 argv[optind - 1]);
         }
     }
     areal_alloc alloc;
     areal_error err;
     if (areal_alloc_parse(alloc_text, &alloc, &err) != AREAL_OK)
-        return run_bad("--alloc '%s': %s", alloc_text, err.msg);
+        return cli_bad_input("--alloc '%s': %s", alloc_text, err.msg);
     long gpus = areal_alloc_total_gpus(&alloc);
     if (slots == 0)
         slots = gpus;
     if (gpus > 256)
-        return run_bad("--alloc '%s' needs %ld local slots; at most 256 run on one machine",
-                       alloc_text, gpus);
+        return cli_bad_input("--alloc '%s' needs %ld local slots; at most 256 run on one machine",
+                             alloc_text, gpus);
     areal_cluster cluster;
     areal_cluster_init(&cluster);
     if (areal_cluster_add_node(&cluster, "local", (int)slots, 0, &err) < 0)
-        return run_bad("%s", err.msg);
+        return cli_bad_input("%s", err.msg);
     areal_job job;
     areal_job_init(&job, "local", &alloc);
     areal_plan plan;
     int rc = areal_place(&job, &cluster, &plan, &err);
     if (rc != AREAL_OK) {
         areal_cluster_free(&cluster);
-        return run_bad("cannot run '%s' on %ld local slots: %s", alloc_text, slots, err.msg);
+        return cli_bad_input("cannot run '%s' on %ld local slots: %s", alloc_text, slots, err.msg);
     }
     char canonical[1024], worker[1024];
     areal_alloc_format(&alloc, canonical, sizeof canonical);

@@ -203,6 +203,20 @@ static json_t *prune_meta(const json_t *meta) {
     return m;
 }
 
+/* The Ready condition of a status, alone in a list (the only condition read). */
+static json_t *ready_condition(const json_t *status) {
+    json_t *conds = json_array();
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(status, "conditions"), i, c) {
+        const char *t = json_string_value(json_object_get(c, "type"));
+        if (t && strcmp(t, "Ready") == 0)
+            json_array_append_new(conds, json_pack("{s:s,s:O}", "type", "Ready", "status",
+                                                   json_object_get(c, "status")));
+    }
+    return conds;
+}
+
 json_t *cache_prune_pod(const json_t *pod) {
     json_t *out = json_object();
     json_object_set_new(out, "metadata", prune_meta(json_object_get(pod, "metadata")));
@@ -224,14 +238,7 @@ json_t *cache_prune_pod(const json_t *pod) {
     json_t *st = json_object();
     keep(st, status, "phase");
     keep(st, status, "podIP");
-    json_t *conds = json_array();
-    json_array_foreach(json_object_get(status, "conditions"), i, c) {
-        const char *t = json_string_value(json_object_get(c, "type"));
-        if (t && strcmp(t, "Ready") == 0)
-            json_array_append_new(conds, json_pack("{s:s,s:O}", "type", "Ready", "status",
-                                                   json_object_get(c, "status")));
-    }
-    json_object_set_new(st, "conditions", conds);
+    json_object_set_new(st, "conditions", ready_condition(status));
     json_t *cs_out = json_array();
     json_array_foreach(json_object_get(status, "containerStatuses"), i, c) {
         json_t *cs = json_object();
@@ -260,16 +267,7 @@ json_t *cache_prune_node(const json_t *node) {
     json_t *st = json_object();
     keep(st, status, "allocatable");
     keep(st, status, "capacity");
-    json_t *conds = json_array();
-    size_t i;
-    json_t *c;
-    json_array_foreach(json_object_get(status, "conditions"), i, c) {
-        const char *t = json_string_value(json_object_get(c, "type"));
-        if (t && strcmp(t, "Ready") == 0)
-            json_array_append_new(conds, json_pack("{s:s,s:O}", "type", "Ready", "status",
-                                                   json_object_get(c, "status")));
-    }
-    json_object_set_new(st, "conditions", conds);
+    json_object_set_new(st, "conditions", ready_condition(status));
     json_object_set_new(out, "status", st);
     return out;
 }
