@@ -308,6 +308,8 @@ json_t *desired_pod(const json_t *job, const areal_alloc *alloc, const areal_pla
         if (layer[l] != NULL)
             json_object_update(labels, json_object_get(layer[l], "labels"));
     json_object_set_new(labels, AREAL_LABEL_ROLE, json_string(role->name));
+    json_object_set_new(labels, AREAL_LABEL_ROLE_KIND,
+                        json_string(role->inference ? "rollout" : "trainer"));
     json_object_set_new(labels, AREAL_LABEL_POD_INDEX, json_string(index));
     if (p == master_pod(plan))
         json_object_set_new(labels, AREAL_LABEL_MASTER, json_string("true"));

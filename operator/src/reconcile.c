@@ -390,7 +390,7 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
         json_object_set_new(p.status, "startTime", json_string(p.now));
     char selector[400];
     snprintf(selector, sizeof selector, "%s=%s,%s=rollout", AREAL_LABEL_JOB, p.name,
-             AREAL_LABEL_ROLE);
+             AREAL_LABEL_ROLE_KIND);
     json_object_set_new(p.status, "rolloutSelector", json_string(selector));
 
     /* Deletion: remove the pods, then let the job go. */

@@ -141,6 +141,8 @@ static void pods_carry_plan_environment_and_overrides(void **state) {
             text);
         assert_string_equal(env_value(pod, AREAL_ENV_MASTER_ADDR), "gsm8k-trainer-0.gsm8k");
         assert_string_equal(env_value(pod, AREAL_ENV_ALLOCATION), "sglang:d4t2+megatron:d2p2t2");
+        assert_string_equal(json_string_value(json_object_get(labels, AREAL_LABEL_ROLE_KIND)),
+                            plan.roles[p->role].inference ? "rollout" : "trainer");
         if (!plan.roles[p->role].inference) {
             checked_trainer++;
             assert_string_equal(env_value(pod, "X"), "1");

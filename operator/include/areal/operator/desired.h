@@ -23,7 +23,8 @@
 #define AREAL_LABEL_JOB        "areal.io/job"
 #define AREAL_LABEL_ROLE       "areal.io/role"
 #define AREAL_LABEL_POD_INDEX  "areal.io/pod-index"
-#define AREAL_LABEL_MASTER     "areal.io/master" /* "true" on the trainer rank-0 pod */
+#define AREAL_LABEL_ROLE_KIND  "areal.io/role-kind" /* "rollout" or "trainer" */
+#define AREAL_LABEL_MASTER     "areal.io/master"    /* "true" on the trainer rank-0 pod */
 #define AREAL_LABEL_MANAGED_BY "app.kubernetes.io/managed-by"
 #define AREAL_ANNOTATION_NODE  "areal.io/planned-node"
 
