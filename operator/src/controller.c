@@ -299,12 +299,14 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
             }
         }
         if (!retry && r.status != NULL) {
-            json_t *obj = json_deep_copy(job);
-            json_object_set(obj, "status", r.status);
+            /* A merge patch of the status subresource: no resourceVersion race with the
+             * finalizer patch of the same pass, and the whole status is ours to write. */
+            json_t *patch = json_pack("{s:O}", "status", r.status);
             kube_resource res = resource_for("arealjobs", g.ns);
-            if (kube_update_status(ctl->kc, &res, obj, NULL, &kerr) != KUBE_OK)
-                retry = true; /* a conflict means a newer job is on its way: look again */
-            json_decref(obj);
+            if (kube_patch(ctl->kc, &res, g.job, KUBE_PATCH_MERGE, patch, "status", NULL, &kerr) !=
+                KUBE_OK)
+                retry = true;
+            json_decref(patch);
         }
         *requeue_ms = r.requeue_after_ms;
         reconcile_result_free(&r);
