@@ -101,14 +101,18 @@ $(foreach prog,$(PROGRAMS),$(eval $(call program_rule,$(prog))))
 
 # test binaries: build/MODE/tests/NAME from .../tests/NAME.c
 TEST_NAMES := $(notdir $(basename $(TEST_SRC)))
-$(BUILD)/rel/tests/%: $$(call objs,rel,$$(call test_src,$$*) $(TEST_UTIL)) $(BUILD)/rel/libareal.a
+# Static pattern rules: only these targets, never an object that happens to sit in the same folder.
+REL_TESTS := $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES))
+SAN_TESTS := $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES))
+BENCH_BINS := $(addprefix $(BUILD)/rel/bench/,$(notdir $(basename $(BENCH_SRC))))
+$(REL_TESTS): $(BUILD)/rel/tests/%: $$(call objs,rel,$$(call test_src,$$*) $(TEST_UTIL)) $(BUILD)/rel/libareal.a
 	@mkdir -p $(dir $@)
 	$(CC) $(REL_FLAGS) -o $@ $^ $(PKG_LIBS) $(TEST_LIBS)
-$(BUILD)/san/tests/%: $$(call objs,san,$$(call test_src,$$*) $(TEST_UTIL)) $(BUILD)/san/libareal.a
+$(SAN_TESTS): $(BUILD)/san/tests/%: $$(call objs,san,$$(call test_src,$$*) $(TEST_UTIL)) $(BUILD)/san/libareal.a
 	@mkdir -p $(dir $@)
 	$(CC) $(SAN_FLAGS) -o $@ $^ $(PKG_LIBS) $(TEST_LIBS)
 
-$(BUILD)/rel/bench/%: $$(call objs,rel,$$(call bench_src,$$*)) $(BUILD)/rel/libareal.a
+$(BENCH_BINS): $(BUILD)/rel/bench/%: $$(call objs,rel,$$(call bench_src,$$*)) $(BUILD)/rel/libareal.a
 	@mkdir -p $(dir $@)
 	$(CC) $(REL_FLAGS) -o $@ $^ $(PKG_LIBS)
 
@@ -135,7 +139,7 @@ test-rel: $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES)) $(addprefix $(BUILD)/re
 test-san: $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES)) $(addprefix $(BUILD)/san/,$(PROGRAMS))
 	@AREAL_BIN=$(BUILD)/san AREALCTL=$(BUILD)/san/arealctl scripts/run-tests.sh sanitized $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES))
 
-bench: $(addprefix $(BUILD)/rel/bench/,$(notdir $(basename $(BENCH_SRC))))
+bench: $(BENCH_BINS)
 	@for b in $^; do echo "== $$b"; $$b || exit 1; done
 
 # libFuzzer targets are built by clang with their own flags and the library sources.
