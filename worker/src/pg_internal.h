@@ -1,0 +1,36 @@
+/*
+ * pg_internal.h - the process group's state, shared by comm.c (creation and
+ * connections) and the collective files.
+ */
+#ifndef AREAL_COMM_PG_INTERNAL_H
+#define AREAL_COMM_PG_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "areal/comm/comm.h"
+
+struct areal_pg {
+    char name[AREAL_COMM_GROUP_NAME_MAX];
+    int n;              /* members */
+    int me;             /* this rank's index */
+    int *ranks;         /* global rank of each member */
+    int *fd;            /* connection to each member (-1 for me) */
+    int timeout_ms;     /* deadline of each operation */
+    pthread_mutex_t mu; /* one operation at a time */
+    areal_error broken; /* code != 0 once an operation failed */
+};
+
+/*
+ * Moves bytes with up to two peers at once before the deadline: sends
+ * sbuf[0..sn) to member sp and receives rbuf[0..rn) from member rp (either
+ * may be -1 or empty; they may be the same member). On failure breaks the
+ * group and returns AREAL_EIO with a message naming op and the peer.
+ */
+int areal_pg_xfer(areal_pg *g, const char *op, int sp, const void *sbuf, size_t sn, int rp,
+                  void *rbuf, size_t rn, int64_t deadline, areal_error *err);
+
+/* Records err as the group's failure and shuts its connections down. */
+void areal_pg_break(areal_pg *g, const areal_error *err);
+
+#endif
