@@ -48,8 +48,8 @@ struct areal_comm {
 
 static int check_config(const areal_comm_config *cfg, areal_error *err) {
     if (cfg->world < 1 || cfg->world > AREAL_COMM_MAX_WORLD)
-        return areal_error_set(err, AREAL_EINVAL, -1, "WORLD_SIZE %d is outside 1..%d",
-                               cfg->world, AREAL_COMM_MAX_WORLD);
+        return areal_error_set(err, AREAL_EINVAL, -1, "WORLD_SIZE %d is outside 1..%d", cfg->world,
+                               AREAL_COMM_MAX_WORLD);
     if (cfg->rank < 0 || cfg->rank >= cfg->world)
         return areal_error_set(err, AREAL_EINVAL, -1, "RANK %d is outside 0..%d", cfg->rank,
                                cfg->world - 1);
@@ -152,8 +152,8 @@ static int dial(areal_comm *c, areal_pg *g, int to, int64_t deadline, int *fd, a
     int64_t left = deadline - areal_now_ms();
     areal_error se;
     areal_error_clear(&se);
-    int rc = areal_store_get(c->store, key, left > 0 ? (int)left : 0, addr, sizeof addr - 1, &n,
-                             &se);
+    int rc =
+        areal_store_get(c->store, key, left > 0 ? (int)left : 0, addr, sizeof addr - 1, &n, &se);
     if (rc != AREAL_OK)
         return areal_error_set(err, AREAL_EIO, -1,
                                "group %s: rank %d never published its address (is it running?): "
@@ -225,8 +225,8 @@ static int check_members(const areal_comm *c, const char *name, const int *ranks
         return areal_error_set(err, AREAL_EINVAL, -1, "group name must have 1..%d bytes",
                                AREAL_COMM_GROUP_NAME_MAX - 1);
     if (ranks == NULL || n < 1 || n > c->world)
-        return areal_error_set(err, AREAL_EINVAL, -1, "group %s: size %d is outside 1..%d", name,
-                               n, c->world);
+        return areal_error_set(err, AREAL_EINVAL, -1, "group %s: size %d is outside 1..%d", name, n,
+                               c->world);
     *me = -1;
     for (int j = 0; j < n; j++) {
         if (ranks[j] < 0 || ranks[j] >= c->world)

@@ -91,7 +91,7 @@ uint16_t areal_f32_to_fp16(float f) {
     return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
 }
 
-#define REDUCE_LOOP(T, MAXEXPR)                                                                  \
+#define REDUCE_LOOP(T, MAXEXPR)                                                                    \
     do {                                                                                           \
         T *d = dst;                                                                                \
         const T *s = src;                                                                          \

@@ -141,8 +141,7 @@ static int ring_ag(areal_pg *g, const char *opn, void *buf, size_t count, size_t
         int sc = mod(me - s, n), rcv = mod(me - s - 1, n);
         size_t so = off_of(count, n, sc), sn = off_of(count, n, sc + 1) - so;
         size_t ro = off_of(count, n, rcv), rn = off_of(count, n, rcv + 1) - ro;
-        rc = areal_pg_xfer(g, opn, next, b + so * es, sn * es, prev, b + ro * es, rn * es, dl,
-                           err);
+        rc = areal_pg_xfer(g, opn, next, b + so * es, sn * es, prev, b + ro * es, rn * es, dl, err);
     }
     return rc;
 }
@@ -175,8 +174,8 @@ static void from_f32(uint16_t *dst, const float *src, size_t n, areal_dtype t) {
 
 static int check_redop(areal_pg *g, const char *opn, areal_redop op, areal_error *err) {
     if ((unsigned)op >= AREAL_REDOP_COUNT)
-        return areal_error_set(err, AREAL_EINVAL, -1, "group %s: %s: unknown reduction %d",
-                               g->name, opn, (int)op);
+        return areal_error_set(err, AREAL_EINVAL, -1, "group %s: %s: unknown reduction %d", g->name,
+                               opn, (int)op);
     return AREAL_OK;
 }
 
@@ -266,8 +265,8 @@ int areal_pg_broadcast(areal_pg *g, void *buf, size_t count, areal_dtype t, int 
     const char *opn = "broadcast";
     if (root < 0 || root >= g->n)
         return areal_error_set(err, AREAL_EINVAL, -1,
-                               "group %s: broadcast root %d is not a member (0..%d)", g->name,
-                               root, g->n - 1);
+                               "group %s: broadcast root %d is not a member (0..%d)", g->name, root,
+                               g->n - 1);
     if (buf == NULL && count > 0)
         return areal_error_set(err, AREAL_EINVAL, -1, "group %s: %s: NULL buffer", g->name, opn);
     int rc = enter(g, opn, t, count, 1, err);
@@ -281,16 +280,16 @@ int areal_pg_broadcast(areal_pg *g, void *buf, size_t count, areal_dtype t, int 
         int mask = 1;
         while (mask < n) {
             if (vr & mask) {
-                rc = areal_pg_xfer(g, opn, -1, NULL, 0, mod(vr - mask + root, n), b, bytes, dl,
-                                   err);
+                rc =
+                    areal_pg_xfer(g, opn, -1, NULL, 0, mod(vr - mask + root, n), b, bytes, dl, err);
                 break;
             }
             mask <<= 1;
         }
         for (mask >>= 1; mask > 0 && rc == AREAL_OK; mask >>= 1)
             if (vr + mask < n)
-                rc = areal_pg_xfer(g, opn, mod(vr + mask + root, n), b, bytes, -1, NULL, 0, dl,
-                                   err);
+                rc =
+                    areal_pg_xfer(g, opn, mod(vr + mask + root, n), b, bytes, -1, NULL, 0, dl, err);
         return leave(g, rc);
     }
     size_t nseg = (bytes + CHAIN_SEG - 1) / CHAIN_SEG;
@@ -331,8 +330,7 @@ int areal_pg_send(areal_pg *g, const void *buf, size_t count, areal_dtype t, int
     return p2p(g, "send", 1, (void *)(uintptr_t)buf, count, t, peer, err);
 }
 
-int areal_pg_recv(areal_pg *g, void *buf, size_t count, areal_dtype t, int peer,
-                  areal_error *err) {
+int areal_pg_recv(areal_pg *g, void *buf, size_t count, areal_dtype t, int peer, areal_error *err) {
     return p2p(g, "recv", 0, buf, count, t, peer, err);
 }
 
@@ -351,9 +349,9 @@ static int a2a(areal_pg *g, const char *opn, const uint8_t *in, const size_t *sc
     return rc;
 }
 
-int areal_pg_all_to_allv(areal_pg *g, const void *in, const size_t *scounts,
-                         const size_t *sdispls, void *out, const size_t *rcounts,
-                         const size_t *rdispls, areal_dtype t, areal_error *err) {
+int areal_pg_all_to_allv(areal_pg *g, const void *in, const size_t *scounts, const size_t *sdispls,
+                         void *out, const size_t *rcounts, const size_t *rdispls, areal_dtype t,
+                         areal_error *err) {
     const char *opn = "all_to_allv";
     if (scounts == NULL || sdispls == NULL || rcounts == NULL || rdispls == NULL)
         return areal_error_set(err, AREAL_EINVAL, -1, "group %s: %s: NULL count array", g->name,

@@ -73,8 +73,8 @@ static int fail(areal_store *s, int code, areal_error *err) {
  * Sends r and reads the answer into *resp (pointing into s->buf) before
  * the deadline. Holds s->mu.
  */
-static int roundtrip(areal_store *s, const areal_store_req *r, int wait_ms,
-                     areal_store_resp *resp, areal_error *err) {
+static int roundtrip(areal_store *s, const areal_store_req *r, int wait_ms, areal_store_resp *resp,
+                     areal_error *err) {
     if (s->broken.code != AREAL_OK)
         return fail(s, s->broken.code, err);
     if (r->key_len == 0 || r->key_len > AREAL_STORE_KEY_MAX)
@@ -89,8 +89,8 @@ static int roundtrip(areal_store *s, const areal_store_req *r, int wait_ms,
     int64_t deadline = areal_now_ms() + wait_ms + s->timeout_ms;
     int rc = areal_net_send_all(s->fd, s->buf, n, deadline, s->where, &s->broken);
     if (rc == AREAL_OK)
-        rc = areal_net_recv_all(s->fd, s->buf, AREAL_STORE_RESP_HDR, deadline, s->where,
-                                &s->broken);
+        rc =
+            areal_net_recv_all(s->fd, s->buf, AREAL_STORE_RESP_HDR, deadline, s->where, &s->broken);
     size_t used = 0;
     if (rc == AREAL_OK) {
         uint32_t vlen = areal_get_u32(s->buf + 8);
@@ -98,8 +98,8 @@ static int roundtrip(areal_store *s, const areal_store_req *r, int wait_ms,
             rc = areal_error_set(&s->broken, AREAL_EIO, -1, "%s sent a malformed response",
                                  s->where);
         else
-            rc = areal_net_recv_all(s->fd, s->buf + AREAL_STORE_RESP_HDR, vlen, deadline,
-                                    s->where, &s->broken);
+            rc = areal_net_recv_all(s->fd, s->buf + AREAL_STORE_RESP_HDR, vlen, deadline, s->where,
+                                    &s->broken);
     }
     if (rc == AREAL_OK) {
         areal_error de;
@@ -152,8 +152,8 @@ static int copy_val(const areal_store_resp *r, void *buf, size_t cap, size_t *n,
         *n = r->val_len;
     if (r->val_len > cap)
         return areal_error_set(err, AREAL_ERANGE, -1,
-                               "value of key '%s' has %u bytes, more than the %zu-byte buffer",
-                               key, r->val_len, cap);
+                               "value of key '%s' has %u bytes, more than the %zu-byte buffer", key,
+                               r->val_len, cap);
     if (r->val_len)
         memcpy(buf, r->val, r->val_len);
     return AREAL_OK;
@@ -244,8 +244,7 @@ int areal_store_cas(areal_store *s, const char *key, const void *expected, size_
     return rc;
 }
 
-static int simple(areal_store *s, areal_store_op op, const char *key, int *flag,
-                  areal_error *err) {
+static int simple(areal_store *s, areal_store_op op, const char *key, int *flag, areal_error *err) {
     areal_store_req r = req_of(op, key);
     areal_store_resp resp;
     pthread_mutex_lock(&s->mu);

@@ -38,8 +38,7 @@ static int check_fields(const areal_store_req *r, areal_error *err) {
     if (!(f & 1) && r->val_len != 0)
         return areal_error_set(err, AREAL_EINVAL, 0, "store op %d carries no value", r->op);
     if (!(f & 2) && r->val2_len != 0)
-        return areal_error_set(err, AREAL_EINVAL, 0, "store op %d carries no second value",
-                               r->op);
+        return areal_error_set(err, AREAL_EINVAL, 0, "store op %d carries no second value", r->op);
     if (!(f & 4) && r->timeout_ms != 0)
         return areal_error_set(err, AREAL_EINVAL, 0, "store op %d carries no timeout", r->op);
     if (r->op == AREAL_STORE_ADD && r->val_len != 8)
@@ -54,9 +53,8 @@ int areal_store_decode_req(const uint8_t *buf, size_t n, areal_store_req *req, s
         return 0;
     uint32_t body = areal_get_u32(buf);
     if (body < AREAL_STORE_REQ_HDR - 4 || body > AREAL_STORE_FRAME_MAX - 4)
-        return areal_error_set(err, AREAL_EINVAL, 0,
-                               "store request length %u is outside %u..%u", body,
-                               AREAL_STORE_REQ_HDR - 4, AREAL_STORE_FRAME_MAX - 4);
+        return areal_error_set(err, AREAL_EINVAL, 0, "store request length %u is outside %u..%u",
+                               body, AREAL_STORE_REQ_HDR - 4, AREAL_STORE_FRAME_MAX - 4);
     if (n < AREAL_STORE_REQ_HDR)
         return 0;
     uint8_t op = buf[4];

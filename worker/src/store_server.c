@@ -329,8 +329,7 @@ static void *loop(void *arg) {
             short rv = pf[2 + i].revents;
             int bad = 0;
             if (rv & POLLOUT) {
-                ssize_t k = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
-                                 MSG_NOSIGNAL);
+                ssize_t k = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
                 if (k > 0)
                     c->out_off += (size_t)k;
                 else if (k < 0 && errno != EAGAIN && errno != EINTR)

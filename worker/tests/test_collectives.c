@@ -93,8 +93,8 @@ typedef struct job {
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            fprintf(stderr, "rank %d group %s: check failed at line %d: %s\n",                    \
-                    areal_comm_rank(c), areal_pg_name(g), __LINE__, #cond);                        \
+            fprintf(stderr, "rank %d group %s: check failed at line %d: %s\n", areal_comm_rank(c), \
+                    areal_pg_name(g), __LINE__, #cond);                                            \
             return RANK_WRONG;                                                                     \
         }                                                                                          \
     } while (0)
@@ -238,7 +238,8 @@ static int all_kinds(areal_comm *c, void *arg) {
             continue;
         }
         /* the group is the one the layout names, in its member order */
-        CHECK(areal_pg_size(g) == areal_group_size(&l, (areal_group_kind)k) || k == AREAL_GROUP_EMBEDDING);
+        CHECK(areal_pg_size(g) == areal_group_size(&l, (areal_group_kind)k) ||
+              k == AREAL_GROUP_EMBEDDING);
         for (int j = 0; j < areal_pg_size(g); j++)
             CHECK(areal_pg_global_rank(g, j) == areal_group_member(&l, (areal_group_kind)k, gi, j));
         rc = check_group(c, g, a, b, k + jb->index);
@@ -364,9 +365,10 @@ static void *conc_thread(void *p) {
             break;
         }
         for (size_t i = 0; i < cnt; i++)
-            if (buf[i] != (int64_t)expect_red(m, n, i, AREAL_SUM, AREAL_INT64) + (int64_t)n * round) {
-                fprintf(stderr, "group %s round %d: element %zu is %lld\n", areal_pg_name(g),
-                        round, i, (long long)buf[i]);
+            if (buf[i] !=
+                (int64_t)expect_red(m, n, i, AREAL_SUM, AREAL_INT64) + (int64_t)n * round) {
+                fprintf(stderr, "group %s round %d: element %zu is %lld\n", areal_pg_name(g), round,
+                        i, (long long)buf[i]);
                 ca->rc = RANK_WRONG;
                 break;
             }
@@ -472,7 +474,7 @@ int main(void) {
         cmocka_unit_test(half_conversions_round_to_nearest_even),
         cmocka_unit_test(random_strategies),
         cmocka_unit_test(bad_arguments_are_refused),
-        
+
         cmocka_unit_test(fp32_within_bound),
         cmocka_unit_test(concurrent_groups_do_not_interfere),
     };

@@ -100,7 +100,7 @@ void areal_pg_destroy(areal_pg *g);
 
 const char *areal_pg_name(const areal_pg *g);
 int areal_pg_size(const areal_pg *g);
-int areal_pg_rank(const areal_pg *g);           /* this rank's index in the group */
+int areal_pg_rank(const areal_pg *g);               /* this rank's index in the group */
 int areal_pg_global_rank(const areal_pg *g, int j); /* member j's global rank, -1 if none */
 void areal_pg_set_timeout(areal_pg *g, int timeout_ms);
 
@@ -131,8 +131,7 @@ int areal_pg_broadcast(areal_pg *g, void *buf, size_t count, areal_dtype t, int 
 /* Point to point with group member `peer` (not this rank). */
 int areal_pg_send(areal_pg *g, const void *buf, size_t count, areal_dtype t, int peer,
                   areal_error *err);
-int areal_pg_recv(areal_pg *g, void *buf, size_t count, areal_dtype t, int peer,
-                  areal_error *err);
+int areal_pg_recv(areal_pg *g, void *buf, size_t count, areal_dtype t, int peer, areal_error *err);
 
 /* Block j (count elements) of in goes to member j; block j of out comes from member j. */
 int areal_pg_all_to_all(areal_pg *g, const void *in, void *out, size_t count, areal_dtype t,
@@ -143,9 +142,9 @@ int areal_pg_all_to_all(areal_pg *g, const void *in, void *out, size_t count, ar
  * rcounts[j] elements from member j land at out + rdispls[j] (element
  * offsets). Each rcounts[j] must equal member j's scounts[this rank].
  */
-int areal_pg_all_to_allv(areal_pg *g, const void *in, const size_t *scounts,
-                         const size_t *sdispls, void *out, const size_t *rcounts,
-                         const size_t *rdispls, areal_dtype t, areal_error *err);
+int areal_pg_all_to_allv(areal_pg *g, const void *in, const size_t *scounts, const size_t *sdispls,
+                         void *out, const size_t *rcounts, const size_t *rdispls, areal_dtype t,
+                         areal_error *err);
 
 /* Returns once every member has entered the barrier. */
 int areal_pg_barrier(areal_pg *g, areal_error *err);

@@ -68,8 +68,7 @@ int areal_store_get(areal_store *s, const char *key, int timeout_ms, void *buf, 
 int areal_store_wait(areal_store *s, const char *key, int timeout_ms, areal_error *err);
 
 /* Adds delta to the counter at key (absent = 0); the new value goes to *out (may be NULL). */
-int areal_store_add(areal_store *s, const char *key, int64_t delta, int64_t *out,
-                    areal_error *err);
+int areal_store_add(areal_store *s, const char *key, int64_t delta, int64_t *out, areal_error *err);
 
 /*
  * Compare-and-set: when the value at key equals expected[0..en) (an absent key

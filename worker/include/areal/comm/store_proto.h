@@ -28,8 +28,8 @@
 #define AREAL_STORE_FRAME_MAX (AREAL_STORE_REQ_HDR + AREAL_STORE_KEY_MAX + 2 * AREAL_STORE_VAL_MAX)
 
 typedef enum areal_store_op {
-    AREAL_STORE_SET = 1, /* key val: store val */
-    AREAL_STORE_GET = 2, /* key, timeout: the value, waiting up to timeout for the key */
+    AREAL_STORE_SET = 1,  /* key val: store val */
+    AREAL_STORE_GET = 2,  /* key, timeout: the value, waiting up to timeout for the key */
     AREAL_STORE_WAIT = 3, /* key, timeout: OK once the key exists */
     AREAL_STORE_ADD = 4,  /* key, val = 8-byte delta: the new counter value (8 bytes) */
     AREAL_STORE_CAS = 5,  /* key, val = expected, val2 = desired: the value after the op */
