@@ -186,9 +186,11 @@ int areal_net_connect(const char *host, int port, int64_t deadline_ms, bool retr
                 return AREAL_OK;
             }
         }
-        if (!retry || areal_now_ms() + delay >= deadline_ms)
+        int left = remaining_ms(deadline_ms);
+        if (!retry || left == 0)
             break;
-        struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)delay * 1000000L};
+        int nap = delay < left ? delay : left;
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)nap * 1000000L};
         nanosleep(&ts, NULL);
         delay = delay * 2 > 200 ? 200 : delay * 2;
     }

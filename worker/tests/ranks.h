@@ -33,7 +33,7 @@ static inline areal_comm_config rank_config(int rank, int world, int port, int t
         .bind_host = "127.0.0.1",
         .advertise_host = "127.0.0.1",
         .timeout_ms = timeout_ms,
-        .connect_timeout_ms = 10000,
+        .connect_timeout_ms = timeout_ms < 5000 ? 2 * timeout_ms : 10000,
     };
     return cfg;
 }

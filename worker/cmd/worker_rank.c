@@ -1,0 +1,112 @@
+/*
+ * worker_rank.c - one rank of areal-worker: joins the job (store, address),
+ * builds every process group of its component's layout, then runs the
+ * selftest or a barrier, and stays up --hold-ms if asked.
+ *
+ * The component is chosen from AREAL_ALLOCATION by AREAL_ROLE: a component
+ * name, or a backend name ("megatron"), or "trainer"/"rollout" for the
+ * first training/inference component; unset means "trainer". Its world
+ * must equal WORLD_SIZE. Rank 0 hosts the rendezvous store on MASTER_PORT.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "areal/alloc.h"
+#include "areal/comm/comm.h"
+#include "worker_env.h"
+#include "worker_selftest.h"
+
+static int pick_component(const areal_alloc *a, const char *role, areal_error *err) {
+    const char *r = role && role[0] ? role : "trainer";
+    for (int i = 0; i < a->n_components; i++) {
+        const areal_component *c = &a->comp[i];
+        int inf = areal_backend_is_inference(c->backend);
+        if (strcmp(c->name, r) == 0 || strcmp(areal_backend_name(c->backend), r) == 0 ||
+            (strcmp(r, "trainer") == 0 && !inf) || (strcmp(r, "rollout") == 0 && inf))
+            return i;
+    }
+    return areal_error_set(err, AREAL_EINVAL, -1,
+                           "AREAL_ROLE '%s' names no component of AREAL_ALLOCATION (use a "
+                           "component name, a backend, 'trainer' or 'rollout')",
+                           r);
+}
+
+static int fail(int rank, const areal_error *e) {
+    fprintf(stderr, "areal-worker rank %d: %s\n", rank, e->msg);
+    return 1;
+}
+
+int worker_rank_main(const worker_opts *o) {
+    areal_error e;
+    areal_error_clear(&e);
+    int rank = 0, world = 0, port = 0, timeout = 0, ctimeout = 0;
+    if (worker_env_int("WORLD_SIZE", -1, 1, AREAL_COMM_MAX_WORLD, &world, &e) != AREAL_OK ||
+        worker_env_int("RANK", -1, 0, world - 1, &rank, &e) != AREAL_OK ||
+        worker_env_int("MASTER_PORT", 29500, 1, 65535, &port, &e) != AREAL_OK ||
+        worker_env_int("AREAL_COMM_TIMEOUT_MS", 60000, 1, 86400000, &timeout, &e) != AREAL_OK ||
+        worker_env_int("AREAL_CONNECT_TIMEOUT_MS", 120000, 1, 86400000, &ctimeout, &e) != AREAL_OK)
+        return fail(rank, &e);
+    const char *alloc_s = getenv("AREAL_ALLOCATION");
+    areal_alloc *alloc = calloc(1, sizeof *alloc);
+    areal_layout layout;
+    int have_layout = 0;
+    if (alloc == NULL)
+        return 1;
+    if (alloc_s != NULL && alloc_s[0] != '\0') {
+        int ci = -1;
+        if (areal_alloc_parse(alloc_s, alloc, &e) != AREAL_OK ||
+            (ci = pick_component(alloc, getenv("AREAL_ROLE"), &e)) < 0 ||
+            areal_layout_init(&layout, &alloc->comp[ci].strategy, &e) != AREAL_OK) {
+            free(alloc);
+            return fail(rank, &e);
+        }
+        have_layout = 1;
+    }
+    free(alloc);
+    const char *pod_ip = getenv("POD_IP");
+    areal_comm_config cfg = {
+        .rank = rank,
+        .world = world,
+        .store_host = getenv("MASTER_ADDR"),
+        .store_port = port,
+        .host_store = rank == 0,
+        .bind_host = pod_ip,
+        .advertise_host = pod_ip,
+        .timeout_ms = timeout,
+        .connect_timeout_ms = ctimeout,
+    };
+    areal_comm *c = NULL;
+    if (areal_comm_init(&cfg, &c, &e) != AREAL_OK)
+        return fail(rank, &e);
+    areal_pg *groups[AREAL_GROUP_KIND_COUNT] = {0}, *wg = NULL;
+    int *all = malloc(sizeof *all * (size_t)world), rc = 0;
+    for (int r = 0; all != NULL && r < world; r++)
+        all[r] = r;
+    if (all == NULL || areal_comm_group(c, "world", all, world, &wg, &e) != AREAL_OK ||
+        (have_layout && areal_comm_layout_groups(c, &layout, groups, &e) != AREAL_OK)) {
+        rc = fail(rank, &e);
+    } else if (o->selftest) {
+        rc = worker_selftest(c, have_layout ? &layout : NULL, groups, wg);
+    } else if (areal_pg_barrier(wg, &e) != AREAL_OK) {
+        rc = fail(rank, &e);
+    } else if (rank == 0) {
+        printf("areal-worker: %d rank(s) joined\n", world);
+        fflush(stdout);
+    }
+    free(all);
+    if (rc == 0 && o->hold_ms > 0) {
+        struct timespec ts = {.tv_sec = o->hold_ms / 1000,
+                              .tv_nsec = (long)(o->hold_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    /* the store host leaves last: others may still be reading addresses */
+    if (rc == 0 && wg != NULL && areal_pg_barrier(wg, &e) != AREAL_OK)
+        rc = fail(rank, &e);
+    for (int k = 0; k < AREAL_GROUP_KIND_COUNT; k++)
+        areal_pg_destroy(groups[k]);
+    areal_pg_destroy(wg);
+    areal_comm_destroy(c);
+    return rc;
+}
