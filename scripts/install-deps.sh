@@ -30,6 +30,11 @@ for group in "$@"; do
     fmt)
         have_cmd clang-format || need_pkgs+=(clang-format)
         ;;
+    worker-bench)
+        # make bench of the worker's comm runtime compares against OpenMPI
+        have_cmd mpicc || need_pkgs+=(libopenmpi-dev)
+        have_cmd mpirun || need_pkgs+=(openmpi-bin)
+        ;;
     *)
         echo "install-deps.sh: unknown group '$group' (use build, fuzz or fmt)" >&2
         exit 2

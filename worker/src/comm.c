@@ -269,6 +269,8 @@ int areal_comm_group(areal_comm *c, const char *name, const int *ranks, int n, a
     g->timeout_ms = c->timeout_ms;
     areal_error_clear(&g->broken);
     pthread_mutex_init(&g->mu, NULL);
+    pthread_mutex_init(&g->qmu, NULL);
+    pthread_cond_init(&g->qcv, NULL);
     memcpy(rk, ranks, sizeof *rk * (size_t)n);
     for (int j = 0; j < n; j++)
         fd[j] = -1;
@@ -336,10 +338,13 @@ int areal_comm_layout_groups(areal_comm *c, const areal_layout *l,
 void areal_pg_destroy(areal_pg *g) {
     if (g == NULL)
         return;
+    areal_pg_async_stop(g);
     for (int j = 0; j < g->n; j++)
         if (g->fd[j] >= 0)
             close(g->fd[j]);
     pthread_mutex_destroy(&g->mu);
+    pthread_mutex_destroy(&g->qmu);
+    pthread_cond_destroy(&g->qcv);
     free(g->ranks);
     free(g->fd);
     free(g);

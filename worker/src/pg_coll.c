@@ -41,6 +41,7 @@ static int enter(areal_pg *g, const char *op, areal_dtype t, size_t count, size_
     if (blocks == 0 || count > (SIZE_MAX / 16) / blocks)
         return areal_error_set(err, AREAL_EINVAL, -1, "group %s: %s: count %zu is too large",
                                g->name, op, count);
+    areal_pg_drain(g);
     pthread_mutex_lock(&g->mu);
     if (g->broken.code != AREAL_OK) {
         if (err != NULL)

@@ -19,7 +19,23 @@ struct areal_pg {
     int timeout_ms;     /* deadline of each operation */
     pthread_mutex_t mu; /* one operation at a time */
     areal_error broken; /* code != 0 once an operation failed */
+    /* asynchronous operations (pg_async.c): a FIFO run by one worker thread */
+    pthread_mutex_t qmu;
+    pthread_cond_t qcv;
+    struct areal_work *qhead, *qtail;
+    int queued; /* issued and not yet finished */
+    int worker_started, stop;
+    pthread_t worker;
 };
+
+/*
+ * Waits until every asynchronous operation issued on g has finished, so a
+ * blocking call keeps issue order; returns at once on g's worker thread.
+ */
+void areal_pg_drain(areal_pg *g);
+
+/* Stops g's worker thread (after its queue is empty). */
+void areal_pg_async_stop(areal_pg *g);
 
 /*
  * Moves bytes with up to two peers at once before the deadline: sends

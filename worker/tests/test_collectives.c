@@ -469,6 +469,63 @@ static void half_conversions_round_to_nearest_even(void **state) {
     }
 }
 
+/* Async operations run in issue order, interleaved with a blocking one, with correct results. */
+static int async_ops(areal_comm *c, void *arg) {
+    (void)arg;
+    areal_error e;
+    areal_pg *g = NULL;
+    int n = areal_comm_world(c), r = areal_comm_rank(c), m[RANKS_MAX];
+    for (int j = 0; j < n; j++)
+        m[j] = j;
+    COMM(areal_comm_group(c, "world", m, n, &g, &e));
+    int64_t *a = malloc(sizeof *a * LARGE), *ag = malloc(sizeof *ag * (size_t)n * SMALL);
+    float *bc = malloc(sizeof *bc * LARGE);
+    int32_t x[SMALL];
+    for (size_t i = 0; i < LARGE; i++) {
+        a[i] = v(r, i);
+        bc[i] = r == 1 ? (float)v(r, i) : 0.0f;
+    }
+    for (size_t i = 0; i < SMALL; i++)
+        x[i] = v(r, i);
+    areal_work *w1, *w2, *w3;
+    COMM(areal_pg_all_reduce_async(g, a, LARGE, AREAL_INT64, AREAL_SUM, &w1, &e));
+    COMM(areal_pg_all_gather_async(g, a, ag, SMALL, AREAL_INT64, &w2, &e));
+    COMM(areal_pg_broadcast_async(g, bc, LARGE, AREAL_FP32, 1, &w3, &e));
+    /* blocking: runs after the three queued ones */
+    COMM(areal_pg_all_reduce(g, x, SMALL, AREAL_INT32, AREAL_MAX, &e));
+    int done = 0;
+    areal_work_test(w1, &done);
+    CHECK(done == 1);
+    COMM(areal_work_wait(w1, &e));
+    COMM(areal_work_wait(w2, &e));
+    COMM(areal_work_wait(w3, &e));
+    for (size_t i = 0; i < LARGE; i++) {
+        CHECK(a[i] == (int64_t)expect_red(m, n, i, AREAL_SUM, AREAL_INT64));
+        CHECK(bc[i] == (float)v(1, i));
+    }
+    /* the gather ran after the all-reduce: it saw the reduced values */
+    for (int j = 0; j < n; j++)
+        for (size_t i = 0; i < SMALL; i++)
+            CHECK(ag[(size_t)j * SMALL + i] ==
+                  (int64_t)expect_red(m, n, i, AREAL_SUM, AREAL_INT64));
+    for (size_t i = 0; i < SMALL; i++)
+        CHECK(x[i] == (int32_t)expect_red(m, n, i, AREAL_MAX, AREAL_INT32));
+    /* an argument error surfaces at wait, and the group stays usable */
+    COMM(areal_pg_broadcast_async(g, bc, 1, AREAL_FP32, n + 3, &w1, &e));
+    CHECK(areal_work_wait(w1, &e) == AREAL_EINVAL);
+    COMM(areal_pg_barrier(g, &e));
+    free(a);
+    free(ag);
+    free(bc);
+    areal_pg_destroy(g);
+    return 0;
+}
+
+static void async_operations_keep_issue_order(void **state) {
+    (void)state;
+    assert_int_equal(ranks_run(3, 20000, async_ops, NULL), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(half_conversions_round_to_nearest_even),
@@ -477,6 +534,7 @@ int main(void) {
 
         cmocka_unit_test(fp32_within_bound),
         cmocka_unit_test(concurrent_groups_do_not_interfere),
+        cmocka_unit_test(async_operations_keep_issue_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

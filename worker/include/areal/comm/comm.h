@@ -149,4 +149,34 @@ int areal_pg_all_to_allv(areal_pg *g, const void *in, const size_t *scounts, con
 /* Returns once every member has entered the barrier. */
 int areal_pg_barrier(areal_pg *g, areal_error *err);
 
+/*
+ * Asynchronous forms, for overlapping communication with compute. Each
+ * queues the operation on the group's worker thread (started on first use)
+ * and returns a handle at once; operations on one group run in issue order,
+ * and a blocking call on the group first waits for the queued ones. Buffers
+ * must stay valid and untouched until the handle is waited on. Argument
+ * errors are reported when the handle is waited on. AREAL_ENOMEM when no
+ * handle can be made (nothing queued then).
+ */
+typedef struct areal_work areal_work;
+
+int areal_pg_all_reduce_async(areal_pg *g, void *buf, size_t count, areal_dtype t, areal_redop op,
+                              areal_work **out, areal_error *err);
+int areal_pg_reduce_scatter_async(areal_pg *g, const void *in, void *out, size_t count,
+                                  areal_dtype t, areal_redop op, areal_work **w, areal_error *err);
+int areal_pg_all_gather_async(areal_pg *g, const void *in, void *out, size_t count, areal_dtype t,
+                              areal_work **w, areal_error *err);
+int areal_pg_broadcast_async(areal_pg *g, void *buf, size_t count, areal_dtype t, int root,
+                             areal_work **w, areal_error *err);
+
+/* Sets *done to 1 when the operation has finished (then wait returns at once). */
+void areal_work_test(areal_work *w, int *done);
+
+/*
+ * Waits for the operation, frees the handle and returns the operation's
+ * result (err filled as by the blocking form). Every handle must be waited
+ * on exactly once, before areal_pg_destroy of its group.
+ */
+int areal_work_wait(areal_work *w, areal_error *err);
+
 #endif
