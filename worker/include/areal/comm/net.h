@@ -22,8 +22,9 @@
 /* Longest host name or address accepted anywhere in comm, with its NUL. */
 #define AREAL_HOST_MAX 256
 
-/* Milliseconds on the monotonic clock. */
+/* Milliseconds and microseconds on the monotonic clock. */
 int64_t areal_now_ms(void);
+int64_t areal_now_us(void);
 
 /*
  * Listens on host:port (host NULL or "" = every address; port 0 = any free
