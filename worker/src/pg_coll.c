@@ -8,11 +8,12 @@
  * Both give identical bytes on every rank, because every element is combined
  * by one commutative op whose two sides compute op(a,b) and op(b,a).
  * bf16/fp16 reductions convert to an fp32 work buffer, reduce in fp32 and
- * round once. Broadcast: binomial tree (small) or a chain pipelined in
- * 1 MiB segments (large). All-to-all(v): n-1 pairwise steps, step k sending
- * to member me+k and receiving from me-k. Rejected for now: Rabenseifner's
- * recursive halving (the ring moves the same bytes; latency matters little at
- * the sizes where it would win on CPUs).
+ * round once. The ring's reduce steps move 128 KiB segments so each
+ * received piece is reduced while in cache. Broadcast: binomial tree (small)
+ * or a chain pipelined in 256 KiB segments (large). All-to-all(v): n-1 pairwise steps, step k
+ * sending to member me+k and receiving from me-k. Rejected for now: Rabenseifner's recursive
+ * halving (the ring moves the same bytes; latency matters little at the sizes where it would win on
+ * CPUs).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -21,7 +22,8 @@
 #include "areal/comm/net.h"
 #include "pg_internal.h"
 
-#define CHAIN_SEG (256u << 10)
+#define CHAIN_SEG (256u << 10) /* bytes per broadcast chain segment */
+#define RS_SEG    (128u << 10) /* bytes per reduce-scatter segment */
 
 static size_t off_of(size_t count, int n, int c) {
     return (size_t)(((unsigned __int128)count * (unsigned)c) / (unsigned)n);
@@ -115,9 +117,8 @@ static int rd_allreduce(areal_pg *g, const char *opn, void *buf, size_t count, a
 static int ring_rs(areal_pg *g, const char *opn, void *buf, size_t count, areal_dtype t,
                    areal_redop op, int64_t dl, areal_error *err) {
     int n = g->n, me = g->me;
-    size_t es = areal_dtype_size(t);
-    size_t maxc = count / (size_t)n + 1;
-    uint8_t *tmp = malloc(maxc * es), *b = buf;
+    size_t es = areal_dtype_size(t), seg = RS_SEG / es; /* elements per segment */
+    uint8_t *tmp = malloc(seg * es), *b = buf;
     if (tmp == NULL)
         return nomem(g, opn, err);
     int rc = AREAL_OK, next = mod(me + 1, n), prev = mod(me - 1, n);
@@ -125,9 +126,15 @@ static int ring_rs(areal_pg *g, const char *opn, void *buf, size_t count, areal_
         int sc = mod(me - s - 1, n), rcv = mod(me - s - 2, n);
         size_t so = off_of(count, n, sc), sn = off_of(count, n, sc + 1) - so;
         size_t ro = off_of(count, n, rcv), rn = off_of(count, n, rcv + 1) - ro;
-        rc = areal_pg_xfer(g, opn, next, b + so * es, sn * es, prev, tmp, rn * es, dl, err);
-        if (rc == AREAL_OK)
-            areal_reduce(b + ro * es, tmp, rn, t, op);
+        /* segment by segment, so each received piece is reduced while still in cache */
+        for (size_t k = 0; (k < sn || k < rn) && rc == AREAL_OK; k += seg) {
+            size_t ks = k < sn ? (sn - k < seg ? sn - k : seg) : 0;
+            size_t kr = k < rn ? (rn - k < seg ? rn - k : seg) : 0;
+            rc = areal_pg_xfer(g, opn, next, b + (so + k) * es, ks * es, prev, tmp, kr * es, dl,
+                               err);
+            if (rc == AREAL_OK)
+                areal_reduce(b + (ro + k) * es, tmp, kr, t, op);
+        }
     }
     free(tmp);
     return rc;

@@ -249,8 +249,8 @@ static void drop(areal_store_server *s, int i) {
 
 /* Reads what is there and handles one complete request; returns -1 to drop. */
 static int on_readable(client *c) {
-    if (c->in_cap - c->in_len < 65536 && c->in_cap < AREAL_STORE_FRAME_MAX) {
-        size_t cap = c->in_cap ? c->in_cap * 2 : 65536;
+    if (c->in_len == c->in_cap && c->in_cap < AREAL_STORE_FRAME_MAX) {
+        size_t cap = c->in_cap ? c->in_cap * 2 : 4096; /* small until a big frame comes */
         if (cap > AREAL_STORE_FRAME_MAX)
             cap = AREAL_STORE_FRAME_MAX;
         uint8_t *p = realloc(c->in, cap);
@@ -350,6 +350,14 @@ static void *loop(void *arg) {
             while (areal_net_accept(s->lfd, 0, &fd, NULL) == AREAL_OK) {
                 client *c = s->ncl < AREAL_STORE_MAX_CLIENTS ? calloc(1, sizeof *c) : NULL;
                 if (c == NULL) {
+                    /* best effort: tell the client why before closing */
+                    static const char why[] = "the store has too many clients";
+                    uint8_t f[AREAL_STORE_RESP_HDR + sizeof why];
+                    areal_store_resp r = {.status = AREAL_STORE_FULL,
+                                          .val = (const uint8_t *)why,
+                                          .val_len = sizeof why - 1};
+                    size_t fn = areal_store_encode_resp(&r, f, sizeof f);
+                    (void)send(fd, f, fn, MSG_NOSIGNAL | MSG_DONTWAIT);
                     close(fd);
                     continue;
                 }

@@ -22,7 +22,7 @@
 #include "areal/comm/net.h"
 #include "areal/error.h"
 
-#define AREAL_STORE_MAX_CLIENTS 1024
+#define AREAL_STORE_MAX_CLIENTS 16384
 #define AREAL_STORE_MAX_KEYS    65536
 #define AREAL_STORE_MAX_BYTES   (256u << 20)
 
