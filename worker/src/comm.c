@@ -32,6 +32,7 @@
 typedef struct pending {
     int fd;
     int from;
+    int size; /* the group size the dialling rank announced */
     char name[AREAL_COMM_GROUP_NAME_MAX];
 } pending;
 
@@ -202,17 +203,27 @@ static int accept_one(areal_comm *c, int64_t deadline, areal_error *err) {
     pending *p = &c->pend[c->npend++];
     p->fd = fd;
     p->from = (int)areal_get_u32(hello + 4);
+    p->size = (int)areal_get_u32(hello + 8);
     memcpy(p->name, hello + 16, nl);
     p->name[nl] = '\0';
     return AREAL_OK;
 }
 
-/* Takes the parked connection of rank `from` for group `name`, or returns -1. */
-static int take_pending(areal_comm *c, const char *name, int from) {
+/*
+ * Takes the parked connection of rank `from` for group `name`: its fd, -1
+ * when none is there yet, or -2 (connection closed, *size set) when that
+ * rank announced a different group size.
+ */
+static int take_pending(areal_comm *c, const char *name, int from, int n, int *size) {
     for (int i = 0; i < c->npend; i++) {
         if (c->pend[i].from == from && strcmp(c->pend[i].name, name) == 0) {
             int fd = c->pend[i].fd;
+            *size = c->pend[i].size;
             c->pend[i] = c->pend[--c->npend];
+            if (*size != n) {
+                close(fd);
+                return -2;
+            }
             return fd;
         }
     }
@@ -282,7 +293,16 @@ int areal_comm_group(areal_comm *c, const char *name, const int *ranks, int n, a
     for (int j = 0; j < n && rc == AREAL_OK; j++) {
         if (rk[j] <= c->rank)
             continue;
-        while ((fd[j] = take_pending(c, name, rk[j])) < 0) {
+        int theirs = 0;
+        while ((fd[j] = take_pending(c, name, rk[j], n, &theirs)) < 0) {
+            if (fd[j] == -2) {
+                rc = areal_error_set(err, AREAL_EINVAL, -1,
+                                     "group %s: rank %d creates it with %d members, this rank "
+                                     "(%d) with %d; every member must pass the same list",
+                                     name, rk[j], theirs, c->rank, n);
+                fd[j] = -1;
+                break;
+            }
             rc = accept_one(c, deadline, err);
             if (rc != AREAL_OK) {
                 rc = areal_error_set(err, AREAL_EIO, -1,

@@ -118,11 +118,40 @@ static void absent_member_is_named(void **state) {
     assert_int_equal(ranks_run(2, DEADLINE_MS, lonely, NULL), 0);
 }
 
+/* Members that disagree on a group's member list: the lower rank names the other and both sizes. */
+static int mismatched(areal_comm *c, void *arg) {
+    (void)arg;
+    int two[] = {0, 1}, three[] = {0, 1, 2};
+    areal_pg *g = NULL;
+    areal_error e;
+    int r = areal_comm_rank(c);
+    if (r == 2)
+        return 0;
+    int rc = areal_comm_group(c, "mix", r == 0 ? two : three, r == 0 ? 2 : 3, &g, &e);
+    if (rc == AREAL_OK) {
+        areal_pg_destroy(g);
+        return RANK_WRONG;
+    }
+    if (r == 1)
+        return 0; /* it waits for rank 2 and times out; rank 0's message is the one checked */
+    fprintf(stderr, "%s\n", e.msg);
+    return rc == AREAL_EINVAL && strstr(e.msg, "rank 1 creates it with 3 members") &&
+                   strstr(e.msg, "mix")
+               ? 0
+               : RANK_WRONG;
+}
+
+static void mismatched_member_lists_are_named(void **state) {
+    (void)state;
+    assert_int_equal(ranks_run(3, DEADLINE_MS, mismatched, NULL), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(killed_rank_fails_everyone_in_time),
         cmocka_unit_test(stopped_rank_fails_everyone_in_time),
         cmocka_unit_test(absent_member_is_named),
+        cmocka_unit_test(mismatched_member_lists_are_named),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
