@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "areal/alloc.h"
@@ -38,9 +39,19 @@ static int fail(int rank, const areal_error *e) {
     return 1;
 }
 
+/* Every group member holds a connection: raise the descriptor limit to what the pod allows. */
+static void raise_fd_limit(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
 int worker_rank_main(const worker_opts *o) {
     areal_error e;
     areal_error_clear(&e);
+    raise_fd_limit();
     int rank = 0, world = 0, port = 0, timeout = 0, ctimeout = 0;
     if (worker_env_int("WORLD_SIZE", -1, 1, AREAL_COMM_MAX_WORLD, &world, &e) != AREAL_OK ||
         worker_env_int("RANK", -1, 0, world - 1, &rank, &e) != AREAL_OK ||
@@ -59,6 +70,14 @@ int worker_rank_main(const worker_opts *o) {
         if (areal_alloc_parse(alloc_s, alloc, &e) != AREAL_OK ||
             (ci = pick_component(alloc, getenv("AREAL_ROLE"), &e)) < 0 ||
             areal_layout_init(&layout, &alloc->comp[ci].strategy, &e) != AREAL_OK) {
+            free(alloc);
+            return fail(rank, &e);
+        }
+        if (layout.world != world) {
+            areal_error_set(&e, AREAL_EINVAL, -1,
+                            "component %d of AREAL_ALLOCATION has %d ranks but WORLD_SIZE is %d; "
+                            "they must describe the same job",
+                            ci, layout.world, world);
             free(alloc);
             return fail(rank, &e);
         }
