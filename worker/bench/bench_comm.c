@@ -8,7 +8,8 @@
  * times 2(n-1)/n for all-reduce and (n-1)/n for the others. Time is the
  * slowest rank's mean over iterations after one warm-up. Environment:
  * AREAL_BENCH_MAX_BYTES caps the largest size, AREAL_BENCH_RANKS picks one
- * rank count. Ranks are forked processes joined through a store in this
+ * rank count, AREAL_BENCH_TCP=1 uses TCP instead of the pod's Unix-domain
+ * sockets. Ranks are forked processes joined through a store in this
  * process, exactly as in the tests.
  */
 #include <libgen.h>
@@ -54,7 +55,9 @@ static int rank_main(int rank, int n, int port, size_t lo, size_t hi, int fd) {
                              .bind_host = "127.0.0.1",
                              .advertise_host = "127.0.0.1",
                              .timeout_ms = 600000,
-                             .connect_timeout_ms = 30000};
+                             .connect_timeout_ms = 30000,
+                             /* local ranks are one pod, as areal-worker runs them */
+                             .local_id = getenv("AREAL_BENCH_TCP") ? NULL : "bench"};
     areal_comm *c = NULL;
     areal_pg *g = NULL;
     areal_error e;

@@ -9,7 +9,9 @@
  * Rank (RANK set): also AREAL_ALLOCATION and AREAL_ROLE (which component of
  * the allocation this job runs; default the first training component),
  * POD_IP (address to bind and publish; default every address and the host
- * name), AREAL_COMM_TIMEOUT_MS and AREAL_CONNECT_TIMEOUT_MS.
+ * name), AREAL_COMM_TIMEOUT_MS, AREAL_CONNECT_TIMEOUT_MS, and AREAL_POD_ID
+ * (set by the launcher: ranks with the same id connect through Unix-domain
+ * sockets).
  */
 #ifndef AREAL_WORKER_ENV_H
 #define AREAL_WORKER_ENV_H

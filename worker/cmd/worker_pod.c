@@ -77,6 +77,14 @@ int worker_pod_main(char **argv) {
                 first, first + n - 1, world);
         return 2;
     }
+    /* ranks of this pod share an id: they connect through Unix-domain sockets */
+    if (getenv("AREAL_POD_ID") == NULL) {
+        char host[128] = "pod", id[192];
+        gethostname(host, sizeof host - 1);
+        host[sizeof host - 1] = '\0';
+        snprintf(id, sizeof id, "%s-%d", host, (int)getpid());
+        setenv("AREAL_POD_ID", id, 1);
+    }
     sigset_t set, old;
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);

@@ -95,6 +95,7 @@ int worker_rank_main(const worker_opts *o) {
         .advertise_host = pod_ip,
         .timeout_ms = timeout,
         .connect_timeout_ms = ctimeout,
+        .local_id = getenv("AREAL_POD_ID"),
     };
     areal_comm *c = NULL;
     if (areal_comm_init(&cfg, &c, &e) != AREAL_OK)

@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,10 +25,11 @@
 #include "areal/comm/net.h"
 #include "pg_internal.h"
 
-#define HELLO_MAGIC  0x47504c41u /* "ALPG" */
-#define HELLO_BYTES  (16 + AREAL_COMM_GROUP_NAME_MAX)
-#define PENDING_MAX  4096
-#define ADDR_KEY_FMT "areal/addr/%d"
+#define HELLO_MAGIC   0x47504c41u /* "ALPG" */
+#define HELLO_BYTES   (16 + AREAL_COMM_GROUP_NAME_MAX)
+#define PENDING_MAX   4096
+#define ADDR_KEY_FMT  "areal/addr/%d"
+#define LOCAL_KEY_FMT "areal/local/%d"
 
 typedef struct pending {
     int fd;
@@ -42,6 +44,8 @@ struct areal_comm {
     areal_store_server *server;
     areal_store *store;
     int lfd;
+    int ulfd;           /* Unix-domain listener, -1 without a local id */
+    char local_id[128]; /* "" = TCP only */
     pthread_mutex_t mu; /* the pending list and group creation */
     pending *pend;
     int npend;
@@ -83,6 +87,7 @@ int areal_comm_init(const areal_comm_config *cfg, areal_comm **out, areal_error 
     c->timeout_ms = cfg->timeout_ms;
     c->connect_timeout_ms = cfg->connect_timeout_ms;
     c->lfd = -1;
+    c->ulfd = -1;
     pthread_mutex_init(&c->mu, NULL);
     int port = cfg->store_port;
     if (cfg->host_store) {
@@ -106,7 +111,27 @@ int areal_comm_init(const areal_comm_config *cfg, areal_comm **out, areal_error 
         goto fail;
     }
     host[sizeof host - 1] = '\0';
-    char key[64], val[AREAL_HOST_MAX + 16];
+    char key[64], val[AREAL_HOST_MAX + 160];
+    if (cfg->local_id != NULL && cfg->local_id[0] != '\0') {
+        if (strlen(cfg->local_id) >= sizeof c->local_id || strchr(cfg->local_id, '|')) {
+            rc = areal_error_set(err, AREAL_EINVAL, -1,
+                                 "local id '%s' must be shorter than %zu bytes, without '|'",
+                                 cfg->local_id, sizeof c->local_id);
+            goto fail;
+        }
+        char uname[64];
+        snprintf(uname, sizeof uname, "areal-comm-%d", (int)getpid());
+        rc = areal_net_listen_unix(uname, &c->ulfd, err);
+        if (rc != AREAL_OK)
+            goto fail;
+        snprintf(c->local_id, sizeof c->local_id, "%s", cfg->local_id);
+        snprintf(key, sizeof key, LOCAL_KEY_FMT, c->rank);
+        int ln = snprintf(val, sizeof val, "%s|%s", c->local_id, uname);
+        /* published before the address, so a peer that sees the address sees this too */
+        rc = areal_store_set(c->store, key, val, (size_t)ln, err);
+        if (rc != AREAL_OK)
+            goto fail;
+    }
     snprintf(key, sizeof key, ADDR_KEY_FMT, c->rank);
     int vn = snprintf(val, sizeof val, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, myport);
     rc = areal_store_set(c->store, key, val, (size_t)vn, err);
@@ -126,6 +151,8 @@ void areal_comm_destroy(areal_comm *c) {
         close(c->pend[i].fd);
     if (c->lfd >= 0)
         close(c->lfd);
+    if (c->ulfd >= 0)
+        close(c->ulfd);
     areal_store_close(c->store);
     areal_store_server_stop(c->server);
     pthread_mutex_destroy(&c->mu);
@@ -167,7 +194,22 @@ static int dial(areal_comm *c, areal_pg *g, int to, int64_t deadline, int *fd, a
         return rc;
     char what[96];
     snprintf(what, sizeof what, "rank %d of group %s", to, g->name);
-    rc = areal_net_connect(host, port, deadline, true, what, fd, err);
+    char local[192];
+    size_t ln = 0;
+    char *bar = NULL;
+    if (c->local_id[0] != '\0') {
+        snprintf(key, sizeof key, LOCAL_KEY_FMT, to);
+        /* set before the address we already read: present now or never */
+        if (areal_store_get(c->store, key, 0, local, sizeof local - 1, &ln, NULL) == AREAL_OK) {
+            local[ln] = '\0';
+            bar = strchr(local, '|');
+        }
+    }
+    if (bar != NULL && (size_t)(bar - local) == strlen(c->local_id) &&
+        strncmp(local, c->local_id, (size_t)(bar - local)) == 0)
+        rc = areal_net_connect_unix(bar + 1, deadline, what, fd, err);
+    else
+        rc = areal_net_connect(host, port, deadline, true, what, fd, err);
     if (rc != AREAL_OK)
         return rc;
     uint8_t hello[HELLO_BYTES] = {0};
@@ -187,7 +229,11 @@ static int dial(areal_comm *c, areal_pg *g, int to, int64_t deadline, int *fd, a
 /* Accepts one connection and parks it in the pending list (bad hellos are dropped). */
 static int accept_one(areal_comm *c, int64_t deadline, areal_error *err) {
     int fd;
-    int rc = areal_net_accept(c->lfd, deadline, &fd, err);
+    struct pollfd pf[2] = {{.fd = c->lfd, .events = POLLIN}, {.fd = c->ulfd, .events = POLLIN}};
+    int64_t left = deadline - areal_now_ms();
+    if (left <= 0 || poll(pf, c->ulfd >= 0 ? 2 : 1, left > 1000000 ? 1000000 : (int)left) <= 0)
+        return areal_error_set(err, AREAL_EIO, -1, "timed out waiting for a connection");
+    int rc = areal_net_accept(pf[0].revents ? c->lfd : c->ulfd, deadline, &fd, err);
     if (rc != AREAL_OK)
         return rc;
     uint8_t hello[HELLO_BYTES];

@@ -13,10 +13,12 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -302,4 +304,66 @@ int areal_net_split_hostport(const char *s, char host[AREAL_HOST_MAX], int *port
     host[he - hs] = '\0';
     *port = (int)p;
     return AREAL_OK;
+}
+
+/* Fills an abstract-namespace address for name; returns its length, or 0 when too long. */
+static socklen_t unix_addr(const char *name, struct sockaddr_un *a) {
+    size_t n = name ? strlen(name) : 0;
+    if (n == 0 || n > 100 || n + 1 > sizeof a->sun_path)
+        return 0;
+    memset(a, 0, sizeof *a);
+    a->sun_family = AF_UNIX;
+    memcpy(a->sun_path + 1, name, n); /* sun_path[0] = 0: abstract */
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+}
+
+int areal_net_listen_unix(const char *name, int *fd, areal_error *err) {
+    struct sockaddr_un a;
+    socklen_t len = unix_addr(name, &a);
+    if (len == 0)
+        return areal_error_set(err, AREAL_EINVAL, -1, "local socket name must have 1..100 bytes");
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s < 0)
+        return areal_error_set(err, AREAL_EIO, -1, "local socket: %s", strerror(errno));
+    if (bind(s, (struct sockaddr *)&a, len) != 0 || listen(s, 4096) != 0) {
+        int e = errno;
+        close(s);
+        return areal_error_set(err, AREAL_EIO, -1, "cannot listen on local socket @%s: %s", name,
+                               strerror(e));
+    }
+    *fd = s;
+    return AREAL_OK;
+}
+
+int areal_net_connect_unix(const char *name, int64_t deadline_ms, const char *what, int *fd,
+                           areal_error *err) {
+    struct sockaddr_un a;
+    socklen_t len = unix_addr(name, &a);
+    if (len == 0)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "%s: local socket name must have 1..100 "
+                               "bytes",
+                               what);
+    int last = 0, delay = 20;
+    for (;;) {
+        int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (s < 0)
+            return areal_error_set(err, AREAL_EIO, -1, "local socket: %s", strerror(errno));
+        /* a Unix connect completes at once, or fails (EAGAIN: the backlog is full) */
+        if (connect(s, (struct sockaddr *)&a, len) == 0) {
+            *fd = s;
+            return AREAL_OK;
+        }
+        last = errno;
+        close(s);
+        int left = remaining_ms(deadline_ms);
+        if (left == 0 || (last != ECONNREFUSED && last != ENOENT && last != EAGAIN))
+            break;
+        int nap = delay < left ? delay : left;
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)nap * 1000000L};
+        nanosleep(&ts, NULL);
+        delay = delay * 2 > 200 ? 200 : delay * 2;
+    }
+    return areal_error_set(err, AREAL_EIO, -1, "cannot reach %s at local socket @%s: %s", what,
+                           name, strerror(last));
 }

@@ -38,9 +38,14 @@ static inline areal_comm_config rank_config(int rank, int world, int port, int t
     return cfg;
 }
 
-/* Forks `world` ranks running fn; pids[] gets their ids. Returns the store (stop it after). */
-static inline areal_store_server *ranks_start(int world, int timeout_ms, rank_fn fn, void *arg,
-                                              pid_t *pids) {
+/*
+ * Forks `world` ranks running fn; pids[] gets their ids. Returns the store
+ * (stop it after). With pods > 0 the ranks are split into that many "pods"
+ * of consecutive ranks (a local id each), so ranks of one pod connect
+ * through Unix-domain sockets and the others through TCP.
+ */
+static inline areal_store_server *ranks_start_pods(int world, int pods, int timeout_ms, rank_fn fn,
+                                                   void *arg, pid_t *pids) {
     areal_store_server *srv = NULL;
     int port = 0;
     areal_error e;
@@ -53,6 +58,9 @@ static inline areal_store_server *ranks_start(int world, int timeout_ms, rank_fn
         pids[r] = fork();
         if (pids[r] == 0) {
             areal_comm_config cfg = rank_config(r, world, port, timeout_ms);
+            char id[32];
+            snprintf(id, sizeof id, "pod%d", pods > 0 ? r * pods / world : 0);
+            cfg.local_id = pods > 0 ? id : NULL;
             areal_comm *c = NULL;
             if (areal_comm_init(&cfg, &c, &e) != AREAL_OK) {
                 fprintf(stderr, "rank %d: init: %s\n", r, e.msg);
@@ -65,6 +73,11 @@ static inline areal_store_server *ranks_start(int world, int timeout_ms, rank_fn
         }
     }
     return srv;
+}
+
+static inline areal_store_server *ranks_start(int world, int timeout_ms, rank_fn fn, void *arg,
+                                              pid_t *pids) {
+    return ranks_start_pods(world, 0, timeout_ms, fn, arg, pids);
 }
 
 /* Waits for every rank; returns the worst exit code (signals count as 100 + signal). */
@@ -80,15 +93,20 @@ static inline int ranks_wait(int world, const pid_t *pids) {
     return worst;
 }
 
-/* Runs fn on `world` ranks and returns the worst exit code. */
-static inline int ranks_run(int world, int timeout_ms, rank_fn fn, void *arg) {
+/* Runs fn on `world` ranks split into `pods` (see ranks_start_pods); returns the worst exit code.
+ */
+static inline int ranks_run_pods(int world, int pods, int timeout_ms, rank_fn fn, void *arg) {
     pid_t pids[RANKS_MAX];
-    areal_store_server *srv = ranks_start(world, timeout_ms, fn, arg, pids);
+    areal_store_server *srv = ranks_start_pods(world, pods, timeout_ms, fn, arg, pids);
     if (srv == NULL)
         return RANK_COMM_FAIL;
     int worst = ranks_wait(world, pids);
     areal_store_server_stop(srv);
     return worst;
+}
+
+static inline int ranks_run(int world, int timeout_ms, rank_fn fn, void *arg) {
+    return ranks_run_pods(world, 0, timeout_ms, fn, arg);
 }
 
 #endif

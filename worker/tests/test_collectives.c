@@ -289,12 +289,15 @@ static void random_strategies(void **state) {
         int w = i < 4 ? worlds[i] : (i % 24 == 5 ? 16 : (i % 24 == 17 ? 12 : worlds[i % 7]));
         job jb = {.s = random_strategy(&seed, w), .index = i};
         int64_t t0 = areal_now_ms();
-        int rc = ranks_run(w, 20000, all_kinds, &jb);
+        /* transports: TCP only, one pod (Unix sockets), or two pods (both) */
+        int pods = i % 3;
+        int rc = ranks_run_pods(w, pods, 20000, all_kinds, &jb);
         if (getenv("COMM_TEST_VERBOSE"))
             fprintf(stderr, "world %d: %lld ms\n", w, (long long)(areal_now_ms() - t0));
         if (rc != 0)
-            fprintf(stderr, "strategy d%d t%d p%d c%d e%d etp%d (world %d): worst exit %d\n",
-                    jb.s.dp, jb.s.tp, jb.s.pp, jb.s.cp, jb.s.ep, jb.s.etp, w, rc);
+            fprintf(stderr,
+                    "strategy d%d t%d p%d c%d e%d etp%d (world %d, %d pods): worst exit %d\n",
+                    jb.s.dp, jb.s.tp, jb.s.pp, jb.s.cp, jb.s.ep, jb.s.etp, w, pods, rc);
         assert_int_equal(rc, 0);
         count++;
     }
@@ -526,11 +529,51 @@ static void async_operations_keep_issue_order(void **state) {
     assert_int_equal(ranks_run(3, 20000, async_ops, NULL), 0);
 }
 
+/* Ranks of one pod connect through the Unix-domain listener, others never open one. */
+static int transport_check(areal_comm *c, void *arg) {
+    int want_unix = *(const int *)arg, ranks[] = {0, 1};
+    areal_error e;
+    areal_pg *g = NULL;
+    COMM(areal_comm_group(c, "pair", ranks, 2, &g, &e));
+    int rc = 0;
+    if (areal_comm_rank(c) == 0) {
+        /* the listener and the connection it accepted carry the name @areal-comm-<pid> */
+        char name[64], line[512];
+        snprintf(name, sizeof name, "@areal-comm-%d", (int)getpid());
+        FILE *f = fopen("/proc/net/unix", "r");
+        int count = 0;
+        while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+            char *hit = strstr(line, name);
+            if (hit != NULL && (hit[strlen(name)] == '\n' || hit[strlen(name)] == '\0'))
+                count++;
+        }
+        if (f != NULL)
+            fclose(f);
+        if (want_unix ? count < 2 : count != 0) {
+            fprintf(stderr, "%d sockets named %s, want %s\n", count, name,
+                    want_unix ? ">= 2" : "0");
+            rc = RANK_WRONG;
+        }
+    }
+    if (areal_pg_barrier(g, &e) != AREAL_OK)
+        rc = RANK_COMM_FAIL;
+    areal_pg_destroy(g);
+    return rc;
+}
+
+static void pods_use_unix_sockets(void **state) {
+    (void)state;
+    int yes = 1, no = 0;
+    assert_int_equal(ranks_run_pods(2, 1, 5000, transport_check, &yes), 0);
+    assert_int_equal(ranks_run_pods(2, 0, 5000, transport_check, &no), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(half_conversions_round_to_nearest_even),
         cmocka_unit_test(random_strategies),
         cmocka_unit_test(bad_arguments_are_refused),
+        cmocka_unit_test(pods_use_unix_sockets),
 
         cmocka_unit_test(fp32_within_bound),
         cmocka_unit_test(concurrent_groups_do_not_interfere),

@@ -51,10 +51,14 @@ static int loop_until_failure(areal_comm *c, void *arg) {
     return rc;
 }
 
-/* Starts the ranks, hits the victim with sig after 500 ms, returns ms until all others ended. */
-static int64_t hit_and_time(int sig, int *worst) {
+/*
+ * Starts the ranks (split into `pods`, see ranks.h), hits the victim with sig
+ * after 500 ms, returns ms until all others ended.
+ */
+static int64_t hit_and_time(int sig, int pods, int *worst) {
     pid_t pids[WORLD];
-    areal_store_server *srv = ranks_start(WORLD, DEADLINE_MS, loop_until_failure, NULL, pids);
+    areal_store_server *srv =
+        ranks_start_pods(WORLD, pods, DEADLINE_MS, loop_until_failure, NULL, pids);
     assert_non_null(srv);
     struct timespec ts = {.tv_sec = 0, .tv_nsec = 500000000L};
     nanosleep(&ts, NULL);
@@ -80,7 +84,7 @@ static int64_t hit_and_time(int sig, int *worst) {
 static void killed_rank_fails_everyone_in_time(void **state) {
     (void)state;
     int worst = 0;
-    int64_t took = hit_and_time(SIGKILL, &worst);
+    int64_t took = hit_and_time(SIGKILL, 0, &worst);
     fprintf(stderr, "after SIGKILL every rank failed within %lld ms\n", (long long)took);
     assert_int_equal(worst, 0);
     assert_true(took <= 2 * DEADLINE_MS);
@@ -89,8 +93,22 @@ static void killed_rank_fails_everyone_in_time(void **state) {
 static void stopped_rank_fails_everyone_in_time(void **state) {
     (void)state;
     int worst = 0;
-    int64_t took = hit_and_time(SIGSTOP, &worst);
+    int64_t took = hit_and_time(SIGSTOP, 0, &worst);
     fprintf(stderr, "after SIGSTOP every rank failed within %lld ms\n", (long long)took);
+    assert_int_equal(worst, 0);
+    assert_true(took <= 2 * DEADLINE_MS);
+}
+
+/* The same over Unix-domain sockets (ranks 0-2 in one pod, 3-4 in another: both transports). */
+static void killed_rank_in_a_pod_fails_everyone_in_time(void **state) {
+    (void)state;
+    int worst = 0;
+    int64_t took = hit_and_time(SIGKILL, 2, &worst);
+    fprintf(stderr, "two pods, after SIGKILL every rank failed within %lld ms\n", (long long)took);
+    assert_int_equal(worst, 0);
+    assert_true(took <= 2 * DEADLINE_MS);
+    took = hit_and_time(SIGSTOP, 2, &worst);
+    fprintf(stderr, "two pods, after SIGSTOP every rank failed within %lld ms\n", (long long)took);
     assert_int_equal(worst, 0);
     assert_true(took <= 2 * DEADLINE_MS);
 }
@@ -150,6 +168,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(killed_rank_fails_everyone_in_time),
         cmocka_unit_test(stopped_rank_fails_everyone_in_time),
+        cmocka_unit_test(killed_rank_in_a_pod_fails_everyone_in_time),
         cmocka_unit_test(absent_member_is_named),
         cmocka_unit_test(mismatched_member_lists_are_named),
     };

@@ -46,6 +46,17 @@ int areal_net_connect(const char *host, int port, int64_t deadline_ms, bool retr
                       int *fd, areal_error *err);
 
 /*
+ * Unix-domain stream sockets in the abstract namespace (no file; the name
+ * lives as long as the socket), for ranks of one pod: the same byte stream
+ * as TCP without the TCP stack. `name` is 1..100 bytes. Listen gives
+ * AREAL_EIO naming it when taken; connect retries a refused name until the
+ * deadline. Sockets are returned non-blocking.
+ */
+int areal_net_listen_unix(const char *name, int *fd, areal_error *err);
+int areal_net_connect_unix(const char *name, int64_t deadline_ms, const char *what, int *fd,
+                           areal_error *err);
+
+/*
  * Accepts one connection on the listening socket before the deadline; the
  * socket is returned non-blocking with TCP_NODELAY. AREAL_EIO on timeout.
  */
