@@ -46,6 +46,14 @@ void areal_pg_async_stop(areal_pg *g);
 int areal_pg_xfer(areal_pg *g, const char *op, int sp, const void *sbuf, size_t sn, int rp,
                   void *rbuf, size_t rn, int64_t deadline, areal_error *err);
 
+/*
+ * Moves bytes with every member at once: sends sb[j][0..sn[j]) to and
+ * receives rb[j][0..rn[j]) from each member j != me, all in flight together
+ * (all-to-all). Failure as areal_pg_xfer.
+ */
+int areal_pg_xfer_all(areal_pg *g, const char *op, const uint8_t *const *sb, const size_t *sn,
+                      uint8_t *const *rb, const size_t *rn, int64_t deadline, areal_error *err);
+
 /* Records err as the group's failure and shuts its connections down. */
 void areal_pg_break(areal_pg *g, const areal_error *err);
 

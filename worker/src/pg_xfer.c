@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -78,4 +79,75 @@ int areal_pg_xfer(areal_pg *g, const char *op, int sp, const void *sbuf, size_t 
         poll(pf, (nfds_t)np, left > 1000000 ? 1000000 : (int)left);
     }
     return AREAL_OK;
+}
+
+int areal_pg_xfer_all(areal_pg *g, const char *op, const uint8_t *const *sb, const size_t *sn,
+                      uint8_t *const *rb, const size_t *rn, int64_t deadline, areal_error *err) {
+    int n = g->n;
+    size_t *so = calloc((size_t)n * 2, sizeof *so), *ro = so + n;
+    struct pollfd *pf = calloc((size_t)n, sizeof *pf);
+    int *who = calloc((size_t)n, sizeof *who);
+    if (so == NULL || pf == NULL || who == NULL) {
+        free(so);
+        free(pf);
+        free(who);
+        return areal_error_set(err, AREAL_ENOMEM, -1, "group %s: %s: out of memory", g->name, op);
+    }
+    int rc = AREAL_OK;
+    for (;;) {
+        int progress = 0, pending = 0;
+        for (int j = 0; j < n && rc == AREAL_OK; j++) {
+            if (j == g->me)
+                continue;
+            if (so[j] < sn[j]) {
+                ssize_t k =
+                    send(g->fd[j], sb[j] + so[j], sn[j] - so[j], MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (k > 0) {
+                    so[j] += (size_t)k;
+                    progress = 1;
+                } else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+                    rc = fail(g, op, j, "is gone (its connection failed while sending)", err);
+                }
+            }
+            if (rc == AREAL_OK && ro[j] < rn[j]) {
+                ssize_t k = recv(g->fd[j], rb[j] + ro[j], rn[j] - ro[j], MSG_DONTWAIT);
+                if (k > 0) {
+                    ro[j] += (size_t)k;
+                    progress = 1;
+                } else if (k == 0) {
+                    rc = fail(g, op, j, "closed its connection: it exited or aborted the group",
+                              err);
+                } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+                    rc = fail(g, op, j, "is gone (its connection failed while receiving)", err);
+                }
+            }
+            pending += so[j] < sn[j] || ro[j] < rn[j];
+        }
+        if (rc != AREAL_OK || pending == 0)
+            break;
+        if (progress)
+            continue;
+        int64_t left = deadline - areal_now_ms();
+        int np = 0;
+        for (int j = 0; j < n; j++) {
+            if (j == g->me || (so[j] >= sn[j] && ro[j] >= rn[j]))
+                continue;
+            short ev = (short)((so[j] < sn[j] ? POLLOUT : 0) | (ro[j] < rn[j] ? POLLIN : 0));
+            pf[np] = (struct pollfd){.fd = g->fd[j], .events = ev};
+            who[np++] = j;
+        }
+        if (left <= 0) {
+            int j = who[0];
+            char why[128];
+            snprintf(why, sizeof why, "did not %s within the %d ms deadline",
+                     ro[j] < rn[j] ? "send its data" : "take our data", g->timeout_ms);
+            rc = fail(g, op, j, why, err);
+            break;
+        }
+        poll(pf, (nfds_t)np, left > 1000000 ? 1000000 : (int)left);
+    }
+    free(so);
+    free(pf);
+    free(who);
+    return rc;
 }

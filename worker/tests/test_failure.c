@@ -19,7 +19,7 @@
 #define WORLD       5
 #define VICTIM      2
 
-/* All-reduce 1 M floats in a loop until an operation fails; the error must name group and peer. */
+/* Collectives in a loop until one fails; the error must name the group and a peer. */
 static int loop_until_failure(areal_comm *c, void *arg) {
     (void)arg;
     int n = areal_comm_world(c), ranks[RANKS_MAX];
@@ -30,10 +30,14 @@ static int loop_until_failure(areal_comm *c, void *arg) {
     if (areal_comm_group(c, "world", ranks, n, &g, &e) != AREAL_OK)
         return 10;
     size_t cnt = 1u << 20;
-    float *buf = calloc(cnt, sizeof *buf);
+    float *buf = calloc(cnt, sizeof *buf), *out = calloc(cnt, sizeof *out);
     int rc = 0;
     for (int it = 0; it < 100000; it++) {
-        if (areal_pg_all_reduce(g, buf, it % 2 ? cnt : 16, AREAL_FP32, AREAL_SUM, &e) != AREAL_OK) {
+        /* small and large all-reduce (tree, ring) and all-to-all (every peer at once) */
+        int r = it % 3 == 2
+                    ? areal_pg_all_to_all(g, buf, out, cnt / (size_t)n, AREAL_FP32, &e)
+                    : areal_pg_all_reduce(g, buf, it % 3 ? cnt : 16, AREAL_FP32, AREAL_SUM, &e);
+        if (r != AREAL_OK) {
             rc = strstr(e.msg, "group world") && strstr(e.msg, "rank ") ? RANK_COMM_FAIL
                                                                         : RANK_WRONG;
             fprintf(stderr, "rank %d: %s\n", areal_comm_rank(c), e.msg);
@@ -47,6 +51,7 @@ static int loop_until_failure(areal_comm *c, void *arg) {
         }
     }
     free(buf);
+    free(out);
     areal_pg_destroy(g);
     return rc;
 }

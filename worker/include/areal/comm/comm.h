@@ -17,8 +17,8 @@
  * Algorithms: all-reduce uses recursive doubling (with a fold for non-powers
  * of two) below AREAL_COMM_SMALL_BYTES and a ring (reduce-scatter then
  * all-gather) above; broadcast a binomial tree below and a pipelined chain
- * above; reduce-scatter and all-gather rings; all-to-all(v) pairwise
- * exchange. bf16/fp16 reductions run in fp32 and round once.
+ * above; reduce-scatter and all-gather rings; all-to-all(v) with every
+ * block in flight at once. bf16/fp16 reductions run in fp32 and round once.
  *
  * Failure: every operation has a deadline (the group's timeout from its
  * start). A peer that closes its connection or does not answer in time fails
