@@ -16,6 +16,7 @@
 
 #include "areal/alloc.h"
 #include "areal/comm/comm.h"
+#include "areal/comm/net.h"
 #include "worker_env.h"
 #include "worker_selftest.h"
 
@@ -37,6 +38,48 @@ static int pick_component(const areal_alloc *a, const char *role, areal_error *e
 static int fail(int rank, const areal_error *e) {
     fprintf(stderr, "areal-worker rank %d: %s\n", rank, e->msg);
     return 1;
+}
+
+/*
+ * The component whose rank 0 hosts the store: the first training component
+ * that owns its GPUs (the trainer), else the first component. Every role of
+ * the job computes the same answer from AREAL_ALLOCATION.
+ */
+static int store_host_component(const areal_alloc *a) {
+    for (int i = 0; i < a->n_components; i++)
+        if (!areal_backend_is_inference(a->comp[i].backend) &&
+            a->comp[i].sched == AREAL_SCHED_SEPARATION)
+            return i;
+    return 0;
+}
+
+/*
+ * Rank 0 of every role reports "areal/c<i>/done" when its world is finished;
+ * the store host then waits (up to the connect timeout) for the other roles
+ * that have pods of their own (colocated roles run in their anchor's), so
+ * the store outlives every user. A role that never reports only delays the
+ * host's exit: it is named on stderr, not counted as a failure here.
+ */
+static int leave_store(areal_comm *c, const areal_alloc *a, int ci, int host_ci, int wait_ms) {
+    areal_store *st = areal_comm_store(c);
+    areal_error e;
+    char key[64];
+    snprintf(key, sizeof key, "areal/c%d/done", ci);
+    if (areal_store_set(st, key, "1", 1, &e) != AREAL_OK)
+        return fail(0, &e);
+    if (a == NULL || ci != host_ci)
+        return 0;
+    int64_t end = areal_now_ms() + wait_ms;
+    for (int i = 0; i < a->n_components; i++) {
+        if (i == ci || a->comp[i].sched != AREAL_SCHED_SEPARATION)
+            continue;
+        snprintf(key, sizeof key, "areal/c%d/done", i);
+        int64_t left = end - areal_now_ms();
+        if (areal_store_wait(st, key, left > 0 ? (int)left : 0, &e) != AREAL_OK)
+            fprintf(stderr, "areal-worker rank 0: component %d never reported done: %s\n", i,
+                    e.msg);
+    }
+    return 0;
 }
 
 /* Every group member holds a connection: raise the descriptor limit to what the pod allows. */
@@ -62,11 +105,10 @@ int worker_rank_main(const worker_opts *o) {
     const char *alloc_s = getenv("AREAL_ALLOCATION");
     areal_alloc *alloc = calloc(1, sizeof *alloc);
     areal_layout layout;
-    int have_layout = 0;
+    int have_layout = 0, ci = 0, host_ci = 0;
     if (alloc == NULL)
         return 1;
     if (alloc_s != NULL && alloc_s[0] != '\0') {
-        int ci = -1;
         if (areal_alloc_parse(alloc_s, alloc, &e) != AREAL_OK ||
             (ci = pick_component(alloc, getenv("AREAL_ROLE"), &e)) < 0 ||
             areal_layout_init(&layout, &alloc->comp[ci].strategy, &e) != AREAL_OK) {
@@ -82,24 +124,29 @@ int worker_rank_main(const worker_opts *o) {
             return fail(rank, &e);
         }
         have_layout = 1;
+        host_ci = store_host_component(alloc);
     }
-    free(alloc);
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "c%d", ci);
     const char *pod_ip = getenv("POD_IP");
     areal_comm_config cfg = {
         .rank = rank,
         .world = world,
         .store_host = getenv("MASTER_ADDR"),
         .store_port = port,
-        .host_store = rank == 0,
+        .host_store = rank == 0 && ci == host_ci,
         .bind_host = pod_ip,
         .advertise_host = pod_ip,
         .timeout_ms = timeout,
         .connect_timeout_ms = ctimeout,
         .local_id = getenv("AREAL_POD_ID"),
+        .key_prefix = prefix,
     };
     areal_comm *c = NULL;
-    if (areal_comm_init(&cfg, &c, &e) != AREAL_OK)
+    if (areal_comm_init(&cfg, &c, &e) != AREAL_OK) {
+        free(alloc);
         return fail(rank, &e);
+    }
     areal_pg *groups[AREAL_GROUP_KIND_COUNT] = {0}, *wg = NULL;
     int *all = malloc(sizeof *all * (size_t)world), rc = 0;
     for (int r = 0; all != NULL && r < world; r++)
@@ -124,6 +171,9 @@ int worker_rank_main(const worker_opts *o) {
     /* the store host leaves last: others may still be reading addresses */
     if (rc == 0 && wg != NULL && areal_pg_barrier(wg, &e) != AREAL_OK)
         rc = fail(rank, &e);
+    if (rc == 0 && rank == 0)
+        rc = leave_store(c, have_layout ? alloc : NULL, ci, host_ci, ctimeout);
+    free(alloc);
     for (int k = 0; k < AREAL_GROUP_KIND_COUNT; k++)
         areal_pg_destroy(groups[k]);
     areal_pg_destroy(wg);

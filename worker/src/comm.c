@@ -28,8 +28,9 @@
 #define HELLO_MAGIC   0x47504c41u /* "ALPG" */
 #define HELLO_BYTES   (16 + AREAL_COMM_GROUP_NAME_MAX)
 #define PENDING_MAX   4096
-#define ADDR_KEY_FMT  "areal/addr/%d"
-#define LOCAL_KEY_FMT "areal/local/%d"
+#define ADDR_KEY_FMT  "areal/%s/addr/%d"
+#define LOCAL_KEY_FMT "areal/%s/local/%d"
+#define PREFIX_MAX    64
 
 typedef struct pending {
     int fd;
@@ -44,9 +45,10 @@ struct areal_comm {
     areal_store_server *server;
     areal_store *store;
     int lfd;
-    int ulfd;           /* Unix-domain listener, -1 without a local id */
-    char local_id[128]; /* "" = TCP only */
-    pthread_mutex_t mu; /* the pending list and group creation */
+    int ulfd;                /* Unix-domain listener, -1 without a local id */
+    char local_id[128];      /* "" = TCP only */
+    char prefix[PREFIX_MAX]; /* store namespace of this world */
+    pthread_mutex_t mu;      /* the pending list and group creation */
     pending *pend;
     int npend;
 };
@@ -64,6 +66,9 @@ static int check_config(const areal_comm_config *cfg, areal_error *err) {
     if (cfg->store_port < (cfg->host_store ? 0 : 1) || cfg->store_port > 65535)
         return areal_error_set(err, AREAL_EINVAL, -1, "MASTER_PORT %d is outside 1..65535",
                                cfg->store_port);
+    if (cfg->key_prefix != NULL && strlen(cfg->key_prefix) >= PREFIX_MAX)
+        return areal_error_set(err, AREAL_EINVAL, -1, "key prefix '%s' is longer than %d bytes",
+                               cfg->key_prefix, PREFIX_MAX - 1);
     if (cfg->timeout_ms <= 0 || cfg->connect_timeout_ms <= 0)
         return areal_error_set(err, AREAL_EINVAL, -1, "comm timeouts must be positive (got %d, %d)",
                                cfg->timeout_ms, cfg->connect_timeout_ms);
@@ -82,6 +87,8 @@ int areal_comm_init(const areal_comm_config *cfg, areal_comm **out, areal_error 
         return areal_error_set(err, AREAL_ENOMEM, -1, "out of memory joining the job");
     }
     c->pend = pend;
+    snprintf(c->prefix, sizeof c->prefix, "%s",
+             cfg->key_prefix && cfg->key_prefix[0] ? cfg->key_prefix : "job");
     c->rank = cfg->rank;
     c->world = cfg->world;
     c->timeout_ms = cfg->timeout_ms;
@@ -111,7 +118,7 @@ int areal_comm_init(const areal_comm_config *cfg, areal_comm **out, areal_error 
         goto fail;
     }
     host[sizeof host - 1] = '\0';
-    char key[64], val[AREAL_HOST_MAX + 160];
+    char key[128], val[AREAL_HOST_MAX + 160];
     if (cfg->local_id != NULL && cfg->local_id[0] != '\0') {
         if (strlen(cfg->local_id) >= sizeof c->local_id || strchr(cfg->local_id, '|')) {
             rc = areal_error_set(err, AREAL_EINVAL, -1,
@@ -125,14 +132,14 @@ int areal_comm_init(const areal_comm_config *cfg, areal_comm **out, areal_error 
         if (rc != AREAL_OK)
             goto fail;
         snprintf(c->local_id, sizeof c->local_id, "%s", cfg->local_id);
-        snprintf(key, sizeof key, LOCAL_KEY_FMT, c->rank);
+        snprintf(key, sizeof key, LOCAL_KEY_FMT, c->prefix, c->rank);
         int ln = snprintf(val, sizeof val, "%s|%s", c->local_id, uname);
         /* published before the address, so a peer that sees the address sees this too */
         rc = areal_store_set(c->store, key, val, (size_t)ln, err);
         if (rc != AREAL_OK)
             goto fail;
     }
-    snprintf(key, sizeof key, ADDR_KEY_FMT, c->rank);
+    snprintf(key, sizeof key, ADDR_KEY_FMT, c->prefix, c->rank);
     int vn = snprintf(val, sizeof val, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, myport);
     rc = areal_store_set(c->store, key, val, (size_t)vn, err);
     if (rc != AREAL_OK)
@@ -174,9 +181,9 @@ int areal_comm_world(const areal_comm *c) {
 
 /* Dials global rank `to` for group g and introduces this rank. */
 static int dial(areal_comm *c, areal_pg *g, int to, int64_t deadline, int *fd, areal_error *err) {
-    char key[64], addr[AREAL_HOST_MAX + 16], host[AREAL_HOST_MAX];
+    char key[128], addr[AREAL_HOST_MAX + 16], host[AREAL_HOST_MAX];
     size_t n = 0;
-    snprintf(key, sizeof key, ADDR_KEY_FMT, to);
+    snprintf(key, sizeof key, ADDR_KEY_FMT, c->prefix, to);
     int64_t left = deadline - areal_now_ms();
     areal_error se;
     areal_error_clear(&se);
@@ -198,7 +205,7 @@ static int dial(areal_comm *c, areal_pg *g, int to, int64_t deadline, int *fd, a
     size_t ln = 0;
     char *bar = NULL;
     if (c->local_id[0] != '\0') {
-        snprintf(key, sizeof key, LOCAL_KEY_FMT, to);
+        snprintf(key, sizeof key, LOCAL_KEY_FMT, c->prefix, to);
         /* set before the address we already read: present now or never */
         if (areal_store_get(c->store, key, 0, local, sizeof local - 1, &ln, NULL) == AREAL_OK) {
             local[ln] = '\0';

@@ -3,7 +3,7 @@
  * ($AREAL_BIN/areal-worker), the selftest over every group of a job split
  * across two pods, supervision (a killed rank stops its pod, which exits
  * non-zero naming the rank), SIGTERM forwarding, and clear errors for a bad
- * environment and a taken port.
+ * environment and a taken port. Two roles of one job share the trainer's store.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -86,8 +86,10 @@ static const char *slurp(const char *path) {
     return text;
 }
 
-static void env_of(char **env, char *store, int world, int first, int ranks, const char *alloc) {
-    static char w[32], f[32], r[32], a[256];
+static void env_of_role(char **env, char *store, int world, int first, int ranks, const char *alloc,
+                        const char *role) {
+    char w[32], f[32], r[32], a[256], ro[64];
+    snprintf(ro, sizeof ro, "AREAL_ROLE=%s", role);
     snprintf(w, sizeof w, "WORLD_SIZE=%d", world);
     snprintf(f, sizeof f, "AREAL_POD_FIRST_RANK=%d", first);
     snprintf(r, sizeof r, "AREAL_POD_RANKS=%d", ranks);
@@ -97,6 +99,7 @@ static void env_of(char **env, char *store, int world, int first, int ranks, con
     env[i++] = strdup(f);
     env[i++] = strdup(r);
     env[i++] = strdup(a);
+    env[i++] = strdup(ro);
     env[i++] = store;
     env[i++] = "MASTER_ADDR=127.0.0.1";
     env[i++] = "POD_IP=127.0.0.1";
@@ -106,8 +109,12 @@ static void env_of(char **env, char *store, int world, int first, int ranks, con
     env[i++] = NULL;
 }
 
+static void env_of(char **env, char *store, int world, int first, int ranks, const char *alloc) {
+    env_of_role(env, store, world, first, ranks, alloc, "trainer");
+}
+
 static void free_env(char **env) {
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         free(env[i]);
 }
 
@@ -115,14 +122,23 @@ static void selftest_across_two_pods(void **state) {
     (void)state;
     char store[32];
     snprintf(store, sizeof store, "MASTER_PORT=%d", free_port());
-    /* megatron:d3p2t2 (12 ranks) would be slow on 2 cores; d2p2t2e2 = 8 ranks, 2 pods of 4 */
-    char *e0[16], *e1[16];
-    env_of(e0, store, 8, 0, 4, "sglang:d2+megatron:d2p2t2e2");
-    env_of(e1, store, 8, 4, 4, "sglang:d2+megatron:d2p2t2e2");
-    pod p0, p1;
+    /*
+     * The trainer (d2p2t2e2 = 8 ranks) in two pods of 4, the rollout role
+     * (2 servers) in a third pod, all on one store hosted by trainer rank 0.
+     */
+    const char *alloc = "sglang:d2+megatron:d2p2t2e2";
+    char *e0[16], *e1[16], *e2[16];
+    env_of(e0, store, 8, 0, 4, alloc);
+    env_of(e1, store, 8, 4, 4, alloc);
+    env_of_role(e2, store, 2, 0, 2, alloc, "rollout");
+    pod p0, p1, p2;
+    pod_start(&p2, e2, "--selftest", NULL, NULL);
     pod_start(&p0, e0, "--selftest", NULL, NULL);
     pod_start(&p1, e1, "--selftest", NULL, NULL);
-    int rc1 = pod_wait(&p1, 40000), rc0 = pod_wait(&p0, 40000);
+    int rc1 = pod_wait(&p1, 40000), rc0 = pod_wait(&p0, 40000), rc2 = pod_wait(&p2, 40000);
+    const char *o2 = slurp(p2.out);
+    int rollout_ok = strstr(o2, "selftest: 2 rank(s)") && strstr(o2, "all ok");
+    slurp(p2.err);
     const char *o0 = slurp(p0.out);
     int all_ok = strstr(o0, "selftest: 8 rank(s)") != NULL && strstr(o0, "all ok") != NULL;
     int world_ok = strstr(o0, "selftest group world") != NULL;
@@ -136,9 +152,11 @@ static void selftest_across_two_pods(void **state) {
     free(out0);
     assert_int_equal(rc0, 0);
     assert_int_equal(rc1, 0);
-    assert_true(all_ok && world_ok && tp_ok);
+    assert_int_equal(rc2, 0);
+    assert_true(all_ok && world_ok && tp_ok && rollout_ok);
     free_env(e0);
     free_env(e1);
+    free_env(e2);
 }
 
 /* The pids of the pod's ranks, from /proc (children of the launcher). */

@@ -4,8 +4,9 @@
  *
  * areal_comm_init() joins the job: the host rank starts the store, every rank
  * listens on a port of its own and publishes "host:port" under
- * "areal/addr/<rank>". Ranks of one pod (same local_id) also listen on an
- * abstract Unix-domain socket, published under "areal/local/<rank>", and
+ * "areal/<prefix>/addr/<rank>". Ranks of one pod (same local_id) also listen
+ * on an abstract Unix-domain socket, published under
+ * "areal/<prefix>/local/<rank>", and
  * connect to each other through it (same stream semantics, no TCP stack). A process group is a
  * named list of global ranks; every member creates it with the same name and list. Its members are
  * connected pairwise by dedicated TCP connections (the higher rank dials the
@@ -60,6 +61,8 @@ typedef struct areal_comm_config {
     int connect_timeout_ms;     /* how long to wait for the store and for peers to appear */
     const char *local_id;       /* ranks with the same non-empty id (one pod) connect through
                                    Unix-domain sockets instead of TCP; NULL or "" = TCP only */
+    const char *key_prefix;     /* namespace of this world's keys in the store, so several
+                                   worlds (roles) share one store; NULL = "job" */
 } areal_comm_config;
 
 /*
