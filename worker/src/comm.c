@@ -14,6 +14,7 @@
 #include "areal/comm/comm.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdio.h>
@@ -127,7 +128,8 @@ int areal_comm_init(const areal_comm_config *cfg, areal_comm **out, areal_error 
             goto fail;
         }
         char uname[64];
-        snprintf(uname, sizeof uname, "areal-comm-%d", (int)getpid());
+        /* unique per process and per comm object (one process may join twice) */
+        snprintf(uname, sizeof uname, "areal-comm-%d-%" PRIxPTR, (int)getpid(), (uintptr_t)c);
         rc = areal_net_listen_unix(uname, &c->ulfd, err);
         if (rc != AREAL_OK)
             goto fail;

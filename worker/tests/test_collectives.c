@@ -537,14 +537,13 @@ static int transport_check(areal_comm *c, void *arg) {
     COMM(areal_comm_group(c, "pair", ranks, 2, &g, &e));
     int rc = 0;
     if (areal_comm_rank(c) == 0) {
-        /* the listener and the connection it accepted carry the name @areal-comm-<pid> */
+        /* the listener and the connection it accepted carry the name @areal-comm-<pid>-... */
         char name[64], line[512];
-        snprintf(name, sizeof name, "@areal-comm-%d", (int)getpid());
+        snprintf(name, sizeof name, "@areal-comm-%d-", (int)getpid());
         FILE *f = fopen("/proc/net/unix", "r");
         int count = 0;
         while (f != NULL && fgets(line, sizeof line, f) != NULL) {
-            char *hit = strstr(line, name);
-            if (hit != NULL && (hit[strlen(name)] == '\n' || hit[strlen(name)] == '\0'))
+            if (strstr(line, name) != NULL)
                 count++;
         }
         if (f != NULL)
