@@ -41,6 +41,11 @@ for group in "$@"; do
         have_pc libpcre2-8 || need_pkgs+=(libpcre2-dev)
         [ -f /usr/include/uninorm.h ] || need_pkgs+=(libunistring-dev)
         ;;
+    worker-bench)
+        # make bench of the worker's comm runtime compares against OpenMPI
+        have_cmd mpicc || need_pkgs+=(libopenmpi-dev)
+        have_cmd mpirun || need_pkgs+=(openmpi-bin)
+        ;;
     *)
         echo "install-deps.sh: unknown group '$group' (use build, fuzz, fmt or a component group)" >&2
         exit 2

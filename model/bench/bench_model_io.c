@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "areal/model/dtype.h"
+#include "areal/dtype.h"
 #include "areal/model/tokenizer.h"
 
 static double now_s(void) {

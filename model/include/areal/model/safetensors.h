@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #include "areal/error.h"
-#include "areal/model/dtype.h"
+#include "areal/dtype.h"
 
 #define AREAL_ST_MAX_DIMS 8
 /* The safetensors package refuses headers over 100 MB; so do we. */

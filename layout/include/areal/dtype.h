@@ -9,8 +9,8 @@
  * that a header naming them is valid, and loading them as fp32 is refused.
  * fp32 -> bf16/fp16 rounds to nearest even and keeps NaN a NaN (quiet).
  */
-#ifndef AREAL_MODEL_DTYPE_H
-#define AREAL_MODEL_DTYPE_H
+#ifndef AREAL_DTYPE_H
+#define AREAL_DTYPE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -10,7 +10,7 @@
  * The host is assumed little-endian, as safetensors data is (checked at
  * compile time where the compiler says).
  */
-#include "areal/model/dtype.h"
+#include "areal/dtype.h"
 
 #include <string.h>
 

@@ -1,0 +1,62 @@
+/*
+ * worker_main.c - areal-worker: the pod launcher (no RANK in the
+ * environment) or one rank (RANK set by the launcher). See worker_env.h.
+ *
+ * Usage: areal-worker [--selftest] [--hold-ms N]
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "worker_env.h"
+
+int worker_env_int(const char *name, int def, int lo, int hi, int *out, areal_error *err) {
+    const char *v = getenv(name);
+    if (v == NULL || v[0] == '\0') {
+        if (def < lo)
+            return areal_error_set(err, AREAL_EINVAL, -1, "%s is not set", name);
+        *out = def;
+        return AREAL_OK;
+    }
+    char *end = NULL;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno != 0 || *end != '\0' || end == v || x < lo || x > hi)
+        return areal_error_set(err, AREAL_EINVAL, -1, "%s='%s' is not an integer in %d..%d", name,
+                               v, lo, hi);
+    *out = (int)x;
+    return AREAL_OK;
+}
+
+static int usage(const char *why) {
+    fprintf(stderr,
+            "areal-worker: %s\nusage: areal-worker [--selftest] [--hold-ms N]\n"
+            "  --selftest   build every group of the job and check a collective on each\n"
+            "  --hold-ms N  stay up N ms after the work\n",
+            why);
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    worker_opts o = {0, 0};
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--selftest") == 0) {
+            o.selftest = 1;
+        } else if (strcmp(argv[i], "--hold-ms") == 0 && i + 1 < argc) {
+            char *end = NULL;
+            long x = strtol(argv[++i], &end, 10);
+            if (*end != '\0' || x < 0 || x > 86400000)
+                return usage("--hold-ms needs milliseconds 0..86400000");
+            o.hold_ms = (int)x;
+        } else if (strcmp(argv[i], "--help") == 0) {
+            usage("the AReaL worker");
+            return 0;
+        } else {
+            return usage("unknown argument");
+        }
+    }
+    if (getenv("RANK") == NULL)
+        return worker_pod_main(argv);
+    return worker_rank_main(&o);
+}

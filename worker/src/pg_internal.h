@@ -1,0 +1,60 @@
+/*
+ * pg_internal.h - the process group's state, shared by comm.c (creation and
+ * connections) and the collective files.
+ */
+#ifndef AREAL_COMM_PG_INTERNAL_H
+#define AREAL_COMM_PG_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "areal/comm/comm.h"
+
+struct areal_pg {
+    char name[AREAL_COMM_GROUP_NAME_MAX];
+    int n;              /* members */
+    int me;             /* this rank's index */
+    int *ranks;         /* global rank of each member */
+    int *fd;            /* connection to each member (-1 for me) */
+    int timeout_ms;     /* deadline of each operation */
+    pthread_mutex_t mu; /* one operation at a time */
+    areal_error broken; /* code != 0 once an operation failed */
+    /* asynchronous operations (pg_async.c): a FIFO run by one worker thread */
+    pthread_mutex_t qmu;
+    pthread_cond_t qcv;
+    struct areal_work *qhead, *qtail;
+    int queued; /* issued and not yet finished */
+    int worker_started, stop;
+    pthread_t worker;
+};
+
+/*
+ * Waits until every asynchronous operation issued on g has finished, so a
+ * blocking call keeps issue order; returns at once on g's worker thread.
+ */
+void areal_pg_drain(areal_pg *g);
+
+/* Stops g's worker thread (after its queue is empty). */
+void areal_pg_async_stop(areal_pg *g);
+
+/*
+ * Moves bytes with up to two peers at once before the deadline: sends
+ * sbuf[0..sn) to member sp and receives rbuf[0..rn) from member rp (either
+ * may be -1 or empty; they may be the same member). On failure breaks the
+ * group and returns AREAL_EIO with a message naming op and the peer.
+ */
+int areal_pg_xfer(areal_pg *g, const char *op, int sp, const void *sbuf, size_t sn, int rp,
+                  void *rbuf, size_t rn, int64_t deadline, areal_error *err);
+
+/*
+ * Moves bytes with every member at once: sends sb[j][0..sn[j]) to and
+ * receives rb[j][0..rn[j]) from each member j != me, all in flight together
+ * (all-to-all). Failure as areal_pg_xfer.
+ */
+int areal_pg_xfer_all(areal_pg *g, const char *op, const uint8_t *const *sb, const size_t *sn,
+                      uint8_t *const *rb, const size_t *rn, int64_t deadline, areal_error *err);
+
+/* Records err as the group's failure and shuts its connections down. */
+void areal_pg_break(areal_pg *g, const areal_error *err);
+
+#endif

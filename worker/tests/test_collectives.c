@@ -1,0 +1,583 @@
+/*
+ * test_collectives.c - every collective on every group kind, for random
+ * parallel strategies of 1..16 ranks run as forked processes.
+ *
+ * Expected values are computed from the group's member list (areal/groups.h)
+ * and a closed-form input v(rank, i), never by the operation under test.
+ * Inputs are small integers, so sums are exact in every type (bf16 and fp16
+ * hold integers up to 256 and 2048 exactly): integer and float results must
+ * match bit for bit. A separate fp32 case uses fractional inputs and the
+ * bound |got - exact| <= n * 2^-23 * sum|x| (fp32 rounding of n additions).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "areal/comm/comm.h"
+#include "areal/groups.h"
+#include "ranks.h"
+
+#define SMALL 37
+#define LARGE 40000 /* 160 KB of fp32: the ring path */
+
+/* The input of global rank r at element i: an integer in -5..5. */
+static int v(int r, size_t i) {
+    return (int)(((size_t)(r + 1) * 7 + i * 3 + (size_t)r * i) % 11) - 5;
+}
+
+static void put(void *buf, areal_dtype t, size_t i, double x) {
+    switch (t) {
+    case AREAL_DT_F32:
+        ((float *)buf)[i] = (float)x;
+        break;
+    case AREAL_DT_BF16:
+        ((uint16_t *)buf)[i] = areal_f32_to_bf16((float)x);
+        break;
+    case AREAL_DT_F16:
+        ((uint16_t *)buf)[i] = areal_f32_to_f16((float)x);
+        break;
+    case AREAL_DT_I32:
+        ((int32_t *)buf)[i] = (int32_t)x;
+        break;
+    default:
+        ((int64_t *)buf)[i] = (int64_t)x;
+        break;
+    }
+}
+
+static double get(const void *buf, areal_dtype t, size_t i) {
+    switch (t) {
+    case AREAL_DT_F32:
+        return ((const float *)buf)[i];
+    case AREAL_DT_BF16:
+        return areal_bf16_to_f32(((const uint16_t *)buf)[i]);
+    case AREAL_DT_F16:
+        return areal_f16_to_f32(((const uint16_t *)buf)[i]);
+    case AREAL_DT_I32:
+        return ((const int32_t *)buf)[i];
+    default:
+        return (double)((const int64_t *)buf)[i];
+    }
+}
+
+/* The expected reduction over the members at element i, rounded as type t stores it. */
+static double expect_red(const int *m, int n, size_t i, areal_redop op, areal_dtype t) {
+    long s = 0, mx = -1000;
+    for (int j = 0; j < n; j++) {
+        s += v(m[j], i);
+        mx = v(m[j], i) > mx ? v(m[j], i) : mx;
+    }
+    if (op == AREAL_MAX)
+        return (double)mx;
+    if (op == AREAL_SUM)
+        return (double)s;
+    if (t == AREAL_DT_I32 || t == AREAL_DT_I64)
+        return (double)(s / n);
+    float avg = (float)s / (float)n;
+    uint8_t tmp[8];
+    put(tmp, t, 0, avg);
+    return get(tmp, t, 0);
+}
+
+typedef struct job {
+    areal_strategy s;
+    int index; /* of the strategy, varies the checks */
+} job;
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "rank %d group %s: check failed at line %d: %s\n", areal_comm_rank(c), \
+                    areal_pg_name(g), __LINE__, #cond);                                            \
+            return RANK_WRONG;                                                                     \
+        }                                                                                          \
+    } while (0)
+
+#define COMM(call)                                                                                 \
+    do {                                                                                           \
+        if ((call) != AREAL_OK) {                                                                  \
+            fprintf(stderr, "rank %d: %s\n", areal_comm_rank(c), e.msg);                           \
+            return RANK_COMM_FAIL;                                                                 \
+        }                                                                                          \
+    } while (0)
+
+static int check_allreduce(areal_comm *c, areal_pg *g, const int *m, size_t cnt, areal_dtype t,
+                           areal_redop op, uint8_t *buf) {
+    areal_error e;
+    int me = areal_comm_rank(c), n = areal_pg_size(g);
+    for (size_t i = 0; i < cnt; i++)
+        put(buf, t, i, v(me, i));
+    COMM(areal_pg_all_reduce(g, buf, cnt, t, op, &e));
+    for (size_t i = 0; i < cnt; i++)
+        CHECK(get(buf, t, i) == expect_red(m, n, i, op, t));
+    return 0;
+}
+
+/*
+ * Every collective on one group. To stay fast on a 2-core CI machine the
+ * type/op combinations and the large (ring, chain) sizes rotate with `salt`
+ * (the kind index plus the strategy's index), so that over the kinds and
+ * strategies every combination runs many times.
+ */
+static int check_group(areal_comm *c, areal_pg *g, uint8_t *a, uint8_t *b, int salt) {
+    areal_error e;
+    int n = areal_pg_size(g), me = areal_pg_rank(g), gr = areal_comm_rank(c);
+    int m[RANKS_MAX];
+    for (int j = 0; j < n; j++)
+        m[j] = areal_pg_global_rank(g, j);
+    CHECK(m[me] == gr);
+    static const areal_dtype types[] = {AREAL_DT_F32, AREAL_DT_BF16, AREAL_DT_F16, AREAL_DT_I32,
+                                        AREAL_DT_I64};
+    for (int x = 0; x < 3; x++) {
+        int rc = check_allreduce(c, g, m, SMALL, types[(salt + x) % 5],
+                                 (areal_redop)((salt / 5 + x) % 3), a);
+        if (rc)
+            return rc;
+    }
+    if (salt % 3 == 0) {
+        int rc = check_allreduce(c, g, m, LARGE, types[salt % 5], (areal_redop)(salt % 3), a);
+        if (rc)
+            return rc;
+    }
+    /* reduce-scatter: block me of the sum over members of v(rank, j*cnt + i) */
+    for (int ti = salt % 2; ti < 5; ti += 2) {
+        areal_dtype t = types[ti];
+        for (size_t i = 0; i < (size_t)n * SMALL; i++)
+            put(a, t, i, v(gr, i));
+        COMM(areal_pg_reduce_scatter(g, a, b, SMALL, t, AREAL_SUM, &e));
+        for (size_t i = 0; i < SMALL; i++)
+            CHECK(get(b, t, i) == expect_red(m, n, (size_t)me * SMALL + i, AREAL_SUM, t));
+    }
+    /* all-gather int64 and bf16 */
+    {
+        areal_dtype t = types[salt % 5];
+        for (size_t i = 0; i < SMALL; i++)
+            put(a, t, i, v(gr, i));
+        COMM(areal_pg_all_gather(g, a, b, SMALL, t, &e));
+        for (int j = 0; j < n; j++)
+            for (size_t i = 0; i < SMALL; i++)
+                CHECK(get(b, t, (size_t)j * SMALL + i) == v(m[j], i));
+    }
+    /* broadcast from the last member: small (tree) and 400 KB (chain of 2 segments) */
+    size_t bc[] = {SMALL, 100000};
+    for (int k = 0; k < (salt % 3 == 1 ? 2 : 1); k++) {
+        for (size_t i = 0; i < bc[k]; i++)
+            put(a, AREAL_DT_F32, i, me == n - 1 ? v(gr, i) : 99);
+        COMM(areal_pg_broadcast(g, a, bc[k], AREAL_DT_F32, n - 1, &e));
+        for (size_t i = 0; i < bc[k]; i++)
+            CHECK(get(a, AREAL_DT_F32, i) == v(m[n - 1], i));
+    }
+    /* all-to-all: element i of block j sent by member s is v(m[s], j*SMALL + i) */
+    for (size_t i = 0; i < (size_t)n * SMALL; i++)
+        put(a, AREAL_DT_I32, i, v(gr, i));
+    COMM(areal_pg_all_to_all(g, a, b, SMALL, AREAL_DT_I32, &e));
+    for (int s = 0; s < n; s++)
+        for (size_t i = 0; i < SMALL; i++)
+            CHECK(get(b, AREAL_DT_I32, (size_t)s * SMALL + i) == v(m[s], (size_t)me * SMALL + i));
+    /* all-to-allv: member s sends (s + d) % 4 elements to member d */
+    size_t sc[RANKS_MAX], sd[RANKS_MAX], rcn[RANKS_MAX], rd[RANKS_MAX], so = 0, ro = 0;
+    for (int j = 0; j < n; j++) {
+        sc[j] = (size_t)(me + j) % 4;
+        sd[j] = so;
+        so += sc[j];
+        rcn[j] = (size_t)(j + me) % 4;
+        rd[j] = ro;
+        ro += rcn[j];
+    }
+    for (size_t i = 0; i < so; i++)
+        put(a, AREAL_DT_I64, i, v(gr, i));
+    COMM(areal_pg_all_to_allv(g, a, sc, sd, b, rcn, rd, AREAL_DT_I64, &e));
+    for (int s = 0; s < n; s++) {
+        size_t off = 0; /* where member s put its block for me */
+        for (int d = 0; d < me; d++)
+            off += (size_t)(s + d) % 4;
+        for (size_t i = 0; i < rcn[s]; i++)
+            CHECK(get(b, AREAL_DT_I64, rd[s] + i) == v(m[s], off + i));
+    }
+    /* send/recv around the ring: even members send first */
+    if (n > 1) {
+        int next = (me + 1) % n, prev = (me + n - 1) % n;
+        for (size_t i = 0; i < SMALL; i++)
+            put(a, AREAL_DT_I32, i, v(gr, i));
+        if (me % 2 == 0) {
+            COMM(areal_pg_send(g, a, SMALL, AREAL_DT_I32, next, &e));
+            COMM(areal_pg_recv(g, b, SMALL, AREAL_DT_I32, prev, &e));
+        } else {
+            COMM(areal_pg_recv(g, b, SMALL, AREAL_DT_I32, prev, &e));
+            COMM(areal_pg_send(g, a, SMALL, AREAL_DT_I32, next, &e));
+        }
+        for (size_t i = 0; i < SMALL; i++)
+            CHECK(get(b, AREAL_DT_I32, i) == v(m[prev], i));
+    }
+    COMM(areal_pg_barrier(g, &e));
+    return 0;
+}
+
+static int all_kinds(areal_comm *c, void *arg) {
+    job *jb = arg;
+    areal_layout l;
+    areal_error e;
+    areal_pg *g = NULL;
+    if (areal_layout_init(&l, &jb->s, &e) != AREAL_OK)
+        return RANK_WRONG;
+    areal_pg *gs[AREAL_GROUP_KIND_COUNT];
+    COMM(areal_comm_layout_groups(c, &l, gs, &e));
+    uint8_t *a = malloc(2u << 20), *b = malloc(2u << 20);
+    int rc = a && b ? 0 : RANK_WRONG;
+    for (int k = 0; k < AREAL_GROUP_KIND_COUNT && rc == 0; k++) {
+        g = gs[k];
+        int gi = areal_group_index(&l, (areal_group_kind)k, areal_comm_rank(c));
+        if (g == NULL) {
+            CHECK(gi < 0);
+            continue;
+        }
+        /* the group is the one the layout names, in its member order */
+        CHECK(areal_pg_size(g) == areal_group_size(&l, (areal_group_kind)k) ||
+              k == AREAL_GROUP_EMBEDDING);
+        for (int j = 0; j < areal_pg_size(g); j++)
+            CHECK(areal_pg_global_rank(g, j) == areal_group_member(&l, (areal_group_kind)k, gi, j));
+        rc = check_group(c, g, a, b, k + jb->index);
+    }
+    for (int k = 0; k < AREAL_GROUP_KIND_COUNT; k++)
+        areal_pg_destroy(gs[k]);
+    free(a);
+    free(b);
+    return rc;
+}
+
+/* A random valid strategy of exactly `world` ranks (dense), with random expert sizes. */
+static areal_strategy random_strategy(unsigned *seed, int world) {
+    for (;;) {
+        areal_strategy s = areal_strategy_single();
+        int left = world;
+        int *dims[] = {&s.tp, &s.cp, &s.pp};
+        for (int d = 0; d < 3; d++) {
+            int divs[16], nd = 0;
+            for (int x = 1; x <= left; x++)
+                if (left % x == 0)
+                    divs[nd++] = x;
+            *dims[d] = divs[rand_r(seed) % nd];
+            left /= *dims[d];
+        }
+        s.dp = left;
+        int rest = world / s.pp, divs[16], nd = 0;
+        for (int x = 1; x <= rest; x++)
+            if (rest % x == 0)
+                divs[nd++] = x;
+        s.ep = divs[rand_r(seed) % nd];
+        s.etp = (rest / s.ep) % s.tp == 0 && rand_r(seed) % 2 ? s.tp : 1;
+        s.edp = 0;
+        areal_layout l;
+        if (areal_layout_init(&l, &s, NULL) == AREAL_OK)
+            return s;
+    }
+}
+
+static void random_strategies(void **state) {
+    (void)state;
+    unsigned seed = 20261129;
+    /* 50 strategies: mostly small worlds, a few large ones (2-core CI budget) */
+    static const int worlds[] = {1, 2, 3, 4, 5, 6, 8, 12, 16};
+    int count = 0;
+    for (int i = 0; i < 50; i++) {
+        int w = i < 4 ? worlds[i] : (i % 24 == 5 ? 16 : (i % 24 == 17 ? 12 : worlds[i % 7]));
+        job jb = {.s = random_strategy(&seed, w), .index = i};
+        int64_t t0 = areal_now_ms();
+        /* transports: TCP only, one pod (Unix sockets), or two pods (both) */
+        int pods = i % 3;
+        int rc = ranks_run_pods(w, pods, 20000, all_kinds, &jb);
+        if (getenv("COMM_TEST_VERBOSE"))
+            fprintf(stderr, "world %d: %lld ms\n", w, (long long)(areal_now_ms() - t0));
+        if (rc != 0)
+            fprintf(stderr,
+                    "strategy d%d t%d p%d c%d e%d etp%d (world %d, %d pods): worst exit %d\n",
+                    jb.s.dp, jb.s.tp, jb.s.pp, jb.s.cp, jb.s.ep, jb.s.etp, w, pods, rc);
+        assert_int_equal(rc, 0);
+        count++;
+    }
+    assert_int_equal(count, 50);
+}
+
+/* fp32 with fractional inputs: within n * 2^-23 * sum|x| of the exact sum. */
+static int fractional(areal_comm *c, void *arg) {
+    (void)arg;
+    areal_error e;
+    int n = areal_comm_world(c), r = areal_comm_rank(c);
+    int ranks[RANKS_MAX];
+    for (int j = 0; j < n; j++)
+        ranks[j] = j;
+    areal_pg *g = NULL;
+    COMM(areal_comm_group(c, "world", ranks, n, &g, &e));
+    size_t cnt[] = {100, LARGE};
+    int rc = 0;
+    float *x = malloc(sizeof *x * LARGE);
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        for (size_t i = 0; i < cnt[k]; i++)
+            x[i] = (float)sin((double)(r * 1000 + (int)i)) * 3.7f;
+        COMM(areal_pg_all_reduce(g, x, cnt[k], AREAL_DT_F32, AREAL_SUM, &e));
+        for (size_t i = 0; i < cnt[k]; i++) {
+            double exact = 0, mag = 0;
+            for (int j = 0; j < n; j++) {
+                double xj = (float)sin((double)(j * 1000 + (int)i)) * 3.7f;
+                exact += xj;
+                mag += fabs(xj);
+            }
+            CHECK(fabs(x[i] - exact) <= n * ldexp(1.0, -23) * mag);
+        }
+    }
+    free(x);
+    areal_pg_destroy(g);
+    return rc;
+}
+
+static void fp32_within_bound(void **state) {
+    (void)state;
+    assert_int_equal(ranks_run(7, 20000, fractional, NULL), 0);
+}
+
+/* Every group kind at once, one thread each, many rounds: no group sees another's data. */
+typedef struct conc_arg {
+    areal_comm *c;
+    areal_pg *g;
+    int rc;
+} conc_arg;
+
+static void *conc_thread(void *p) {
+    conc_arg *ca = p;
+    areal_pg *g = ca->g;
+    areal_comm *c = ca->c;
+    int n = areal_pg_size(g), m[RANKS_MAX];
+    for (int j = 0; j < n; j++)
+        m[j] = areal_pg_global_rank(g, j);
+    int64_t *buf = malloc(sizeof *buf * 20000);
+    ca->rc = 0;
+    for (int round = 0; round < 6 && ca->rc == 0; round++) {
+        size_t cnt = round % 2 ? 20000 : 50;
+        for (size_t i = 0; i < cnt; i++)
+            buf[i] = v(areal_comm_rank(c), i) + round;
+        areal_error e;
+        if (areal_pg_all_reduce(g, buf, cnt, AREAL_DT_I64, AREAL_SUM, &e) != AREAL_OK) {
+            fprintf(stderr, "%s\n", e.msg);
+            ca->rc = RANK_COMM_FAIL;
+            break;
+        }
+        for (size_t i = 0; i < cnt; i++)
+            if (buf[i] !=
+                (int64_t)expect_red(m, n, i, AREAL_SUM, AREAL_DT_I64) + (int64_t)n * round) {
+                fprintf(stderr, "group %s round %d: element %zu is %lld\n", areal_pg_name(g), round,
+                        i, (long long)buf[i]);
+                ca->rc = RANK_WRONG;
+                break;
+            }
+    }
+    free(buf);
+    return NULL;
+}
+
+static int concurrent(areal_comm *c, void *arg) {
+    job *jb = arg;
+    areal_layout l;
+    areal_error e;
+    areal_pg *gs[AREAL_GROUP_KIND_COUNT];
+    if (areal_layout_init(&l, &jb->s, &e) != AREAL_OK) {
+        fprintf(stderr, "layout: %s\n", e.msg);
+        return RANK_WRONG;
+    }
+    if (areal_comm_layout_groups(c, &l, gs, &e) != AREAL_OK) {
+        fprintf(stderr, "%s\n", e.msg);
+        return RANK_COMM_FAIL;
+    }
+    pthread_t th[AREAL_GROUP_KIND_COUNT];
+    conc_arg ca[AREAL_GROUP_KIND_COUNT];
+    int rc = 0;
+    for (int k = 0; k < AREAL_GROUP_KIND_COUNT; k++) {
+        ca[k] = (conc_arg){.c = c, .g = gs[k]};
+        if (gs[k] != NULL)
+            pthread_create(&th[k], NULL, conc_thread, &ca[k]);
+    }
+    for (int k = 0; k < AREAL_GROUP_KIND_COUNT; k++) {
+        if (gs[k] != NULL) {
+            pthread_join(th[k], NULL);
+            rc = ca[k].rc > rc ? ca[k].rc : rc;
+        }
+        areal_pg_destroy(gs[k]);
+    }
+    return rc;
+}
+
+static void concurrent_groups_do_not_interfere(void **state) {
+    (void)state;
+    job jb = {.s = areal_strategy_single()};
+    jb.s.dp = 2, jb.s.tp = 2, jb.s.pp = 2, jb.s.ep = 2, jb.s.edp = 0;
+    assert_int_equal(ranks_run(8, 20000, concurrent, &jb), 0);
+}
+
+static void bad_arguments_are_refused(void **state) {
+    (void)state;
+    areal_store_server *srv = NULL;
+    int port = 0;
+    areal_error e;
+    assert_int_equal(areal_store_server_start("127.0.0.1", 0, &srv, &port, &e), AREAL_OK);
+    areal_comm_config cfg = rank_config(0, 1, port, 1000);
+    areal_comm *c = NULL;
+    assert_int_equal(areal_comm_init(&cfg, &c, &e), AREAL_OK);
+    int r0 = 0, bad[] = {0, 0};
+    areal_pg *g = NULL;
+    assert_int_equal(areal_comm_group(c, "big", bad, 2, &g, &e), AREAL_EINVAL);
+    assert_non_null(strstr(e.msg, "size 2"));
+    int other = 1;
+    assert_int_equal(areal_comm_group(c, "x", &other, 1, &g, &e), AREAL_EINVAL);
+    assert_int_equal(areal_comm_group(c, "solo", &r0, 1, &g, &e), AREAL_OK);
+    float f = 2;
+    assert_int_equal(areal_pg_broadcast(g, &f, 1, AREAL_DT_F32, 1, &e), AREAL_EINVAL);
+    assert_non_null(strstr(e.msg, "solo"));
+    assert_int_equal(areal_pg_all_reduce(g, &f, 1, AREAL_DT_U8, AREAL_SUM, &e), AREAL_EINVAL);
+    assert_int_equal(areal_pg_all_reduce(g, &f, 1, (areal_dtype)99, AREAL_SUM, &e), AREAL_EINVAL);
+    assert_int_equal(areal_pg_send(g, &f, 1, AREAL_DT_F32, 0, &e), AREAL_EINVAL);
+    /* still usable after refused calls; size 1 is the identity */
+    assert_int_equal(areal_pg_all_reduce(g, &f, 1, AREAL_DT_F32, AREAL_AVG, &e), AREAL_OK);
+    assert_true(f == 2.0f);
+    areal_pg_destroy(g);
+    areal_comm_destroy(c);
+    cfg.world = 0;
+    assert_int_equal(areal_comm_init(&cfg, &c, &e), AREAL_EINVAL);
+    assert_non_null(strstr(e.msg, "WORLD_SIZE"));
+    areal_store_server_stop(srv);
+}
+
+static void half_conversions_round_to_nearest_even(void **state) {
+    (void)state;
+    assert_int_equal(areal_f32_to_bf16(1.0f), 0x3f80);
+    assert_int_equal(areal_f32_to_f16(1.0f), 0x3c00);
+    assert_int_equal(areal_f32_to_f16(65504.0f), 0x7bff);
+    assert_int_equal(areal_f32_to_f16(65520.0f), 0x7c00);
+    assert_int_equal(areal_f32_to_f16(ldexpf(1.0f, -24)), 0x0001);
+    assert_int_equal(areal_f32_to_f16(-2.0f), 0xc000);
+    /* 1 + 2^-8 is halfway between two bf16 values: rounds to the even one (1.0) */
+    assert_int_equal(areal_f32_to_bf16(1.0f + ldexpf(1.0f, -8)), 0x3f80);
+    assert_int_equal(areal_f32_to_bf16(1.0f + 3 * ldexpf(1.0f, -8)), 0x3f82);
+    for (int i = 0; i < 65536; i++) {
+        uint16_t h = (uint16_t)i;
+        float f = areal_f16_to_f32(h);
+        if (!isnan(f))
+            assert_int_equal(areal_f32_to_f16(f), h);
+        f = areal_bf16_to_f32(h);
+        if (!isnan(f))
+            assert_int_equal(areal_f32_to_bf16(f), h);
+    }
+}
+
+/* Async operations run in issue order, interleaved with a blocking one, with correct results. */
+static int async_ops(areal_comm *c, void *arg) {
+    (void)arg;
+    areal_error e;
+    areal_pg *g = NULL;
+    int n = areal_comm_world(c), r = areal_comm_rank(c), m[RANKS_MAX];
+    for (int j = 0; j < n; j++)
+        m[j] = j;
+    COMM(areal_comm_group(c, "world", m, n, &g, &e));
+    int64_t *a = malloc(sizeof *a * LARGE), *ag = malloc(sizeof *ag * (size_t)n * SMALL);
+    float *bc = malloc(sizeof *bc * LARGE);
+    int32_t x[SMALL];
+    for (size_t i = 0; i < LARGE; i++) {
+        a[i] = v(r, i);
+        bc[i] = r == 1 ? (float)v(r, i) : 0.0f;
+    }
+    for (size_t i = 0; i < SMALL; i++)
+        x[i] = v(r, i);
+    areal_work *w1, *w2, *w3;
+    COMM(areal_pg_all_reduce_async(g, a, LARGE, AREAL_DT_I64, AREAL_SUM, &w1, &e));
+    COMM(areal_pg_all_gather_async(g, a, ag, SMALL, AREAL_DT_I64, &w2, &e));
+    COMM(areal_pg_broadcast_async(g, bc, LARGE, AREAL_DT_F32, 1, &w3, &e));
+    /* blocking: runs after the three queued ones */
+    COMM(areal_pg_all_reduce(g, x, SMALL, AREAL_DT_I32, AREAL_MAX, &e));
+    int done = 0;
+    areal_work_test(w1, &done);
+    CHECK(done == 1);
+    COMM(areal_work_wait(w1, &e));
+    COMM(areal_work_wait(w2, &e));
+    COMM(areal_work_wait(w3, &e));
+    for (size_t i = 0; i < LARGE; i++) {
+        CHECK(a[i] == (int64_t)expect_red(m, n, i, AREAL_SUM, AREAL_DT_I64));
+        CHECK(bc[i] == (float)v(1, i));
+    }
+    /* the gather ran after the all-reduce: it saw the reduced values */
+    for (int j = 0; j < n; j++)
+        for (size_t i = 0; i < SMALL; i++)
+            CHECK(ag[(size_t)j * SMALL + i] ==
+                  (int64_t)expect_red(m, n, i, AREAL_SUM, AREAL_DT_I64));
+    for (size_t i = 0; i < SMALL; i++)
+        CHECK(x[i] == (int32_t)expect_red(m, n, i, AREAL_MAX, AREAL_DT_I32));
+    /* an argument error surfaces at wait, and the group stays usable */
+    COMM(areal_pg_broadcast_async(g, bc, 1, AREAL_DT_F32, n + 3, &w1, &e));
+    CHECK(areal_work_wait(w1, &e) == AREAL_EINVAL);
+    COMM(areal_pg_barrier(g, &e));
+    free(a);
+    free(ag);
+    free(bc);
+    areal_pg_destroy(g);
+    return 0;
+}
+
+static void async_operations_keep_issue_order(void **state) {
+    (void)state;
+    assert_int_equal(ranks_run(3, 20000, async_ops, NULL), 0);
+}
+
+/* Ranks of one pod connect through the Unix-domain listener, others never open one. */
+static int transport_check(areal_comm *c, void *arg) {
+    int want_unix = *(const int *)arg, ranks[] = {0, 1};
+    areal_error e;
+    areal_pg *g = NULL;
+    COMM(areal_comm_group(c, "pair", ranks, 2, &g, &e));
+    int rc = 0;
+    if (areal_comm_rank(c) == 0) {
+        /* the listener and the connection it accepted carry the name @areal-comm-<pid>-... */
+        char name[64], line[512];
+        snprintf(name, sizeof name, "@areal-comm-%d-", (int)getpid());
+        FILE *f = fopen("/proc/net/unix", "r");
+        int count = 0;
+        while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+            if (strstr(line, name) != NULL)
+                count++;
+        }
+        if (f != NULL)
+            fclose(f);
+        if (want_unix ? count < 2 : count != 0) {
+            fprintf(stderr, "%d sockets named %s, want %s\n", count, name,
+                    want_unix ? ">= 2" : "0");
+            rc = RANK_WRONG;
+        }
+    }
+    if (areal_pg_barrier(g, &e) != AREAL_OK)
+        rc = RANK_COMM_FAIL;
+    areal_pg_destroy(g);
+    return rc;
+}
+
+static void pods_use_unix_sockets(void **state) {
+    (void)state;
+    int yes = 1, no = 0;
+    assert_int_equal(ranks_run_pods(2, 1, 5000, transport_check, &yes), 0);
+    assert_int_equal(ranks_run_pods(2, 0, 5000, transport_check, &no), 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(half_conversions_round_to_nearest_even),
+        cmocka_unit_test(random_strategies),
+        cmocka_unit_test(bad_arguments_are_refused),
+        cmocka_unit_test(pods_use_unix_sockets),
+
+        cmocka_unit_test(fp32_within_bound),
+        cmocka_unit_test(concurrent_groups_do_not_interfere),
+        cmocka_unit_test(async_operations_keep_issue_order),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
