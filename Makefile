@@ -1,7 +1,7 @@
 # AReaL on Kubernetes - top-level build.
 #
 #   make            build everything that needs no GPU (release, build/rel/)
-#   make run        the README's first command: plan a job on an embedded default cluster
+#   make run        the README's first command: plan an example job, then run one locally
 #   make test       unit, property and CLI tests, built plain and with ASan+UBSan
 #   make bench      benchmarks (release build)
 #   make fuzz       libFuzzer targets, FUZZ_SECONDS each (default 60)
@@ -117,8 +117,9 @@ $(BENCH_BINS): $(BUILD)/rel/bench/%: $$(call objs,rel,$$(call bench_src,$$*)) $(
 	$(CC) $(REL_FLAGS) -o $@ $^ $(PKG_LIBS)
 
 # ---- targets ---------------------------------------------------------------
-run: $(BUILD)/rel/arealctl
+run: $(BUILD)/rel/arealctl $(BUILD)/rel/areal-worker
 	$(BUILD)/rel/arealctl plan
+	$(BUILD)/rel/arealctl run
 
 # Both builds run even when the first fails; the last line sums them up.
 test: $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES)) $(addprefix $(BUILD)/rel/,$(PROGRAMS)) \

@@ -249,6 +249,26 @@ static void examples_plan(void **state) {
     assert_true(planned >= lines); /* the big inventory holds them all */
 }
 
+/* arealctl run: a local job whose pods are real areal-worker processes. */
+static void run_starts_the_local_job(void **state) {
+    (void)state;
+    run_result *r = run("run", "--timeout", "60", NULL);
+    if (r->status != 0)
+        fail_msg("arealctl run exited %d:\n%s", r->status, r->err);
+    assert_non_null(strstr(r->out, "3 pods"));
+    assert_non_null(strstr(r->out, "all 3 pods succeeded"));
+    assert_non_null(strstr(r->out, "all ok"));
+    /* a pod that fails stops the gang and is named */
+    setenv("AREAL_WORKER", "/bin/false", 1);
+    r = run("run", NULL);
+    unsetenv("AREAL_WORKER");
+    assert_int_equal(r->status, 1);
+    assert_non_null(strstr(r->err, "exited with status 1; the gang was stopped"));
+    expect_bad_input(run("run", "--alloc", "fsdp:d4p2", NULL), "FSDP");
+    expect_bad_input(run("run", "--slots", "0", NULL), "--slots");
+    expect_bad_input(run("run", "--alloc", "megatron:t8", "--slots", "4", NULL), "cannot run");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(default_job_runs),
@@ -257,6 +277,7 @@ int main(void) {
         cmocka_unit_test(required_rule_from_the_command_line),
         cmocka_unit_test(legacy_string_warns_and_plans),
         cmocka_unit_test(examples_plan),
+        cmocka_unit_test(run_starts_the_local_job),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
