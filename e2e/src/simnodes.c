@@ -85,7 +85,8 @@ static json_t *node_labels(const areal_node *n) {
         return NULL;
     snprintf(count, sizeof count, "%d", n->gpus);
     bool ok = set_str(l, "kubernetes.io/hostname", n->name) &&
-              set_str(l, "kubernetes.io/os", "linux") && set_str(l, "kubernetes.io/arch", "amd64") &&
+              set_str(l, "kubernetes.io/os", "linux") &&
+              set_str(l, "kubernetes.io/arch", "amd64") &&
               set_str(l, "nvidia.com/gpu.present", n->gpus > 0 ? "true" : "false") &&
               set_str(l, "nvidia.com/gpu.count", count) && set_str(l, AREAL_SIMNODES_LABEL, "true");
     for (int i = 0; ok && i < n->n_labels; i++) /* the inventory wins */
@@ -134,12 +135,12 @@ static json_t *node_conditions(const areal_node *n, const char *now) {
     const char *reason = n->ready ? "KubeletReady" : "KubeletNotReady";
     const char *msg = n->ready ? "simulated kubelet is posting ready status"
                                : "the scenario marks this node not ready";
-    return stamp(json_pack("[{s:s,s:s,s:s,s:s}, {s:s,s:s,s:s}, {s:s,s:s,s:s}, {s:s,s:s,s:s}]", "type",
-                     "Ready", "status", ready, "reason", reason, "message", msg, "type",
-                     "MemoryPressure", "status", "False", "reason", "KubeletHasSufficientMemory",
-                     "type", "DiskPressure", "status", "False", "reason",
-                     "KubeletHasNoDiskPressure", "type", "PIDPressure", "status", "False",
-                     "reason", "KubeletHasSufficientPID"),
+    return stamp(json_pack("[{s:s,s:s,s:s,s:s}, {s:s,s:s,s:s}, {s:s,s:s,s:s}, {s:s,s:s,s:s}]",
+                           "type", "Ready", "status", ready, "reason", reason, "message", msg,
+                           "type", "MemoryPressure", "status", "False", "reason",
+                           "KubeletHasSufficientMemory", "type", "DiskPressure", "status", "False",
+                           "reason", "KubeletHasNoDiskPressure", "type", "PIDPressure", "status",
+                           "False", "reason", "KubeletHasSufficientPID"),
                  now);
 }
 
@@ -156,11 +157,11 @@ static json_t *one_node(const areal_node *n, int idx, const char *kubelet_versio
         "apiVersion", "v1", "kind", "Node", "metadata", "name", n->name, "labels", node_labels(n),
         "spec", "podCIDR", cidr, "podCIDRs", cidr, "unschedulable", n->unschedulable, "taints",
         node_taints(n), "status", "capacity", res, "allocatable", res, "conditions",
-        node_conditions(n, now), "addresses", "type", "InternalIP", "address", ip, "type", "Hostname",
-        "address", n->name, "nodeInfo", "kubeletVersion", kubelet_version, "kubeProxyVersion", "",
-        "architecture", "amd64", "operatingSystem", "linux", "osImage", "areal-e2e simulated node",
-        "kernelVersion", "", "containerRuntimeVersion", "areal-e2e-sim://1", "machineID", "",
-        "systemUUID", "", "bootID", "");
+        node_conditions(n, now), "addresses", "type", "InternalIP", "address", ip, "type",
+        "Hostname", "address", n->name, "nodeInfo", "kubeletVersion", kubelet_version,
+        "kubeProxyVersion", "", "architecture", "amd64", "operatingSystem", "linux", "osImage",
+        "areal-e2e simulated node", "kernelVersion", "", "containerRuntimeVersion",
+        "areal-e2e-sim://1", "machineID", "", "systemUUID", "", "bootID", "");
     json_decref(res); /* both "O" took their own reference */
     return node;
 }

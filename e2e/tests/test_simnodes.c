@@ -94,8 +94,7 @@ static void nodes_carry_inventory_capacity_labels_taints(void **state) {
     assert_string_equal(str_at(a, "spec|taints|0|effect"), "NoSchedule");
     assert_string_equal(str_at(a, "status|conditions|0|type"), "Ready");
     assert_string_equal(str_at(a, "status|conditions|0|status"), "True");
-    assert_string_equal(str_at(a, "status|conditions|0|lastHeartbeatTime"),
-                        "2026-01-02T03:04:05Z");
+    assert_string_equal(str_at(a, "status|conditions|0|lastHeartbeatTime"), "2026-01-02T03:04:05Z");
     assert_string_equal(str_at(a, "status|nodeInfo|kubeletVersion"), "v1.2.3");
     assert_false(json_is_true(json_object_get(json_object_get(a, "spec"), "unschedulable")));
 
@@ -132,8 +131,8 @@ static void tenant_pods_hold_used_capacity(void **state) {
     assert_string_equal(str_at(ctr, "resources|requests|nvidia.com/gpu"), "3");
     assert_string_equal(str_at(ctr, "resources|limits|nvidia.com/gpu"), "3");
     assert_string_equal(str_at(ctr, "resources|requests|cpu"), "2");
-    assert_null(json_object_get(json_object_get(json_object_get(ctr, "resources"), "requests"),
-                                "memory"));
+    assert_null(
+        json_object_get(json_object_get(json_object_get(ctr, "resources"), "requests"), "memory"));
     json_decref(list);
 
     areal_simnodes_opts o = {.tenant_namespace = "other"};
