@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034
 # e2e/lib.sh - shared settings of the e2e scripts (sourced, never run).
 #
 # What: where the pinned control-plane binaries are cached, where a running
@@ -9,7 +10,7 @@
 # `git clean` and confuse the next run).
 
 E2E_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=versions.env
+# shellcheck source=e2e/versions.env
 . "$E2E_DIR/versions.env"
 
 GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}

@@ -1,4 +1,5 @@
 # e2e/scenarios/lib.sh - helpers of the scenario scripts (sourced).
+# shellcheck shell=bash disable=SC2034
 #
 # A scenario is an executable e2e/scenarios/<letter>_<name>.sh that runs
 # against a cluster made by `e2e/cluster up` (KUBECONFIG and PATH from

@@ -51,6 +51,7 @@ expect_eq "other nodes stay Ready" True \
 
 # shellcheck disable=SC2086
 "$CLUSTER" remove-node $names
+# shellcheck disable=SC2086
 expect_eq "nodes removed" "" "$(kubectl get $objs --ignore-not-found -o name)"
 for _ in $(seq 50); do
     left=$(kubectl get lease -n kube-node-lease -o name | grep -c rack- || true)
