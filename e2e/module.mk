@@ -1,0 +1,15 @@
+# e2e: the end-to-end suite's C helper (simulated-node objects) and `make e2e`.
+# The control plane itself is built by e2e/build-bins (Go), not by make.
+LIB_SRC  += $(wildcard e2e/src/*.c)
+INCLUDES += -Ie2e/include
+PROGRAMS += areal-e2e-nodes
+areal-e2e-nodes_SRC := $(wildcard e2e/cmd/*.c)
+TEST_SRC += $(wildcard e2e/tests/test_*.c)
+FUZZ_SRC += $(wildcard e2e/fuzz/fuzz_*.c)
+
+# make e2e: bring up the loopback control plane, run the scenarios, tear down.
+# E2E_SCENARIOS="a_crd" runs a subset. Not part of `make test`: the first run
+# builds the control plane from Go modules (see e2e/README.md).
+.PHONY: e2e
+e2e: $(BUILD)/rel/areal-e2e-nodes $(BUILD)/rel/arealctl
+	AREAL_BIN=$(abspath $(BUILD)/rel) e2e/run $(E2E_SCENARIOS)
