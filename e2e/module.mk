@@ -11,5 +11,6 @@ FUZZ_SRC += $(wildcard e2e/fuzz/fuzz_*.c)
 # E2E_SCENARIOS="a_crd" runs a subset. Not part of `make test`: the first run
 # builds the control plane from Go modules (see e2e/README.md).
 .PHONY: e2e
-e2e: $(addprefix $(BUILD)/rel/,$(PROGRAMS))
+e2e:
+	$(MAKE) all
 	AREAL_BIN=$(abspath $(BUILD)/rel) e2e/run $(E2E_SCENARIOS)
