@@ -2,7 +2,8 @@
 #
 #   make            build everything that needs no GPU (release, build/rel/)
 #   make run        the README's first command: plan an example job, then run one locally
-#   make test       unit, property and CLI tests, built plain and with ASan+UBSan
+#   make test       unit, property and CLI tests, built plain and with ASan+UBSan, then
+#                   the e2e suite when its control plane is built (see e2e/README.md)
 #   make bench      benchmarks (release build)
 #   make fuzz       libFuzzer targets, FUZZ_SECONDS each (default 60)
 #   make fmt        clang-format in place;   make lint   check formatting
@@ -131,6 +132,7 @@ test: $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES)) $(addprefix $(BUILD)/rel/,$
 	AREAL_BIN=$(BUILD)/san AREALCTL=$(BUILD)/san/arealctl COUNTS=$(BUILD)/test-counts \
 	    scripts/run-tests.sh sanitized \
 	    $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES)) || rc=1; \
+	AREAL_BIN=$(abspath $(BUILD)/rel) COUNTS=$(BUILD)/test-counts scripts/run-e2e.sh || rc=1; \
 	awk '{p += $$1; f += $$2} END {printf "test: %d passed, %d failed\n", p, f}' $(BUILD)/test-counts; \
 	exit $$rc
 
