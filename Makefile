@@ -37,6 +37,7 @@ PROGRAMS   := arealctl
 arealctl_SRC := $(wildcard cli/*.c)
 TEST_SRC   := $(wildcard layout/tests/test_*.c cli/tests/test_*.c)
 TEST_UTIL  := $(wildcard tests/util/*.c)
+TEST_INCLUDES := -Itests/util
 BENCH_SRC  := $(wildcard bench/bench_*.c)
 FUZZ_SRC   := $(wildcard layout/fuzz/fuzz_*.c)
 -include $(wildcard */module.mk)
@@ -45,7 +46,7 @@ DEPS_OK  := $(BUILD)/.deps-ok
 
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
             -Wpointer-arith -Wformat=2 -Wvla
-BASE_CFLAGS = -std=c11 -D_GNU_SOURCE $(INCLUDES) $(WARN) -MMD -MP
+BASE_CFLAGS = -std=c11 -D_GNU_SOURCE $(INCLUDES) $(TEST_INCLUDES) $(WARN) -MMD -MP
 PKG_CFLAGS   = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS     = $(shell pkg-config --libs $(PKGS) 2>/dev/null) $(EXTRA_LIBS)
 TEST_LIBS    = $(shell pkg-config --libs cmocka 2>/dev/null)

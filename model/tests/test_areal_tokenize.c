@@ -8,9 +8,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/wait.h>
 
 #include <cmocka.h>
+
+#include "child.h"
 
 #include "model_test_util.h"
 
@@ -21,14 +22,6 @@ typedef struct run_result {
 } run_result;
 
 static run_result result;
-
-static void slurp(const char *path, char *buf, size_t cap) {
-    FILE *f = fopen(path, "rb");
-    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
-    buf[n] = '\0';
-    if (f)
-        fclose(f);
-}
 
 /* Runs areal-tokenize with up to 8 arguments (NULL-terminated). */
 static run_result *run(const char *first, ...) {
@@ -44,26 +37,9 @@ static run_result *run(const char *first, ...) {
         argv[argc++] = a;
     va_end(ap);
     argv[argc] = NULL;
-    char out_path[] = "/tmp/areal-tok-out-XXXXXX", err_path[] = "/tmp/areal-tok-err-XXXXXX";
-    int out_fd = mkstemp(out_path), err_fd = mkstemp(err_path);
-    assert_true(out_fd >= 0 && err_fd >= 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        dup2(out_fd, 1);
-        dup2(err_fd, 2);
-        execv(bin, (char *const *)argv);
-        _exit(127);
-    }
-    int st = 0;
-    waitpid(pid, &st, 0);
-    close(out_fd);
-    close(err_fd);
-    result.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    slurp(out_path, result.out, sizeof result.out);
-    slurp(err_path, result.err, sizeof result.err);
-    unlink(out_path);
-    unlink(err_path);
+    assert_int_equal(child_run(argv, &result.status, result.out, sizeof result.out, result.err,
+                               sizeof result.err),
+                     0);
     return &result;
 }
 
