@@ -52,5 +52,13 @@ done
 expect_eq "placed as one gang once the node is there" 3 "$bound"
 expect_eq "on three distinct nodes" 3 \
     "$(k get pods -l areal.io/job=wide -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | sort -u | wc -l)"
+# Free the GPUs for the scenarios after this one. No kubelet runs the pods, so
+# the scenario confirms their termination as one would (grace period 0).
+k delete aj wide --wait=false >/dev/null
+k delete pods -l areal.io/job=wide --grace-period=0 --force >/dev/null 2>&1 || true
+for _ in $(seq 1 30); do
+    [ "$(k get pods -l areal.io/job=wide --no-headers 2>/dev/null | wc -l)" = 0 ] && break
+    sleep 1
+done
 ok=1
 kubectl delete namespace $NS --wait=false >/dev/null

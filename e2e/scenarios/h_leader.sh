@@ -70,5 +70,7 @@ expect_eq "no duplicate pods for the first job" 2 "$(k get pods -l areal.io/job=
 kill -TERM "$b"
 wait "$b" 2>/dev/null || true
 expect_eq "a stopped leader releases the Lease" "" "$(holder)"
+k delete aj first second --wait=false >/dev/null
+k delete pods -l areal.io/job --grace-period=0 --force >/dev/null 2>&1 || true
 ok=1
 kubectl delete namespace $NS --wait=false >/dev/null
