@@ -17,7 +17,7 @@ if [ "${AREAL_E2E:-}" != 1 ] && [ ! -x "$E2E_BIN/kube-apiserver" ]; then
     exit 0
 fi
 out=$(mktemp)
-AREAL_BIN=${AREAL_BIN:-$PWD/build/rel} e2e/run 2>&1 | tee "$out" | grep -E '^\[e2e|^(ok|FAIL) -|passed, [0-9]+ failed' | grep -v '^\[e2e.*binaries' 
+AREAL_BIN=${AREAL_BIN:-$PWD/build/rel} e2e/run 2>&1 | tee "$out" | grep -E '^\[e2e|^ *(ok|FAIL) -|passed, [0-9]+ failed' | grep -v '^\[e2e.*binaries'
 rc=${PIPESTATUS[0]}
 line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -1)
 if [ "$rc" -ne 0 ]; then

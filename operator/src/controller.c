@@ -21,6 +21,7 @@
 #include "areal/cluster_kube.h"
 #include "areal/kube/watch.h"
 #include "areal/operator/cache.h"
+#include "areal/operator/keyset.h"
 #include "areal/operator/reconcile.h"
 #include "areal/operator/workqueue.h"
 
@@ -47,6 +48,11 @@ struct controller {
     pthread_mutex_t stop_mu;
     pthread_cond_t stop_cond;
     metrics_family *m_reconciles, *m_reconcile_s, *m_actions, *m_depth;
+    /* The last Event recorded per job (a hash of reason and message): a reconcile
+     * that runs on a cached job older than its own last status write would
+     * otherwise see the same transition again and repeat the Event. */
+    pthread_mutex_t events_mu;
+    keyset last_event;
 };
 
 static long long wall_ms(void) {
@@ -201,8 +207,39 @@ static kube_resource resource_for(const char *kind, const char *ns) {
     return (kube_resource){NULL, "v1", kind, ns};
 }
 
+static long event_hash(const reconcile_action *a) {
+    unsigned long long h = 1469598103934665603ULL;
+    for (const char *s = a->reason; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    h = (h ^ '|') * 1099511628211ULL;
+    for (const char *s = a->message; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return (long)(h >> 1);
+}
+
+/* True (and remembered) when this Event differs from the job's last one. */
+static bool event_is_new(controller *ctl, const json_t *job, const reconcile_action *a) {
+    char key[WORKQUEUE_KEY_MAX];
+    if (!cache_key(job, key, sizeof key))
+        return true;
+    long h = event_hash(a);
+    pthread_mutex_lock(&ctl->events_mu);
+    bool fresh = true;
+    long *last = keyset_value(&ctl->last_event, key);
+    if (last == NULL && keyset_add(&ctl->last_event, key) >= 0)
+        last = keyset_value(&ctl->last_event, key);
+    if (last != NULL) {
+        fresh = *last != h;
+        *last = h;
+    }
+    pthread_mutex_unlock(&ctl->events_mu);
+    return fresh;
+}
+
 static int record_event(controller *ctl, const json_t *job, const reconcile_action *a,
                         kube_error *err) {
+    if (!event_is_new(ctl, job, a))
+        return KUBE_OK;
     const json_t *meta = json_object_get(job, "metadata");
     const char *ns = json_string_value(json_object_get(meta, "namespace"));
     char now[32], prefix[300];
@@ -372,6 +409,8 @@ int controller_new(kube_client *kc, const controller_config *cfg, metrics_regist
         cfg->workers > 0 ? (cfg->workers < MAX_WORKERS ? cfg->workers : MAX_WORKERS) : 2;
     pthread_mutex_init(&ctl->stop_mu, NULL);
     pthread_cond_init(&ctl->stop_cond, NULL);
+    pthread_mutex_init(&ctl->events_mu, NULL);
+    keyset_init(&ctl->last_event);
     int rc = workqueue_new(NULL, &ctl->q) == 0 ? AREAL_OK
                                                : areal_error_set(err, AREAL_ENOMEM, -1, "oom");
     if (rc == AREAL_OK)
@@ -445,6 +484,8 @@ void controller_free(controller *ctl) {
         cache_free(infs[i]->cache);
     }
     workqueue_free(ctl->q);
+    keyset_free(&ctl->last_event);
+    pthread_mutex_destroy(&ctl->events_mu);
     pthread_cond_destroy(&ctl->stop_cond);
     pthread_mutex_destroy(&ctl->stop_mu);
     free(ctl);
