@@ -32,18 +32,12 @@ static run_result result; /* large: static, and tests run one at a time */
 /* Runs arealctl with the NULL-terminated arguments. */
 static run_result *run(const char *first, ...) {
     const char *bin = getenv("AREALCTL") ? getenv("AREALCTL") : "build/rel/arealctl";
-    const char *argv[32];
-    int argc = 0;
-    argv[argc++] = bin;
     va_list ap;
     va_start(ap, first);
-    for (const char *a = first; a != NULL && argc < 31; a = va_arg(ap, const char *))
-        argv[argc++] = a;
+    int rc = child_run_va(bin, first, ap, &result.status, result.out, sizeof result.out, result.err,
+                          sizeof result.err);
     va_end(ap);
-    argv[argc] = NULL;
-    assert_int_equal(child_run(argv, &result.status, result.out, sizeof result.out, result.err,
-                               sizeof result.err),
-                     0);
+    assert_int_equal(rc, 0);
     return &result;
 }
 

@@ -23,23 +23,17 @@ typedef struct run_result {
 
 static run_result result;
 
-/* Runs areal-tokenize with up to 8 arguments (NULL-terminated). */
+/* Runs areal-tokenize with the NULL-terminated arguments. */
 static run_result *run(const char *first, ...) {
     char bin[512];
     snprintf(bin, sizeof bin, "%s/areal-tokenize",
              getenv("AREAL_BIN") ? getenv("AREAL_BIN") : "build/rel");
-    const char *argv[12];
-    int argc = 0;
-    argv[argc++] = bin;
     va_list ap;
     va_start(ap, first);
-    for (const char *a = first; a != NULL && argc < 11; a = va_arg(ap, const char *))
-        argv[argc++] = a;
+    int rc = child_run_va(bin, first, ap, &result.status, result.out, sizeof result.out, result.err,
+                          sizeof result.err);
     va_end(ap);
-    argv[argc] = NULL;
-    assert_int_equal(child_run(argv, &result.status, result.out, sizeof result.out, result.err,
-                               sizeof result.err),
-                     0);
+    assert_int_equal(rc, 0);
     return &result;
 }
 

@@ -203,6 +203,20 @@ static json_t *prune_meta(const json_t *meta) {
     return m;
 }
 
+/* The list src[key] with only fields `a` and `b` of each element kept. */
+static json_t *keep_each(const json_t *src, const char *key, const char *a, const char *b) {
+    json_t *out = json_array();
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(src, key), i, e) {
+        json_t *kept = json_object();
+        keep(kept, e, a);
+        keep(kept, e, b);
+        json_array_append_new(out, kept);
+    }
+    return out;
+}
+
 /* The Ready condition of a status, alone in a list (the only condition read). */
 static json_t *ready_condition(const json_t *status) {
     json_t *conds = json_array();
@@ -221,32 +235,18 @@ json_t *cache_prune_pod(const json_t *pod) {
     json_t *out = json_object();
     json_object_set_new(out, "metadata", prune_meta(json_object_get(pod, "metadata")));
     const json_t *spec = json_object_get(pod, "spec");
-    json_t *s = json_object(), *ctrs = json_array();
+    json_t *s = json_object();
     keep(s, spec, "nodeName");
     keep(s, spec, "schedulerName");
-    size_t i;
-    json_t *c;
-    json_array_foreach(json_object_get(spec, "containers"), i, c) {
-        json_t *cc = json_object();
-        keep(cc, c, "name");
-        keep(cc, c, "resources");
-        json_array_append_new(ctrs, cc);
-    }
-    json_object_set_new(s, "containers", ctrs);
+    json_object_set_new(s, "containers", keep_each(spec, "containers", "name", "resources"));
     json_object_set_new(out, "spec", s);
     const json_t *status = json_object_get(pod, "status");
     json_t *st = json_object();
     keep(st, status, "phase");
     keep(st, status, "podIP");
     json_object_set_new(st, "conditions", ready_condition(status));
-    json_t *cs_out = json_array();
-    json_array_foreach(json_object_get(status, "containerStatuses"), i, c) {
-        json_t *cs = json_object();
-        keep(cs, c, "name");
-        keep(cs, c, "state");
-        json_array_append_new(cs_out, cs);
-    }
-    json_object_set_new(st, "containerStatuses", cs_out);
+    json_object_set_new(st, "containerStatuses",
+                        keep_each(status, "containerStatuses", "name", "state"));
     json_object_set_new(out, "status", st);
     return out;
 }

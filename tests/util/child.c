@@ -43,3 +43,14 @@ int child_run(const char *const *argv, int *status, char *out, size_t out_cap, c
     read_back(err_path, err, err_cap);
     return 0;
 }
+
+int child_run_va(const char *bin, const char *first, va_list ap, int *status, char *out,
+                 size_t out_cap, char *err, size_t err_cap) {
+    const char *argv[32];
+    int argc = 0;
+    argv[argc++] = bin;
+    for (const char *a = first; a != NULL && argc < 31; a = va_arg(ap, const char *))
+        argv[argc++] = a;
+    argv[argc] = NULL;
+    return child_run(argv, status, out, out_cap, err, err_cap);
+}

@@ -5,6 +5,7 @@
 #ifndef AREAL_TEST_CHILD_H
 #define AREAL_TEST_CHILD_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 /*
@@ -15,5 +16,12 @@
  */
 int child_run(const char *const *argv, int *status, char *out, size_t out_cap, char *err,
               size_t err_cap);
+
+/*
+ * child_run with argv = {bin, first, the rest of `ap` up to a NULL} (at most 30
+ * arguments).
+ */
+int child_run_va(const char *bin, const char *first, va_list ap, int *status, char *out,
+                 size_t out_cap, char *err, size_t err_cap);
 
 #endif
