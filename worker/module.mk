@@ -16,3 +16,6 @@ $(BUILD)/rel/bench/mpi_busbw: worker/bench/mpi_busbw.c
 	@scripts/install-deps.sh worker-bench
 	@mkdir -p $(dir $@)
 	mpicc -O2 -o $@ $<
+
+# The NCCL backend, where CUDA and NCCL are present (make test-gpu, make bench-gpu).
+include worker/gpu.mk
