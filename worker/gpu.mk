@@ -34,9 +34,12 @@ AREAL_NCCL := $(and $(CUDA_PREFIX),$(NCCL_PREFIX),$(CUDA_LIBDIR),$(NCCL_LIBDIR),
 .PHONY: test-gpu bench-gpu gpu-info
 
 ifneq ($(AREAL_NCCL),)
-GPU_INCLUDES := -isystem $(CUDA_PREFIX)/include $(if $(filter $(CUDA_PREFIX),$(NCCL_PREFIX)),,-isystem $(NCCL_PREFIX)/include)
+# CUDA 13 keeps CCCL (nv/target, needed by cuda_fp16.h) in include/cccl, which nvcc adds itself
+GPU_INCLUDES := -isystem $(CUDA_PREFIX)/include $(if $(filter $(CUDA_PREFIX),$(NCCL_PREFIX)),,-isystem $(NCCL_PREFIX)/include) \
+                $(if $(wildcard $(CUDA_PREFIX)/include/cccl/nv/target),-isystem $(CUDA_PREFIX)/include/cccl)
 # pip's NCCL ships only libnccl.so.2: link it by file name then
-GPU_LINK := -L$(CUDA_LIBDIR) -L$(NCCL_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -Wl,-rpath,$(NCCL_LIBDIR) \
+GPU_LIBDIRS := $(CUDA_LIBDIR) $(filter-out $(CUDA_LIBDIR),$(NCCL_LIBDIR))
+GPU_LINK := $(addprefix -L,$(GPU_LIBDIRS)) $(addprefix -Wl$(gpu_comma)-rpath$(gpu_comma),$(GPU_LIBDIRS)) \
             -Wl,--push-state,--as-needed -lcudart \
             $(if $(wildcard $(NCCL_LIBDIR)/libnccl.so),-lnccl,-l:libnccl.so.2) -Wl,--pop-state
 LIB_SRC    += $(wildcard worker/nccl/src/*.c)

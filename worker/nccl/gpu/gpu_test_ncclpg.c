@@ -105,9 +105,9 @@ static void expect_red(areal_dtype t, areal_redop op, int n, size_t base, size_t
     for (size_t i = 0; i < cnt; i++) {
         double s = 0, m = -INFINITY, mag = 0;
         for (int r = 0; r < n; r++) {
-            char one[8];
-            gpu_put(one, t, 0, red_val(t, r, base + i));
-            double v = gpu_get(one, t, 0);
+            uint64_t one = 0; /* aligned for every type */
+            gpu_put(&one, t, 0, red_val(t, r, base + i));
+            double v = gpu_get(&one, t, 0);
             s += v;
             mag += fabs(v);
             m = v > m ? v : m;
@@ -399,7 +399,7 @@ static int rank_layout(int rank, int world, int ngpu, int port, void *arg) {
         areal_store_close(st);
         return GPU_RANK_FAIL;
     }
-    areal_ncclpg *gs[AREAL_GROUP_KIND_COUNT];
+    areal_ncclpg *gs[AREAL_GROUP_KIND_COUNT] = {0};
     int rc = 0, used = 0;
     if (areal_ncclpg_layout_groups(st, rank, rank % ngpu, TIMEOUT_MS, &l, gs, &e) != AREAL_OK) {
         fprintf(stderr, "rank %d: layout groups: %s\n", rank, e.msg);
@@ -450,9 +450,8 @@ static int rank_layout(int rank, int world, int ngpu, int port, void *arg) {
     }
     if (rc == 0 && rank == 0)
         printf("rank 0: %d layout groups (dp=%d tp=%d pp=%d) checked\n", used, s.dp, s.tp, s.pp);
-    if (rc == 0)
-        for (int k = 0; k < AREAL_GROUP_KIND_COUNT; k++)
-            areal_ncclpg_destroy(gs[k]);
+    for (int k = 0; k < AREAL_GROUP_KIND_COUNT; k++)
+        areal_ncclpg_destroy(gs[k]);
     cudaFree(d);
     areal_store_close(st);
     return rc;

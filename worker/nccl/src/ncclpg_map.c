@@ -72,8 +72,9 @@ int areal_ncclpg_check_config(const areal_ncclpg_config *cfg, int *me, areal_err
     const char *nm = cfg->name;
     if (nm == NULL || nm[0] == '\0' || strlen(nm) >= AREAL_COMM_GROUP_NAME_MAX)
         return areal_error_set(err, AREAL_EINVAL, -1,
-                               "nccl group: name must be 1..%d bytes (got %s)",
-                               AREAL_COMM_GROUP_NAME_MAX - 1, nm == NULL ? "NULL" : "\"...\"");
+                               "nccl group: name must be 1..%d bytes (got %s%zu bytes)",
+                               AREAL_COMM_GROUP_NAME_MAX - 1, nm == NULL ? "NULL, " : "",
+                               nm == NULL ? (size_t)0 : strlen(nm));
     if (cfg->store == NULL)
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "nccl group %s: store is NULL; pass areal_comm_store() of the job",
