@@ -60,20 +60,20 @@ if ! python3 -m pip download --no-deps --only-binary=:all: --disable-pip-version
 fi
 
 rm -rf "$dir/unpack" "$prefix"
-mkdir -p "$dir/unpack" "$prefix/include" "$prefix/lib"
+mkdir -p "$dir/unpack" "$prefix/include" "$prefix/lib" || skip "cannot write $dir"
 for w in "$dir"/wheels/*.whl; do
-    python3 -m zipfile -e "$w" "$dir/unpack"
+    python3 -m zipfile -e "$w" "$dir/unpack" || skip "cannot unpack $(basename "$w")"
 done
 # nvidia/cu13/{include,lib} (runtime, crt, cccl) and nvidia/nccl/{include,lib}
 for sub in "$dir"/unpack/nvidia/*/; do
-    [ -d "$sub/include" ] && cp -a "$sub/include/." "$prefix/include/"
-    [ -d "$sub/lib" ] && cp -a "$sub/lib/." "$prefix/lib/"
+    if [ -d "$sub/include" ]; then cp -a "$sub/include/." "$prefix/include/" || skip "cannot copy headers"; fi
+    if [ -d "$sub/lib" ]; then cp -a "$sub/lib/." "$prefix/lib/" || skip "cannot copy libraries"; fi
 done
 rm -rf "$dir/unpack"
 for lib in cudart nccl; do
     real=$(cd "$prefix/lib" && ls "lib$lib.so."* 2>/dev/null | head -n 1)
     [ -n "$real" ] || skip "the wheels hold no lib$lib.so.N"
-    ln -sf "$real" "$prefix/lib/lib$lib.so"
+    ln -sf "$real" "$prefix/lib/lib$lib.so" || skip "cannot link lib$lib.so"
 done
 for h in cuda_runtime_api.h nccl.h crt/host_defines.h nv/target; do
     [ -e "$prefix/include/$h" ] || skip "the wheels hold no $h"
