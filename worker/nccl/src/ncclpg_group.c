@@ -119,7 +119,8 @@ int areal_ncclpg_wait(areal_ncclpg *g, const char *opname, int64_t start_ms, are
 }
 
 /* Gets the group's unique id: member 0 makes and publishes it, the others read it. */
-static int exchange_id(const areal_ncclpg_config *cfg, int me, ncclUniqueId *id, areal_error *err) {
+static int exchange_id(const areal_ncclpg_config *cfg, int me, ncclUniqueId *id, int64_t deadline,
+                       areal_error *err) {
     char key[AREAL_COMM_GROUP_NAME_MAX + 48];
     if (areal_ncclpg_key(key, sizeof key, cfg->name, -1, "joins") != 0)
         return areal_error_set(err, AREAL_EINVAL, -1, "nccl group %s: key too long", cfg->name);
@@ -140,7 +141,8 @@ static int exchange_id(const areal_ncclpg_config *cfg, int me, ncclUniqueId *id,
     }
     size_t n = 0;
     areal_error ge;
-    rc = areal_store_get(cfg->store, key, cfg->timeout_ms, id, sizeof *id, &n, &ge);
+    int64_t left = deadline - areal_ncclpg_now_ms();
+    rc = areal_store_get(cfg->store, key, left < 1 ? 1 : (int)left, id, sizeof *id, &n, &ge);
     if (rc != AREAL_OK)
         return areal_error_set(err, AREAL_EIO, -1,
                                "nccl group %s: the unique id of member 0 (global rank %d) did not "
@@ -221,7 +223,7 @@ int areal_ncclpg_create(const areal_ncclpg_config *cfg, areal_ncclpg **out, area
     areal_error_clear(&g->broken);
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
-    rc = exchange_id(cfg, me, &id, err);
+    rc = exchange_id(cfg, me, &id, deadline, err);
     if (rc == AREAL_OK)
         rc = init_comm(g, &id, deadline, err);
     if (rc == AREAL_OK &&
