@@ -7,7 +7,8 @@
  * waits for its stream, as the API does). algbw = bytes / time; busbw
  * follows nccl-tests: all-reduce algbw * 2(n-1)/n, all-gather algbw *
  * (n-1)/n (0 at one rank: nothing crosses a link then, so algbw is the
- * number to read). Memcpy: bytes copied / time (each byte is read and
+ * number to read; a one-rank in-place all-reduce moves nothing and prints no
+ * figure). Memcpy: bytes copied / time (each byte is read and
  * written, so memory traffic is twice that). Without a GPU it says so and
  * exits 0.
  */
@@ -75,7 +76,11 @@ static int rank_bench(int rank, int world, int ngpu, int port, void *arg) {
             double us = (gpu_now_ms() - t0) * 1e3 / ITERS;
             double alg = (double)bytes / us / 1e3;
             double factor = op == 0 ? 2.0 * (world - 1) / world : (double)(world - 1) / world;
-            if (rc == 0 && rank == 0)
+            if (rc == 0 && rank == 0 && op == 0 && world == 1)
+                /* One rank, in place: NCCL moves no byte, so no bandwidth to report. */
+                printf("%-11s %10zu %10.1f %10s %10s  (one rank, in place: no data moves)\n",
+                       "all_reduce", bytes, us, "-", "-");
+            else if (rc == 0 && rank == 0)
                 printf("%-11s %10zu %10.1f %10.2f %10.2f\n", op == 0 ? "all_reduce" : "all_gather",
                        bytes, us, alg, alg * factor);
         }
