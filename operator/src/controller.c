@@ -18,9 +18,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "areal/cluster_kube.h"
 #include "areal/kube/watch.h"
 #include "areal/operator/cache.h"
+#include "areal/operator/cached.h"
 #include "areal/operator/keyset.h"
 #include "areal/operator/reconcile.h"
 #include "areal/operator/workqueue.h"
@@ -81,8 +81,9 @@ static void enqueue_job_of_pod(controller *ctl, const json_t *pod) {
     workqueue_add(ctl->q, key);
 }
 
-static void enqueue_waiting(void *ud, const json_t *job) {
+static void enqueue_waiting(void *ud, const void *entry) {
     controller *ctl = ud;
+    const json_t *job = entry;
     const char *phase = json_string_value(json_object_get(json_object_get(job, "status"), "phase"));
     char key[WORKQUEUE_KEY_MAX];
     if ((phase == NULL || strcmp(phase, "Pending") == 0 || strcmp(phase, "Restarting") == 0) &&
@@ -90,8 +91,9 @@ static void enqueue_waiting(void *ud, const json_t *job) {
         workqueue_add(ctl->q, key);
 }
 
-static void enqueue_job(void *ud, const json_t *job) {
+static void enqueue_job(void *ud, const void *entry) {
     controller *ctl = ud;
+    const json_t *job = entry;
     char key[WORKQUEUE_KEY_MAX];
     if (cache_key(job, key, sizeof key))
         workqueue_add(ctl->q, key);
@@ -149,25 +151,31 @@ static void *informer_main(void *arg) {
 
 typedef struct gather {
     const char *ns, *job;
-    json_t **pods;
+    json_t **pods; /* the job's pods, as the JSON shape reconcile reads */
     int n_pods, cap_pods;
     areal_cluster *cluster;
+    keyset node_index; /* node name -> index in cluster */
     bool oom;
 } gather;
 
-static void gather_node(void *ud, const json_t *node) {
+static void gather_node(void *ud, const void *entry) {
     gather *g = ud;
-    if (areal_cluster_add_kube_node(g->cluster, node, "node", NULL) < 0)
+    const cached_node *node = entry;
+    int at = cached_node_add_to(node, g->cluster, NULL);
+    if (at == AREAL_ENOMEM)
+        g->oom = true;
+    if (at < 0)
         return; /* a node we cannot read is not offered to placement */
+    if (keyset_add(&g->node_index, node->name) < 0)
+        g->oom = true;
+    else
+        *keyset_value(&g->node_index, node->name) = at;
 }
 
-static void gather_pod(void *ud, const json_t *pod) {
+static void gather_pod(void *ud, const void *entry) {
     gather *g = ud;
-    const json_t *meta = json_object_get(pod, "metadata");
-    const char *ns = json_string_value(json_object_get(meta, "namespace"));
-    const char *job =
-        json_string_value(json_object_get(json_object_get(meta, "labels"), AREAL_LABEL_JOB));
-    if (ns && job && strcmp(ns, g->ns) == 0 && strcmp(job, g->job) == 0) {
+    const cached_pod *pod = entry;
+    if (pod->ns && pod->job && strcmp(pod->ns, g->ns) == 0 && strcmp(pod->job, g->job) == 0) {
         if (g->n_pods == g->cap_pods) {
             int cap = g->cap_pods ? 2 * g->cap_pods : 16;
             json_t **grown = realloc(g->pods, (size_t)cap * sizeof *grown);
@@ -178,27 +186,24 @@ static void gather_pod(void *ud, const json_t *pod) {
             g->pods = grown;
             g->cap_pods = cap;
         }
-        g->pods[g->n_pods++] = json_incref((json_t *)pod);
+        json_t *view = cached_pod_to_json(pod);
+        if (view == NULL)
+            g->oom = true;
+        else
+            g->pods[g->n_pods++] = view;
         return;
     }
     /* another tenant's pod: it uses room on its node */
-    const char *node = json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
-    const char *phase = json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
-    if (node == NULL || (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))))
+    if (pod->node_name == NULL || pod->phase == CACHED_PHASE_SUCCEEDED ||
+        pod->phase == CACHED_PHASE_FAILED || !pod->requests_ok)
         return;
-    int gpus;
-    long long cpu, mem;
-    if (areal_kube_pod_requests(pod, "pod", &gpus, &cpu, &mem, NULL) != AREAL_OK)
+    long *at = keyset_value(&g->node_index, pod->node_name);
+    if (at == NULL)
         return;
-    for (int i = 0; i < g->cluster->n_nodes; i++) {
-        areal_node *n = &g->cluster->nodes[i];
-        if (strcmp(n->name, node) != 0)
-            continue;
-        n->gpus_used = n->gpus_used + gpus > n->gpus ? n->gpus : n->gpus_used + gpus;
-        n->cpu_used_milli += (long)cpu;
-        n->mem_used_bytes += mem;
-        break;
-    }
+    areal_node *n = &g->cluster->nodes[*at];
+    n->gpus_used = n->gpus_used + pod->gpus > n->gpus ? n->gpus : n->gpus_used + pod->gpus;
+    n->cpu_used_milli += (long)pod->cpu_milli;
+    n->mem_used_bytes += pod->mem_bytes;
 }
 
 static kube_resource resource_for(const char *kind, const char *ns) {
@@ -314,6 +319,7 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
                 .cluster = &cluster};
     if (g.ns == NULL)
         g.ns = "default";
+    keyset_init(&g.node_index);
     cache_each(ctl->nodes.cache, gather_node, &g);
     cache_each(ctl->pods.cache, gather_pod, &g);
     reconcile_input in = {.job = job,
@@ -354,8 +360,9 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
     for (int i = 0; i < g.n_pods; i++)
         json_decref(g.pods[i]);
     free(g.pods);
+    keyset_free(&g.node_index);
     areal_cluster_free(&cluster);
-    json_decref(job);
+    cache_release(ctl->jobs.cache, job);
     return retry;
 }
 
@@ -385,11 +392,11 @@ static void *worker_main(void *arg) {
 /* ---- lifecycle ------------------------------------------------------------------ */
 
 static int informer_init(controller *ctl, informer *inf, const char *kind, const char *ns,
-                         cache_prune_fn prune, areal_error *err) {
+                         const cache_ops *ops, areal_error *err) {
     inf->ctl = ctl;
     inf->kind = kind;
     inf->res = resource_for(kind, ns);
-    inf->cache = cache_new(prune);
+    inf->cache = cache_new(ops);
     kube_error kerr;
     inf->watch = kube_watch_new(ctl->kc, &kerr);
     if (inf->cache == NULL || inf->watch == NULL)
@@ -414,11 +421,11 @@ int controller_new(kube_client *kc, const controller_config *cfg, metrics_regist
     int rc = workqueue_new(NULL, &ctl->q) == 0 ? AREAL_OK
                                                : areal_error_set(err, AREAL_ENOMEM, -1, "oom");
     if (rc == AREAL_OK)
-        rc = informer_init(ctl, &ctl->jobs, "arealjobs", cfg->ns, NULL, err);
+        rc = informer_init(ctl, &ctl->jobs, "arealjobs", cfg->ns, &cache_ops_json, err);
     if (rc == AREAL_OK) /* every pod: other tenants' pods use room too */
-        rc = informer_init(ctl, &ctl->pods, "pods", NULL, cache_prune_pod, err);
+        rc = informer_init(ctl, &ctl->pods, "pods", NULL, &cache_ops_pod, err);
     if (rc == AREAL_OK)
-        rc = informer_init(ctl, &ctl->nodes, "nodes", NULL, cache_prune_node, err);
+        rc = informer_init(ctl, &ctl->nodes, "nodes", NULL, &cache_ops_node, err);
     if (rc != AREAL_OK) {
         controller_free(ctl);
         return rc;
