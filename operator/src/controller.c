@@ -111,12 +111,23 @@ static void route(informer *inf, const json_t *obj) {
     cache_each(ctl->jobs.cache, enqueue_waiting, ctl);
 }
 
-static int on_replace(void *ud, json_t *list) {
+/* A list arrives page by page into the cache's staging store; each page's
+ * JSON is freed by the reflector as soon as it is converted. */
+static void on_list_begin(void *ud) {
     informer *inf = ud;
-    if (cache_replace(inf->cache, list) != 0)
-        return KUBE_ENOMEM;
-    cache_each(inf->ctl->jobs.cache, enqueue_job, inf->ctl);
-    return KUBE_OK;
+    cache_replace_begin(inf->cache);
+}
+
+static int on_list_page(void *ud, const json_t *items) {
+    informer *inf = ud;
+    return cache_replace_items(inf->cache, items) == 0 ? KUBE_OK : KUBE_ENOMEM;
+}
+
+static void on_list_end(void *ud, int ok) {
+    informer *inf = ud;
+    cache_replace_end(inf->cache, ok != 0);
+    if (ok) /* every job looks again at the world as listed */
+        cache_each(inf->ctl->jobs.cache, enqueue_job, inf->ctl);
 }
 
 static int on_event(void *ud, const kube_event *ev) {
@@ -132,7 +143,11 @@ static int on_event(void *ud, const kube_event *ev) {
 
 static void *informer_main(void *arg) {
     informer *inf = arg;
-    kube_reflector_fns fns = {.replace = on_replace, .event = on_event, .ud = inf};
+    kube_reflector_fns fns = {.event = on_event,
+                              .ud = inf,
+                              .list_begin = on_list_begin,
+                              .list_page = on_list_page,
+                              .list_end = on_list_end};
     kube_watch_opts opts = {.timeout_seconds = 300};
     while (!atomic_load(&inf->ctl->stopping)) {
         kube_error err;
