@@ -1,0 +1,749 @@
+/* fake_api.c - see fake_api.h. */
+#include "fake_api.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../../kube/tests/util/kube_test_server.h"
+
+enum { R_PODS, R_NODES, R_JOBS, R_SERVICES, R_CONFIGMAPS, R_EVENTS, R_COUNT };
+static const char *const RES_NAME[R_COUNT] = {"pods",     "nodes",      "arealjobs",
+                                              "services", "configmaps", "events"};
+static const char *const RES_KIND[R_COUNT] = {"Pod",     "Node",      "AReaLJob",
+                                              "Service", "ConfigMap", "Event"};
+
+typedef struct logline {
+    long rv;
+    char *line;
+} logline;
+
+typedef struct evlog {
+    logline *v;
+    size_t n, cap;
+} evlog;
+
+static const char *const COUNTERS[] = {"list",   "watch",  "create", "bind", "patch",
+                                       "delete", "gone",   "event",  "get",  NULL};
+#define N_COUNTERS 9
+
+struct fake_api {
+    kts *srv;
+    pthread_mutex_t mu;
+    pthread_cond_t changed;
+    long rv;
+    json_t *store[R_COUNT]; /* key -> object */
+    evlog log[R_COUNT];
+    bool gone[R_COUNT];
+    int gen_pods, gen_nodes;
+    long counts[N_COUNTERS];
+};
+
+/* ---- a growable text buffer ------------------------------------------------ */
+
+typedef struct text {
+    char *p;
+    size_t n, cap;
+    bool oom;
+} text;
+
+static void put(text *t, const char *s, size_t n) {
+    if (t->oom)
+        return;
+    if (t->n + n + 1 > t->cap) {
+        size_t cap = t->cap ? t->cap : 4096;
+        while (cap < t->n + n + 1)
+            cap *= 2;
+        char *g = realloc(t->p, cap);
+        if (g == NULL) {
+            t->oom = true;
+            return;
+        }
+        t->p = g;
+        t->cap = cap;
+    }
+    memcpy(t->p + t->n, s, n);
+    t->n += n;
+    t->p[t->n] = '\0';
+}
+
+static void putf(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void putf(text *t, const char *fmt, ...) {
+    char buf[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        put(t, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+}
+
+/* ---- generated objects ------------------------------------------------------- */
+
+static void gen_pod(text *t, int i, int n_nodes) {
+    int job = i / 16, idx = i % 16, node = n_nodes > 0 ? i % n_nodes : 0;
+    putf(t,
+         "{\"metadata\":{\"name\":\"job-%d-trainer-%d\",\"namespace\":\"team\","
+         "\"uid\":\"6b1f%04x-3c7e-4d5e-9a8b-%012d\",\"resourceVersion\":\"%d\","
+         "\"creationTimestamp\":\"2026-11-29T20:00:00Z\",\"labels\":{\"areal.io/job\":\"job-%d\","
+         "\"areal.io/role\":\"trainer\",\"areal.io/role-kind\":\"trainer\","
+         "\"areal.io/pod-index\":\"%d\",\"app.kubernetes.io/managed-by\":\"areal-operator\"},"
+         "\"annotations\":{\"areal.io/planned-node\":\"node-%04d\"},"
+         "\"ownerReferences\":[{\"apiVersion\":\"areal.io/v1alpha1\",\"kind\":\"AReaLJob\","
+         "\"name\":\"job-%d\",\"uid\":\"0f9c1b5e-3c7e-4d5e-9a8b-%012d\",\"controller\":true,"
+         "\"blockOwnerDeletion\":true}],\"managedFields\":[{\"manager\":\"areal-operator\","
+         "\"operation\":\"Update\",\"apiVersion\":\"v1\",\"time\":\"2026-11-29T20:00:00Z\","
+         "\"fieldsType\":\"FieldsV1\",\"fieldsV1\":{\"f:metadata\":{\"f:labels\":{\".\":{},"
+         "\"f:areal.io/job\":{},\"f:areal.io/role\":{}}},\"f:spec\":{\"f:containers\":{"
+         "\"k:{\\\"name\\\":\\\"worker\\\"}\":{\".\":{},\"f:env\":{},\"f:image\":{}}}}}}]},",
+         job, idx, i & 0xffff, i, 1000 + i, job, idx, node, job, job);
+    putf(t, "\"spec\":{\"nodeName\":\"node-%04d\",\"schedulerName\":\"areal-operator\","
+            "\"hostname\":\"job-%d-trainer-%d\",\"subdomain\":\"job-%d\",\"restartPolicy\":\"Never\","
+            "\"containers\":[{\"name\":\"worker\",\"image\":\"areal/worker:latest\","
+            "\"command\":[\"areal-worker\"],\"env\":[",
+         node, job, idx, job);
+    static const char *const env[] = {"AREAL_JOB",   "AREAL_NAMESPACE", "AREAL_ROLE",
+                                      "AREAL_ALLOCATION", "AREAL_POD_INDEX", "AREAL_FIRST_RANK",
+                                      "AREAL_POD_RANKS", "WORLD_SIZE", "MASTER_ADDR",
+                                      "MASTER_PORT", "NCCL_DEBUG", "NCCL_SOCKET_IFNAME"};
+    for (size_t e = 0; e < sizeof env / sizeof env[0]; e++)
+        putf(t, "%s{\"name\":\"%s\",\"value\":\"value-of-%s-%d\"}", e ? "," : "", env[e], env[e],
+             i);
+    putf(t, "],\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"8\",\"cpu\":\"32\","
+            "\"memory\":\"256Gi\"},\"requests\":{\"nvidia.com/gpu\":\"8\",\"cpu\":\"32\","
+            "\"memory\":\"256Gi\"}},\"volumeMounts\":[{\"name\":\"areal-config\","
+            "\"mountPath\":\"/etc/areal\",\"readOnly\":true}],\"ports\":[{\"name\":\"rendezvous\","
+            "\"containerPort\":29500,\"protocol\":\"TCP\"}]}],\"volumes\":[{\"name\":"
+            "\"areal-config\",\"configMap\":{\"name\":\"job-%d-config\"}}],\"tolerations\":["
+            "{\"key\":\"nvidia.com/gpu\",\"operator\":\"Exists\",\"effect\":\"NoSchedule\"}]},",
+         job);
+    putf(t,
+         "\"status\":{\"phase\":\"Running\",\"podIP\":\"10.%d.%d.%d\",\"hostIP\":\"10.1.%d.%d\","
+         "\"startTime\":\"2026-11-29T20:00:01Z\",\"conditions\":["
+         "{\"type\":\"Initialized\",\"status\":\"True\",\"lastTransitionTime\":"
+         "\"2026-11-29T20:00:01Z\"},{\"type\":\"Ready\",\"status\":\"True\","
+         "\"lastTransitionTime\":\"2026-11-29T20:00:05Z\"},{\"type\":\"ContainersReady\","
+         "\"status\":\"True\",\"lastTransitionTime\":\"2026-11-29T20:00:05Z\"},"
+         "{\"type\":\"PodScheduled\",\"status\":\"True\",\"lastTransitionTime\":"
+         "\"2026-11-29T20:00:00Z\"}],\"containerStatuses\":[{\"name\":\"worker\",\"ready\":true,"
+         "\"restartCount\":0,\"started\":true,\"image\":\"areal/worker:latest\",\"imageID\":"
+         "\"areal/worker@sha256:4f1c7d0e9b3a2c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5\","
+         "\"containerID\":\"containerd://%064d\",\"state\":{\"running\":{\"startedAt\":"
+         "\"2026-11-29T20:00:04Z\"}}}]}}",
+         (i >> 16) & 255, (i >> 8) & 255, i & 255, (node >> 8) & 255, node & 255, i);
+}
+
+static void gen_node(text *t, int i) {
+    putf(t,
+         "{\"metadata\":{\"name\":\"node-%04d\",\"uid\":\"9a8b%04x-3c7e-4d5e-9a8b-%012d\","
+         "\"resourceVersion\":\"%d\",\"creationTimestamp\":\"2026-11-01T00:00:00Z\",\"labels\":{"
+         "\"beta.kubernetes.io/arch\":\"amd64\",\"beta.kubernetes.io/os\":\"linux\","
+         "\"kubernetes.io/arch\":\"amd64\",\"kubernetes.io/os\":\"linux\","
+         "\"kubernetes.io/hostname\":\"node-%04d\",\"node.kubernetes.io/instance-type\":"
+         "\"gpu-8xh200\",\"topology.kubernetes.io/region\":\"region-1\","
+         "\"topology.kubernetes.io/zone\":\"zone-%d\",\"nvidia.com/gpu.product\":"
+         "\"NVIDIA-H200\",\"nvidia.com/gpu.count\":\"8\",\"nvidia.com/gpu.memory\":\"143771\","
+         "\"nvidia.com/gpu.clique\":\"clique-%d\",\"network.topology.nvidia.com/leaf\":"
+         "\"leaf-%d\",\"network.topology.nvidia.com/spine\":\"spine-%d\"},\"annotations\":{"
+         "\"node.alpha.kubernetes.io/ttl\":\"0\",\"volumes.kubernetes.io/"
+         "controller-managed-attach-detach\":\"true\"}},",
+         i, i & 0xffff, i, 500 + i, i, i / 1000, i / 18, i / 16, i / 256);
+    putf(t, "\"spec\":{\"podCIDR\":\"10.%d.%d.0/24\",\"taints\":[{\"key\":\"nvidia.com/gpu\","
+            "\"value\":\"present\",\"effect\":\"NoSchedule\"}]},\"status\":{\"capacity\":{"
+            "\"cpu\":\"192\",\"memory\":\"2113612Mi\",\"nvidia.com/gpu\":\"8\",\"pods\":\"110\","
+            "\"ephemeral-storage\":\"3751778Mi\",\"hugepages-1Gi\":\"0\"},\"allocatable\":{"
+            "\"cpu\":\"190\",\"memory\":\"2013612Mi\",\"nvidia.com/gpu\":\"8\",\"pods\":\"110\","
+            "\"ephemeral-storage\":\"3457671Mi\",\"hugepages-1Gi\":\"0\"},\"conditions\":[",
+         (i >> 8) & 255, i & 255);
+    static const char *const conds[][2] = {{"MemoryPressure", "False"},
+                                           {"DiskPressure", "False"},
+                                           {"PIDPressure", "False"},
+                                           {"Ready", "True"}};
+    for (int c = 0; c < 4; c++)
+        putf(t,
+             "%s{\"type\":\"%s\",\"status\":\"%s\",\"lastHeartbeatTime\":"
+             "\"2026-11-29T20:00:00Z\",\"lastTransitionTime\":\"2026-11-01T00:00:00Z\","
+             "\"reason\":\"Kubelet%s\",\"message\":\"kubelet reports %s\"}",
+             c ? "," : "", conds[c][0], conds[c][1], conds[c][0], conds[c][0]);
+    putf(t,
+         "],\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"10.1.%d.%d\"},{\"type\":"
+         "\"Hostname\",\"address\":\"node-%04d\"}],\"nodeInfo\":{\"kernelVersion\":"
+         "\"6.8.0-49-generic\",\"osImage\":\"Ubuntu 24.04.1 LTS\",\"containerRuntimeVersion\":"
+         "\"containerd://1.7.22\",\"kubeletVersion\":\"v1.36.3\",\"architecture\":\"amd64\"},"
+         "\"images\":[{\"names\":[\"areal/worker@sha256:4f1c7d0e9b3a2c5d\",\"areal/worker:latest\"],"
+         "\"sizeBytes\":9876543210}]}}",
+         (i >> 8) & 255, i & 255, i);
+}
+
+/* ---- store and events (lock held) --------------------------------------------- */
+
+static void count(fake_api *f, const char *what) {
+    for (int i = 0; COUNTERS[i]; i++)
+        if (strcmp(COUNTERS[i], what) == 0)
+            f->counts[i]++;
+}
+
+static void log_event(fake_api *f, int r, const char *type, const json_t *obj) {
+    json_t *ev = json_pack("{s:s,s:O}", "type", type, "object", obj);
+    char *line = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+    json_decref(ev);
+    evlog *l = &f->log[r];
+    if (line == NULL)
+        return;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 64;
+        logline *g = realloc(l->v, cap * sizeof *g);
+        if (g == NULL) {
+            free(line);
+            return;
+        }
+        l->v = g;
+        l->cap = cap;
+    }
+    l->v[l->n++] = (logline){f->rv, line};
+    pthread_cond_broadcast(&f->changed);
+}
+
+static void key_of(const json_t *obj, char *key, size_t cap) {
+    const json_t *m = json_object_get(obj, "metadata");
+    const char *ns = json_string_value(json_object_get(m, "namespace"));
+    const char *name = json_string_value(json_object_get(m, "name"));
+    if (ns)
+        snprintf(key, cap, "%s/%s", ns, name ? name : "");
+    else
+        snprintf(key, cap, "%s", name ? name : "");
+}
+
+/* Stamps and stores a copy of obj; returns the stored object (borrowed). */
+static json_t *store_put(fake_api *f, int r, const json_t *obj, const char *type) {
+    json_t *o = json_deep_copy(obj);
+    if (o == NULL)
+        return NULL;
+    json_t *m = json_object_get(o, "metadata");
+    if (!json_is_object(m)) {
+        m = json_object();
+        json_object_set_new(o, "metadata", m);
+    }
+    f->rv++;
+    char rv[32];
+    snprintf(rv, sizeof rv, "%ld", f->rv);
+    json_object_set_new(m, "resourceVersion", json_string(rv));
+    if (json_object_get(m, "uid") == NULL) {
+        char uid[48];
+        snprintf(uid, sizeof uid, "uid-%ld", f->rv);
+        json_object_set_new(m, "uid", json_string(uid));
+    }
+    char key[512];
+    key_of(o, key, sizeof key);
+    if (type == NULL)
+        type = json_object_get(f->store[r], key) ? "MODIFIED" : "ADDED";
+    json_object_set_new(f->store[r], key, o);
+    log_event(f, r, type, o);
+    return o;
+}
+
+static void store_del(fake_api *f, int r, const char *key) {
+    json_t *o = json_object_get(f->store[r], key);
+    if (o == NULL)
+        return;
+    json_incref(o);
+    json_object_del(f->store[r], key);
+    f->rv++;
+    char rv[32];
+    snprintf(rv, sizeof rv, "%ld", f->rv);
+    json_object_set_new(json_object_get(o, "metadata"), "resourceVersion", json_string(rv));
+    log_event(f, r, "DELETED", o);
+    json_decref(o);
+}
+
+static bool has_finalizers(const json_t *o) {
+    return json_array_size(json_object_get(json_object_get(o, "metadata"), "finalizers")) > 0;
+}
+
+/* RFC 7386 merge patch of `patch` into `target` (an object). */
+static void merge(json_t *target, const json_t *patch) {
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)patch, k, v) {
+        json_t *cur = json_object_get(target, k);
+        if (json_is_null(v))
+            json_object_del(target, k);
+        else if (json_is_object(v) && json_is_object(cur))
+            merge(cur, v);
+        else if (json_is_object(v)) {
+            json_t *fresh = json_object();
+            merge(fresh, v);
+            json_object_set_new(target, k, fresh);
+        } else
+            json_object_set_new(target, k, json_deep_copy(v));
+    }
+}
+
+/* ---- requests ----------------------------------------------------------------------- */
+
+typedef struct route {
+    int r;                   /* resource, -1 when unknown */
+    char ns[128], name[256]; /* "" when absent */
+    char sub[32];            /* "status", "binding" or "" */
+    bool watch;
+    long rv;    /* resourceVersion= (-1 absent) */
+    long limit; /* limit= (0 absent) */
+    long cont;  /* continue= offset */
+} route;
+
+static void query_value(const char *q, const char *key, char *out, size_t cap) {
+    out[0] = '\0';
+    size_t kl = strlen(key);
+    for (const char *p = q; p && *p;) {
+        if (strncmp(p, key, kl) == 0 && p[kl] == '=') {
+            size_t n = strcspn(p + kl + 1, "&");
+            if (n >= cap)
+                n = cap - 1;
+            memcpy(out, p + kl + 1, n);
+            out[n] = '\0';
+            return;
+        }
+        p = strchr(p, '&');
+        if (p)
+            p++;
+    }
+}
+
+static void parse_route(const char *target, route *rt) {
+    memset(rt, 0, sizeof *rt);
+    rt->r = -1;
+    rt->rv = -1;
+    char path[4096];
+    snprintf(path, sizeof path, "%s", target);
+    char *q = strchr(path, '?');
+    if (q)
+        *q++ = '\0';
+    char *seg[16];
+    int n = 0;
+    for (char *save = NULL, *s = strtok_r(path, "/", &save); s && n < 16;
+         s = strtok_r(NULL, "/", &save))
+        seg[n++] = s;
+    int i = 0;
+    if (n > 0 && strcmp(seg[0], "api") == 0)
+        i = 2; /* api, v1 */
+    else if (n > 0 && strcmp(seg[0], "apis") == 0)
+        i = 3; /* apis, group, version */
+    if (i + 1 < n && strcmp(seg[i], "namespaces") == 0) {
+        snprintf(rt->ns, sizeof rt->ns, "%s", seg[i + 1]);
+        i += 2;
+    }
+    if (i < n)
+        for (int r = 0; r < R_COUNT; r++)
+            if (strcmp(seg[i], RES_NAME[r]) == 0)
+                rt->r = r;
+    if (i + 1 < n)
+        snprintf(rt->name, sizeof rt->name, "%s", seg[i + 1]);
+    if (i + 2 < n)
+        snprintf(rt->sub, sizeof rt->sub, "%s", seg[i + 2]);
+    char v[64];
+    query_value(q, "watch", v, sizeof v);
+    rt->watch = v[0] == '1' || strcmp(v, "true") == 0;
+    query_value(q, "resourceVersion", v, sizeof v);
+    rt->rv = v[0] ? strtol(v, NULL, 10) : -1;
+    query_value(q, "limit", v, sizeof v);
+    rt->limit = strtol(v, NULL, 10);
+    query_value(q, "continue", v, sizeof v);
+    rt->cont = strtol(v, NULL, 10);
+}
+
+static int answer_json(kts_answer *a, int status, const json_t *body) {
+    a->status = status;
+    a->body = json_dumps(body, JSON_COMPACT);
+    a->len = a->body ? strlen(a->body) : 0;
+    return 1;
+}
+
+static int answer_status(kts_answer *a, int code, const char *reason, const char *msg) {
+    json_t *st = json_pack("{s:s,s:s,s:s,s:s,s:i}", "kind", "Status", "status", "Failure",
+                           "reason", reason, "message", msg, "code", code);
+    answer_json(a, code, st);
+    json_decref(st);
+    return 1;
+}
+
+/* A list page: stored objects first, then generated ones (lock held). */
+static int do_list(fake_api *f, const route *rt, kts_answer *a) {
+    count(f, "list");
+    text t = {0};
+    putf(&t, "{\"kind\":\"%sList\",\"apiVersion\":\"v1\",\"items\":[", RES_KIND[rt->r]);
+    long stored = (long)json_object_size(f->store[rt->r]);
+    long gen = rt->r == R_PODS ? f->gen_pods : rt->r == R_NODES ? f->gen_nodes : 0;
+    long total = stored + gen, from = rt->cont, to = rt->limit > 0 ? from + rt->limit : total;
+    if (to > total)
+        to = total;
+    long at = 0;
+    const char *k;
+    json_t *o;
+    int first = 1;
+    json_object_foreach(f->store[rt->r], k, o) {
+        if (at >= from && at < to && (rt->ns[0] == '\0' || strncmp(k, rt->ns, strlen(rt->ns)) == 0)) {
+            char *s = json_dumps(o, JSON_COMPACT);
+            if (s) {
+                putf(&t, "%s", first ? "" : ",");
+                put(&t, s, strlen(s));
+                first = 0;
+            }
+            free(s);
+        }
+        at++;
+    }
+    for (long g = from > stored ? from - stored : 0; stored + g < to; g++) {
+        put(&t, first ? "" : ",", first ? 0 : 1);
+        first = 0;
+        if (rt->r == R_PODS)
+            gen_pod(&t, (int)g, f->gen_nodes);
+        else
+            gen_node(&t, (int)g);
+    }
+    putf(&t, "],\"metadata\":{\"resourceVersion\":\"%ld\"", f->rv);
+    if (to < total)
+        putf(&t, ",\"continue\":\"%ld\"", to);
+    put(&t, "}}", 2);
+    if (t.oom) {
+        free(t.p);
+        return answer_status(a, 500, "InternalError", "fake_api: out of memory");
+    }
+    a->status = 200;
+    a->body = t.p;
+    a->len = t.n;
+    return 1;
+}
+
+/* A watch from rt->rv: what is newer, or a bookmark after 100 ms (lock held). */
+static int do_watch(fake_api *f, const route *rt, kts_answer *a) {
+    count(f, "watch");
+    a->stream = 1;
+    a->end = KTS_END_CLEAN;
+    if (f->gone[rt->r]) {
+        f->gone[rt->r] = false;
+        count(f, "gone");
+        const char *g = "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"status\":"
+                        "\"Failure\",\"message\":\"too old resource version\",\"reason\":"
+                        "\"Expired\",\"code\":410}}\n";
+        a->body = strdup(g);
+        a->len = a->body ? strlen(g) : 0;
+        return 1;
+    }
+    long from = rt->rv >= 0 ? rt->rv : f->rv;
+    evlog *l = &f->log[rt->r];
+    if (l->n == 0 || l->v[l->n - 1].rv <= from) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 100 * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        while ((l->n == 0 || l->v[l->n - 1].rv <= from) && !f->gone[rt->r])
+            if (pthread_cond_timedwait(&f->changed, &f->mu, &until) == ETIMEDOUT)
+                break;
+    }
+    text t = {0};
+    for (size_t i = 0; i < l->n; i++)
+        if (l->v[i].rv > from) {
+            put(&t, l->v[i].line, strlen(l->v[i].line));
+            put(&t, "\n", 1);
+        }
+    if (t.n == 0)
+        putf(&t,
+             "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"%s\",\"metadata\":{"
+             "\"resourceVersion\":\"%ld\"}}}\n",
+             RES_KIND[rt->r], f->rv > from ? f->rv : from);
+    a->body = t.p;
+    a->len = t.n;
+    return 1;
+}
+
+static int do_create(fake_api *f, const route *rt, const kts_request *rq, kts_answer *a) {
+    json_t *body = json_loads(rq->body, 0, NULL);
+    if (!json_is_object(body)) {
+        json_decref(body);
+        return answer_status(a, 400, "BadRequest", "fake_api: the body is not a JSON object");
+    }
+    int rc;
+    if (rt->r == R_PODS && strcmp(rt->sub, "binding") == 0) {
+        count(f, "bind");
+        char key[512];
+        snprintf(key, sizeof key, "%s/%s", rt->ns, rt->name);
+        json_t *pod = json_deep_copy(json_object_get(f->store[R_PODS], key));
+        const char *node =
+            json_string_value(json_object_get(json_object_get(body, "target"), "name"));
+        if (pod == NULL || node == NULL) {
+            rc = answer_status(a, 404, "NotFound", "fake_api: no such pod");
+        } else {
+            json_t *spec = json_object_get(pod, "spec");
+            if (!json_is_object(spec))
+                json_object_set_new(pod, "spec", spec = json_object());
+            json_object_set_new(spec, "nodeName", json_string(node));
+            store_put(f, R_PODS, pod, "MODIFIED");
+            json_t *ok = json_pack("{s:s,s:s}", "kind", "Status", "status", "Success");
+            rc = answer_json(a, 201, ok);
+            json_decref(ok);
+        }
+        json_decref(pod);
+    } else if (rt->r == R_EVENTS) {
+        count(f, "event");
+        rc = answer_json(a, 201, body);
+    } else {
+        count(f, "create");
+        json_t *m = json_object_get(body, "metadata");
+        if (rt->ns[0] && json_is_object(m))
+            json_object_set_new(m, "namespace", json_string(rt->ns));
+        char key[512];
+        key_of(body, key, sizeof key);
+        if (json_object_get(f->store[rt->r], key) != NULL) {
+            rc = answer_status(a, 409, "AlreadyExists", "fake_api: it exists");
+        } else {
+            json_t *stored = store_put(f, rt->r, body, "ADDED");
+            rc = answer_json(a, 201, stored ? stored : body);
+        }
+    }
+    json_decref(body);
+    return rc;
+}
+
+static int do_patch(fake_api *f, const route *rt, const kts_request *rq, kts_answer *a) {
+    count(f, "patch");
+    char key[512];
+    snprintf(key, sizeof key, "%s/%s", rt->ns, rt->name);
+    json_t *cur = json_object_get(f->store[rt->r], key);
+    json_t *patch = json_loads(rq->body, 0, NULL);
+    if (cur == NULL || !json_is_object(patch)) {
+        json_decref(patch);
+        return answer_status(a, 404, "NotFound", "fake_api: no such object");
+    }
+    json_t *next = json_deep_copy(cur);
+    if (strcmp(rt->sub, "status") == 0) {
+        json_t *st = json_object_get(patch, "status");
+        json_t *dst = json_object_get(next, "status");
+        if (!json_is_object(dst))
+            json_object_set_new(next, "status", dst = json_object());
+        if (json_is_object(st))
+            merge(dst, st);
+    } else {
+        merge(next, patch);
+    }
+    json_decref(patch);
+    int rc;
+    if (json_object_get(json_object_get(next, "metadata"), "deletionTimestamp") &&
+        !has_finalizers(next)) {
+        store_del(f, rt->r, key);
+        rc = answer_json(a, 200, next);
+    } else {
+        json_t *stored = store_put(f, rt->r, next, "MODIFIED");
+        rc = answer_json(a, 200, stored ? stored : next);
+    }
+    json_decref(next);
+    return rc;
+}
+
+static void mark_deleting(fake_api *f, int r, const char *key) {
+    json_t *o = json_deep_copy(json_object_get(f->store[r], key));
+    json_object_set_new(json_object_get(o, "metadata"), "deletionTimestamp",
+                        json_string("2026-11-29T21:00:00Z"));
+    store_put(f, r, o, "MODIFIED");
+    json_decref(o);
+}
+
+static int do_delete(fake_api *f, const route *rt, kts_answer *a) {
+    count(f, "delete");
+    char key[512];
+    if (rt->ns[0])
+        snprintf(key, sizeof key, "%s/%s", rt->ns, rt->name);
+    else
+        snprintf(key, sizeof key, "%s", rt->name);
+    json_t *o = json_object_get(f->store[rt->r], key);
+    if (o == NULL)
+        return answer_status(a, 404, "NotFound", "fake_api: no such object");
+    if (has_finalizers(o))
+        mark_deleting(f, rt->r, key);
+    else
+        store_del(f, rt->r, key);
+    json_t *ok = json_pack("{s:s,s:s}", "kind", "Status", "status", "Success");
+    answer_json(a, 200, ok);
+    json_decref(ok);
+    return 1;
+}
+
+static int handle(void *ud, const kts_request *rq, kts_answer *a) {
+    fake_api *f = ud;
+    route rt;
+    parse_route(rq->target, &rt);
+    if (rt.r < 0)
+        return answer_status(a, 404, "NotFound", "fake_api: unknown resource");
+    pthread_mutex_lock(&f->mu);
+    int rc;
+    if (strcmp(rq->method, "GET") == 0 && rt.watch) {
+        rc = do_watch(f, &rt, a);
+    } else if (strcmp(rq->method, "GET") == 0 && rt.name[0] == '\0') {
+        rc = do_list(f, &rt, a);
+    } else if (strcmp(rq->method, "GET") == 0) {
+        count(f, "get");
+        char key[512];
+        snprintf(key, sizeof key, "%s%s%s", rt.ns, rt.ns[0] ? "/" : "", rt.name);
+        json_t *o = json_object_get(f->store[rt.r], key);
+        rc = o ? answer_json(a, 200, o) : answer_status(a, 404, "NotFound", "fake_api: no such");
+    } else if (strcmp(rq->method, "POST") == 0) {
+        rc = do_create(f, &rt, rq, a);
+    } else if (strcmp(rq->method, "PATCH") == 0) {
+        rc = do_patch(f, &rt, rq, a);
+    } else if (strcmp(rq->method, "DELETE") == 0) {
+        rc = do_delete(f, &rt, a);
+    } else {
+        rc = answer_status(a, 405, "MethodNotAllowed", "fake_api: method not served");
+    }
+    pthread_mutex_unlock(&f->mu);
+    return rc;
+}
+
+/* ---- public ---------------------------------------------------------------------------- */
+
+fake_api *fake_api_start(void) {
+    fake_api *f = calloc(1, sizeof *f);
+    if (f == NULL)
+        return NULL;
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->changed, NULL);
+    f->rv = 100;
+    for (int r = 0; r < R_COUNT; r++)
+        f->store[r] = json_object();
+    f->srv = kts_start();
+    if (f->srv == NULL) {
+        fake_api_stop(f);
+        return NULL;
+    }
+    kts_set_handler(f->srv, handle, f);
+    return f;
+}
+
+void fake_api_stop(fake_api *f) {
+    if (f == NULL)
+        return;
+    kts_stop(f->srv);
+    for (int r = 0; r < R_COUNT; r++) {
+        json_decref(f->store[r]);
+        for (size_t i = 0; i < f->log[r].n; i++)
+            free(f->log[r].v[i].line);
+        free(f->log[r].v);
+    }
+    pthread_cond_destroy(&f->changed);
+    pthread_mutex_destroy(&f->mu);
+    free(f);
+}
+
+const char *fake_api_url(fake_api *f) {
+    return kts_url(f->srv);
+}
+
+static int resource(const char *name) {
+    for (int r = 0; r < R_COUNT; r++)
+        if (strcmp(name, RES_NAME[r]) == 0)
+            return r;
+    return R_PODS;
+}
+
+void fake_api_generate(fake_api *f, int n_pods, int n_nodes) {
+    pthread_mutex_lock(&f->mu);
+    f->gen_pods = n_pods;
+    f->gen_nodes = n_nodes;
+    pthread_mutex_unlock(&f->mu);
+}
+
+long fake_api_put(fake_api *f, const char *res, const json_t *obj) {
+    pthread_mutex_lock(&f->mu);
+    store_put(f, resource(res), obj, NULL);
+    long rv = f->rv;
+    pthread_mutex_unlock(&f->mu);
+    return rv;
+}
+
+void fake_api_delete(fake_api *f, const char *res, const char *key) {
+    pthread_mutex_lock(&f->mu);
+    int r = resource(res);
+    json_t *o = json_object_get(f->store[r], key);
+    if (o != NULL && has_finalizers(o))
+        mark_deleting(f, r, key);
+    else
+        store_del(f, r, key);
+    pthread_mutex_unlock(&f->mu);
+}
+
+json_t *fake_api_get(fake_api *f, const char *res, const char *key) {
+    pthread_mutex_lock(&f->mu);
+    json_t *o = json_deep_copy(json_object_get(f->store[resource(res)], key));
+    pthread_mutex_unlock(&f->mu);
+    return o;
+}
+
+void fake_api_expire(fake_api *f, const char *res) {
+    pthread_mutex_lock(&f->mu);
+    f->gone[resource(res)] = true;
+    pthread_cond_broadcast(&f->changed);
+    pthread_mutex_unlock(&f->mu);
+}
+
+long fake_api_count(fake_api *f, const char *what) {
+    pthread_mutex_lock(&f->mu);
+    long n = 0;
+    for (int i = 0; COUNTERS[i]; i++)
+        if (strcmp(COUNTERS[i], what) == 0)
+            n = f->counts[i];
+    pthread_mutex_unlock(&f->mu);
+    return n;
+}
+
+int fake_api_len(fake_api *f, const char *res) {
+    pthread_mutex_lock(&f->mu);
+    int n = (int)json_object_size(f->store[resource(res)]);
+    pthread_mutex_unlock(&f->mu);
+    return n;
+}
+
+int fake_api_fork(int n_pods, int n_nodes, char *url, size_t cap, pid_t *pid) {
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    pid_t child = fork();
+    if (child < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (child == 0) {
+        close(fds[0]);
+        fake_api *f = fake_api_start();
+        if (f == NULL)
+            _exit(1);
+        fake_api_generate(f, n_pods, n_nodes);
+        const char *u = fake_api_url(f);
+        if (write(fds[1], u, strlen(u) + 1) < 0)
+            _exit(1);
+        close(fds[1]);
+        for (;;)
+            pause(); /* until SIGTERM */
+    }
+    close(fds[1]);
+    size_t got = 0;
+    ssize_t r;
+    while (got + 1 < cap && (r = read(fds[0], url + got, cap - 1 - got)) > 0)
+        got += (size_t)r;
+    close(fds[0]);
+    url[got < cap ? got : cap - 1] = '\0';
+    *pid = child;
+    if (got == 0 || strncmp(url, "http://", 7) != 0) {
+        kill(child, SIGTERM);
+        return -1;
+    }
+    return 0;
+}
