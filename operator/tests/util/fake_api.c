@@ -29,8 +29,8 @@ typedef struct evlog {
     size_t n, cap;
 } evlog;
 
-static const char *const COUNTERS[] = {"list",   "watch",  "create", "bind", "patch",
-                                       "delete", "gone",   "event",  "get",  NULL};
+static const char *const COUNTERS[] = {"list",   "watch", "create", "bind", "patch",
+                                       "delete", "gone",  "event",  "get",  NULL};
 #define N_COUNTERS 9
 
 struct fake_api {
@@ -103,25 +103,27 @@ static void gen_pod(text *t, int i, int n_nodes) {
          "\"f:areal.io/job\":{},\"f:areal.io/role\":{}}},\"f:spec\":{\"f:containers\":{"
          "\"k:{\\\"name\\\":\\\"worker\\\"}\":{\".\":{},\"f:env\":{},\"f:image\":{}}}}}}]},",
          job, idx, i & 0xffff, i, 1000 + i, job, idx, node, job, job);
-    putf(t, "\"spec\":{\"nodeName\":\"node-%04d\",\"schedulerName\":\"areal-operator\","
-            "\"hostname\":\"job-%d-trainer-%d\",\"subdomain\":\"job-%d\",\"restartPolicy\":\"Never\","
-            "\"containers\":[{\"name\":\"worker\",\"image\":\"areal/worker:latest\","
-            "\"command\":[\"areal-worker\"],\"env\":[",
+    putf(t,
+         "\"spec\":{\"nodeName\":\"node-%04d\",\"schedulerName\":\"areal-operator\","
+         "\"hostname\":\"job-%d-trainer-%d\",\"subdomain\":\"job-%d\",\"restartPolicy\":\"Never\","
+         "\"containers\":[{\"name\":\"worker\",\"image\":\"areal/worker:latest\","
+         "\"command\":[\"areal-worker\"],\"env\":[",
          node, job, idx, job);
-    static const char *const env[] = {"AREAL_JOB",   "AREAL_NAMESPACE", "AREAL_ROLE",
+    static const char *const env[] = {"AREAL_JOB",        "AREAL_NAMESPACE", "AREAL_ROLE",
                                       "AREAL_ALLOCATION", "AREAL_POD_INDEX", "AREAL_FIRST_RANK",
-                                      "AREAL_POD_RANKS", "WORLD_SIZE", "MASTER_ADDR",
-                                      "MASTER_PORT", "NCCL_DEBUG", "NCCL_SOCKET_IFNAME"};
+                                      "AREAL_POD_RANKS",  "WORLD_SIZE",      "MASTER_ADDR",
+                                      "MASTER_PORT",      "NCCL_DEBUG",      "NCCL_SOCKET_IFNAME"};
     for (size_t e = 0; e < sizeof env / sizeof env[0]; e++)
         putf(t, "%s{\"name\":\"%s\",\"value\":\"value-of-%s-%d\"}", e ? "," : "", env[e], env[e],
              i);
-    putf(t, "],\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"8\",\"cpu\":\"32\","
-            "\"memory\":\"256Gi\"},\"requests\":{\"nvidia.com/gpu\":\"8\",\"cpu\":\"32\","
-            "\"memory\":\"256Gi\"}},\"volumeMounts\":[{\"name\":\"areal-config\","
-            "\"mountPath\":\"/etc/areal\",\"readOnly\":true}],\"ports\":[{\"name\":\"rendezvous\","
-            "\"containerPort\":29500,\"protocol\":\"TCP\"}]}],\"volumes\":[{\"name\":"
-            "\"areal-config\",\"configMap\":{\"name\":\"job-%d-config\"}}],\"tolerations\":["
-            "{\"key\":\"nvidia.com/gpu\",\"operator\":\"Exists\",\"effect\":\"NoSchedule\"}]},",
+    putf(t,
+         "],\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"8\",\"cpu\":\"32\","
+         "\"memory\":\"256Gi\"},\"requests\":{\"nvidia.com/gpu\":\"8\",\"cpu\":\"32\","
+         "\"memory\":\"256Gi\"}},\"volumeMounts\":[{\"name\":\"areal-config\","
+         "\"mountPath\":\"/etc/areal\",\"readOnly\":true}],\"ports\":[{\"name\":\"rendezvous\","
+         "\"containerPort\":29500,\"protocol\":\"TCP\"}]}],\"volumes\":[{\"name\":"
+         "\"areal-config\",\"configMap\":{\"name\":\"job-%d-config\"}}],\"tolerations\":["
+         "{\"key\":\"nvidia.com/gpu\",\"operator\":\"Exists\",\"effect\":\"NoSchedule\"}]},",
          job);
     putf(t,
          "\"status\":{\"phase\":\"Running\",\"podIP\":\"10.%d.%d.%d\",\"hostIP\":\"10.1.%d.%d\","
@@ -154,12 +156,13 @@ static void gen_node(text *t, int i) {
          "\"node.alpha.kubernetes.io/ttl\":\"0\",\"volumes.kubernetes.io/"
          "controller-managed-attach-detach\":\"true\"}},",
          i, i & 0xffff, i, 500 + i, i, i / 1000, i / 18, i / 16, i / 256);
-    putf(t, "\"spec\":{\"podCIDR\":\"10.%d.%d.0/24\",\"taints\":[{\"key\":\"nvidia.com/gpu\","
-            "\"value\":\"present\",\"effect\":\"NoSchedule\"}]},\"status\":{\"capacity\":{"
-            "\"cpu\":\"192\",\"memory\":\"2113612Mi\",\"nvidia.com/gpu\":\"8\",\"pods\":\"110\","
-            "\"ephemeral-storage\":\"3751778Mi\",\"hugepages-1Gi\":\"0\"},\"allocatable\":{"
-            "\"cpu\":\"190\",\"memory\":\"2013612Mi\",\"nvidia.com/gpu\":\"8\",\"pods\":\"110\","
-            "\"ephemeral-storage\":\"3457671Mi\",\"hugepages-1Gi\":\"0\"},\"conditions\":[",
+    putf(t,
+         "\"spec\":{\"podCIDR\":\"10.%d.%d.0/24\",\"taints\":[{\"key\":\"nvidia.com/gpu\","
+         "\"value\":\"present\",\"effect\":\"NoSchedule\"}]},\"status\":{\"capacity\":{"
+         "\"cpu\":\"192\",\"memory\":\"2113612Mi\",\"nvidia.com/gpu\":\"8\",\"pods\":\"110\","
+         "\"ephemeral-storage\":\"3751778Mi\",\"hugepages-1Gi\":\"0\"},\"allocatable\":{"
+         "\"cpu\":\"190\",\"memory\":\"2013612Mi\",\"nvidia.com/gpu\":\"8\",\"pods\":\"110\","
+         "\"ephemeral-storage\":\"3457671Mi\",\"hugepages-1Gi\":\"0\"},\"conditions\":[",
          (i >> 8) & 255, i & 255);
     static const char *const conds[][2] = {{"MemoryPressure", "False"},
                                            {"DiskPressure", "False"},
@@ -171,14 +174,15 @@ static void gen_node(text *t, int i) {
              "\"2026-11-29T20:00:00Z\",\"lastTransitionTime\":\"2026-11-01T00:00:00Z\","
              "\"reason\":\"Kubelet%s\",\"message\":\"kubelet reports %s\"}",
              c ? "," : "", conds[c][0], conds[c][1], conds[c][0], conds[c][0]);
-    putf(t,
-         "],\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"10.1.%d.%d\"},{\"type\":"
-         "\"Hostname\",\"address\":\"node-%04d\"}],\"nodeInfo\":{\"kernelVersion\":"
-         "\"6.8.0-49-generic\",\"osImage\":\"Ubuntu 24.04.1 LTS\",\"containerRuntimeVersion\":"
-         "\"containerd://1.7.22\",\"kubeletVersion\":\"v1.36.3\",\"architecture\":\"amd64\"},"
-         "\"images\":[{\"names\":[\"areal/worker@sha256:4f1c7d0e9b3a2c5d\",\"areal/worker:latest\"],"
-         "\"sizeBytes\":9876543210}]}}",
-         (i >> 8) & 255, i & 255, i);
+    putf(
+        t,
+        "],\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"10.1.%d.%d\"},{\"type\":"
+        "\"Hostname\",\"address\":\"node-%04d\"}],\"nodeInfo\":{\"kernelVersion\":"
+        "\"6.8.0-49-generic\",\"osImage\":\"Ubuntu 24.04.1 LTS\",\"containerRuntimeVersion\":"
+        "\"containerd://1.7.22\",\"kubeletVersion\":\"v1.36.3\",\"architecture\":\"amd64\"},"
+        "\"images\":[{\"names\":[\"areal/worker@sha256:4f1c7d0e9b3a2c5d\",\"areal/worker:latest\"],"
+        "\"sizeBytes\":9876543210}]}}",
+        (i >> 8) & 255, i & 255, i);
 }
 
 /* ---- store and events (lock held) --------------------------------------------- */
@@ -365,8 +369,8 @@ static int answer_json(kts_answer *a, int status, const json_t *body) {
 }
 
 static int answer_status(kts_answer *a, int code, const char *reason, const char *msg) {
-    json_t *st = json_pack("{s:s,s:s,s:s,s:s,s:i}", "kind", "Status", "status", "Failure",
-                           "reason", reason, "message", msg, "code", code);
+    json_t *st = json_pack("{s:s,s:s,s:s,s:s,s:i}", "kind", "Status", "status", "Failure", "reason",
+                           reason, "message", msg, "code", code);
     answer_json(a, code, st);
     json_decref(st);
     return 1;
@@ -387,7 +391,8 @@ static int do_list(fake_api *f, const route *rt, kts_answer *a) {
     json_t *o;
     int first = 1;
     json_object_foreach(f->store[rt->r], k, o) {
-        if (at >= from && at < to && (rt->ns[0] == '\0' || strncmp(k, rt->ns, strlen(rt->ns)) == 0)) {
+        if (at >= from && at < to &&
+            (rt->ns[0] == '\0' || strncmp(k, rt->ns, strlen(rt->ns)) == 0)) {
             char *s = json_dumps(o, JSON_COMPACT);
             if (s) {
                 putf(&t, "%s", first ? "" : ",");
