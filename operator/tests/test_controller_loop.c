@@ -60,10 +60,10 @@ static void put_node(fake_api *f, int i, const char *leaf) {
 }
 
 static void put_job(fake_api *f, const char *name) {
-    json_t *j = json_pack("{s:s,s:s,s:{s:s,s:s,s:i},s:{s:s,s:s}}", "apiVersion",
-                          "areal.io/v1alpha1", "kind", "AReaLJob", "metadata", "name", name,
-                          "namespace", "team", "generation", 1, "spec", "allocation",
-                          "sglang:d2t2+megatron:d2p2t2", "image", "img");
+    json_t *j =
+        json_pack("{s:s,s:s,s:{s:s,s:s,s:i},s:{s:s,s:s}}", "apiVersion", "areal.io/v1alpha1",
+                  "kind", "AReaLJob", "metadata", "name", name, "namespace", "team", "generation",
+                  1, "spec", "allocation", "sglang:d2t2+megatron:d2p2t2", "image", "img");
     fake_api_put(f, "arealjobs", j);
     json_decref(j);
 }
@@ -213,8 +213,7 @@ static void loop_has_no_leaks_under_valgrind(void **state) {
     if (child == 0) {
         setenv("AREAL_LOOP_CHILD", "1", 1);
         execlp("valgrind", "valgrind", "--leak-check=full", "--error-exitcode=1",
-               "--errors-for-leak-kinds=definite,indirect", logopt, self,
-               (char *)NULL);
+               "--errors-for-leak-kinds=definite,indirect", logopt, self, (char *)NULL);
         _exit(127);
     }
     int st = 0;
