@@ -10,7 +10,9 @@
  * resourceVersion, creates the job (sglang:d127+megatron:d2t4: 127 one-GPU
  * rollout pods and one 8-GPU trainer pod), and watches the pods from that
  * resourceVersion (a watch, not polling) until all 128 have spec.nodeName.
- * Printed: the time to the first pod, to the last create, to the last bind.
+ * Printed: the time to the first pod, to the last create, to the last bind;
+ * then, for where the time goes, the same 256 writes (minimal pods, 8 at a
+ * time) from a bare client: the API server's floor on this machine.
  * Skipped, saying so, when the pinned control plane is not built (see
  * e2e/README.md; `make e2e` builds it once). `e2e/cluster down` runs at the
  * end whatever happened.
@@ -18,6 +20,7 @@
 #include <curl/curl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +142,70 @@ static void *watchdog_main(void *arg) {
     return NULL;
 }
 
+/* ---- the API server's own floor: the same writes from a bare client ---- */
+
+typedef struct floor_ctx {
+    kube_client *kc;
+    atomic_int next;
+    int phase; /* 0 create, 1 bind */
+    atomic_int errors;
+} floor_ctx;
+
+static void *floor_worker(void *arg) {
+    floor_ctx *f = arg;
+    kube_resource pods = {NULL, "v1", "pods", NS "-floor"};
+    int i;
+    while ((i = atomic_fetch_add(&f->next, 1)) < N_PODS) {
+        char name[32], node[32];
+        snprintf(name, sizeof name, "p-%d", i);
+        snprintf(node, sizeof node, "bench-node-%d", i % N_NODES);
+        kube_error e;
+        int rc;
+        if (f->phase == 0) {
+            json_t *pod = json_pack("{s:s,s:s,s:{s:s},s:{s:s,s:[{s:s,s:s}]}}", "apiVersion", "v1",
+                                    "kind", "Pod", "metadata", "name", name, "spec",
+                                    "schedulerName", "areal-operator", "containers", "name",
+                                    "worker", "image", "areal/worker:latest");
+            rc = kube_create(f->kc, &pods, pod, NULL, &e);
+            json_decref(pod);
+        } else {
+            rc = kube_bind_pod(f->kc, NS "-floor", name, NULL, node, &e);
+        }
+        if (rc != KUBE_OK)
+            atomic_fetch_add(&f->errors, 1);
+    }
+    return NULL;
+}
+
+/* Creates then binds N_PODS minimal pods, 8 requests at a time (as the
+ * operator does), and prints how long each phase takes. */
+static void server_floor(kube_client *kc) {
+    kube_resource nsres = {NULL, "v1", "namespaces", NULL};
+    json_t *ns = json_pack("{s:{s:s}}", "metadata", "name", NS "-floor");
+    kube_error e;
+    int rc = kube_create(kc, &nsres, ns, NULL, &e);
+    json_decref(ns);
+    if (rc != KUBE_OK)
+        return;
+    double took[2];
+    floor_ctx f = {.kc = kc};
+    atomic_init(&f.errors, 0);
+    for (f.phase = 0; f.phase < 2; f.phase++) {
+        atomic_init(&f.next, 0);
+        double t = now_s();
+        pthread_t th[8];
+        for (int k = 0; k < 8; k++)
+            pthread_create(&th[k], NULL, floor_worker, &f);
+        for (int k = 0; k < 8; k++)
+            pthread_join(th[k], NULL);
+        took[f.phase] = now_s() - t;
+    }
+    printf("  the API server's floor on this machine, same writes from a bare client (8 at a "
+           "time, minimal pods): %d creates %.2f s + %d binds %.2f s = %.2f s%s\n",
+           N_PODS, took[0], N_PODS, took[1], took[0] + took[1],
+           atomic_load(&f.errors) ? " (some failed)" : "");
+}
+
 /* The measurement against a running cluster and operator; 0 on success. */
 static int measure(const char *kubeconfig) {
     kube_config cfg;
@@ -200,6 +267,7 @@ static int measure(const char *kubeconfig) {
            "%.2f s (first pod %.2f s, all created %.2f s); goal < 2 s: %s\n",
            N_PODS, ALLOCATION, N_NODES, p.bound, p.first, p.created,
            p.bound < 2.0 ? "met" : "NOT met");
+    server_floor(kc);
     rc = 0;
 out:
     kube_watch_free(w);
@@ -280,8 +348,16 @@ int main(void) {
         fprintf(stderr, "bench_e2e_bind: areal-operator did not become ready in 60 s\n");
     else
         rc = measure(kubeconfig);
-    if (rc == 0)
-        printf("  (cluster up %.1f s; operator ready %.2f s after start)\n", up_s, ready_s);
+    if (rc == 0) {
+        printf("  (cluster up %.1f s; operator ready %.2f s after start; operator metrics:", up_s,
+               ready_s);
+        fflush(stdout);
+        snprintf(cmd, sizeof cmd,
+                 "curl -s http://127.0.0.1:%d/metrics | grep -E "
+                 "'^areal_(reconciles_total|actions_total)' | tr '\\n' ' '; echo ')'",
+                 metrics_port(log));
+        run(cmd);
+    }
     if (op > 0) {
         kill(op, SIGTERM);
         waitpid(op, NULL, 0);
