@@ -14,3 +14,4 @@ $(BUILD)/rel/bench/bench_operator_cache: $(BUILD)/rel/operator/tests/util/fake_a
     $(BUILD)/rel/kube/tests/util/kube_test_server.o
 # The e2e bind bench starts areal-operator and the simulated nodes of the e2e cluster.
 $(BUILD)/rel/bench/bench_e2e_bind: | $(BUILD)/rel/areal-operator $(BUILD)/rel/areal-e2e-nodes
+FUZZ_SRC   += $(wildcard operator/fuzz/fuzz_*.c)
