@@ -4,7 +4,7 @@
  * caches: the job, its pods, and the cluster as the caches see it (every
  * node, with the GPUs of every bound, unfinished pod that is not the job's),
  * then applies the decision's actions in order and writes the status. Runs
- * of pod creates, binds and deletes are applied APPLY_PARALLEL at a time on
+ * of creates, pod binds and pod deletes are applied APPLY_PARALLEL at a time on
  * the client's pooled connections (a run ends before the next begins, so a
  * gang is still created whole before any of it is bound). An action that
  * fails stops the pass and requeues the key with backoff; the next pass
@@ -341,14 +341,17 @@ static int apply(controller *ctl, const json_t *job, const reconcile_action *a, 
 /* ---- applying a decision -------------------------------------------------------- */
 
 /* Whether actions a and b belong to one run that may be applied concurrently:
- * creates of pods, binds, deletes of pods. Their order inside a run does not
- * matter; runs stay in order (every create of a gang ends before its first
- * bind, so a gang is bound whole or not at all). */
+ * creates (the Service, the ConfigMap and the pods of a gang), binds, deletes
+ * of pods. Their order inside a run does not matter; runs stay in order
+ * (every create of a gang ends before its first bind, so a gang is bound
+ * whole or not at all, and no pod is bound before its ConfigMap exists). */
 static bool same_run(const reconcile_action *a, const reconcile_action *b) {
-    bool parallel =
-        (a->kind == RECONCILE_CREATE || a->kind == RECONCILE_DELETE || a->kind == RECONCILE_BIND) &&
-        strcmp(a->resource, "pods") == 0;
-    return parallel && b->kind == a->kind && strcmp(b->resource, a->resource) == 0;
+    if (a->kind != b->kind)
+        return false;
+    if (a->kind == RECONCILE_CREATE)
+        return true;
+    return (a->kind == RECONCILE_BIND || a->kind == RECONCILE_DELETE) &&
+           strcmp(a->resource, "pods") == 0 && strcmp(b->resource, "pods") == 0;
 }
 
 typedef struct run_ctx {
