@@ -485,6 +485,7 @@ static int do_create(fake_api *f, const route *rt, const kts_request *rq, kts_an
         const char *node =
             json_string_value(json_object_get(json_object_get(body, "target"), "name"));
         if (pod == NULL || node == NULL) {
+            count(f, "bind-missing");
             rc = answer_status(a, 404, "NotFound", "fake_api: no such pod");
         } else {
             json_t *spec = json_object_get(pod, "spec");

@@ -61,7 +61,8 @@ json_t *fake_api_get(fake_api *f, const char *resource, const char *key);
 /* The next watch of `resource` is answered with a 410 ERROR event. */
 void fake_api_expire(fake_api *f, const char *resource);
 
-/* Requests seen, by kind: "list", "watch", "create", "bind", "patch", "delete", "gone". */
+/* Requests seen, by kind: "list", "watch", "create", "bind", "patch", "delete", "gone",
+ * "event", "get", and "bind-missing" (a bind of a pod that does not exist). */
 long fake_api_count(fake_api *f, const char *what);
 
 /* Objects stored in `resource`. */
