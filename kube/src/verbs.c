@@ -3,11 +3,13 @@
  * update, status update, patch, delete, pods/binding.
  *
  * How: every path is built in a bounded kbuf with each segment
- * percent-escaped (no fixed buffers, no silent truncation). Paging: list
- * follows metadata.continue until it is empty, appending each page's items to
- * the first page's array; the list's resourceVersion is the last page's,
- * which for a paginated list is the snapshot's (the server keeps it constant
- * across continue tokens).
+ * percent-escaped (no fixed buffers, no silent truncation). Paging: one walker
+ * follows metadata.continue until it is empty and hands each page to a
+ * consumer before fetching the next: kube_list appends the items to one
+ * array, kube_list_pages passes them on and drops the page (a long list is
+ * never held whole). The list's resourceVersion is the last page's, which for
+ * a paginated list is the snapshot's (the server keeps it constant across
+ * continue tokens).
  */
 #include "client_int.h"
 
@@ -83,9 +85,17 @@ static int add_query(kbuf *b, int *first, const char *key, const char *value) {
     return bad;
 }
 
-int kube_list(kube_client *c, const kube_resource *res, const kube_list_opts *opts, json_t **out,
-              kube_error *err) {
-    *out = NULL;
+/* Called with each page object (borrowed) and whether it is the last. */
+typedef int (*page_fn)(void *ud, json_t *page, size_t items_so_far, int last, const char *base,
+                       kube_error *err);
+
+/*
+ * Follows continue tokens, handing each page to `fn` and freeing it before
+ * the next request, so at most one page is held. The item bound counts every
+ * page's items.
+ */
+static int walk_pages(kube_client *c, const kube_resource *res, const kube_list_opts *opts,
+                      page_fn fn, void *ud, kube_error *err) {
     kube_list_opts none = {0};
     if (opts == NULL)
         opts = &none;
@@ -93,8 +103,9 @@ int kube_list(kube_client *c, const kube_resource *res, const kube_list_opts *op
     char *base = kube_resource_path(res, NULL, NULL, err);
     if (base == NULL)
         return err ? err->code : KUBE_EINVAL;
-    json_t *merged = NULL, *page = NULL;
+    json_t *page = NULL;
     char *cont = NULL;
+    size_t seen = 0;
     int rc = KUBE_OK;
     for (int pages = 0;; pages++) {
         kbuf q;
@@ -120,23 +131,14 @@ int kube_list(kube_client *c, const kube_resource *res, const kube_list_opts *op
         rc = kube_request(c, "GET", q.data, NULL, NULL, &page, err);
         if (rc == KUBE_OK) {
             json_t *items = json_object_get(page, "items");
-            if (!json_is_object(page) || !(json_is_array(items) || json_is_null(items))) {
+            if (!json_is_object(page) || !(json_is_array(items) || json_is_null(items)))
                 rc = kube_error_set(err, KUBE_EDECODE,
                                     "GET %s: the answer is not a list (no items array)", q.data);
-            } else if (merged == NULL) {
-                merged = json_array();
-                if (merged == NULL)
-                    rc = kube_error_set(err, KUBE_ENOMEM, "out of memory merging %s", base);
-            }
-            if (rc == KUBE_OK && json_is_array(items)) {
-                if (json_array_size(merged) + json_array_size(items) > max_items)
-                    rc = kube_error_set(err, KUBE_ETOOBIG,
-                                        "list %s has more than %zu items; narrow it with a "
-                                        "selector or raise max_items",
-                                        base, max_items);
-                else if (json_array_extend(merged, items) != 0)
-                    rc = kube_error_set(err, KUBE_ENOMEM, "out of memory merging %s", base);
-            }
+            else if ((seen += json_array_size(items)) > max_items)
+                rc = kube_error_set(err, KUBE_ETOOBIG,
+                                    "list %s has more than %zu items; narrow it with a "
+                                    "selector or raise max_items",
+                                    base, max_items);
         }
         kbuf_free(&q);
         if (rc != KUBE_OK)
@@ -145,41 +147,104 @@ int kube_list(kube_client *c, const kube_resource *res, const kube_list_opts *op
         const char *next = json_string_value(json_object_get(meta, "continue"));
         free(cont);
         cont = NULL;
-        if (next == NULL || next[0] == '\0')
-            break;
-        if (opts->limit <= 0 || pages > 100000) {
+        int last = next == NULL || next[0] == '\0';
+        if (!last && (opts->limit <= 0 || pages > 100000)) {
             rc = kube_error_set(err, KUBE_EDECODE,
                                 "list %s: the server sent a continue token for an unpaginated "
                                 "list, or paging never ended",
                                 base);
             break;
         }
-        cont = strdup(next);
-        if (cont == NULL) {
+        if (!last && (cont = strdup(next)) == NULL) {
             rc = kube_error_set(err, KUBE_ENOMEM, "out of memory listing %s", base);
             break;
         }
+        rc = fn(ud, page, seen, last, base, err);
+        if (rc != KUBE_OK || last)
+            break;
     }
     free(cont);
     free(base);
+    json_decref(page);
+    return rc;
+}
+
+typedef struct merge_ctx {
+    json_t *merged; /* every page's items */
+    json_t *last;   /* the last page, which becomes the answer */
+} merge_ctx;
+
+static int merge_page(void *ud, json_t *page, size_t seen, int last, const char *base,
+                      kube_error *err) {
+    (void)seen;
+    merge_ctx *m = ud;
+    json_t *items = json_object_get(page, "items");
+    if (m->merged == NULL && (m->merged = json_array()) == NULL)
+        return kube_error_set(err, KUBE_ENOMEM, "out of memory merging %s", base);
+    if (json_is_array(items) && json_array_extend(m->merged, items) != 0)
+        return kube_error_set(err, KUBE_ENOMEM, "out of memory merging %s", base);
+    if (last)
+        m->last = json_incref(page);
+    return KUBE_OK;
+}
+
+int kube_list(kube_client *c, const kube_resource *res, const kube_list_opts *opts, json_t **out,
+              kube_error *err) {
+    *out = NULL;
+    merge_ctx m = {NULL, NULL};
+    int rc = walk_pages(c, res, opts, merge_page, &m, err);
     if (rc == KUBE_OK) {
-        json_t *meta = json_object_get(page, "metadata");
+        json_t *meta = json_object_get(m.last, "metadata");
         if (json_is_object(meta)) {
             json_object_del(meta, "continue");
             json_object_del(meta, "remainingItemCount");
         }
-        if (json_object_set_new(page, "items", merged) != 0) {
-            merged = NULL;
+        if (json_object_set_new(m.last, "items", m.merged) != 0) {
             rc = kube_error_set(err, KUBE_ENOMEM, "out of memory merging a list");
         } else {
-            merged = NULL;
-            *out = page;
-            page = NULL;
+            *out = m.last;
+            m.last = NULL;
         }
+        m.merged = NULL;
     }
-    json_decref(merged);
-    json_decref(page);
+    json_decref(m.merged);
+    json_decref(m.last);
     return rc;
+}
+
+typedef struct each_ctx {
+    kube_page_fn fn;
+    void *ud;
+    char *rv;
+    size_t rv_cap;
+} each_ctx;
+
+static int each_page(void *ud, json_t *page, size_t seen, int last, const char *base,
+                     kube_error *err) {
+    (void)seen;
+    each_ctx *e = ud;
+    json_t *items = json_object_get(page, "items");
+    int rc = e->fn(e->ud, json_is_array(items) ? items : NULL);
+    if (rc != KUBE_OK)
+        return rc;
+    if (last && e->rv != NULL) {
+        const char *rv = json_string_value(
+            json_object_get(json_object_get(page, "metadata"), "resourceVersion"));
+        int n = snprintf(e->rv, e->rv_cap, "%s", rv ? rv : "");
+        if (n < 0 || (size_t)n >= e->rv_cap)
+            return kube_error_set(err, KUBE_EDECODE,
+                                  "list %s: its resourceVersion is longer than %zu bytes", base,
+                                  e->rv_cap - 1);
+    }
+    return KUBE_OK;
+}
+
+int kube_list_pages(kube_client *c, const kube_resource *res, const kube_list_opts *opts,
+                    kube_page_fn fn, void *ud, char *rv, size_t rv_cap, kube_error *err) {
+    if (rv != NULL && rv_cap > 0)
+        rv[0] = '\0';
+    each_ctx e = {fn, ud, rv, rv_cap};
+    return walk_pages(c, res, opts, each_page, &e, err);
 }
 
 int kube_create(kube_client *c, const kube_resource *res, const json_t *obj, json_t **out,

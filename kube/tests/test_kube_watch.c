@@ -306,7 +306,7 @@ static void reflector_relists_on_gone(void **state) {
     cache c = {0};
     c.events.stop_at = "end";
     c.events.stop_watch = f->w; /* the callback stops the reflector through the watch */
-    kube_reflector_fns fns = {on_replace, on_cache_event, &c};
+    kube_reflector_fns fns = {.replace = on_replace, .event = on_cache_event, .ud = &c};
     kube_watch_opts o = {.list_limit = 50};
     kube_error e;
     assert_int_equal(kube_reflector_run(f->w, &PODS, &o, &fns, &e), KUBE_ESTOPPED);
@@ -324,6 +324,72 @@ static void reflector_relists_on_gone(void **state) {
     assert_non_null(strstr(req(f, 3).target, "&resourceVersion=200"));
 }
 
+typedef struct pager {
+    int begins, pages, ends_ok, ends_failed;
+    size_t items;
+    rec events;
+} pager;
+
+static void on_begin(void *ud) {
+    ((pager *)ud)->begins++;
+}
+
+static int on_page(void *ud, const json_t *items) {
+    pager *p = ud;
+    p->pages++;
+    p->items += json_array_size(items);
+    return KUBE_OK;
+}
+
+static void on_end(void *ud, int ok) {
+    pager *p = ud;
+    if (ok)
+        p->ends_ok++;
+    else
+        p->ends_failed++;
+}
+
+static int on_pager_event(void *ud, const kube_event *ev) {
+    return on_event(&((pager *)ud)->events, ev);
+}
+
+static void reflector_hands_over_pages(void **state) {
+    fx *f = *state;
+    /* first list: its continue token expires after page 1 -> dropped, listed again */
+    kts_push(f->srv, 200, NULL,
+             "{\"metadata\":{\"continue\":\"t1\"},\"items\":["
+             "{\"metadata\":{\"name\":\"a\"}},{\"metadata\":{\"name\":\"b\"}}]}");
+    kts_push(f->srv, 410, NULL, "{\"kind\":\"Status\",\"reason\":\"Expired\",\"code\":410}");
+    kts_push(f->srv, 200, NULL,
+             "{\"metadata\":{\"continue\":\"t2\"},\"items\":["
+             "{\"metadata\":{\"name\":\"a\"}},{\"metadata\":{\"name\":\"b\"}}]}");
+    kts_push(f->srv, 200, NULL,
+             "{\"metadata\":{\"resourceVersion\":\"300\"},\"items\":["
+             "{\"metadata\":{\"name\":\"c\"}}]}");
+    kts_push_stream(f->srv, EV("DELETED", "end", "301"), 0, 0, KTS_END_HOLD);
+    pager p = {0};
+    p.events.stop_at = "end";
+    p.events.stop_watch = f->w;
+    kube_reflector_fns fns = {.event = on_pager_event,
+                              .ud = &p,
+                              .list_begin = on_begin,
+                              .list_page = on_page,
+                              .list_end = on_end};
+    kube_watch_opts o = {.list_limit = 2};
+    kube_error e;
+    assert_int_equal(kube_reflector_run(f->w, &PODS, &o, &fns, &e), KUBE_ESTOPPED);
+    assert_int_equal(p.begins, 2);
+    assert_int_equal(p.ends_failed, 1);
+    assert_int_equal(p.ends_ok, 1);
+    assert_int_equal(p.pages, 3); /* a, b | a, b | c */
+    assert_int_equal(p.items, 5);
+    assert_int_equal(p.events.n, 1);
+    assert_int_equal(kts_count(f->srv), 5);
+    assert_non_null(strstr(req(f, 1).target, "continue=t1"));
+    assert_non_null(strstr(req(f, 3).target, "continue=t2"));
+    assert_non_null(strstr(req(f, 4).target, "&resourceVersion=300"));
+}
+
 static void reflector_returns_permanent_errors(void **state) {
     fx *f = *state;
     kts_push(f->srv, 503, NULL, "{\"kind\":\"Status\",\"code\":503}"); /* retried */
@@ -331,7 +397,7 @@ static void reflector_returns_permanent_errors(void **state) {
              "{\"kind\":\"Status\",\"reason\":\"Forbidden\",\"message\":\"no list\","
              "\"code\":403}");
     cache c = {0};
-    kube_reflector_fns fns = {on_replace, on_cache_event, &c};
+    kube_reflector_fns fns = {.replace = on_replace, .event = on_cache_event, .ud = &c};
     kube_error e;
     assert_int_equal(kube_reflector_run(f->w, &PODS, NULL, &fns, &e), KUBE_EHTTP);
     assert_int_equal(e.http_status, 403);
@@ -422,6 +488,7 @@ int main(void) {
         T(reflector_relists_on_gone),
         T(many_reconnects_keep_the_resource_version),
         T(unauthorized_watch_rereads_the_token),
+        T(reflector_hands_over_pages),
         T(reflector_returns_permanent_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -72,8 +72,10 @@ static int parse(int argc, char **argv, options *o) {
                    .image = "areal-worker:latest",
                    .metrics_addr = "0.0.0.0:8080",
                    .lease_name = "areal-operator",
-                   .qps = 50,
-                   .burst = 100,
+                   /* a 128-pod gang is ~260 writes at once (creates, binds, status):
+                    * the burst lets one gang through without waiting on the rate */
+                   .qps = 100,
+                   .burst = 300,
                    .workers = 2};
     opterr = 0;
     for (;;) {

@@ -51,6 +51,8 @@ struct kts {
     kts_request reqs[KTS_MAX_REQS];
     int nreqs;
     int accepts;
+    kts_handler handler;
+    void *handler_ud;
     pthread_t conns[KTS_MAX_CONNS];
     int conn_ok[KTS_MAX_CONNS];
     int nconns;
@@ -236,6 +238,33 @@ static void *conn_main(void *arg) {
         rq.body[blen] = '\0';
         rq.body_len = blen;
 
+        kts_answer ans;
+        memset(&ans, 0, sizeof ans);
+        pthread_mutex_lock(&s->mu);
+        kts_handler handler = s->handler;
+        void *handler_ud = s->handler_ud;
+        pthread_mutex_unlock(&s->mu);
+        if (handler != NULL && handler(handler_ud, &rq, &ans)) {
+            step hs = {ans.stream ? STEP_STREAM : STEP_PLAIN,
+                       ans.status,
+                       NULL,
+                       ans.body,
+                       ans.body ? ans.len : 0,
+                       0,
+                       ans.delay_ms,
+                       ans.end};
+            pthread_mutex_lock(&s->mu);
+            if (s->nreqs < KTS_MAX_REQS)
+                s->reqs[s->nreqs++] = rq;
+            else
+                free(rq.body);
+            pthread_mutex_unlock(&s->mu);
+            int served = serve(s, a.fd, &hs);
+            free(ans.body);
+            if (served != 0)
+                goto out;
+            continue;
+        }
         step st = {STEP_PLAIN, 500, "Connection: close\r\n", "kts: script exhausted", 21, 0, 0, 0};
         pthread_mutex_lock(&s->mu);
         if (s->nreqs < KTS_MAX_REQS)
@@ -332,6 +361,13 @@ void kts_stop(kts *s) {
         free(s->reqs[i].body);
     pthread_mutex_destroy(&s->mu);
     free(s);
+}
+
+void kts_set_handler(kts *s, kts_handler fn, void *ud) {
+    pthread_mutex_lock(&s->mu);
+    s->handler = fn;
+    s->handler_ud = ud;
+    pthread_mutex_unlock(&s->mu);
 }
 
 const char *kts_url(kts *s) {

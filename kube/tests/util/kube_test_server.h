@@ -13,6 +13,8 @@
  * How: one accept thread, one thread per connection; a mutex guards the
  * script and the records; every blocking wait is a poll with a short timeout
  * that checks the stop flag, so kts_stop always returns.
+ * A handler (kts_set_handler) may answer requests itself, computed from
+ * their path and body, before the script is consulted.
  * Rejected: a Python or shell server (a second runtime in CI, and slower to
  * start than the tests themselves).
  */
@@ -34,6 +36,27 @@ typedef struct kts_request {
     size_t body_len;
     int conn; /* 1-based number of the connection it came on */
 } kts_request;
+
+/*
+ * A dynamic answer, for tests that need a server which routes by path (an
+ * informer per resource, reconciles writing objects): the handler runs on the
+ * connection's thread, possibly on several at once, for every request before
+ * the script is consulted. It returns 1 with `ans` filled (body malloc'd, the
+ * server frees it) or 0 to let the script answer.
+ */
+typedef struct kts_answer {
+    int status;   /* plain answers; a stream is always 200 */
+    char *body;   /* owned by the server once returned; NULL: empty */
+    size_t len;   /* bytes of body */
+    int stream;   /* 1: chunked, sent in one piece, then ended as `end` */
+    int end;      /* KTS_END_* for streams */
+    int delay_ms; /* before a stream's body */
+} kts_answer;
+
+typedef int (*kts_handler)(void *ud, const kts_request *rq, kts_answer *ans);
+
+/* Installs (or with NULL removes) the handler; set it before requests arrive. */
+void kts_set_handler(kts *s, kts_handler fn, void *ud);
 
 /* Starts a server on 127.0.0.1 with an ephemeral port; NULL on failure. */
 kts *kts_start(void);

@@ -128,6 +128,22 @@ int kube_get(kube_client *c, const kube_resource *res, const char *name, json_t 
 int kube_list(kube_client *c, const kube_resource *res, const kube_list_opts *opts, json_t **out,
               kube_error *err);
 
+/* Receives the items array of one page (borrowed: valid during the call;
+ * NULL for a page without items). Return KUBE_OK to go on, or a code that
+ * ends the list. */
+typedef int (*kube_page_fn)(void *ud, const json_t *items);
+
+/*
+ * LIST page by page: as kube_list, but each page's items go to `fn` as the
+ * page arrives, and the page is freed before the next is fetched, so at most
+ * one page is held. `rv` (rv_cap bytes, may be NULL) receives the list's
+ * resourceVersion after the last page. A 410 in the middle -> KUBE_EGONE (the
+ * pages already handed over belong to a list that must be read again); `fn`'s
+ * code is returned as it is.
+ */
+int kube_list_pages(kube_client *c, const kube_resource *res, const kube_list_opts *opts,
+                    kube_page_fn fn, void *ud, char *rv, size_t rv_cap, kube_error *err);
+
 /* POST `obj` to the collection. 409 (AlreadyExists) -> KUBE_ECONFLICT. */
 int kube_create(kube_client *c, const kube_resource *res, const json_t *obj, json_t **out,
                 kube_error *err);

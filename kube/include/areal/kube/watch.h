@@ -164,10 +164,20 @@ typedef struct kube_reflector_fns {
     /* One ADDED/MODIFIED/DELETED event (bookmarks are absorbed). */
     int (*event)(void *ud, const kube_event *ev);
     void *ud;
+    /* Optional; when list_page is set it is used instead of `replace`, so a
+     * long list is never held whole: list_begin before the first page,
+     * list_page with each page's items (borrowed, valid during the call; NULL
+     * for an empty page), list_end(ok = 1) after the last page, or
+     * list_end(ok = 0) when the list failed part way (drop what its pages
+     * brought; it will be listed again). */
+    void (*list_begin)(void *ud);
+    int (*list_page)(void *ud, const json_t *items);
+    void (*list_end)(void *ud, int ok);
 } kube_reflector_fns;
 
 /*
- * Lists `res`, hands the list to fns->replace, watches from its
+ * Lists `res`, hands the list to fns->replace (or page by page to
+ * fns->list_page), watches from its
  * resourceVersion handing events to fns->event, and lists again on KUBE_EGONE
  * (or after a watch gives up, with backoff). Transient list failures are
  * retried with backoff until stopped. Returns KUBE_ESTOPPED after

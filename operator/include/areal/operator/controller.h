@@ -18,6 +18,7 @@
 #define AREAL_OPERATOR_CONTROLLER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "areal/error.h"
 #include "areal/kube/client.h"
@@ -44,6 +45,9 @@ void controller_stop(controller *ctl);
 
 /* True once every informer has listed once. */
 bool controller_synced(controller *ctl);
+
+/* Objects in the informers' caches now (any pointer may be NULL). */
+void controller_cache_sizes(controller *ctl, size_t *jobs, size_t *pods, size_t *nodes);
 
 void controller_free(controller *ctl);
 
