@@ -1,9 +1,10 @@
 # model/module.mk - HuggingFace model files (config.json, safetensors) and the
 # byte-level BPE tokenizer. PCRE2 gives the pre-tokenizer's Unicode classes and
 # libunistring the NFC normalizer, so no Unicode tables live in this tree.
+# OpenBLAS does the matrix products of the CPU fp32 model.
 LIB_SRC     += $(wildcard model/src/*.c)
 INCLUDES    += -Imodel/include
-PKGS        += libpcre2-8
+PKGS        += libpcre2-8 openblas
 EXTRA_LIBS  += -lunistring -lpthread
 DEPS_GROUPS += model
 PROGRAMS    += areal-tokenize
