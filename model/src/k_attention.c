@@ -150,7 +150,7 @@ typedef struct dec_ctx {
     float *out;
     const float *q, *kc, *vc;
     size_t kv_stride;
-    const int *n_keys;
+    const int *slot, *n_keys;
     k_attn_dims d;
     float *scratch;
     int max_keys;
@@ -164,8 +164,9 @@ static void dec_tasks(void *c, size_t b, size_t e) {
         int s = (int)(task / (size_t)d.nh), h = (int)(task % (size_t)d.nh), kh = h / grp;
         int n = x->n_keys[s];
         float *pr = x->scratch + task * (size_t)x->max_keys;
-        const float *kb = x->kc + (size_t)s * x->kv_stride + kh * d.hd;
-        const float *vb = x->vc + (size_t)s * x->kv_stride + kh * d.hd;
+        size_t base = (size_t)(x->slot != NULL ? x->slot[s] : s) * x->kv_stride;
+        const float *kb = x->kc + base + kh * d.hd;
+        const float *vb = x->vc + base + kh * d.hd;
         softmax_row(pr, x->q + (size_t)s * qd + h * d.hd, kb, kvd, n, d.hd, d.scale);
         float *o = x->out + (size_t)s * qd + h * d.hd;
         for (int c2 = 0; c2 < d.hd; c2++)
@@ -177,8 +178,8 @@ static void dec_tasks(void *c, size_t b, size_t e) {
 }
 
 void k_attn_decode(areal_pool *p, float *out, const float *q, const float *kc, const float *vc,
-                   size_t kv_stride, const int *n_keys, int B, k_attn_dims d, float *scratch,
-                   int max_keys) {
-    dec_ctx x = {out, q, kc, vc, kv_stride, n_keys, d, scratch, max_keys};
+                   size_t kv_stride, const int *slot, const int *n_keys, int B, k_attn_dims d,
+                   float *scratch, int max_keys) {
+    dec_ctx x = {out, q, kc, vc, kv_stride, slot, n_keys, d, scratch, max_keys};
     areal_pool_for(p, (size_t)B * d.nh, 1, dec_tasks, &x);
 }

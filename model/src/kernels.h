@@ -60,13 +60,14 @@ void k_attn_bwd(areal_pool *p, float *dq, float *dk, float *dv, const float *dou
 /* att_off[0..n_seqs] (prefix sums of nh * L^2); returns the total. */
 size_t k_attn_offsets(size_t *att_off, const int32_t *cu, int n_seqs, int nh);
 /*
- * One query row per sequence b against its cache: q [B, nh*hd], kc/vc the
- * cache of b at kc + b*kv_stride ([n_keys[b], nkv*hd] rows), out [B, nh*hd].
- * scratch holds B * nh * max_keys floats, max_keys >= every n_keys[b].
+ * Query rows against a KV cache: row r of q [R, nh*hd] attends the first
+ * n_keys[r] rows of cache slot slot[r] (slot NULL: slot r), stored at
+ * kc/vc + slot * kv_stride as [n, nkv*hd] rows; out [R, nh*hd]. scratch
+ * holds R * nh * max_keys floats, max_keys >= every n_keys[r].
  */
 void k_attn_decode(areal_pool *p, float *out, const float *q, const float *kc, const float *vc,
-                   size_t kv_stride, const int *n_keys, int B, k_attn_dims d, float *scratch,
-                   int max_keys);
+                   size_t kv_stride, const int *slot, const int *n_keys, int R, k_attn_dims d,
+                   float *scratch, int max_keys);
 
 /* ---- k_swiglu.c: h = silu(g) * u over n elements */
 void k_swiglu_fwd(areal_pool *p, float *h, const float *g, const float *u, size_t n);

@@ -1,6 +1,7 @@
 /*
  * test_model_ref.c - the CPU fp32 model against PyTorch/transformers on tiny
- * random Qwen2, Qwen3 (tied), Qwen3-MoE and Qwen2-MoE (shared expert) models:
+ * random Qwen2, Qwen3 (tied), Qwen3-MoE, Qwen2-MoE (shared expert) and Llama
+ * (tied, llama3 rope scaling) models:
  * logits, logprobs and entropy (temperature 1 and 0.7), mean cross-entropy,
  * the gradient of every parameter, and one AdamW step, each within 1e-4 of
  * the reference's scale; the threaded path equals the serial one; and a
@@ -165,6 +166,10 @@ static void qwen2_moe_shared_matches_torch(void **s) {
     (void)s;
     check_arch("ref-qwen2-moe", 1);
 }
+static void llama_rope_scaling_matches_torch(void **s) {
+    (void)s;
+    check_arch("ref-llama", 1);
+}
 static void threaded_matches_torch(void **s) {
     (void)s;
     check_arch("ref-qwen3-moe", 3);
@@ -196,9 +201,13 @@ static void gradients_accumulate(void **s) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(qwen2_matches_torch),     cmocka_unit_test(qwen3_tied_matches_torch),
-        cmocka_unit_test(qwen3_moe_matches_torch), cmocka_unit_test(qwen2_moe_shared_matches_torch),
-        cmocka_unit_test(threaded_matches_torch),  cmocka_unit_test(gradients_accumulate),
+        cmocka_unit_test(qwen2_matches_torch),
+        cmocka_unit_test(qwen3_tied_matches_torch),
+        cmocka_unit_test(qwen3_moe_matches_torch),
+        cmocka_unit_test(qwen2_moe_shared_matches_torch),
+        cmocka_unit_test(llama_rope_scaling_matches_torch),
+        cmocka_unit_test(threaded_matches_torch),
+        cmocka_unit_test(gradients_accumulate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
