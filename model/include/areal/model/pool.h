@@ -37,7 +37,8 @@ void areal_pool_destroy(areal_pool *p);
 /* Threads of the pool (1 for NULL). */
 int areal_pool_threads(const areal_pool *p);
 
-/* Runs fn over [0, n) as described above; n == 0 returns at once. */
+/* Runs fn over [0, n) as described above; n == 0 returns at once. fn must not
+ * call areal_pool_for on the same pool (the pool runs one job at a time). */
 void areal_pool_for(areal_pool *p, size_t n, size_t grain, areal_pool_fn fn, void *ctx);
 
 #endif
