@@ -8,7 +8,9 @@
  *   2. generation: batch 8, prompts of 32 tokens, 32 new tokens each with
  *      temperature sampling (new tokens/s, prefill included).
  * Threads: AREAL_THREADS (default: online CPUs) for the pool; OpenBLAS keeps
- * its own setting (OPENBLAS_NUM_THREADS). Each figure is the median of runs.
+ * its own setting (OPENBLAS_NUM_THREADS). Each figure is the median of runs;
+ * the CPU seconds per step (all threads) show how much of the wall time was
+ * this process computing when the machine is shared.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -25,6 +27,12 @@
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
@@ -87,9 +95,9 @@ int main(void) {
     for (int t = 0; t < T; t++)
         tgt[t] = (t + 1) % L ? tok[t + 1] : -1;
     areal_adamw_cfg ac = {1e-4, 0.9, 0.95, 1e-8, 0.1};
-    double times[RUNS], loss = 0;
+    double times[RUNS], cpus[RUNS], loss = 0;
     for (int r = 0; r < RUNS; r++) {
-        double t0 = now_s();
+        double t0 = now_s(), c0 = cpu_s();
         areal_batch b = {tok, cu, T, NS};
         areal_acts a;
         areal_model_zero_grad(&m);
@@ -103,15 +111,17 @@ int main(void) {
         areal_adamw_step(&opt, &ac, ac.lr, m.params, m.grads, pool);
         areal_acts_free(&a);
         times[r] = now_s() - t0;
+        cpus[r] = cpu_s() - c0;
     }
     qsort(times, RUNS, sizeof times[0], cmp_double);
+    qsort(cpus, RUNS, sizeof cpus[0], cmp_double);
     double step = times[RUNS / 2];
     double flops = 6.0 * (double)m.n_params * T +
                    6.0 * c.num_layers * (double)NS * L * L * c.num_heads * c.head_dim;
     printf("model train step: %.1fM params, %d tokens (%dx%d packed), %d threads: %.0f ms/step, "
-           "%.0f tokens/s, %.1f GFLOP/s (loss %.3f)\n",
+           "%.0f tokens/s, %.1f GFLOP/s; %.2f CPU s/step (loss %.3f)\n",
            (double)m.n_params / 1e6, T, NS, L, threads, step * 1e3, T / step, flops / step / 1e9,
-           loss);
+           cpus[RUNS / 2], loss);
     enum { B = 8, P = 32, NEW = 32 };
     const int32_t *prompts[B];
     int plen[B];
