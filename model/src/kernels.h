@@ -46,14 +46,14 @@ typedef struct k_attn_dims {
 /*
  * For each sequence s (rows cu[s]..cu[s+1]) and head h: out = softmax(scale q
  * k^T, causal) v, with key/value head h / (nh / nkv). q, out [T, nh*hd];
- * k, v [T, nkv*hd]. att (nullable) receives the probabilities at
+ * k, v [T, nkv*hd]. att receives the probabilities (zero above the diagonal) at
  * att_off[s] + (h * L + i) * L + j, att_off from k_attn_offsets.
  */
 void k_attn_fwd(areal_pool *p, float *out, float *att, const float *q, const float *k,
                 const float *v, const int32_t *cu, int n_seqs, const size_t *att_off,
                 k_attn_dims d);
 /* dq, dk, dv [same shapes] += gradients, from dout and the saved att;
- * scratch holds T * nkv floats. */
+ * scratch holds L * L floats for the longest sequence L. */
 void k_attn_bwd(areal_pool *p, float *dq, float *dk, float *dv, const float *dout, const float *att,
                 const float *q, const float *k, const float *v, const int32_t *cu, int n_seqs,
                 const size_t *att_off, k_attn_dims d, float *scratch);

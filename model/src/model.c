@@ -93,16 +93,15 @@ static int rope_init(areal_model *m, areal_error *err) {
         float f = 1.0f / powf((float)c->rope_theta, e);
         if (rs->type == AREAL_ROPE_LINEAR) {
             f = f / (float)rs->factor;
-        } else if (rs->type == AREAL_ROPE_LLAMA3) {
-            double old = (double)rs->original_max_position_embeddings;
-            double lo_wl = old / rs->low_freq_factor, hi_wl = old / rs->high_freq_factor;
-            double wl = 2.0 * M_PI / f;
-            if (wl > lo_wl) {
-                f = f / (float)rs->factor;
-            } else if (wl >= hi_wl) {
-                double sm =
-                    (old / wl - rs->low_freq_factor) / (rs->high_freq_factor - rs->low_freq_factor);
-                f = (float)((1.0 - sm) * f / rs->factor + sm * f);
+        } else if (rs->type == AREAL_ROPE_LLAMA3) { /* in fp32, as transformers computes it */
+            float old = (float)rs->original_max_position_embeddings;
+            float lo = (float)rs->low_freq_factor, hi = (float)rs->high_freq_factor;
+            float factor = (float)rs->factor, wl = 2.0f * (float)M_PI / f;
+            if (wl > old / lo) {
+                f = f / factor;
+            } else if (wl >= old / hi) {
+                float sm = (old / wl - lo) / (hi - lo);
+                f = (1.0f - sm) * f / factor + sm * f;
             }
         }
         m->inv_freq[i] = f;

@@ -75,7 +75,11 @@ int areal_model_backward(areal_model *m, const areal_acts *a, const float *dlogi
     const areal_acts_priv *p = a->priv;
     size_t T = (size_t)p->T, H = (size_t)c->hidden_size, Q = (size_t)c->num_heads * c->head_dim;
     size_t KV = (size_t)c->num_kv_heads * c->head_dim, I = (size_t)c->intermediate_size;
-    size_t need = T * H * 2 + T * Q * 3 + T * KV * 5 + T * I * 3 + T * (size_t)c->num_kv_heads;
+    size_t maxL = 0;
+    for (int s2 = 0; s2 < p->n_seqs; s2++)
+        if ((size_t)(p->cu[s2 + 1] - p->cu[s2]) > maxL)
+            maxL = (size_t)(p->cu[s2 + 1] - p->cu[s2]);
+    size_t need = T * H * 2 + T * Q * 3 + T * KV * 5 + T * I * 3 + maxL * maxL;
     float *buf = malloc(sizeof(float) * need);
     if (buf == NULL)
         return areal_error_set(err, AREAL_ENOMEM, -1,
@@ -95,7 +99,7 @@ int areal_model_backward(areal_model *m, const areal_acts *a, const float *dlogi
     s.dh = TAKE(T * I);
     s.dg = TAKE(T * I);
     s.du = TAKE(T * I);
-    s.attn = TAKE(T * (size_t)c->num_kv_heads);
+    s.attn = TAKE(maxL * maxL);
 #undef TAKE
     /* LM head and final norm */
     memset(s.dln, 0, sizeof(float) * T * H);
