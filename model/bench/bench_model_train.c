@@ -131,20 +131,20 @@ int main(void) {
     }
     areal_sampling sp = {.temperature = 1.0f, .top_p = 1.0f, .seed = 1, .max_new_tokens = NEW};
     areal_gen_out out[B];
-    double g0 = now_s();
+    double g0 = now_s(), gc0 = cpu_s();
     if (areal_generate(&m, prompts, plen, B, &sp, out, &err) != AREAL_OK) {
         fprintf(stderr, "bench_model_train: %s\n", err.msg);
         return 1;
     }
-    double gt = now_s() - g0;
+    double gt = now_s() - g0, gc = cpu_s() - gc0;
     int made = 0;
     for (int b = 0; b < B; b++) {
         made += out[b].n;
         areal_gen_out_free(&out[b]);
     }
     printf("model generate: batch %d, prompts %d, %d new tokens each: %.0f new tokens/s "
-           "(%.2f s, prefill included)\n",
-           B, P, NEW, made / gt, gt);
+           "(%.2f s, %.2f CPU s, prefill included)\n",
+           B, P, NEW, made / gt, gt, gc);
     areal_adamw_free(&opt);
     free(tok);
     free(dlogits);

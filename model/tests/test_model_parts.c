@@ -146,6 +146,16 @@ static void unsupported_rope_and_broken_dirs(void **s) {
     assert_int_equal(areal_model_load(&m, dir, NULL, &err), AREAL_EINVAL);
     if (strstr(err.msg, "mlp.") == NULL || strstr(err.msg, "intermediate_size") == NULL)
         fail_msg("expected the tensor and the config field in: %s", err.msg);
+    /* an architecture the model does not know: the file and the field */
+    memcpy(at, "\"intermediate_size\": 48", 23);
+    at = strstr(cfg, "\"qwen2\"");
+    assert_non_null(at);
+    memcpy(at, "\"gpt_2\"", 7);
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    assert_int_equal(mt_write(p, cfg, n), 0);
+    assert_int_equal(areal_model_load(&m, dir, NULL, &err), AREAL_EINVAL);
+    if (strstr(err.msg, "config.json") == NULL || strstr(err.msg, "model_type") == NULL)
+        fail_msg("expected the file and model_type in: %s", err.msg);
     free(cfg);
     free(w);
     mt_rmdir(dir);
