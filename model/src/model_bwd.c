@@ -73,6 +73,10 @@ int areal_model_backward(areal_model *m, const areal_acts *a, const float *dlogi
                          areal_error *err) {
     const areal_model_config *c = &m->cfg;
     const areal_acts_priv *p = a->priv;
+    if (p == NULL || dlogits == NULL)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "backward: needs the activations of a successful forward and "
+                               "dlogits");
     size_t T = (size_t)p->T, H = (size_t)c->hidden_size, Q = (size_t)c->num_heads * c->head_dim;
     size_t KV = (size_t)c->num_kv_heads * c->head_dim, I = (size_t)c->intermediate_size;
     size_t maxL = 0;

@@ -99,6 +99,8 @@ static void bad_batches_are_refused(void **s) {
     assert_int_equal(areal_model_forward(&m, &b, &a, &err), AREAL_EINVAL);
     assert_non_null(strstr(err.msg, "token 3 is id 96"));
     assert_null(a.logits);
+    assert_int_equal(areal_model_backward(&m, &a, NULL, &err), AREAL_EINVAL);
+    assert_non_null(strstr(err.msg, "successful forward"));
     tok[3] = 4;
     cu[1] = 4;
     assert_int_equal(areal_model_forward(&m, &b, &a, &err), AREAL_EINVAL);

@@ -107,7 +107,8 @@ int areal_model_forward(areal_model *m, const areal_batch *b, areal_acts *a, are
 /*
  * Backpropagates dlogits [T, V] through the forward that filled a and adds
  * the parameter gradients to m->grads (so micro-batches accumulate). Returns
- * 0 or AREAL_ENOMEM (then m->grads is partially updated: zero and redo).
+ * 0, AREAL_EINVAL (a holds no forward) or AREAL_ENOMEM (then m->grads is
+ * partially updated: zero and redo).
  */
 int areal_model_backward(areal_model *m, const areal_acts *a, const float *dlogits,
                          areal_error *err);
