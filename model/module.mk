@@ -1,13 +1,15 @@
 # model/module.mk - HuggingFace model files (config.json, safetensors) and the
 # byte-level BPE tokenizer. PCRE2 gives the pre-tokenizer's Unicode classes and
 # libunistring the NFC normalizer, so no Unicode tables live in this tree.
+# OpenBLAS does the matrix products of the CPU fp32 model.
 LIB_SRC     += $(wildcard model/src/*.c)
 INCLUDES    += -Imodel/include
-PKGS        += libpcre2-8
+PKGS        += libpcre2-8 openblas
 EXTRA_LIBS  += -lunistring -lpthread
 DEPS_GROUPS += model
-PROGRAMS    += areal-tokenize
-areal-tokenize_SRC := $(wildcard model/cmd/*.c)
+PROGRAMS    += areal-tokenize areal-model
+areal-tokenize_SRC := model/cmd/areal_tokenize.c
+areal-model_SRC := $(wildcard model/cmd/model_*.c)
 TEST_SRC    += $(wildcard model/tests/test_*.c)
 FUZZ_SRC    += $(wildcard model/fuzz/fuzz_*.c)
 BENCH_SRC   += $(wildcard model/bench/bench_*.c)

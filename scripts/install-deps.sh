@@ -37,8 +37,9 @@ for group in "$@"; do
         have_pc libcurl || need_pkgs+=(libcurl4-openssl-dev)
         have_cmd openssl || need_pkgs+=(openssl)
         ;;
-    model) # PCRE2 for the tokenizer's Unicode regex, libunistring for NFC
+    model) # PCRE2 for the tokenizer's Unicode regex, libunistring for NFC, OpenBLAS
         have_pc libpcre2-8 || need_pkgs+=(libpcre2-dev)
+        have_pc openblas || need_pkgs+=(libopenblas-dev)
         [ -f /usr/include/uninorm.h ] || need_pkgs+=(libunistring-dev)
         ;;
     worker-bench)

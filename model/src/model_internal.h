@@ -1,0 +1,70 @@
+/*
+ * model_internal.h - the saved activations of a forward pass (internal to
+ * model_fwd.c, model_bwd.c and moe.c).
+ *
+ * Every buffer a backward reads is named here and saved explicitly by the
+ * forward, layer by layer (the llm.c discipline): nothing is recomputed in
+ * the backward except cheap element-wise products. One arena allocation holds
+ * them all; the pointers below point into it.
+ */
+#ifndef AREAL_MODEL_INTERNAL_H
+#define AREAL_MODEL_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "areal/model/model.h"
+
+/* The mixture-of-experts block of one layer; TK = T * num_experts_per_tok slots. */
+typedef struct moe_acts {
+    float *probs;                   /* [T, E] router softmax */
+    int32_t *topk;                  /* [T, K] chosen experts */
+    float *topk_w;                  /* [T, K] their (renormalised) weights */
+    int32_t *slot_tok;              /* [TK] token of each slot, slots grouped by expert */
+    int32_t *slot_of;               /* [T, K] slot of (t, k) */
+    int32_t *off;                   /* [E + 1] first slot of each expert */
+    float *xg;                      /* [TK, H] gathered inputs */
+    float *g, *u, *h;               /* [TK, I] */
+    float *y;                       /* [TK, H] expert outputs */
+    float *sg, *su, *sh, *sy, *sgl; /* shared expert [T, Is] x3, [T, H], gate logit [T] */
+} moe_acts;
+
+typedef struct layer_acts {
+    float *res;             /* [T, H] input residual */
+    float *ln1, *rstd1;     /* [T, H], [T] */
+    float *q, *k, *v;       /* [T, Q], [T, KV] x2: projections (bias added), before norm/rope */
+    float *rstd_q, *rstd_k; /* [T * nh], [T * nkv] (qk-norm only) */
+    float *qr, *kr;         /* after qk-norm and rope */
+    float *att;             /* attention probabilities (k_attn_offsets) */
+    float *ao;              /* [T, Q] attention output */
+    float *mid;             /* [T, H] residual after attention */
+    float *ln2, *rstd2;
+    float *g, *u, *h; /* [T, I] dense MLP */
+    moe_acts moe;
+} layer_acts;
+
+struct areal_acts_priv {
+    int T, n_seqs;
+    int32_t *tokens, *cu, *pos; /* copies; pos = position in its sequence */
+    size_t *att_off;
+    size_t att_total;
+    layer_acts *layers;
+    float *res_out;     /* [T, H] after the last layer */
+    float *lnf, *rstdf; /* final norm */
+    void *arena;
+};
+
+/* Bytes needed for the MoE activations of T tokens (0 for a dense model). */
+size_t moe_acts_floats(const areal_model_config *c, int T);
+/* Points a->... into base (moe_acts_floats(c, T) floats, int32 slots included). */
+void moe_acts_bind(moe_acts *a, const areal_model_config *c, int T, float *base);
+
+/* out [T, H] = the MoE block on x [T, H] (out overwritten); fills a. */
+void moe_fwd(const areal_model *m, const areal_layer_w *w, moe_acts *a, const float *x, float *out,
+             int T);
+/* dx [T, H] += ..., parameter grads += ..., from dout [T, H]. Returns 0 or AREAL_ENOMEM. */
+int moe_bwd(const areal_model *m, const areal_layer_w *w, const areal_layer_w *gw,
+            const moe_acts *a, const float *x, const float *dout, float *dx, int T,
+            areal_error *err);
+
+#endif
