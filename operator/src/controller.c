@@ -336,9 +336,15 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
             }
         }
         if (!retry && r.status != NULL) {
-            /* A merge patch of the status subresource: no resourceVersion race with the
-             * finalizer patch of the same pass, and the whole status is ours to write. */
-            json_t *patch = json_pack("{s:O}", "status", r.status);
+            /* A merge patch of the status subresource, guarded by the resourceVersion
+             * the pass read: a pass that ran on a cached job older than the last status
+             * write (the informer lags behind our own writes) gets 409 and runs again on
+             * the newer job, instead of writing back stale counters (restarts). A
+             * finalizer patch of the same pass costs one such retry. */
+            const char *rv = json_string_value(json_object_get(meta, "resourceVersion"));
+            json_t *patch = rv ? json_pack("{s:{s:s},s:O}", "metadata", "resourceVersion", rv,
+                                           "status", r.status)
+                               : json_pack("{s:O}", "status", r.status);
             kube_resource res = resource_for("arealjobs", g.ns);
             if (kube_patch(ctl->kc, &res, g.job, KUBE_PATCH_MERGE, patch, "status", NULL, &kerr) !=
                 KUBE_OK)
