@@ -36,7 +36,13 @@ expect_eq() {
 }
 
 # fresh_namespace NAME: (re)create a namespace for the scenario.
+# Jobs left in it by an earlier, failed run lose their finalizer first: no
+# operator runs between scenarios to remove it.
 fresh_namespace() {
+    local j
+    for j in $(kubectl -n "$1" get arealjobs -o name 2>/dev/null); do
+        kubectl -n "$1" patch "$j" --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1 || true
+    done
     kubectl delete namespace "$1" --ignore-not-found --wait=true >/dev/null
     kubectl create namespace "$1" >/dev/null
 }

@@ -230,6 +230,12 @@ static const char *host_ip_of(sim *s, const char *node) {
     return e->ip;
 }
 
+/* A node's kubelet lives while the node is simulated here and not stopped. */
+static bool node_alive(void *ud, const char *name) {
+    sim *s = ud;
+    return has_name(&s->nodes, name) && !has_name(&s->stopped, name);
+}
+
 /* ---- the pod table ---------------------------------------------------------------- */
 
 static const char *meta_str(const json_t *o, const char *k) {
@@ -704,6 +710,7 @@ int sim_kubelet_run(kube_client *c, const sim_kubelet_opts *o, areal_error *err)
     sigaddset(&set, SIGCHLD);
     long tick = o->tick_ms > 0 ? o->tick_ms : 50;
     unsigned long ticks = 0;
+    int64_t revive_at = 0;
     for (;;) {
         apply_queue(s);
         if (ticks++ % 4 == 0) {
@@ -711,6 +718,15 @@ int sim_kubelet_run(kube_client *c, const sim_kubelet_opts *o, areal_error *err)
             load_names(o->stopped_file, &s->stopped);
         }
         int64_t now = now_ms();
+        if (now >= revive_at) {
+            int n = 0;
+            areal_error nerr;
+            if (sim_nodes_revive(c, node_alive, s, &n, &nerr) != AREAL_OK)
+                logf_("node status: %s", nerr.msg);
+            else if (n > 0)
+                logf_("posted Ready=True for %d node(s) marked Unknown", n);
+            revive_at = now + 2000;
+        }
         for (size_t i = 0; i < s->n; i++)
             step(s, s->pods[i], now);
         if (s->hosts_dirty)

@@ -262,7 +262,10 @@ static int record_event(controller *ctl, const json_t *job, const reconcile_acti
     return rc;
 }
 
-static int apply(controller *ctl, const json_t *job, const reconcile_action *a, kube_error *err) {
+/* Applies one action. A patch of the job itself leaves the patched job in
+ * *patched (new reference; the caller frees it), else *patched is untouched. */
+static int apply(controller *ctl, const json_t *job, const reconcile_action *a, json_t **patched,
+                 kube_error *err) {
     const char *ns =
         json_string_value(json_object_get(json_object_get(job, "metadata"), "namespace"));
     kube_resource res = resource_for(a->resource, ns);
@@ -286,7 +289,9 @@ static int apply(controller *ctl, const json_t *job, const reconcile_action *a, 
         rc = kube_bind_pod(ctl->kc, ns, a->name, NULL, a->node, err);
         break;
     case RECONCILE_PATCH_JOB:
-        rc = kube_patch(ctl->kc, &res, a->name, KUBE_PATCH_MERGE, a->obj, NULL, NULL, err);
+        json_decref(*patched);
+        *patched = NULL;
+        rc = kube_patch(ctl->kc, &res, a->name, KUBE_PATCH_MERGE, a->obj, NULL, patched, err);
         break;
     case RECONCILE_EVENT:
         rc = record_event(ctl, job, a, err);
@@ -327,8 +332,9 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
     bool retry = g.oom;
     if (!retry && reconcile_job(&in, &r, &aerr) == AREAL_OK) {
         kube_error kerr;
+        json_t *patched = NULL; /* the job after this pass's own patch (finalizer) */
         for (int i = 0; i < r.n_actions && !retry; i++) {
-            if (apply(ctl, job, &r.actions[i], &kerr) != KUBE_OK) {
+            if (apply(ctl, job, &r.actions[i], &patched, &kerr) != KUBE_OK) {
                 fprintf(stderr,
                         "{\"level\":\"warn\",\"job\":\"%s\",\"msg\":\"%s %s failed: %s\"}\n", key,
                         r.actions[i].resource, r.actions[i].name, kerr.msg);
@@ -340,8 +346,9 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
              * the pass read: a pass that ran on a cached job older than the last status
              * write (the informer lags behind our own writes) gets 409 and runs again on
              * the newer job, instead of writing back stale counters (restarts). A
-             * finalizer patch of the same pass costs one such retry. */
-            const char *rv = json_string_value(json_object_get(meta, "resourceVersion"));
+             * finalizer patch of the same pass moved the version: use the patched one. */
+            const json_t *seen = patched ? json_object_get(patched, "metadata") : meta;
+            const char *rv = json_string_value(json_object_get(seen, "resourceVersion"));
             json_t *patch = rv ? json_pack("{s:{s:s},s:O}", "metadata", "resourceVersion", rv,
                                            "status", r.status)
                                : json_pack("{s:O}", "status", r.status);
@@ -351,6 +358,7 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
                 retry = true;
             json_decref(patch);
         }
+        json_decref(patched);
         *requeue_ms = r.requeue_after_ms;
         reconcile_result_free(&r);
     } else if (!retry) {

@@ -53,6 +53,22 @@ int sim_spawn_start(const sim_spawn *s, pid_t *pid, areal_error *err);
  * Writes the path into out. AREAL_EINVAL when not found. */
 int sim_spawn_resolve(const char *name, const char *dir, char *out, size_t cap, areal_error *err);
 
+/* ---- node status (sim_nodes.c) ------------------------------------------- */
+
+/* True when the kubelet of node `name` is alive (not stopped on purpose). */
+typedef bool (*sim_node_filter)(void *ud, const char *name);
+
+/*
+ * Sets Ready=True (reason KubeletReady) on every simulated node (label
+ * areal.io/simulated=true) whose Ready condition is Unknown - the
+ * node-lifecycle controller's mark of missed heartbeats - and for which
+ * `alive` says yes. *revived counts them. AREAL_EIO (message names the node
+ * or the list) when the API server cannot be reached; the caller tries again
+ * later.
+ */
+int sim_nodes_revive(kube_client *c, sim_node_filter alive, void *ud, int *revived,
+                     areal_error *err);
+
 /* ---- the simulator (sim_kubelet.c) --------------------------------------- */
 
 typedef struct sim_kubelet_opts {
