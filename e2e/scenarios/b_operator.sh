@@ -39,9 +39,9 @@ spec:
   image: areal/worker:latest
   roles:
   - name: trainer
-    args: ["--selftest", "--hold-ms", "4000"]
+    args: ["--selftest", "--hold-ms", "15000"]
   - name: rollout
-    args: ["--selftest", "--hold-ms", "4000"]
+    args: ["--selftest", "--hold-ms", "15000"]
 JOB
 pass "job applied"
 

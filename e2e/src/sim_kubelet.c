@@ -10,9 +10,10 @@
  * pods/status when a pod's report changed. It wakes every tick_ms, or at
  * once on SIGCHLD, SIGTERM or SIGINT (sigtimedwait: no signal handler, no
  * global state).
- * How: a failed API call leaves the pod marked dirty and is tried again on
- * the next tick (the client itself retries only once, so an API server that
- * is down - scenario (e) - never stalls reaping). Pods the simulator did not
+ * How: a failed API call leaves the pod marked dirty and is tried again
+ * RETRY_MS later (the client itself retries only once, so an API server that
+ * is down - scenario (e) - never stalls reaping); a 4xx that retrying cannot
+ * fix is logged once and dropped. Pods the simulator did not
  * start (already terminal when first seen) are only deleted on request.
  * Rejected: one thread per pod (process waits and API calls would need locks
  * on shared tables); restarting containers (the operator's pods use
@@ -39,6 +40,7 @@
 #define DIR_MAX    1024
 #define REASON_MAX 64
 #define MSG_MAX    512
+#define RETRY_MS   500 /* pause after a failed status write or delete */
 
 typedef enum pstate {
     P_NEW,     /* seen, not started (its node may not be known yet) */
@@ -63,6 +65,7 @@ typedef struct pod {
     bool has_ip, deleting, term_sent, killed, dirty, delete_sent, gone, seen;
     long grace_s;
     int64_t kill_at_ms;
+    int64_t retry_at_ms; /* no API call for this pod before (after a failure) */
 } pod;
 
 enum { Q_UPSERT, Q_DELETE, Q_REPLACE };
@@ -530,6 +533,12 @@ static void reap(sim *s, pod *p) {
     logf_("pod %s/%s exited with code %d", p->ns, p->name, p->exit_code);
 }
 
+/* A 4xx other than conflict or throttling: asking again cannot help. */
+static bool permanent(const kube_error *ke) {
+    return ke->http_status >= 400 && ke->http_status < 500 && ke->http_status != 409 &&
+           ke->http_status != 429;
+}
+
 static void report(sim *s, pod *p) {
     char now[32];
     now_text(now, sizeof now);
@@ -562,12 +571,15 @@ static void report(sim *s, pod *p) {
     kube_error ke;
     int rc = kube_patch(s->c, &res, p->name, KUBE_PATCH_MERGE, patch, "status", NULL, &ke);
     json_decref(patch);
-    if (rc == KUBE_OK)
+    if (rc == KUBE_OK || rc == KUBE_ENOTFOUND) {
+        p->dirty = false; /* (not found: the DELETED event follows) */
+    } else if (permanent(&ke)) {
         p->dirty = false;
-    else if (rc == KUBE_ENOTFOUND)
-        p->dirty = false; /* the DELETED event follows */
-    else
-        logf_("status of %s/%s not written (will retry): %s", p->ns, p->name, ke.msg);
+        logf_("status of %s/%s refused, not retried: %s", p->ns, p->name, ke.msg);
+    } else {
+        p->retry_at_ms = now_ms() + RETRY_MS;
+        logf_("status of %s/%s not written (retry in %d ms): %s", p->ns, p->name, RETRY_MS, ke.msg);
+    }
 }
 
 static void delete_now(sim *s, pod *p) {
@@ -575,10 +587,14 @@ static void delete_now(sim *s, pod *p) {
     kube_delete_opts d = {.uid = p->uid, .grace_period_seconds = 0};
     kube_error ke;
     int rc = kube_delete(s->c, &res, p->name, &d, NULL, &ke);
-    if (rc == KUBE_OK || rc == KUBE_ENOTFOUND || rc == KUBE_ECONFLICT)
+    if (rc == KUBE_OK || rc == KUBE_ENOTFOUND || rc == KUBE_ECONFLICT || permanent(&ke)) {
         p->delete_sent = true;
-    else
-        logf_("delete of %s/%s failed (will retry): %s", p->ns, p->name, ke.msg);
+        if (rc != KUBE_OK && rc != KUBE_ENOTFOUND && rc != KUBE_ECONFLICT)
+            logf_("delete of %s/%s refused, not retried: %s", p->ns, p->name, ke.msg);
+    } else {
+        p->retry_at_ms = now_ms() + RETRY_MS;
+        logf_("delete of %s/%s failed (retry in %d ms): %s", p->ns, p->name, RETRY_MS, ke.msg);
+    }
 }
 
 static void step(sim *s, pod *p, int64_t now) {
@@ -618,6 +634,8 @@ static void step(sim *s, pod *p, int64_t now) {
             p->killed = true;
         }
     }
+    if (now < p->retry_at_ms)
+        return; /* the API server refused us a moment ago */
     if (p->dirty)
         report(s, p);
     if (p->deleting && !p->dirty && !p->delete_sent && p->st != P_RUNNING)
