@@ -249,9 +249,12 @@ static const char *spec_str(const json_t *o, const char *k) {
     return json_string_value(json_object_get(json_object_get(o, "spec"), k));
 }
 
+/* The live entry of ns/name (an entry forgotten this tick is skipped: a new
+ * incarnation of the name may arrive in the same batch of events). */
 static pod *find(sim *s, const char *ns, const char *name) {
     for (size_t i = 0; i < s->n; i++)
-        if (strcmp(s->pods[i]->ns, ns) == 0 && strcmp(s->pods[i]->name, name) == 0)
+        if (!s->pods[i]->gone && strcmp(s->pods[i]->ns, ns) == 0 &&
+            strcmp(s->pods[i]->name, name) == 0)
             return s->pods[i];
     return NULL;
 }
@@ -291,12 +294,10 @@ static void upsert(sim *s, json_t *obj) {
     if (ns == NULL || name == NULL || uid == NULL || node == NULL || node[0] == '\0')
         return;
     pod *p = find(s, ns, name);
-    if (p != NULL && strcmp(p->uid, uid) != 0 && !p->gone) {
+    if (p != NULL && strcmp(p->uid, uid) != 0) {
         forget(s, p); /* an older incarnation of the name, missed deletion */
         p = NULL;
     }
-    if (p != NULL && p->gone)
-        p = NULL;
     if (p == NULL) {
         if (s->n == s->cap) {
             size_t cap = s->cap ? s->cap * 2 : 64;
@@ -346,7 +347,7 @@ static void apply_queue(sim *s) {
             const char *ns = meta_str(o, "namespace"), *name = meta_str(o, "name");
             const char *uid = meta_str(o, "uid");
             pod *p = ns && name ? find(s, ns, name) : NULL;
-            if (p != NULL && !p->gone && uid != NULL && strcmp(p->uid, uid) == 0)
+            if (p != NULL && uid != NULL && strcmp(p->uid, uid) == 0)
                 forget(s, p);
         } else {
             for (size_t k = 0; k < s->n; k++)
