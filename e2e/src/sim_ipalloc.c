@@ -1,10 +1,10 @@
 /*
  * sim_ipalloc.c - pod IPs for the node simulator (see areal/simpod.h).
  *
- * What: a bitmap over one IPv4 CIDR. The e2e suite uses a 127.X.0.0/16 range:
+ * What: a bitmap over one IPv4 CIDR. The e2e suite uses a 127.X.Y.0/24 range:
  * every address of 127.0.0.0/8 reaches the loopback interface with no set-up,
  * so a worker can bind its pod IP and peers can connect to it, and two suites
- * on one machine stay apart by choosing different X.
+ * on one machine stay apart by choosing different X.Y.
  * How: round robin from the last handed-out offset; offset 0 (network) and
  * the last (broadcast) are never handed out.
  * Rejected: network namespaces with addresses on lo (real, non-loopback pod
