@@ -14,6 +14,9 @@
  *
  * Layout under state_dir/pods/<ns>_<name>_<uid>/: hosts, pid (the
  * container's process id, for `e2e/cluster kill-pod`), <container>.log.
+ * Rejected: a real kubelet (it needs a container runtime and images) and
+ * kwok (a Go program that only pretends: it runs no process, so no worker
+ * could join its groups).
  */
 #ifndef AREAL_SIMKUBELET_H
 #define AREAL_SIMKUBELET_H
