@@ -1,9 +1,12 @@
-# e2e: the end-to-end suite's C helper (simulated-node objects) and `make e2e`.
-# The control plane itself is built by e2e/build-bins (Go), not by make.
+# e2e: the end-to-end suite's C helpers - the simulated-node objects
+# (areal-e2e-nodes) and the node simulator that runs pods (areal-e2e-kubelet) -
+# and `make e2e`. The control plane itself is built by e2e/build-bins (Go), not
+# by make.
 LIB_SRC  += $(wildcard e2e/src/*.c)
 INCLUDES += -Ie2e/include
-PROGRAMS += areal-e2e-nodes
+PROGRAMS += areal-e2e-nodes areal-e2e-kubelet
 areal-e2e-nodes_SRC := $(wildcard e2e/cmd/*.c)
+areal-e2e-kubelet_SRC := $(wildcard e2e/kubelet/*.c)
 TEST_SRC += $(wildcard e2e/tests/test_*.c)
 FUZZ_SRC += $(wildcard e2e/fuzz/fuzz_*.c)
 

@@ -27,6 +27,9 @@ metadata:
   name: wide
 spec:
   allocation: "megatron:d3t8"
+  roles:
+  - name: trainer
+    args: ["--hold-ms", "60000"]
 JOB
 for _ in $(seq 1 30); do
     reason=$(k get aj wide -o jsonpath='{.status.conditions[?(@.type=="Scheduled")].reason}')
@@ -52,8 +55,8 @@ done
 expect_eq "placed as one gang once the node is there" 3 "$bound"
 expect_eq "on three distinct nodes" 3 \
     "$(k get pods -l areal.io/job=wide -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | sort -u | wc -l)"
-# Free the GPUs for the scenarios after this one. No kubelet runs the pods, so
-# the scenario confirms their termination as one would (grace period 0).
+# Free the GPUs for the scenarios after this one (force: no need to wait for
+# the node simulator's graceful stop).
 k delete aj wide --wait=false >/dev/null
 k delete pods -l areal.io/job=wide --grace-period=0 --force >/dev/null 2>&1 || true
 for _ in $(seq 1 30); do

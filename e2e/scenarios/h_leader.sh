@@ -47,6 +47,9 @@ metadata:
   name: $1
 spec:
   allocation: "sglang:d2t2"
+  roles:
+  - name: rollout
+    args: ["--hold-ms", "120000"]
 JOB
 }
 job first

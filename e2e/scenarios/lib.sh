@@ -36,7 +36,71 @@ expect_eq() {
 }
 
 # fresh_namespace NAME: (re)create a namespace for the scenario.
+# Jobs left in it by an earlier, failed run lose their finalizer first: no
+# operator runs between scenarios to remove it.
 fresh_namespace() {
+    local j
+    for j in $(kubectl -n "$1" get arealjobs -o name 2>/dev/null); do
+        kubectl -n "$1" patch "$j" --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1 || true
+    done
     kubectl delete namespace "$1" --ignore-not-found --wait=true >/dev/null
     kubectl create namespace "$1" >/dev/null
+}
+
+# wait_until SECONDS CMD...: poll CMD every 0.5 s until it succeeds; false on timeout.
+wait_until() {
+    local end=$((SECONDS + $1))
+    shift
+    until "$@" >/dev/null 2>&1; do
+        [ "$SECONDS" -ge "$end" ] && return 1
+        sleep 0.5
+    done
+}
+
+# start_operator LOG [ARGS...]: runs areal-operator in the background, its
+# output in LOG; OP_PID is its pid.
+start_operator() {
+    local log=$1
+    shift
+    "${AREAL_BIN:-$REPO/build/rel}/areal-operator" --kubeconfig "$KUBECONFIG" \
+        --metrics-address 127.0.0.1:0 "$@" >>"$log" 2>&1 &
+    OP_PID=$!
+}
+
+# job_phase NS NAME
+job_phase() { kubectl -n "$1" get aj "$2" -o jsonpath='{.status.phase}'; }
+phase_is() { [ "$(job_phase "$1" "$2")" = "$3" ]; }
+
+# pods_running NS JOB N: exactly N pods of JOB, every one Running.
+pods_running() {
+    local got
+    got=$(kubectl -n "$1" get pods -l "areal.io/job=$2" -o jsonpath='{range .items[*]}{.status.phase}{"\n"}{end}')
+    [ "$(echo "$got" | grep -c '^Running$')" = "$3" ] && [ "$(echo "$got" | grep -c .)" = "$3" ]
+}
+
+# pod_uids NS JOB: "name uid" of the job's pods, sorted.
+pod_uids() {
+    kubectl -n "$1" get pods -l "areal.io/job=$2" \
+        -o jsonpath='{range .items[*]}{.metadata.name} {.metadata.uid}{"\n"}{end}' | sort
+}
+
+# pod_log NS POD: the container log the node simulator keeps for the newest
+# incarnation of POD (it stays after the pod is deleted, until cluster down).
+pod_log() {
+    local d
+    d=$(ls -dt "$AREAL_E2E_STATE/pods/$1_$2_"*/ 2>/dev/null | head -n 1)
+    [ -n "$d" ] && cat "$d"*.log
+}
+
+# pod_pids NS JOB: pids of every container the node simulator started for
+# JOB's pods (any incarnation).
+pod_pids() {
+    cat "$AREAL_E2E_STATE/pods/$1_$2-"*/pid 2>/dev/null || true
+}
+
+# none_alive PID...: no process of these pids exists.
+none_alive() {
+    local p
+    for p in "$@"; do kill -0 "$p" 2>/dev/null && return 1; done
+    return 0
 }

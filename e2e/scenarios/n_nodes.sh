@@ -39,7 +39,18 @@ pass "arealctl plan: API objects == inventory file ($(head -1 "$tmp/from-file.tx
 
 # A node whose heartbeat stops is marked NotReady by the node-lifecycle
 # controller after the grace period.
-"$CLUSTER" stop-node rack-0-node-0
+# The node simulator runs the tenant pod of rack-1-node-1 (sleep); when that
+# node's kubelet dies, the pod's process dies with it.
+tenant_running() {
+    [ "$(kubectl -n areal-e2e-tenants get pod tenant-rack-1-node-1 -o jsonpath='{.status.phase}')" = Running ]
+}
+wait_until 30 tenant_running || fail "tenant pod of rack-1-node-1 not Running"
+tenant_pid=$(cat "$AREAL_E2E_STATE"/pods/areal-e2e-tenants_tenant-rack-1-node-1_*/pid)
+kill -0 "$tenant_pid" || fail "tenant pod process $tenant_pid is not alive"
+pass "the node simulator runs the tenant pod (pid $tenant_pid)"
+"$CLUSTER" stop-node rack-0-node-0 rack-1-node-1
+wait_until 10 none_alive "$tenant_pid" || fail "the stopped node's pod process $tenant_pid still runs"
+pass "a stopped node's pod processes are gone"
 for _ in $(seq 150); do
     st=$(kubectl get node rack-0-node-0 -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')
     [ "$st" = Unknown ] && break

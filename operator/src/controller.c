@@ -300,7 +300,10 @@ static int record_event(controller *ctl, const json_t *job, const reconcile_acti
     return rc;
 }
 
-static int apply(controller *ctl, const json_t *job, const reconcile_action *a, kube_error *err) {
+/* Applies one action. A patch of the job itself leaves the patched job in
+ * *patched (new reference; the caller frees it), else *patched is untouched. */
+static int apply(controller *ctl, const json_t *job, const reconcile_action *a, json_t **patched,
+                 kube_error *err) {
     const char *ns =
         json_string_value(json_object_get(json_object_get(job, "metadata"), "namespace"));
     kube_resource res = resource_for(a->resource, ns);
@@ -324,7 +327,9 @@ static int apply(controller *ctl, const json_t *job, const reconcile_action *a, 
         rc = kube_bind_pod(ctl->kc, ns, a->name, NULL, a->node, err);
         break;
     case RECONCILE_PATCH_JOB:
-        rc = kube_patch(ctl->kc, &res, a->name, KUBE_PATCH_MERGE, a->obj, NULL, NULL, err);
+        json_decref(*patched);
+        *patched = NULL;
+        rc = kube_patch(ctl->kc, &res, a->name, KUBE_PATCH_MERGE, a->obj, NULL, patched, err);
         break;
     case RECONCILE_EVENT:
         rc = record_event(ctl, job, a, err);
@@ -360,6 +365,7 @@ typedef struct run_ctx {
     const char *key;
     const reconcile_action *actions;
     int n;
+    json_t **patched; /* a job patch is a run of its own: only one thread writes it */
     atomic_int next;
     atomic_bool failed;
 } run_ctx;
@@ -369,7 +375,7 @@ static void *run_worker(void *arg) {
     int i;
     while (!atomic_load(&r->failed) && (i = atomic_fetch_add(&r->next, 1)) < r->n) {
         kube_error kerr;
-        if (apply(r->ctl, r->job, &r->actions[i], &kerr) != KUBE_OK) {
+        if (apply(r->ctl, r->job, &r->actions[i], r->patched, &kerr) != KUBE_OK) {
             fprintf(stderr, "{\"level\":\"warn\",\"job\":\"%s\",\"msg\":\"%s %s failed: %s\"}\n",
                     r->key, r->actions[i].resource, r->actions[i].name, kerr.msg);
             atomic_store(&r->failed, true); /* the rest of the run is not started */
@@ -378,10 +384,12 @@ static void *run_worker(void *arg) {
     return NULL;
 }
 
-/* Applies n actions of one run, up to APPLY_PARALLEL at once; false when one failed. */
+/* Applies n actions of one run, up to APPLY_PARALLEL at once; false when one
+ * failed. A job patch leaves the patched job in *patched (see apply). */
 static bool apply_run(controller *ctl, const json_t *job, const char *key,
-                      const reconcile_action *actions, int n) {
-    run_ctx r = {.ctl = ctl, .job = job, .key = key, .actions = actions, .n = n};
+                      const reconcile_action *actions, int n, json_t **patched) {
+    run_ctx r = {
+        .ctl = ctl, .job = job, .key = key, .actions = actions, .n = n, .patched = patched};
     atomic_init(&r.next, 0);
     atomic_init(&r.failed, false);
     pthread_t helpers[APPLY_PARALLEL];
@@ -423,21 +431,30 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
     bool retry = g.oom;
     if (!retry && reconcile_job(&in, &r, &aerr) == AREAL_OK) {
         kube_error kerr;
+        json_t *patched = NULL; /* the job after this pass's own patch (finalizer) */
         for (int i = 0, j; i < r.n_actions && !retry; i = j) {
             for (j = i + 1; j < r.n_actions && same_run(&r.actions[i], &r.actions[j]); j++) {
             }
-            retry = !apply_run(ctl, job, key, &r.actions[i], j - i);
+            retry = !apply_run(ctl, job, key, &r.actions[i], j - i, &patched);
         }
         if (!retry && r.status != NULL) {
-            /* A merge patch of the status subresource: no resourceVersion race with the
-             * finalizer patch of the same pass, and the whole status is ours to write. */
-            json_t *patch = json_pack("{s:O}", "status", r.status);
+            /* A merge patch of the status subresource, guarded by the resourceVersion
+             * the pass read: a pass that ran on a cached job older than the last status
+             * write (the informer lags behind our own writes) gets 409 and runs again on
+             * the newer job, instead of writing back stale counters (restarts). A
+             * finalizer patch of the same pass moved the version: use the patched one. */
+            const json_t *seen = patched ? json_object_get(patched, "metadata") : meta;
+            const char *rv = json_string_value(json_object_get(seen, "resourceVersion"));
+            json_t *patch = rv ? json_pack("{s:{s:s},s:O}", "metadata", "resourceVersion", rv,
+                                           "status", r.status)
+                               : json_pack("{s:O}", "status", r.status);
             kube_resource res = resource_for("arealjobs", g.ns);
             if (kube_patch(ctl->kc, &res, g.job, KUBE_PATCH_MERGE, patch, "status", NULL, &kerr) !=
                 KUBE_OK)
                 retry = true;
             json_decref(patch);
         }
+        json_decref(patched);
         *requeue_ms = r.requeue_after_ms;
         reconcile_result_free(&r);
     } else if (!retry) {

@@ -4,7 +4,8 @@
  * Role overrides (spec.roles[]) apply in two layers: first an entry named
  * after the role's kind ("trainer" or "rollout"), then an entry with the
  * role's own name, so a specific override wins. Lists (env, volumes,
- * tolerations) from both layers are concatenated, the specific one last, and
+ * tolerations) from both layers are concatenated, the specific one last
+ * (container args are replaced, the specific layer winning), and
  * the operator's own environment comes after them: a user cannot override
  * RANK-defining variables by accident.
  */
@@ -329,6 +330,15 @@ json_t *desired_pod(const json_t *job, const areal_alloc *alloc, const areal_pla
         "imagePullPolicy", pull ? pull : "IfNotPresent", "command", "areal-worker", "env", env,
         "resources", "limits", limits, "requests", requests, "volumeMounts", mounts, "ports",
         "name", "rendezvous", "containerPort", c.master_port);
+    /* args: the most specific layer that sets them wins (lists are not merged:
+     * two halves of a command line would not make one) */
+    for (int l = 1; l >= 0; l--) {
+        const json_t *args = layer[l] ? json_object_get(layer[l], "args") : NULL;
+        if (json_is_array(args)) {
+            json_object_set_new(container, "args", json_deep_copy(args));
+            break;
+        }
+    }
     json_t *pod_obj =
         json_pack("{s:s,s:s,s:o,s:{s:s,s:s,s:s,s:s,s:b,s:o,s:o,s:o,s:o}}", "apiVersion", "v1",
                   "kind", "Pod", "metadata", meta, "spec", "schedulerName", c.scheduler_name,

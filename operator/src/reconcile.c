@@ -418,10 +418,11 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
     }
 
     /* Count the pods. */
-    int ready = 0, bound = 0, failed = -1, master_succeeded = 0;
+    int ready = 0, bound = 0, failed = -1, master_succeeded = 0, terminating = 0;
     for (int i = 0; i < in->n_pods; i++) {
         const json_t *pod = in->pods[i];
         const char *ph = str_at(pod, "status", "phase");
+        terminating += str_at(pod, "metadata", "deletionTimestamp") != NULL;
         ready += pod_ready(pod);
         bound += str_at(pod, "spec", "nodeName") != NULL;
         if (ph && strcmp(ph, "Failed") == 0 && failed < 0)
@@ -452,6 +453,12 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
         set_condition(&p, "Scheduled", true, "Completed", "the trainer finished");
         event(&p, false, "Succeeded", "the trainer's rank-0 pod succeeded; removing the others");
         delete_pods(&p, true);
+    } else if (terminating > 0) {
+        /* Pods of this gang are stopping (their kubelets send SIGTERM and wait
+         * out the grace period; a stopped pod may report Failed): that is the
+         * end of the last restart, not a new failure. Act once they are gone;
+         * their deletion events bring the job back. */
+        set_phase(&p, phase);
     } else if (failed >= 0 || (planned > 0 && bound > 0 && in->n_pods < planned)) {
         /* One pod failed or vanished: the gang restarts, same ranks, after a backoff. */
         long long max_restarts = int_at(json_object_get(spec, "failurePolicy"), "maxRestarts", NULL,

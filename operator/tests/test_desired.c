@@ -24,6 +24,7 @@ static const char *JOB =
     "\"rollout\":{\"replicas\":4},"
     "\"config\":{\"rl\":{\"groupSize\":4},\"model\":{\"path\":\"/m\"}},"
     "\"roles\":[{\"name\":\"trainer\",\"env\":[{\"name\":\"X\",\"value\":\"1\"}],"
+    "\"args\":[\"--selftest\"],"
     "\"nodeSelector\":{\"gpu\":\"h200\"},"
     "\"resources\":{\"requests\":{\"cpu\":\"8\"}}},"
     "{\"name\":\"rollout\",\"image\":\"sglang-worker:2\","
@@ -146,6 +147,9 @@ static void pods_carry_plan_environment_and_overrides(void **state) {
         if (!plan.roles[p->role].inference) {
             checked_trainer++;
             assert_string_equal(env_value(pod, "X"), "1");
+            json_t *args = json_object_get(ctr, "args");
+            assert_int_equal(json_array_size(args), 1);
+            assert_string_equal(json_string_value(json_array_get(args, 0)), "--selftest");
             assert_string_equal(json_string_value(json_object_get(ctr, "image")),
                                 "areal-worker:1.0");
             assert_string_equal(
@@ -158,6 +162,7 @@ static void pods_carry_plan_environment_and_overrides(void **state) {
             assert_string_equal(env_value(pod, AREAL_ENV_WORLD_SIZE), "8");
         } else {
             assert_null(env_value(pod, "X"));
+            assert_null(json_object_get(ctr, "args"));
             assert_string_equal(json_string_value(json_object_get(ctr, "image")),
                                 "sglang-worker:2");
             assert_int_equal(json_array_size(json_object_get(spec, "tolerations")), 1);

@@ -256,6 +256,55 @@ static void failed_pod_restarts_the_gang_with_backoff_then_fails(void **state) {
     world_free(&w);
 }
 
+/* After a restart the old gang's pods stop one by one (SIGTERM, grace period)
+ * and may report Failed while they go: that is not a new failure. */
+static void stopping_pods_are_not_a_new_failure(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    reconcile_result r = step(&w);
+    reconcile_result_free(&r);
+    kubelet_sets(&w, "Running", true);
+    json_t *old[MAX_PODS];
+    int n0 = w.n_pods;
+    for (int i = 0; i < n0; i++)
+        old[i] = json_deep_copy(w.pods[i]);
+    json_object_set_new(w.pods[0], "status",
+                        json_pack("{s:s,s:[{s:{s:{s:i}}}]}", "phase", "Failed", "containerStatuses",
+                                  "state", "terminated", "exitCode", 137));
+    r = step(&w);
+    reconcile_result_free(&r);
+    assert_string_equal(phase(&w), "Restarting");
+    /* the world deleted them at once; a kubelet takes its time: put them back,
+     * terminating, the SIGTERMed ones Failed with 143 */
+    for (int i = 1; i < n0; i++) {
+        json_object_set_new(json_object_get(old[i], "metadata"), "deletionTimestamp",
+                            json_string("2026-01-01T00:00:00Z"));
+        json_object_set_new(old[i], "status",
+                            json_pack("{s:s,s:[{s:{s:{s:i}}}]}", "phase", "Failed",
+                                      "containerStatuses", "state", "terminated", "exitCode", 143));
+        w.pods[w.n_pods++] = old[i];
+    }
+    json_decref(old[0]);
+    r = step(&w);
+    assert_int_equal(count_kind(&r, RECONCILE_CREATE), 0);
+    assert_int_equal(count_kind(&r, RECONCILE_DELETE), 0);
+    reconcile_result_free(&r);
+    assert_string_equal(phase(&w), "Restarting");
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(w.job, "status"), "restarts")), 1);
+    /* once they are gone and the backoff is over, one new gang */
+    while (w.n_pods > 0)
+        json_decref(w.pods[--w.n_pods]);
+    w.now += 60000;
+    r = step(&w);
+    assert_int_equal(w.n_pods, n0);
+    reconcile_result_free(&r);
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(w.job, "status"), "restarts")), 1);
+    world_free(&w);
+}
+
 static void trainer_success_finishes_the_job(void **state) {
     (void)state;
     world w;
@@ -363,6 +412,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(creates_and_binds_the_gang_where_the_planner_says),
         cmocka_unit_test(failed_pod_restarts_the_gang_with_backoff_then_fails),
+        cmocka_unit_test(stopping_pods_are_not_a_new_failure),
         cmocka_unit_test(trainer_success_finishes_the_job),
         cmocka_unit_test(unschedulable_job_waits_with_the_reason),
         cmocka_unit_test(invalid_allocation_fails_with_the_parser_message),

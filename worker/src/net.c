@@ -180,13 +180,13 @@ int areal_net_connect(const char *host, int port, int64_t deadline_ms, bool retr
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "%s address %s:%d is invalid: need a host name and a port 1..65535",
                                what, host ? host : "", port);
+    /* A name that does not resolve yet is retried like a refused connection:
+     * in a cluster a peer's DNS record appears only once its pod has an IP. */
     struct addrinfo *res = NULL;
-    int rc = resolve(host, port, false, &res, err);
-    if (rc != AREAL_OK)
-        return rc;
     int last = ETIMEDOUT, delay = 20;
     int64_t start = areal_now_ms();
     for (;;) {
+        int rc = res == NULL ? resolve(host, port, false, &res, err) : AREAL_OK;
         for (struct addrinfo *a = res; a != NULL; a = a->ai_next) {
             last = try_connect(a, deadline_ms, fd);
             if (last == 0) {
@@ -195,8 +195,11 @@ int areal_net_connect(const char *host, int port, int64_t deadline_ms, bool retr
             }
         }
         int left = remaining_ms(deadline_ms);
-        if (!retry || left == 0)
+        if (!retry || left == 0) {
+            if (rc != AREAL_OK)
+                return rc;
             break;
+        }
         int nap = delay < left ? delay : left;
         struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)nap * 1000000L};
         nanosleep(&ts, NULL);

@@ -37,8 +37,9 @@ int areal_net_listen(const char *host, int port, int *fd, int *port_out, areal_e
 /*
  * Connects to host:port before `deadline_ms`. With `retry` a refused
  * connection is retried every 20-200 ms until the deadline (the server may not
- * be up yet); without it the first refusal is final. A name that does not
- * resolve fails at once. The socket is returned non-blocking with TCP_NODELAY.
+ * be up yet), and so is a name that does not resolve yet (a cluster's DNS
+ * record appears once the peer's pod has an IP); without it the first refusal
+ * or resolution failure is final. The socket is returned non-blocking with TCP_NODELAY.
  * `what` names the service in messages ("store", "rank 3"). AREAL_EIO on
  * failure, the message naming what, host:port and the last cause.
  */

@@ -1,0 +1,96 @@
+/*
+ * simkubelet.h - the e2e suite's node simulator: a kubelet for the simulated
+ * GPU nodes that runs pods as local processes (program areal-e2e-kubelet).
+ *
+ * What: for every pod bound to one of its nodes it assigns a pod IP, writes
+ * the pod's hosts file, starts the container's command in a private mount and
+ * UTS namespace (hosts file bind-mounted over /etc/hosts, host name = the
+ * pod's) with the pod's environment, working directory and log file under the
+ * state dir, reports phase, conditions and container state, and when the pod
+ * is deleted stops it like a kubelet (SIGTERM to the process group, SIGKILL
+ * after the grace period, final status, then DELETE with grace 0). A node
+ * listed in the stopped-nodes file has died: its pods' processes are killed
+ * and nothing more is reported for them (its heartbeat stops elsewhere).
+ *
+ * Layout under state_dir/pods/<ns>_<name>_<uid>/: hosts, pid (the
+ * container's process id, for `e2e/cluster kill-pod`), <container>.log.
+ * Rejected: a real kubelet (it needs a container runtime and images) and
+ * kwok (a Go program that only pretends: it runs no process, so no worker
+ * could join its groups).
+ */
+#ifndef AREAL_SIMKUBELET_H
+#define AREAL_SIMKUBELET_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "areal/error.h"
+#include "areal/kube/client.h"
+#include "areal/simpod.h"
+
+/* ---- process runner (sim_runner.c) --------------------------------------- */
+
+typedef struct sim_spawn {
+    const char *path;       /* program to exec (absolute or relative to cwd) */
+    char *const *argv;      /* NULL-terminated */
+    char *const *envp;      /* NULL-terminated */
+    const char *workdir;    /* chdir target */
+    const char *log_path;   /* stdout and stderr, appended */
+    const char *hosts_path; /* bind-mounted over /etc/hosts; NULL: no namespaces */
+    const char *hostname;   /* set in a new UTS namespace; NULL: keep */
+} sim_spawn;
+
+/*
+ * Forks and execs `s` in a new session (its process group id = its pid), with
+ * every signal unblocked and the default dispositions, SIGKILL when the
+ * simulator dies (PR_SET_PDEATHSIG), and - when hosts_path is set - in its own
+ * mount namespace (propagation private) with the hosts file bind-mounted, and
+ * its own UTS namespace with `hostname`. Returns AREAL_OK with *pid set once
+ * the exec succeeded, or AREAL_EIO naming the step that failed (open the log,
+ * unshare, mount, chdir, exec) and errno; the child is reaped then.
+ * Call from the thread that will outlive the child (PDEATHSIG is per thread).
+ */
+int sim_spawn_start(const sim_spawn *s, pid_t *pid, areal_error *err);
+
+/* Finds `name` in `dir` (when it has no '/') and checks it is executable.
+ * Writes the path into out. AREAL_EINVAL when not found. */
+int sim_spawn_resolve(const char *name, const char *dir, char *out, size_t cap, areal_error *err);
+
+/* ---- node status (sim_nodes.c) ------------------------------------------- */
+
+/* True when the kubelet of node `name` is alive (not stopped on purpose). */
+typedef bool (*sim_node_filter)(void *ud, const char *name);
+
+/*
+ * Sets Ready=True (reason KubeletReady) on every simulated node (label
+ * areal.io/simulated=true) whose Ready condition is Unknown - the
+ * node-lifecycle controller's mark of missed heartbeats - and for which
+ * `alive` says yes. *revived counts them. AREAL_EIO (message names the node
+ * or the list) when the API server cannot be reached; the caller tries again
+ * later.
+ */
+int sim_nodes_revive(kube_client *c, sim_node_filter alive, void *ud, int *revived,
+                     areal_error *err);
+
+/* ---- the simulator (sim_kubelet.c) --------------------------------------- */
+
+typedef struct sim_kubelet_opts {
+    const char *state_dir;      /* pods/ is made under it */
+    const char *nodes_file;     /* names of the simulated nodes, one a line */
+    const char *stopped_file;   /* nodes whose kubelet died, one a line (may not exist) */
+    const char *pod_cidr;       /* e.g. "127.20.0.0/16" */
+    const char *cluster_domain; /* NULL: cluster.local */
+    sim_image_map images;
+    int tick_ms; /* main loop period (0: 50) */
+} sim_kubelet_opts;
+
+/*
+ * Runs the simulator on client `c` until SIGTERM or SIGINT arrives (the
+ * caller must have blocked SIGTERM, SIGINT and SIGCHLD in every thread before
+ * calling; this function waits for them with sigtimedwait). On return every
+ * pod process it started has been killed and reaped. Returns AREAL_OK after a
+ * signal, or an error (bad options, the pod watch failing permanently).
+ */
+int sim_kubelet_run(kube_client *c, const sim_kubelet_opts *o, areal_error *err);
+
+#endif

@@ -1,0 +1,116 @@
+/*
+ * areal-e2e-kubelet.c - the e2e suite's node simulator (see areal/simkubelet.h).
+ *
+ *   areal-e2e-kubelet --kubeconfig FILE --state-dir DIR --nodes-file FILE
+ *                     [--stopped-file FILE] [--pod-cidr CIDR]
+ *                     [--image REPOSITORY=DIR]... [--cluster-domain D]
+ *
+ * Runs until SIGTERM or SIGINT, then kills and reaps every pod process it
+ * started and exits 0; exits 1 when the pod watch fails for good, 2 on bad
+ * usage. e2e/cluster starts it with the cluster and stops it on `down`.
+ * Rejected: a flag per node (the node set changes while it runs: e2e/cluster
+ * keeps the list in a file that the simulator re-reads).
+ */
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "areal/kube/client.h"
+#include "areal/kube/config.h"
+#include "areal/simkubelet.h"
+
+static int usage(void) {
+    fprintf(stderr, "usage: areal-e2e-kubelet --kubeconfig FILE --state-dir DIR --nodes-file FILE\n"
+                    "                         [--stopped-file FILE] [--pod-cidr CIDR]\n"
+                    "                         [--image REPOSITORY=DIR]... [--cluster-domain D]\n");
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    /* before any thread exists: the loop waits for these with sigtimedwait */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGCHLD);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+
+    sim_kubelet_opts o;
+    memset(&o, 0, sizeof o);
+    const char *kubeconfig = NULL;
+    areal_error err;
+    areal_error_clear(&err);
+    static const struct option longs[] = {
+        {"kubeconfig", required_argument, NULL, 'k'},
+        {"state-dir", required_argument, NULL, 's'},
+        {"nodes-file", required_argument, NULL, 'n'},
+        {"stopped-file", required_argument, NULL, 'x'},
+        {"pod-cidr", required_argument, NULL, 'c'},
+        {"image", required_argument, NULL, 'i'},
+        {"cluster-domain", required_argument, NULL, 'd'},
+        {NULL, 0, NULL, 0},
+    };
+    int ch;
+    while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1) {
+        switch (ch) {
+        case 'k':
+            kubeconfig = optarg;
+            break;
+        case 's':
+            o.state_dir = optarg;
+            break;
+        case 'n':
+            o.nodes_file = optarg;
+            break;
+        case 'x':
+            o.stopped_file = optarg;
+            break;
+        case 'c':
+            o.pod_cidr = optarg;
+            break;
+        case 'd':
+            o.cluster_domain = optarg;
+            break;
+        case 'i':
+            if (sim_image_add(&o.images, optarg, &err) != AREAL_OK) {
+                fprintf(stderr, "areal-e2e-kubelet: --image: %s\n", err.msg);
+                return 2;
+            }
+            break;
+        default:
+            return usage();
+        }
+    }
+    if (optind != argc || kubeconfig == NULL || o.state_dir == NULL || o.nodes_file == NULL)
+        return usage();
+
+    kube_config cfg;
+    kube_config_init(&cfg);
+    kube_error kerr;
+    if (kube_config_load_kubeconfig(&cfg, kubeconfig, NULL, &kerr) != KUBE_OK) {
+        fprintf(stderr, "areal-e2e-kubelet: %s\n", kerr.msg);
+        kube_config_free(&cfg);
+        return 1;
+    }
+    /* a kubelet's bursts (a gang of pods starting at once) must not queue, and
+     * a failed call is tried again on the next tick rather than inside it */
+    cfg.qps = 200;
+    cfg.burst = 400;
+    cfg.max_retries = 1;
+    cfg.timeout_ms = 5000;
+    cfg.connect_timeout_ms = 2000;
+    kube_client *c = kube_client_new(&cfg, &kerr);
+    kube_config_free(&cfg);
+    if (c == NULL) {
+        fprintf(stderr, "areal-e2e-kubelet: %s\n", kerr.msg);
+        return 1;
+    }
+    int rc = sim_kubelet_run(c, &o, &err);
+    if (rc != AREAL_OK)
+        fprintf(stderr, "areal-e2e-kubelet: %s\n", err.msg);
+    kube_client_free(c);
+    return rc == AREAL_OK ? 0 : 1;
+}

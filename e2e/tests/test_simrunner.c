@@ -1,0 +1,147 @@
+/* test_simrunner.c - the node simulator's process runner (areal/simkubelet.h):
+ * a container runs in its own mount and UTS namespaces with the pod's hosts
+ * file, host name, env, working dir and log; failures name the step. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "areal/simkubelet.h"
+
+typedef struct dir {
+    char path[256], log[300], hosts[300];
+} dir;
+
+static void make_dir(dir *d) {
+    snprintf(d->path, sizeof d->path, "/tmp/test_simrunner.XXXXXX");
+    assert_non_null(mkdtemp(d->path));
+    snprintf(d->log, sizeof d->log, "%s/c.log", d->path);
+    snprintf(d->hosts, sizeof d->hosts, "%s/hosts", d->path);
+    FILE *f = fopen(d->hosts, "w");
+    assert_non_null(f);
+    fputs("127.0.0.1\tlocalhost\n127.20.0.9\tpod-a.job.ns.svc.cluster.local\tpod-a.job\n", f);
+    fclose(f);
+}
+
+static void remove_dir(dir *d) {
+    unlink(d->log);
+    unlink(d->hosts);
+    rmdir(d->path);
+}
+
+static char *slurp(const char *path) {
+    static char buf[4096];
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return NULL;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void container_sees_its_pod(void **state) {
+    (void)state;
+    if (geteuid() != 0)
+        skip(); /* namespaces need root; CI runs as root */
+    dir d;
+    make_dir(&d);
+    char *argv[] = {"sh", "-c",
+                    "echo host=$(hostname); echo env=$GREETING; echo pwd=$(pwd); "
+                    "getent hosts pod-a.job; exit 7",
+                    NULL};
+    char *envp[] = {"GREETING=hello", "PATH=/usr/bin:/bin", NULL};
+    sim_spawn s = {"/bin/sh", argv, envp, d.path, d.log, d.hosts, "pod-a"};
+    pid_t pid = 0;
+    areal_error e;
+    assert_int_equal(sim_spawn_start(&s, &pid, &e), AREAL_OK);
+    assert_true(pid > 0);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 7);
+    const char *out = slurp(d.log);
+    assert_non_null(out);
+    assert_non_null(strstr(out, "host=pod-a\n"));
+    assert_non_null(strstr(out, "env=hello\n"));
+    char want[300];
+    snprintf(want, sizeof want, "pwd=%s\n", d.path);
+    assert_non_null(strstr(out, want));
+    assert_non_null(strstr(out, "127.20.0.9"));
+    /* nothing leaked to this process's view */
+    char host[256];
+    gethostname(host, sizeof host);
+    assert_string_not_equal(host, "pod-a");
+    const char *etc = slurp("/etc/hosts");
+    assert_true(etc == NULL || strstr(etc, "pod-a.job") == NULL);
+    remove_dir(&d);
+}
+
+static void the_process_is_its_own_group(void **state) {
+    (void)state;
+    dir d;
+    make_dir(&d);
+    char *argv[] = {"sleep", "30", NULL};
+    char *envp[] = {NULL};
+    sim_spawn s = {"/bin/sleep", argv, envp, d.path, d.log, NULL, NULL};
+    pid_t pid = 0;
+    areal_error e;
+    assert_int_equal(sim_spawn_start(&s, &pid, &e), AREAL_OK);
+    assert_int_equal(getpgid(pid), pid);
+    assert_int_equal(kill(-pid, SIGTERM), 0);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status));
+    assert_int_equal(WTERMSIG(status), SIGTERM);
+    remove_dir(&d);
+}
+
+static void failures_name_the_step(void **state) {
+    (void)state;
+    dir d;
+    make_dir(&d);
+    char *argv[] = {"x", NULL};
+    char *envp[] = {NULL};
+    pid_t pid = 0;
+    areal_error e;
+    sim_spawn s = {"/nonexistent/prog", argv, envp, d.path, d.log, NULL, NULL};
+    assert_int_equal(sim_spawn_start(&s, &pid, &e), AREAL_EIO);
+    assert_non_null(strstr(e.msg, "exec"));
+    assert_non_null(strstr(e.msg, "/nonexistent/prog"));
+    sim_spawn s2 = {"/bin/true", argv, envp, "/nonexistent/dir", d.log, NULL, NULL};
+    assert_int_equal(sim_spawn_start(&s2, &pid, &e), AREAL_EIO);
+    assert_non_null(strstr(e.msg, "working directory"));
+    sim_spawn s3 = {"/bin/true", argv, envp, d.path, "/nonexistent/dir/log", NULL, NULL};
+    assert_int_equal(sim_spawn_start(&s3, &pid, &e), AREAL_EIO);
+    assert_non_null(strstr(e.msg, "log file"));
+
+    char path[512];
+    assert_int_equal(sim_spawn_resolve("sh", "/nonexistent", path, sizeof path, &e), AREAL_OK);
+    assert_true(strcmp(path, "/usr/bin/sh") == 0 || strcmp(path, "/bin/sh") == 0);
+    assert_int_equal(sim_spawn_resolve("sh", "/bin", path, sizeof path, &e), AREAL_OK);
+    assert_string_equal(path, "/bin/sh"); /* the image dir first */
+    assert_int_equal(sim_spawn_resolve("no-such-tool-xyz", "/bin", path, sizeof path, &e),
+                     AREAL_EINVAL);
+    assert_non_null(strstr(e.msg, "no-such-tool-xyz"));
+    assert_int_equal(sim_spawn_resolve("/bin/sh", NULL, path, sizeof path, &e), AREAL_OK);
+    chmod(d.hosts, 0644); /* a plain file is no program */
+    assert_int_equal(sim_spawn_resolve(d.hosts, NULL, path, sizeof path, &e), AREAL_EINVAL);
+    remove_dir(&d);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(container_sees_its_pod),
+        cmocka_unit_test(the_process_is_its_own_group),
+        cmocka_unit_test(failures_name_the_step),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
