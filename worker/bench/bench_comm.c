@@ -7,10 +7,11 @@
  * Bus bandwidth is nccl-tests' formula: algbw = bytes / time, busbw = algbw
  * times 2(n-1)/n for all-reduce and (n-1)/n for the others. Time is the
  * slowest rank's mean over iterations after one warm-up. Environment:
- * AREAL_BENCH_MAX_BYTES caps the largest size, AREAL_BENCH_RANKS picks one
- * rank count, AREAL_BENCH_TCP=1 uses TCP instead of the pod's Unix-domain
- * sockets. Ranks are forked processes joined through a store in this
- * process, exactly as in the tests.
+ * AREAL_BENCH_MIN_BYTES / AREAL_BENCH_MAX_BYTES bound the sizes,
+ * AREAL_BENCH_RANKS picks one rank count, AREAL_BENCH_SHM=0 moves the pod's
+ * data through its Unix-domain sockets instead of shared memory, and
+ * AREAL_BENCH_TCP=1 uses TCP for everything. Ranks are forked processes joined through a store in
+ * this process, exactly as in the tests.
  */
 #include <libgen.h>
 #include <stdio.h>
@@ -57,7 +58,9 @@ static int rank_main(int rank, int n, int port, size_t lo, size_t hi, int fd) {
                              .timeout_ms = 600000,
                              .connect_timeout_ms = 30000,
                              /* local ranks are one pod, as areal-worker runs them */
-                             .local_id = getenv("AREAL_BENCH_TCP") ? NULL : "bench"};
+                             .local_id = getenv("AREAL_BENCH_TCP") ? NULL : "bench",
+                             .shm_off = getenv("AREAL_BENCH_SHM") != NULL &&
+                                        strcmp(getenv("AREAL_BENCH_SHM"), "0") == 0};
     areal_comm *c = NULL;
     areal_pg *g = NULL;
     areal_error e;
@@ -174,6 +177,10 @@ static double busbw(int op, int n, size_t bytes, double us) {
 int main(int argc, char **argv) {
     (void)argc;
     size_t lo = 1024, hi = 256u << 20;
+    if (getenv("AREAL_BENCH_MIN_BYTES"))
+        lo = strtoull(getenv("AREAL_BENCH_MIN_BYTES"), NULL, 10);
+    if (lo < 1024)
+        lo = 1024;
     if (getenv("AREAL_BENCH_MAX_BYTES"))
         hi = strtoull(getenv("AREAL_BENCH_MAX_BYTES"), NULL, 10);
     char helper[1024], self[1024];

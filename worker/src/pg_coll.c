@@ -132,10 +132,8 @@ static int ring_rs(areal_pg *g, const char *opn, void *buf, size_t count, areal_
         for (size_t k = 0; (k < sn || k < rn) && rc == AREAL_OK; k += seg) {
             size_t ks = k < sn ? (sn - k < seg ? sn - k : seg) : 0;
             size_t kr = k < rn ? (rn - k < seg ? rn - k : seg) : 0;
-            rc = areal_pg_xfer(g, opn, next, b + (so + k) * es, ks * es, prev, tmp, kr * es, dl,
-                               err);
-            if (rc == AREAL_OK)
-                areal_reduce(b + (ro + k) * es, tmp, kr, t, op);
+            rc = areal_pg_xfer_reduce(g, opn, next, b + (so + k) * es, ks * es, prev,
+                                      b + (ro + k) * es, tmp, kr * es, t, op, dl, err);
         }
     }
     free(tmp);

@@ -63,6 +63,8 @@ typedef struct areal_comm_config {
                                    Unix-domain sockets instead of TCP; NULL or "" = TCP only */
     const char *key_prefix;     /* namespace of this world's keys in the store, so several
                                    worlds (roles) share one store; NULL = "job" */
+    int shm_off;                /* nonzero: ranks of one pod move data through their Unix
+                                   sockets, not shared memory (AREAL_COMM_SHM=0 in the launcher) */
 } areal_comm_config;
 
 /*
