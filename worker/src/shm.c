@@ -235,7 +235,8 @@ int areal_shm_wait(areal_shm *s, uint32_t seen, int timeout_ms) {
         __builtin_ia32_pause();
 #endif
     }
-    struct timespec ts = {.tv_sec = timeout_ms / 1000, .tv_nsec = (long)(timeout_ms % 1000) * 1000000L};
+    struct timespec ts = {.tv_sec = timeout_ms / 1000,
+                          .tv_nsec = (long)(timeout_ms % 1000) * 1000000L};
     atomic_store(&b->sleeping, 1);
     int timed_out = 0;
     if (atomic_load(&b->seq) == seen &&

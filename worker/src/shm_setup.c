@@ -105,8 +105,7 @@ static int recv_offer(areal_pg *g, int j, uint8_t *msg, int *fd, int64_t deadlin
     return setup_fail(g, j, "no segment offer arrived", err);
 }
 
-static int byte_xchg(areal_pg *g, int j, int send, uint8_t *b, int64_t deadline,
-                     areal_error *err) {
+static int byte_xchg(areal_pg *g, int j, int send, uint8_t *b, int64_t deadline, areal_error *err) {
     char what[128];
     snprintf(what, sizeof what, "rank %d of group %s (shared-memory setup)", g->ranks[j], g->name);
     return send ? areal_net_send_all(g->fd[j], b, 1, deadline, what, err)
