@@ -11,7 +11,8 @@
  * POD_IP (address to bind and publish; default every address and the host
  * name), AREAL_COMM_TIMEOUT_MS, AREAL_CONNECT_TIMEOUT_MS, and AREAL_POD_ID
  * (set by the launcher: ranks with the same id connect through Unix-domain
- * sockets). Rank 0 of the store-host component hosts the store for every
+ * sockets and move data through shared memory; AREAL_COMM_SHM=0 keeps the
+ * data on the sockets). Rank 0 of the store-host component hosts the store for every
  * role of the job; see worker_rank.c and worker/README.md.
  */
 #ifndef AREAL_WORKER_ENV_H

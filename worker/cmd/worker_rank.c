@@ -95,12 +95,14 @@ int worker_rank_main(const worker_opts *o) {
     areal_error e;
     areal_error_clear(&e);
     raise_fd_limit();
-    int rank = 0, world = 0, port = 0, timeout = 0, ctimeout = 0;
+    int rank = 0, world = 0, port = 0, timeout = 0, ctimeout = 0, shm = 1;
     if (worker_env_int("WORLD_SIZE", -1, 1, AREAL_COMM_MAX_WORLD, &world, &e) != AREAL_OK ||
         worker_env_int("RANK", -1, 0, world - 1, &rank, &e) != AREAL_OK ||
         worker_env_int("MASTER_PORT", 29500, 1, 65535, &port, &e) != AREAL_OK ||
         worker_env_int("AREAL_COMM_TIMEOUT_MS", 60000, 1, 86400000, &timeout, &e) != AREAL_OK ||
-        worker_env_int("AREAL_CONNECT_TIMEOUT_MS", 120000, 1, 86400000, &ctimeout, &e) != AREAL_OK)
+        worker_env_int("AREAL_CONNECT_TIMEOUT_MS", 120000, 1, 86400000, &ctimeout, &e) !=
+            AREAL_OK ||
+        worker_env_int("AREAL_COMM_SHM", 1, 0, 1, &shm, &e) != AREAL_OK)
         return fail(rank, &e);
     const char *alloc_s = getenv("AREAL_ALLOCATION");
     areal_alloc *alloc = calloc(1, sizeof *alloc);
@@ -141,6 +143,7 @@ int worker_rank_main(const worker_opts *o) {
         .connect_timeout_ms = ctimeout,
         .local_id = getenv("AREAL_POD_ID"),
         .key_prefix = prefix,
+        .shm_off = !shm,
     };
     areal_comm *c = NULL;
     if (areal_comm_init(&cfg, &c, &e) != AREAL_OK) {

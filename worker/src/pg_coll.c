@@ -225,29 +225,7 @@ int areal_pg_reduce_scatter(areal_pg *g, const void *in, void *out, size_t count
         rc = areal_error_set(err, AREAL_EINVAL, -1, "group %s: %s: NULL buffer", g->name, opn);
     if (rc != AREAL_OK || (rc = enter(g, opn, t, count, (size_t)g->n, err)) != AREAL_OK)
         return rc;
-    int n = g->n;
-    size_t total = count * (size_t)n;
-    areal_dtype wt = is_half(t) ? AREAL_DT_F32 : t;
-    size_t wes = areal_dtype_size(wt);
-    uint8_t *w = malloc(total ? total * wes : 1);
-    if (w == NULL)
-        return leave(g, nomem(g, opn, err));
-    if (is_half(t))
-        to_f32((float *)w, in, total, t);
-    else if (total)
-        memcpy(w, in, total * wes);
-    if (n > 1 && count > 0)
-        rc = ring_rs(g, opn, w, total, wt, op == AREAL_AVG ? AREAL_SUM : op, deadline_of(g), err);
-    if (rc == AREAL_OK) {
-        uint8_t *mine = w + (size_t)g->me * count * wes;
-        if (op == AREAL_AVG)
-            areal_scale_avg(mine, count, wt, n);
-        if (is_half(t))
-            from_f32(out, (const float *)mine, count, t);
-        else if (count)
-            memcpy(out, mine, count * wes);
-    }
-    free(w);
+    rc = areal_pg_ring_reduce_scatter(g, opn, in, out, count, t, op, deadline_of(g), err);
     return leave(g, rc);
 }
 

@@ -74,6 +74,16 @@ int areal_pg_xfer_reduce(areal_pg *g, const char *op, int sp, const void *sbuf, 
                          void *rbuf, void *tmp, size_t rn, areal_dtype t, areal_redop rop,
                          int64_t deadline, areal_error *err);
 
+/*
+ * The ring reduce-scatter behind areal_pg_reduce_scatter (pg_rs.c): out
+ * (count elements of t) gets block g->me of op over every member's in
+ * (n*count elements); any type and op of the API. Failure as areal_pg_xfer;
+ * AREAL_ENOMEM.
+ */
+int areal_pg_ring_reduce_scatter(areal_pg *g, const char *opn, const void *in, void *out,
+                                 size_t count, areal_dtype t, areal_redop op, int64_t dl,
+                                 areal_error *err);
+
 /* Records err as the group's failure and shuts its connections down. */
 void areal_pg_break(areal_pg *g, const areal_error *err);
 

@@ -23,8 +23,10 @@
 #include "areal/groups.h"
 #include "ranks.h"
 
-#define SMALL 37
-#define LARGE 40000 /* 160 KB of fp32: the ring path */
+#define SMALL     37
+#define LARGE     40000      /* 160 KB of fp32: the ring path */
+#define RS_LARGE  70000      /* elements per reduce-scatter block: 2-3 segments */
+#define BUF_BYTES (8u << 20) /* per buffer: 16 blocks of RS_LARGE 4-byte elements */
 
 /* The input of global rank r at element i: an integer in -5..5. */
 static int v(int r, size_t i) {
@@ -154,6 +156,16 @@ static int check_group(areal_comm *c, areal_pg *g, uint8_t *a, uint8_t *b, int s
         for (size_t i = 0; i < SMALL; i++)
             CHECK(get(b, t, i) == expect_red(m, n, (size_t)me * SMALL + i, AREAL_SUM, t));
     }
+    /* large reduce-scatter: several 128 KB segments per block, every op, 16-bit types too */
+    if (salt % 3 == 2) {
+        areal_dtype t = types[salt % 4];
+        areal_redop op = (areal_redop)(salt / 3 % 3);
+        for (size_t i = 0; i < (size_t)n * RS_LARGE; i++)
+            put(a, t, i, v(gr, i));
+        COMM(areal_pg_reduce_scatter(g, a, b, RS_LARGE, t, op, &e));
+        for (size_t i = 0; i < RS_LARGE; i++)
+            CHECK(get(b, t, i) == expect_red(m, n, (size_t)me * RS_LARGE + i, op, t));
+    }
     /* all-gather int64 and bf16 */
     {
         areal_dtype t = types[salt % 5];
@@ -228,7 +240,7 @@ static int all_kinds(areal_comm *c, void *arg) {
         return RANK_WRONG;
     areal_pg *gs[AREAL_GROUP_KIND_COUNT];
     COMM(areal_comm_layout_groups(c, &l, gs, &e));
-    uint8_t *a = malloc(2u << 20), *b = malloc(2u << 20);
+    uint8_t *a = malloc(BUF_BYTES), *b = malloc(BUF_BYTES);
     int rc = a && b ? 0 : RANK_WRONG;
     for (int k = 0; k < AREAL_GROUP_KIND_COUNT && rc == 0; k++) {
         g = gs[k];
