@@ -19,6 +19,14 @@
 #define AREAL_WORKER_ENV_H
 
 #include "areal/error.h"
+#include "areal/podenv.h"
+
+/* The worker's own variables (the pod contract's are in areal/podenv.h). */
+#define WORKER_ENV_GRACE_MS           "AREAL_GRACE_MS"
+#define WORKER_ENV_POD_ID             "AREAL_POD_ID"
+#define WORKER_ENV_COMM_TIMEOUT_MS    "AREAL_COMM_TIMEOUT_MS"
+#define WORKER_ENV_CONNECT_TIMEOUT_MS "AREAL_CONNECT_TIMEOUT_MS"
+#define WORKER_ENV_COMM_SHM           "AREAL_COMM_SHM"
 
 typedef struct worker_opts {
     int selftest; /* --selftest */
