@@ -25,8 +25,8 @@
 
 #define SMALL     37
 #define LARGE     40000      /* 160 KB of fp32: the ring path */
-#define RS_LARGE  70000      /* elements per reduce-scatter block: 2-3 segments */
-#define BUF_BYTES (8u << 20) /* per buffer: 16 blocks of RS_LARGE 4-byte elements */
+#define RS_LARGE  40000      /* elements per reduce-scatter block: 2 segments of fp32 */
+#define BUF_BYTES (4u << 20) /* per buffer: 16 blocks of RS_LARGE 4-byte elements */
 
 /* The input of global rank r at element i: an integer in -5..5. */
 static int v(int r, size_t i) {
@@ -157,9 +157,9 @@ static int check_group(areal_comm *c, areal_pg *g, uint8_t *a, uint8_t *b, int s
             CHECK(get(b, t, i) == expect_red(m, n, (size_t)me * SMALL + i, AREAL_SUM, t));
     }
     /* large reduce-scatter: several 128 KB segments per block, every op, 16-bit types too */
-    if (salt % 3 == 2) {
-        areal_dtype t = types[salt % 4];
-        areal_redop op = (areal_redop)(salt / 3 % 3);
+    if (salt % 6 == 2) {
+        areal_dtype t = types[salt / 6 % 4];
+        areal_redop op = (areal_redop)(salt / 4 % 3);
         for (size_t i = 0; i < (size_t)n * RS_LARGE; i++)
             put(a, t, i, v(gr, i));
         COMM(areal_pg_reduce_scatter(g, a, b, RS_LARGE, t, op, &e));
