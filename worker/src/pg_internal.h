@@ -84,6 +84,9 @@ int areal_pg_ring_reduce_scatter(areal_pg *g, const char *opn, const void *in, v
                                  size_t count, areal_dtype t, areal_redop op, int64_t dl,
                                  areal_error *err);
 
+/* 1 when every other member is reached through shared memory (g->shm covers the group). */
+int areal_pg_all_local(const areal_pg *g);
+
 /* Records err as the group's failure and shuts its connections down. */
 void areal_pg_break(areal_pg *g, const areal_error *err);
 

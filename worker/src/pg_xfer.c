@@ -184,6 +184,13 @@ static int run_parts(areal_pg *g, const char *op, part *ps, int np, int64_t dead
     return rc;
 }
 
+int areal_pg_all_local(const areal_pg *g) {
+    for (int j = 0; j < g->n; j++)
+        if (j != g->me && areal_shm_local(g->shm, j) < 0)
+            return 0;
+    return g->shm != NULL;
+}
+
 int areal_pg_xfer(areal_pg *g, const char *op, int sp, const void *sbuf, size_t sn, int rp,
                   void *rbuf, size_t rn, int64_t deadline, areal_error *err) {
     part ps[2];
