@@ -7,10 +7,12 @@
  * Bus bandwidth is nccl-tests' formula: algbw = bytes / time, busbw = algbw
  * times 2(n-1)/n for all-reduce and (n-1)/n for the others. Time is the
  * slowest rank's mean over iterations after one warm-up. Environment:
- * AREAL_BENCH_MAX_BYTES caps the largest size, AREAL_BENCH_RANKS picks one
- * rank count, AREAL_BENCH_TCP=1 uses TCP instead of the pod's Unix-domain
- * sockets. Ranks are forked processes joined through a store in this
- * process, exactly as in the tests.
+ * AREAL_BENCH_MIN_BYTES / AREAL_BENCH_MAX_BYTES bound the sizes,
+ * AREAL_BENCH_RANKS picks one rank count, AREAL_BENCH_TCP=1 uses TCP for
+ * everything. Ours runs twice, as one pod with shared memory ("shm") and
+ * with the data on the pod's Unix-domain sockets ("sock"); AREAL_BENCH_SHM=1
+ * or =0 runs only that one. Ranks are forked processes joined through a store in
+ * this process, exactly as in the tests.
  */
 #include <libgen.h>
 #include <stdio.h>
@@ -47,7 +49,7 @@ static int run_op(areal_pg *g, int op, float *a, float *b, size_t cnt, areal_err
 }
 
 /* One rank: times every op and size; rank 0 writes "OP BYTES USEC" lines to fd. */
-static int rank_main(int rank, int n, int port, size_t lo, size_t hi, int fd) {
+static int rank_main(int rank, int n, int port, size_t lo, size_t hi, int shm_off, int fd) {
     areal_comm_config cfg = {.rank = rank,
                              .world = n,
                              .store_host = "127.0.0.1",
@@ -57,7 +59,8 @@ static int rank_main(int rank, int n, int port, size_t lo, size_t hi, int fd) {
                              .timeout_ms = 600000,
                              .connect_timeout_ms = 30000,
                              /* local ranks are one pod, as areal-worker runs them */
-                             .local_id = getenv("AREAL_BENCH_TCP") ? NULL : "bench"};
+                             .local_id = getenv("AREAL_BENCH_TCP") ? NULL : "bench",
+                             .shm_off = shm_off};
     areal_comm *c = NULL;
     areal_pg *g = NULL;
     areal_error e;
@@ -121,7 +124,7 @@ static void parse(FILE *f, size_t lo, double us[N_OPS][N_SIZES]) {
     }
 }
 
-static int ours(int n, size_t lo, size_t hi, double us[N_OPS][N_SIZES]) {
+static int ours(int n, size_t lo, size_t hi, int shm_off, double us[N_OPS][N_SIZES]) {
     areal_store_server *srv = NULL;
     int port = 0, p[2];
     areal_error e;
@@ -135,7 +138,7 @@ static int ours(int n, size_t lo, size_t hi, double us[N_OPS][N_SIZES]) {
         pids[r] = fork();
         if (pids[r] == 0) {
             close(p[0]);
-            _exit(rank_main(r, n, port, lo, hi, p[1]));
+            _exit(rank_main(r, n, port, lo, hi, shm_off, p[1]));
         }
     }
     close(p[1]);
@@ -174,6 +177,10 @@ static double busbw(int op, int n, size_t bytes, double us) {
 int main(int argc, char **argv) {
     (void)argc;
     size_t lo = 1024, hi = 256u << 20;
+    if (getenv("AREAL_BENCH_MIN_BYTES"))
+        lo = strtoull(getenv("AREAL_BENCH_MIN_BYTES"), NULL, 10);
+    if (lo < 1024)
+        lo = 1024;
     if (getenv("AREAL_BENCH_MAX_BYTES"))
         hi = strtoull(getenv("AREAL_BENCH_MAX_BYTES"), NULL, 10);
     char helper[1024], self[1024];
@@ -190,18 +197,26 @@ int main(int argc, char **argv) {
         int n = counts[ci];
         if (getenv("AREAL_BENCH_RANKS") && atoi(getenv("AREAL_BENCH_RANKS")) != n)
             continue;
-        double a[N_OPS][N_SIZES] = {{0}}, m[N_OPS][N_SIZES] = {{0}};
-        rc |= ours(n, lo, hi, a);
+        static double a[N_OPS][N_SIZES], s[N_OPS][N_SIZES], m[N_OPS][N_SIZES];
+        memset(a, 0, sizeof a);
+        memset(s, 0, sizeof s);
+        memset(m, 0, sizeof m);
+        const char *only = getenv("AREAL_BENCH_SHM");
+        if (only == NULL || strcmp(only, "0") != 0)
+            rc |= ours(n, lo, hi, 0, a);
+        if (only == NULL || strcmp(only, "0") == 0)
+            rc |= ours(n, lo, hi, 1, s);
         if (have_mpi && openmpi(helper, n, lo, hi, m) != 0)
             printf("mpirun failed for %d ranks\n", n);
-        printf("\n%d ranks   %-14s %10s %12s %12s %8s\n", n, "op", "bytes", "ours GB/s",
-               "OpenMPI GB/s", "ratio");
+        printf("\n%d ranks   %-14s %10s %9s %9s %9s %8s %8s\n", n, "op", "bytes", "shm GB/s",
+               "sock GB/s", "MPI GB/s", "shm/MPI", "sock/MPI");
         for (int op = 0; op < N_OPS; op++) {
             int si = 0;
             for (size_t bytes = lo; bytes <= hi && si < N_SIZES; bytes *= 4, si++) {
-                double o = busbw(op, n, bytes, a[op][si]), q = busbw(op, n, bytes, m[op][si]);
-                printf("%d ranks   %-14s %10zu %12.3f %12.3f %8.2f\n", n, op_names[op], bytes, o, q,
-                       q > 0 ? o / q : 0.0);
+                double o = busbw(op, n, bytes, a[op][si]), k = busbw(op, n, bytes, s[op][si]);
+                double q = busbw(op, n, bytes, m[op][si]);
+                printf("%d ranks   %-14s %10zu %9.3f %9.3f %9.3f %8.2f %8.2f\n", n, op_names[op],
+                       bytes, o, k, q, q > 0 ? o / q : 0.0, q > 0 ? k / q : 0.0);
             }
         }
         fflush(stdout);

@@ -11,13 +11,22 @@
  * POD_IP (address to bind and publish; default every address and the host
  * name), AREAL_COMM_TIMEOUT_MS, AREAL_CONNECT_TIMEOUT_MS, and AREAL_POD_ID
  * (set by the launcher: ranks with the same id connect through Unix-domain
- * sockets). Rank 0 of the store-host component hosts the store for every
+ * sockets and move data through shared memory; AREAL_COMM_SHM=0 keeps the
+ * data on the sockets). Rank 0 of the store-host component hosts the store for every
  * role of the job; see worker_rank.c and worker/README.md.
  */
 #ifndef AREAL_WORKER_ENV_H
 #define AREAL_WORKER_ENV_H
 
 #include "areal/error.h"
+#include "areal/podenv.h"
+
+/* The worker's own variables (the pod contract's are in areal/podenv.h). */
+#define WORKER_ENV_GRACE_MS           "AREAL_GRACE_MS"
+#define WORKER_ENV_POD_ID             "AREAL_POD_ID"
+#define WORKER_ENV_COMM_TIMEOUT_MS    "AREAL_COMM_TIMEOUT_MS"
+#define WORKER_ENV_CONNECT_TIMEOUT_MS "AREAL_CONNECT_TIMEOUT_MS"
+#define WORKER_ENV_COMM_SHM           "AREAL_COMM_SHM"
 
 typedef struct worker_opts {
     int selftest; /* --selftest */

@@ -56,7 +56,7 @@ int main(int argc, char **argv) {
             return usage("unknown argument");
         }
     }
-    if (getenv("RANK") == NULL)
+    if (getenv(AREAL_ENV_RANK) == NULL)
         return worker_pod_main(argv);
     return worker_rank_main(&o);
 }

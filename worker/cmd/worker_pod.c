@@ -44,11 +44,11 @@ static int spawn(char **argv, int rank, int local, int n, const sigset_t *old, p
     if (pid == 0) {
         char v[32];
         snprintf(v, sizeof v, "%d", rank);
-        setenv("RANK", v, 1);
+        setenv(AREAL_ENV_RANK, v, 1);
         snprintf(v, sizeof v, "%d", local);
-        setenv("LOCAL_RANK", v, 1);
+        setenv(AREAL_ENV_LOCAL_RANK, v, 1);
         snprintf(v, sizeof v, "%d", n);
-        setenv("LOCAL_WORLD_SIZE", v, 1);
+        setenv(AREAL_ENV_LOCAL_WORLD_SIZE, v, 1);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         sigprocmask(SIG_SETMASK, old, NULL);
         execv("/proc/self/exe", argv);
@@ -62,11 +62,11 @@ static int spawn(char **argv, int rank, int local, int n, const sigset_t *old, p
 int worker_pod_main(char **argv) {
     areal_error e;
     int world = 0, first = 0, lws = 0, n = 0, grace = 0;
-    if (worker_env_int("WORLD_SIZE", -1, 1, 1 << 20, &world, &e) != AREAL_OK ||
-        worker_env_int("AREAL_POD_FIRST_RANK", 0, 0, world - 1, &first, &e) != AREAL_OK ||
-        worker_env_int("LOCAL_WORLD_SIZE", 1, 1, MAX_SLOTS, &lws, &e) != AREAL_OK ||
-        worker_env_int("AREAL_POD_RANKS", lws, 1, MAX_SLOTS, &n, &e) != AREAL_OK ||
-        worker_env_int("AREAL_GRACE_MS", 5000, 0, 600000, &grace, &e) != AREAL_OK) {
+    if (worker_env_int(AREAL_ENV_WORLD_SIZE, -1, 1, 1 << 20, &world, &e) != AREAL_OK ||
+        worker_env_int(AREAL_ENV_FIRST_RANK, 0, 0, world - 1, &first, &e) != AREAL_OK ||
+        worker_env_int(AREAL_ENV_LOCAL_WORLD_SIZE, 1, 1, MAX_SLOTS, &lws, &e) != AREAL_OK ||
+        worker_env_int(AREAL_ENV_POD_RANKS, lws, 1, MAX_SLOTS, &n, &e) != AREAL_OK ||
+        worker_env_int(WORKER_ENV_GRACE_MS, 5000, 0, 600000, &grace, &e) != AREAL_OK) {
         fprintf(stderr, "areal-worker: %s\n", e.msg);
         return 2;
     }
@@ -78,12 +78,12 @@ int worker_pod_main(char **argv) {
         return 2;
     }
     /* ranks of this pod share an id: they connect through Unix-domain sockets */
-    if (getenv("AREAL_POD_ID") == NULL) {
+    if (getenv(WORKER_ENV_POD_ID) == NULL) {
         char host[128] = "pod", id[192];
         gethostname(host, sizeof host - 1);
         host[sizeof host - 1] = '\0';
         snprintf(id, sizeof id, "%s-%d", host, (int)getpid());
-        setenv("AREAL_POD_ID", id, 1);
+        setenv(WORKER_ENV_POD_ID, id, 1);
     }
     sigset_t set, old;
     sigemptyset(&set);

@@ -3,10 +3,12 @@
  * builds every process group of its component's layout, then runs the
  * selftest or a barrier, and stays up --hold-ms if asked.
  *
- * The component is chosen from AREAL_ALLOCATION by AREAL_ROLE: a component
- * name, or a backend name ("megatron"), or "trainer"/"rollout" for the
- * first training/inference component; unset means "trainer". Its world
- * must equal WORLD_SIZE. Rank 0 hosts the rendezvous store on MASTER_PORT.
+ * The component is chosen from AREAL_ALLOCATION by AREAL_ROLE: the role
+ * name the plan gives it (areal_role_names: its own name, else "trainer",
+ * "rollout", "trainer2", ...), or a backend name ("megatron"), or
+ * "trainer"/"rollout" for the first training/inference component; unset
+ * means "trainer". Its world must equal WORLD_SIZE. Its groups are the
+ * plan's (worker_groups.c). Rank 0 hosts the rendezvous store on MASTER_PORT.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,10 +20,16 @@
 #include "areal/comm/comm.h"
 #include "areal/comm/net.h"
 #include "worker_env.h"
+#include "worker_groups.h"
 #include "worker_selftest.h"
 
 static int pick_component(const areal_alloc *a, const char *role, areal_error *err) {
     const char *r = role && role[0] ? role : "trainer";
+    char names[AREAL_ALLOC_MAX_COMPONENTS][AREAL_ALLOC_NAME_MAX];
+    areal_role_names(a, names);
+    for (int i = 0; i < a->n_components; i++)
+        if (strcmp(names[i], r) == 0)
+            return i;
     for (int i = 0; i < a->n_components; i++) {
         const areal_component *c = &a->comp[i];
         int inf = areal_backend_is_inference(c->backend);
@@ -30,8 +38,9 @@ static int pick_component(const areal_alloc *a, const char *role, areal_error *e
             return i;
     }
     return areal_error_set(err, AREAL_EINVAL, -1,
-                           "AREAL_ROLE '%s' names no component of AREAL_ALLOCATION (use a "
-                           "component name, a backend, 'trainer' or 'rollout')",
+                           "AREAL_ROLE '%s' names no component of AREAL_ALLOCATION (use a role "
+                           "name as the plan gives it, such as 'trainer2', a backend, 'trainer' "
+                           "or 'rollout')",
                            r);
 }
 
@@ -95,52 +104,56 @@ int worker_rank_main(const worker_opts *o) {
     areal_error e;
     areal_error_clear(&e);
     raise_fd_limit();
-    int rank = 0, world = 0, port = 0, timeout = 0, ctimeout = 0;
-    if (worker_env_int("WORLD_SIZE", -1, 1, AREAL_COMM_MAX_WORLD, &world, &e) != AREAL_OK ||
-        worker_env_int("RANK", -1, 0, world - 1, &rank, &e) != AREAL_OK ||
-        worker_env_int("MASTER_PORT", 29500, 1, 65535, &port, &e) != AREAL_OK ||
-        worker_env_int("AREAL_COMM_TIMEOUT_MS", 60000, 1, 86400000, &timeout, &e) != AREAL_OK ||
-        worker_env_int("AREAL_CONNECT_TIMEOUT_MS", 120000, 1, 86400000, &ctimeout, &e) != AREAL_OK)
+    int rank = 0, world = 0, port = 0, timeout = 0, ctimeout = 0, shm = 1;
+    if (worker_env_int(AREAL_ENV_WORLD_SIZE, -1, 1, AREAL_COMM_MAX_WORLD, &world, &e) != AREAL_OK ||
+        worker_env_int(AREAL_ENV_RANK, -1, 0, world - 1, &rank, &e) != AREAL_OK ||
+        worker_env_int(AREAL_ENV_MASTER_PORT, AREAL_DEFAULT_MASTER_PORT, 1, 65535, &port, &e) !=
+            AREAL_OK ||
+        worker_env_int(WORKER_ENV_COMM_TIMEOUT_MS, 60000, 1, 86400000, &timeout, &e) != AREAL_OK ||
+        worker_env_int(WORKER_ENV_CONNECT_TIMEOUT_MS, 120000, 1, 86400000, &ctimeout, &e) !=
+            AREAL_OK ||
+        worker_env_int(WORKER_ENV_COMM_SHM, 1, 0, 1, &shm, &e) != AREAL_OK)
         return fail(rank, &e);
-    const char *alloc_s = getenv("AREAL_ALLOCATION");
+    const char *alloc_s = getenv(AREAL_ENV_ALLOCATION);
     areal_alloc *alloc = calloc(1, sizeof *alloc);
-    areal_layout layout;
-    int have_layout = 0, ci = 0, host_ci = 0;
+    areal_role_plan role;
+    int have_role = 0, ci = 0, host_ci = 0;
     if (alloc == NULL)
         return 1;
     if (alloc_s != NULL && alloc_s[0] != '\0') {
         if (areal_alloc_parse(alloc_s, alloc, &e) != AREAL_OK ||
-            (ci = pick_component(alloc, getenv("AREAL_ROLE"), &e)) < 0 ||
-            areal_layout_init(&layout, &alloc->comp[ci].strategy, &e) != AREAL_OK) {
+            (ci = pick_component(alloc, getenv(AREAL_ENV_ROLE), &e)) < 0 ||
+            worker_role_of(alloc, ci, &role, &e) != AREAL_OK) {
             free(alloc);
             return fail(rank, &e);
         }
-        if (layout.world != world) {
+        if (role.world != world) {
             areal_error_set(&e, AREAL_EINVAL, -1,
-                            "component %d of AREAL_ALLOCATION has %d ranks but WORLD_SIZE is %d; "
-                            "they must describe the same job",
-                            ci, layout.world, world);
+                            "component %d (role %s) of AREAL_ALLOCATION has %d ranks but "
+                            "WORLD_SIZE is %d; they must describe the same job",
+                            ci, role.name, role.world, world);
             free(alloc);
             return fail(rank, &e);
         }
-        have_layout = 1;
+        have_role = 1;
         host_ci = store_host_component(alloc);
     }
     char prefix[32];
     snprintf(prefix, sizeof prefix, "c%d", ci);
-    const char *pod_ip = getenv("POD_IP");
+    const char *pod_ip = getenv(AREAL_ENV_POD_IP);
     areal_comm_config cfg = {
         .rank = rank,
         .world = world,
-        .store_host = getenv("MASTER_ADDR"),
+        .store_host = getenv(AREAL_ENV_MASTER_ADDR),
         .store_port = port,
         .host_store = rank == 0 && ci == host_ci,
         .bind_host = pod_ip,
         .advertise_host = pod_ip,
         .timeout_ms = timeout,
         .connect_timeout_ms = ctimeout,
-        .local_id = getenv("AREAL_POD_ID"),
+        .local_id = getenv(WORKER_ENV_POD_ID),
         .key_prefix = prefix,
+        .shm_off = !shm,
     };
     areal_comm *c = NULL;
     if (areal_comm_init(&cfg, &c, &e) != AREAL_OK) {
@@ -152,10 +165,10 @@ int worker_rank_main(const worker_opts *o) {
     for (int r = 0; all != NULL && r < world; r++)
         all[r] = r;
     if (all == NULL || areal_comm_group(c, "world", all, world, &wg, &e) != AREAL_OK ||
-        (have_layout && areal_comm_layout_groups(c, &layout, groups, &e) != AREAL_OK)) {
+        (have_role && worker_role_groups(c, &role, groups, &e) != AREAL_OK)) {
         rc = fail(rank, &e);
     } else if (o->selftest) {
-        rc = worker_selftest(c, have_layout ? &layout : NULL, groups, wg);
+        rc = worker_selftest(c, have_role ? &role : NULL, groups, wg);
     } else if (areal_pg_barrier(wg, &e) != AREAL_OK) {
         rc = fail(rank, &e);
     } else if (rank == 0) {
@@ -172,7 +185,7 @@ int worker_rank_main(const worker_opts *o) {
     if (rc == 0 && wg != NULL && areal_pg_barrier(wg, &e) != AREAL_OK)
         rc = fail(rank, &e);
     if (rc == 0 && rank == 0)
-        rc = leave_store(c, have_layout ? alloc : NULL, ci, host_ci, ctimeout);
+        rc = leave_store(c, have_role ? alloc : NULL, ci, host_ci, ctimeout);
     free(alloc);
     for (int k = 0; k < AREAL_GROUP_KIND_COUNT; k++)
         areal_pg_destroy(groups[k]);

@@ -2,7 +2,7 @@
  * worker_selftest.c - areal-worker --selftest: every group of the job runs
  * eight collective checks.
  *
- * Expected values come from the layout's member list (areal/groups.h) and a
+ * Expected values come from the plan's member list (worker_role_group) and a
  * closed-form input x(rank, i) (small integers: exact in every type), never
  * from the operation under test. Each group's failure count is summed over
  * the group for its summary line (printed by its first member), and over the
@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "worker_groups.h"
 
 #define N_CHECKS 8
 #define CNT      1000
@@ -174,7 +176,8 @@ static int check_one(areal_comm *c, areal_pg *g, const int *m, int64_t *a, int64
     return bad;
 }
 
-int worker_selftest(areal_comm *c, const areal_layout *l, areal_pg *const *groups, areal_pg *wg) {
+int worker_selftest(areal_comm *c, const areal_role_plan *role, areal_pg *const *groups,
+                    areal_pg *wg) {
     int world = areal_comm_world(c), rank = areal_comm_rank(c);
     int64_t *a = malloc(sizeof *a * BIG * (size_t)world);
     int64_t *b = malloc(sizeof *b * BIG * (size_t)world);
@@ -184,11 +187,12 @@ int worker_selftest(areal_comm *c, const areal_layout *l, areal_pg *const *group
         fprintf(stderr, "areal-worker rank %d: selftest: out of memory\n", rank);
         bad = -1;
     }
-    for (int k = 0; l != NULL && bad >= 0 && k < AREAL_GROUP_KIND_COUNT; k++) {
+    for (int k = 0; role != NULL && bad >= 0 && k < AREAL_GROUP_KIND_COUNT; k++) {
         if (groups[k] == NULL)
             continue;
-        int gi = areal_group_index(l, (areal_group_kind)k, rank);
-        if (areal_group_ranks(l, (areal_group_kind)k, gi, m) != areal_pg_size(groups[k])) {
+        int n = 0;
+        if (worker_role_group(role, (areal_group_kind)k, rank, m, &n) < 0 ||
+            n != areal_pg_size(groups[k])) {
             bad++;
             continue;
         }

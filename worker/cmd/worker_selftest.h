@@ -3,13 +3,15 @@
 #define AREAL_WORKER_SELFTEST_H
 
 #include "areal/comm/comm.h"
+#include "areal/placement.h"
 
 /*
  * Runs the collective checks on every group of groups[] (NULL entries
- * skipped; l may be NULL, then only the world group) and on the world group
+ * skipped; r, the role whose groups they are, may be NULL, then only the
+ * world group) and on the world group
  * wg; the first member of each group prints its summary line, rank 0 the
  * total. Returns 0 when every check on every rank passed, else 1.
  */
-int worker_selftest(areal_comm *c, const areal_layout *l, areal_pg *const *groups, areal_pg *wg);
+int worker_selftest(areal_comm *c, const areal_role_plan *r, areal_pg *const *groups, areal_pg *wg);
 
 #endif

@@ -25,6 +25,7 @@
 
 #include "areal/comm/net.h"
 #include "pg_internal.h"
+#include "shm.h"
 
 #define HELLO_MAGIC   0x47504c41u /* "ALPG" */
 #define HELLO_BYTES   (16 + AREAL_COMM_GROUP_NAME_MAX)
@@ -36,7 +37,8 @@
 typedef struct pending {
     int fd;
     int from;
-    int size; /* the group size the dialling rank announced */
+    int size;     /* the group size the dialling rank announced */
+    int via_unix; /* it came through the pod's Unix-domain listener */
     char name[AREAL_COMM_GROUP_NAME_MAX];
 } pending;
 
@@ -48,6 +50,7 @@ struct areal_comm {
     int lfd;
     int ulfd;                /* Unix-domain listener, -1 without a local id */
     char local_id[128];      /* "" = TCP only */
+    int shm_off;             /* local members use their sockets, not shared memory */
     char prefix[PREFIX_MAX]; /* store namespace of this world */
     pthread_mutex_t mu;      /* the pending list and group creation */
     pending *pend;
@@ -96,6 +99,7 @@ int areal_comm_init(const areal_comm_config *cfg, areal_comm **out, areal_error 
     c->connect_timeout_ms = cfg->connect_timeout_ms;
     c->lfd = -1;
     c->ulfd = -1;
+    c->shm_off = cfg->shm_off;
     pthread_mutex_init(&c->mu, NULL);
     int port = cfg->store_port;
     if (cfg->host_store) {
@@ -181,8 +185,12 @@ int areal_comm_world(const areal_comm *c) {
     return c->world;
 }
 
-/* Dials global rank `to` for group g and introduces this rank. */
-static int dial(areal_comm *c, areal_pg *g, int to, int64_t deadline, int *fd, areal_error *err) {
+/*
+ * Dials global rank `to` for group g and introduces this rank; *via_unix
+ * tells whether it went through the pod's Unix-domain socket.
+ */
+static int dial(areal_comm *c, areal_pg *g, int to, int64_t deadline, int *fd, uint8_t *via_unix,
+                areal_error *err) {
     char key[128], addr[AREAL_HOST_MAX + 16], host[AREAL_HOST_MAX];
     size_t n = 0;
     snprintf(key, sizeof key, ADDR_KEY_FMT, c->prefix, to);
@@ -215,10 +223,12 @@ static int dial(areal_comm *c, areal_pg *g, int to, int64_t deadline, int *fd, a
         }
     }
     if (bar != NULL && (size_t)(bar - local) == strlen(c->local_id) &&
-        strncmp(local, c->local_id, (size_t)(bar - local)) == 0)
+        strncmp(local, c->local_id, (size_t)(bar - local)) == 0) {
+        *via_unix = 1;
         rc = areal_net_connect_unix(bar + 1, deadline, what, fd, err);
-    else
+    } else {
         rc = areal_net_connect(host, port, deadline, true, what, fd, err);
+    }
     if (rc != AREAL_OK)
         return rc;
     uint8_t hello[HELLO_BYTES] = {0};
@@ -242,7 +252,8 @@ static int accept_one(areal_comm *c, int64_t deadline, areal_error *err) {
     int64_t left = deadline - areal_now_ms();
     if (left <= 0 || poll(pf, c->ulfd >= 0 ? 2 : 1, left > 1000000 ? 1000000 : (int)left) <= 0)
         return areal_error_set(err, AREAL_EIO, -1, "timed out waiting for a connection");
-    int rc = areal_net_accept(pf[0].revents ? c->lfd : c->ulfd, deadline, &fd, err);
+    int via_unix = pf[0].revents == 0;
+    int rc = areal_net_accept(via_unix ? c->ulfd : c->lfd, deadline, &fd, err);
     if (rc != AREAL_OK)
         return rc;
     uint8_t hello[HELLO_BYTES];
@@ -259,6 +270,7 @@ static int accept_one(areal_comm *c, int64_t deadline, areal_error *err) {
     p->fd = fd;
     p->from = (int)areal_get_u32(hello + 4);
     p->size = (int)areal_get_u32(hello + 8);
+    p->via_unix = via_unix;
     memcpy(p->name, hello + 16, nl);
     p->name[nl] = '\0';
     return AREAL_OK;
@@ -267,13 +279,15 @@ static int accept_one(areal_comm *c, int64_t deadline, areal_error *err) {
 /*
  * Takes the parked connection of rank `from` for group `name`: its fd, -1
  * when none is there yet, or -2 (connection closed, *size set) when that
- * rank announced a different group size.
+ * rank announced a different group size. *via_unix tells its listener.
  */
-static int take_pending(areal_comm *c, const char *name, int from, int n, int *size) {
+static int take_pending(areal_comm *c, const char *name, int from, int n, int *size,
+                        uint8_t *via_unix) {
     for (int i = 0; i < c->npend; i++) {
         if (c->pend[i].from == from && strcmp(c->pend[i].name, name) == 0) {
             int fd = c->pend[i].fd;
             *size = c->pend[i].size;
+            *via_unix = (uint8_t)c->pend[i].via_unix;
             c->pend[i] = c->pend[--c->npend];
             if (*size != n) {
                 close(fd);
@@ -321,10 +335,12 @@ int areal_comm_group(areal_comm *c, const char *name, const int *ranks, int n, a
         return rc;
     areal_pg *g = calloc(1, sizeof *g);
     int *rk = malloc(sizeof *rk * (size_t)n), *fd = malloc(sizeof *fd * (size_t)n);
-    if (g == NULL || rk == NULL || fd == NULL) {
+    uint8_t *via = calloc((size_t)n, 1);
+    if (g == NULL || rk == NULL || fd == NULL || via == NULL) {
         free(g);
         free(rk);
         free(fd);
+        free(via);
         return areal_error_set(err, AREAL_ENOMEM, -1, "out of memory for group %s", name);
     }
     snprintf(g->name, sizeof g->name, "%s", name);
@@ -344,12 +360,12 @@ int areal_comm_group(areal_comm *c, const char *name, const int *ranks, int n, a
     pthread_mutex_lock(&c->mu);
     for (int j = 0; j < n && rc == AREAL_OK; j++)
         if (rk[j] < c->rank)
-            rc = dial(c, g, rk[j], deadline, &fd[j], err);
+            rc = dial(c, g, rk[j], deadline, &fd[j], &via[j], err);
     for (int j = 0; j < n && rc == AREAL_OK; j++) {
         if (rk[j] <= c->rank)
             continue;
         int theirs = 0;
-        while ((fd[j] = take_pending(c, name, rk[j], n, &theirs)) < 0) {
+        while ((fd[j] = take_pending(c, name, rk[j], n, &theirs, &via[j])) < 0) {
             if (fd[j] == -2) {
                 rc = areal_error_set(err, AREAL_EINVAL, -1,
                                      "group %s: rank %d creates it with %d members, this rank "
@@ -369,6 +385,9 @@ int areal_comm_group(areal_comm *c, const char *name, const int *ranks, int n, a
         }
     }
     pthread_mutex_unlock(&c->mu);
+    if (rc == AREAL_OK)
+        rc = areal_pg_shm_setup(g, via, !c->shm_off, deadline, err);
+    free(via);
     if (rc != AREAL_OK) {
         areal_pg_destroy(g);
         return rc;
@@ -417,6 +436,7 @@ void areal_pg_destroy(areal_pg *g) {
     for (int j = 0; j < g->n; j++)
         if (g->fd[j] >= 0)
             close(g->fd[j]);
+    areal_shm_close(g->shm);
     pthread_mutex_destroy(&g->mu);
     pthread_mutex_destroy(&g->qmu);
     pthread_cond_destroy(&g->qcv);
@@ -449,6 +469,8 @@ void areal_pg_set_timeout(areal_pg *g, int timeout_ms) {
 void areal_pg_break(areal_pg *g, const areal_error *err) {
     if (g->broken.code == AREAL_OK)
         g->broken = *err;
+    if (g->shm != NULL)
+        areal_shm_break(g->shm, g->me);
     for (int j = 0; j < g->n; j++)
         if (g->fd[j] >= 0)
             shutdown(g->fd[j], SHUT_RDWR);

@@ -12,13 +12,14 @@
 
 struct areal_pg {
     char name[AREAL_COMM_GROUP_NAME_MAX];
-    int n;              /* members */
-    int me;             /* this rank's index */
-    int *ranks;         /* global rank of each member */
-    int *fd;            /* connection to each member (-1 for me) */
-    int timeout_ms;     /* deadline of each operation */
-    pthread_mutex_t mu; /* one operation at a time */
-    areal_error broken; /* code != 0 once an operation failed */
+    int n;                 /* members */
+    int me;                /* this rank's index */
+    int *ranks;            /* global rank of each member */
+    int *fd;               /* connection to each member (-1 for me) */
+    struct areal_shm *shm; /* shared memory with the members of this pod, or NULL (shm.h) */
+    int timeout_ms;        /* deadline of each operation */
+    pthread_mutex_t mu;    /* one operation at a time */
+    areal_error broken;    /* code != 0 once an operation failed */
     /* asynchronous operations (pg_async.c): a FIFO run by one worker thread */
     pthread_mutex_t qmu;
     pthread_cond_t qcv;
@@ -53,6 +54,38 @@ int areal_pg_xfer(areal_pg *g, const char *op, int sp, const void *sbuf, size_t 
  */
 int areal_pg_xfer_all(areal_pg *g, const char *op, const uint8_t *const *sb, const size_t *sn,
                       uint8_t *const *rb, const size_t *rn, int64_t deadline, areal_error *err);
+
+/*
+ * Sets up g->shm with the members reached through the pod's Unix socket
+ * (via_unix[j] != 0), see shm_setup.c; leaves it NULL when there are none,
+ * when any of them has shared memory off (enable == 0 on that rank) or
+ * cannot map it. AREAL_EIO naming the member when the exchange fails.
+ */
+int areal_pg_shm_setup(areal_pg *g, const uint8_t *via_unix, int enable, int64_t deadline,
+                       areal_error *err);
+
+/*
+ * Like areal_pg_xfer, but the received rn bytes (whole elements of t: fp32,
+ * int32 or int64) are reduced into rbuf (rbuf = op(rbuf, incoming)) instead
+ * of stored: from shared memory straight out of the peer's ring, from a
+ * socket through tmp (rn bytes, the caller's).
+ */
+int areal_pg_xfer_reduce(areal_pg *g, const char *op, int sp, const void *sbuf, size_t sn, int rp,
+                         void *rbuf, void *tmp, size_t rn, areal_dtype t, areal_redop rop,
+                         int64_t deadline, areal_error *err);
+
+/*
+ * The ring reduce-scatter behind areal_pg_reduce_scatter (pg_rs.c): out
+ * (count elements of t) gets block g->me of op over every member's in
+ * (n*count elements); any type and op of the API. Failure as areal_pg_xfer;
+ * AREAL_ENOMEM.
+ */
+int areal_pg_ring_reduce_scatter(areal_pg *g, const char *opn, const void *in, void *out,
+                                 size_t count, areal_dtype t, areal_redop op, int64_t dl,
+                                 areal_error *err);
+
+/* 1 when every other member is reached through shared memory (g->shm covers the group). */
+int areal_pg_all_local(const areal_pg *g);
 
 /* Records err as the group's failure and shuts its connections down. */
 void areal_pg_break(areal_pg *g, const areal_error *err);

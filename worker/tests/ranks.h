@@ -42,10 +42,13 @@ static inline areal_comm_config rank_config(int rank, int world, int port, int t
  * Forks `world` ranks running fn; pids[] gets their ids. Returns the store
  * (stop it after). With pods > 0 the ranks are split into that many "pods"
  * of consecutive ranks (a local id each), so ranks of one pod connect
- * through Unix-domain sockets and the others through TCP.
+ * through shared memory and the others through TCP. Rank r has shared
+ * memory turned off when bit r of shm_off is set (a pod then falls back to
+ * its Unix-domain sockets).
  */
-static inline areal_store_server *ranks_start_pods(int world, int pods, int timeout_ms, rank_fn fn,
-                                                   void *arg, pid_t *pids) {
+static inline areal_store_server *ranks_start_opts(int world, int pods, unsigned shm_off,
+                                                   int timeout_ms, rank_fn fn, void *arg,
+                                                   pid_t *pids) {
     areal_store_server *srv = NULL;
     int port = 0;
     areal_error e;
@@ -61,6 +64,7 @@ static inline areal_store_server *ranks_start_pods(int world, int pods, int time
             char id[32];
             snprintf(id, sizeof id, "pod%d", pods > 0 ? r * pods / world : 0);
             cfg.local_id = pods > 0 ? id : NULL;
+            cfg.shm_off = (shm_off >> r) & 1u;
             areal_comm *c = NULL;
             if (areal_comm_init(&cfg, &c, &e) != AREAL_OK) {
                 fprintf(stderr, "rank %d: init: %s\n", r, e.msg);
@@ -73,6 +77,11 @@ static inline areal_store_server *ranks_start_pods(int world, int pods, int time
         }
     }
     return srv;
+}
+
+static inline areal_store_server *ranks_start_pods(int world, int pods, int timeout_ms, rank_fn fn,
+                                                   void *arg, pid_t *pids) {
+    return ranks_start_opts(world, pods, 0, timeout_ms, fn, arg, pids);
 }
 
 static inline areal_store_server *ranks_start(int world, int timeout_ms, rank_fn fn, void *arg,
@@ -93,16 +102,21 @@ static inline int ranks_wait(int world, const pid_t *pids) {
     return worst;
 }
 
-/* Runs fn on `world` ranks split into `pods` (see ranks_start_pods); returns the worst exit code.
+/* Runs fn on `world` ranks split into `pods` (see ranks_start_opts); returns the worst exit code.
  */
-static inline int ranks_run_pods(int world, int pods, int timeout_ms, rank_fn fn, void *arg) {
+static inline int ranks_run_opts(int world, int pods, unsigned shm_off, int timeout_ms, rank_fn fn,
+                                 void *arg) {
     pid_t pids[RANKS_MAX];
-    areal_store_server *srv = ranks_start_pods(world, pods, timeout_ms, fn, arg, pids);
+    areal_store_server *srv = ranks_start_opts(world, pods, shm_off, timeout_ms, fn, arg, pids);
     if (srv == NULL)
         return RANK_COMM_FAIL;
     int worst = ranks_wait(world, pids);
     areal_store_server_stop(srv);
     return worst;
+}
+
+static inline int ranks_run_pods(int world, int pods, int timeout_ms, rank_fn fn, void *arg) {
+    return ranks_run_opts(world, pods, 0, timeout_ms, fn, arg);
 }
 
 static inline int ranks_run(int world, int timeout_ms, rank_fn fn, void *arg) {

@@ -23,8 +23,10 @@
 #include "areal/groups.h"
 #include "ranks.h"
 
-#define SMALL 37
-#define LARGE 40000 /* 160 KB of fp32: the ring path */
+#define SMALL     37
+#define LARGE     40000      /* 160 KB of fp32: the ring path */
+#define RS_LARGE  40000      /* elements per reduce-scatter block: 2 segments of fp32 */
+#define BUF_BYTES (4u << 20) /* per buffer: 16 blocks of RS_LARGE 4-byte elements */
 
 /* The input of global rank r at element i: an integer in -5..5. */
 static int v(int r, size_t i) {
@@ -154,6 +156,16 @@ static int check_group(areal_comm *c, areal_pg *g, uint8_t *a, uint8_t *b, int s
         for (size_t i = 0; i < SMALL; i++)
             CHECK(get(b, t, i) == expect_red(m, n, (size_t)me * SMALL + i, AREAL_SUM, t));
     }
+    /* large reduce-scatter: several 128 KB segments per block, every op, 16-bit types too */
+    if (salt % 6 == 2) {
+        areal_dtype t = types[salt / 6 % 4];
+        areal_redop op = (areal_redop)(salt / 4 % 3);
+        for (size_t i = 0; i < (size_t)n * RS_LARGE; i++)
+            put(a, t, i, v(gr, i));
+        COMM(areal_pg_reduce_scatter(g, a, b, RS_LARGE, t, op, &e));
+        for (size_t i = 0; i < RS_LARGE; i++)
+            CHECK(get(b, t, i) == expect_red(m, n, (size_t)me * RS_LARGE + i, op, t));
+    }
     /* all-gather int64 and bf16 */
     {
         areal_dtype t = types[salt % 5];
@@ -228,7 +240,7 @@ static int all_kinds(areal_comm *c, void *arg) {
         return RANK_WRONG;
     areal_pg *gs[AREAL_GROUP_KIND_COUNT];
     COMM(areal_comm_layout_groups(c, &l, gs, &e));
-    uint8_t *a = malloc(2u << 20), *b = malloc(2u << 20);
+    uint8_t *a = malloc(BUF_BYTES), *b = malloc(BUF_BYTES);
     int rc = a && b ? 0 : RANK_WRONG;
     for (int k = 0; k < AREAL_GROUP_KIND_COUNT && rc == 0; k++) {
         g = gs[k];
@@ -288,20 +300,29 @@ static void random_strategies(void **state) {
     for (int i = 0; i < 50; i++) {
         int w = i < 4 ? worlds[i] : (i % 24 == 5 ? 16 : (i % 24 == 17 ? 12 : worlds[i % 7]));
         job jb = {.s = random_strategy(&seed, w), .index = i};
-        int64_t t0 = areal_now_ms();
-        /* transports: TCP only, one pod (Unix sockets), or two pods (both) */
-        int pods = i % 3;
-        int rc = ranks_run_pods(w, pods, 20000, all_kinds, &jb);
-        if (getenv("COMM_TEST_VERBOSE"))
-            fprintf(stderr, "world %d: %lld ms\n", w, (long long)(areal_now_ms() - t0));
-        if (rc != 0)
-            fprintf(stderr,
-                    "strategy d%d t%d p%d c%d e%d etp%d (world %d, %d pods): worst exit %d\n",
-                    jb.s.dp, jb.s.tp, jb.s.pp, jb.s.cp, jb.s.ep, jb.s.etp, w, pods, rc);
-        assert_int_equal(rc, 0);
-        count++;
+        /*
+         * Every strategy with all ranks in one pod (shared memory between
+         * every pair); every other one again, alternately in two pods
+         * (shared memory inside each, TCP between them) or in none (TCP
+         * only). 75 runs: what the 2-core CI budget allows.
+         */
+        int pods_of[2] = {1, i % 4 == 0 ? 2 : 0};
+        for (int run = 0; run < (i % 2 ? 1 : 2); run++) {
+            int64_t t0 = areal_now_ms();
+            int pods = pods_of[run];
+            int rc = ranks_run_pods(w, pods, 20000, all_kinds, &jb);
+            if (getenv("COMM_TEST_VERBOSE"))
+                fprintf(stderr, "world %d, %d pods: %lld ms\n", w, pods,
+                        (long long)(areal_now_ms() - t0));
+            if (rc != 0)
+                fprintf(stderr,
+                        "strategy d%d t%d p%d c%d e%d etp%d (world %d, %d pods): worst exit %d\n",
+                        jb.s.dp, jb.s.tp, jb.s.pp, jb.s.cp, jb.s.ep, jb.s.etp, w, pods, rc);
+            assert_int_equal(rc, 0);
+            count++;
+        }
     }
-    assert_int_equal(count, 50);
+    assert_int_equal(count, 75);
 }
 
 /* fp32 with fractional inputs: within n * 2^-23 * sum|x| of the exact sum. */
@@ -339,6 +360,7 @@ static int fractional(areal_comm *c, void *arg) {
 static void fp32_within_bound(void **state) {
     (void)state;
     assert_int_equal(ranks_run(7, 20000, fractional, NULL), 0);
+    assert_int_equal(ranks_run_pods(7, 1, 20000, fractional, NULL), 0);
 }
 
 /* Every group kind at once, one thread each, many rounds: no group sees another's data. */
@@ -416,6 +438,8 @@ static void concurrent_groups_do_not_interfere(void **state) {
     job jb = {.s = areal_strategy_single()};
     jb.s.dp = 2, jb.s.tp = 2, jb.s.pp = 2, jb.s.ep = 2, jb.s.edp = 0;
     assert_int_equal(ranks_run(8, 20000, concurrent, &jb), 0);
+    /* two pods: shared memory inside each, TCP between them, in the same groups */
+    assert_int_equal(ranks_run_pods(8, 2, 20000, concurrent, &jb), 0);
 }
 
 static void bad_arguments_are_refused(void **state) {
@@ -528,11 +552,52 @@ static int async_ops(areal_comm *c, void *arg) {
 static void async_operations_keep_issue_order(void **state) {
     (void)state;
     assert_int_equal(ranks_run(3, 20000, async_ops, NULL), 0);
+    assert_int_equal(ranks_run_pods(3, 1, 20000, async_ops, NULL), 0);
 }
 
-/* Ranks of one pod connect through the Unix-domain listener, others never open one. */
+/* Lines of /proc/self/<file> that contain `what` (maps: mappings; for fd, link targets). */
+static int count_self(const char *file, const char *what) {
+    int count = 0;
+    if (strcmp(file, "fd") == 0) {
+        char path[64], target[256];
+        for (int fd = 0; fd < 1024; fd++) {
+            snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+            ssize_t k = readlink(path, target, sizeof target - 1);
+            if (k > 0) {
+                target[k] = '\0';
+                count += strstr(target, what) != NULL;
+            }
+        }
+        return count;
+    }
+    char line[512];
+    FILE *f = fopen("/proc/self/maps", "r");
+    while (f != NULL && fgets(line, sizeof line, f) != NULL)
+        count += strstr(line, what) != NULL;
+    if (f != NULL)
+        fclose(f);
+    return count;
+}
+
+/* Entries of /dev/shm whose name contains "areal" (a leaked named segment would show there). */
+static int dev_shm_areal(void) {
+    FILE *p = popen("ls /dev/shm 2>/dev/null | grep -c areal", "r");
+    int n = 0;
+    if (p == NULL || fscanf(p, "%d", &n) != 1)
+        n = 0;
+    if (p != NULL)
+        pclose(p);
+    return n;
+}
+
+/*
+ * Ranks of one pod connect through the Unix-domain listener, others never
+ * open one; with shared memory on, a pod's pair maps one anonymous segment
+ * (no descriptor kept open), gone once the group is destroyed.
+ */
 static int transport_check(areal_comm *c, void *arg) {
-    int want_unix = *(const int *)arg, ranks[] = {0, 1};
+    const int *want = arg; /* {unix sockets, shared memory} */
+    int want_unix = want[0], ranks[] = {0, 1};
     areal_error e;
     areal_pg *g = NULL;
     COMM(areal_comm_group(c, "pair", ranks, 2, &g, &e));
@@ -555,17 +620,44 @@ static int transport_check(areal_comm *c, void *arg) {
             rc = RANK_WRONG;
         }
     }
+    int maps = count_self("maps", "memfd:areal-comm"), fds = count_self("fd", "memfd:");
+    if (maps != want[1] || fds != 0) {
+        fprintf(stderr, "rank %d: %d shared-memory mappings (want %d), %d memfd descriptors open\n",
+                areal_comm_rank(c), maps, want[1], fds);
+        rc = RANK_WRONG;
+    }
+    /* data still moves: 300 KB through the ring (wraps it), checked element by element */
+    size_t cnt = 75000;
+    float *buf = malloc(cnt * sizeof *buf);
+    if (buf == NULL)
+        return RANK_WRONG;
+    for (size_t i = 0; i < cnt; i++)
+        buf[i] = (float)((i + (size_t)areal_comm_rank(c)) % 7);
+    if (areal_pg_all_reduce(g, buf, cnt, AREAL_DT_F32, AREAL_SUM, &e) != AREAL_OK)
+        rc = RANK_COMM_FAIL;
+    for (size_t i = 0; i < cnt && rc == 0; i++)
+        if (buf[i] != (float)(i % 7 + (i + 1) % 7))
+            rc = RANK_WRONG;
+    free(buf);
     if (areal_pg_barrier(g, &e) != AREAL_OK)
         rc = RANK_COMM_FAIL;
     areal_pg_destroy(g);
+    if (count_self("maps", "memfd:areal-comm") != 0 || dev_shm_areal() != 0) {
+        fprintf(stderr, "rank %d: shared memory left after the group was destroyed\n",
+                areal_comm_rank(c));
+        rc = RANK_WRONG;
+    }
     return rc;
 }
 
-static void pods_use_unix_sockets(void **state) {
+static void pods_use_shared_memory_or_unix_sockets(void **state) {
     (void)state;
-    int yes = 1, no = 0;
-    assert_int_equal(ranks_run_pods(2, 1, 5000, transport_check, &yes), 0);
-    assert_int_equal(ranks_run_pods(2, 0, 5000, transport_check, &no), 0);
+    int shm[] = {1, 1}, sock[] = {1, 0}, tcp[] = {0, 0};
+    assert_int_equal(ranks_run_opts(2, 1, 0, 5000, transport_check, shm), 0);
+    /* shared memory off on one side is enough: both fall back to the sockets */
+    assert_int_equal(ranks_run_opts(2, 1, 0x2, 5000, transport_check, sock), 0);
+    assert_int_equal(ranks_run_opts(2, 1, 0x3, 5000, transport_check, sock), 0);
+    assert_int_equal(ranks_run_opts(2, 0, 0, 5000, transport_check, tcp), 0);
 }
 
 int main(void) {
@@ -573,7 +665,7 @@ int main(void) {
         cmocka_unit_test(half_conversions_round_to_nearest_even),
         cmocka_unit_test(random_strategies),
         cmocka_unit_test(bad_arguments_are_refused),
-        cmocka_unit_test(pods_use_unix_sockets),
+        cmocka_unit_test(pods_use_shared_memory_or_unix_sockets),
 
         cmocka_unit_test(fp32_within_bound),
         cmocka_unit_test(concurrent_groups_do_not_interfere),

@@ -104,7 +104,25 @@ static void stopped_rank_fails_everyone_in_time(void **state) {
     assert_true(took <= 2 * DEADLINE_MS);
 }
 
-/* The same over Unix-domain sockets (ranks 0-2 in one pod, 3-4 in another: both transports). */
+/*
+ * All ranks in one pod: every byte moves through shared memory, so a dead
+ * peer is seen only through its Unix socket (the liveness channel) and a
+ * failed one through the segment's broken mark.
+ */
+static void killed_rank_in_one_pod_fails_everyone_in_time(void **state) {
+    (void)state;
+    int worst = 0;
+    int64_t took = hit_and_time(SIGKILL, 1, &worst);
+    fprintf(stderr, "one pod, after SIGKILL every rank failed within %lld ms\n", (long long)took);
+    assert_int_equal(worst, 0);
+    assert_true(took <= 2 * DEADLINE_MS);
+    took = hit_and_time(SIGSTOP, 1, &worst);
+    fprintf(stderr, "one pod, after SIGSTOP every rank failed within %lld ms\n", (long long)took);
+    assert_int_equal(worst, 0);
+    assert_true(took <= 2 * DEADLINE_MS);
+}
+
+/* Two pods (ranks 0-2 and 3-4): shared memory inside each, TCP between them. */
 static void killed_rank_in_a_pod_fails_everyone_in_time(void **state) {
     (void)state;
     int worst = 0;
@@ -174,6 +192,7 @@ int main(void) {
         cmocka_unit_test(killed_rank_fails_everyone_in_time),
         cmocka_unit_test(stopped_rank_fails_everyone_in_time),
         cmocka_unit_test(killed_rank_in_a_pod_fails_everyone_in_time),
+        cmocka_unit_test(killed_rank_in_one_pod_fails_everyone_in_time),
         cmocka_unit_test(absent_member_is_named),
         cmocka_unit_test(mismatched_member_lists_are_named),
     };

@@ -159,6 +159,51 @@ static void selftest_across_two_pods(void **state) {
     free_env(e2);
 }
 
+/*
+ * An inference role named with a suffix ("rollout2", as areal_role_names
+ * names the second unnamed rollout) is accepted, and its groups follow the
+ * plan's server-major order: with d2p2 server 0 is ranks 0-1 (its pp group)
+ * and dp groups join the same stage across servers ([0,2], [1,3]), not
+ * Megatron's pipeline-outermost order (pp [0,2], dp [0,1]). Each server is
+ * one pod of 2 ranks (shared memory inside it).
+ */
+static void inference_role_groups_are_server_major(void **state) {
+    (void)state;
+    char store[32];
+    snprintf(store, sizeof store, "MASTER_PORT=%d", free_port());
+    const char *alloc = "sglang:d1+sglang:d2p2";
+    char *e0[16], *e1[16], *e2[16];
+    env_of_role(e0, store, 1, 0, 1, alloc, "rollout"); /* component 0 hosts the store */
+    env_of_role(e1, store, 4, 0, 2, alloc, "rollout2");
+    env_of_role(e2, store, 4, 2, 2, alloc, "rollout2");
+    pod p0, p1, p2;
+    pod_start(&p0, e0, "--selftest", NULL, NULL);
+    pod_start(&p1, e1, "--selftest", NULL, NULL);
+    pod_start(&p2, e2, "--selftest", NULL, NULL);
+    int rc1 = pod_wait(&p1, 40000), rc2 = pod_wait(&p2, 40000), rc0 = pod_wait(&p0, 40000);
+    slurp(p0.out);
+    fprintf(stderr, "%s", slurp(p0.err));
+    char *o1 = strdup(slurp(p1.out));
+    fprintf(stderr, "%s", slurp(p1.err));
+    const char *o2 = slurp(p2.out);
+    int pp_ok = strstr(o1, "selftest group pp/0           size  2 ranks [0,1]: ok") &&
+                strstr(o1, "selftest group dp/0           size  2 ranks [0,2]: ok") &&
+                strstr(o1, "selftest group dp/1           size  2 ranks [1,3]: ok") &&
+                strstr(o1, "selftest: 4 rank(s)") && strstr(o1, "all ok");
+    int pp1_ok = strstr(o2, "selftest group pp/1           size  2 ranks [2,3]: ok") != NULL;
+    if (!pp_ok || !pp1_ok)
+        fprintf(stderr, "pod 1:\n%spod 2:\n%s", o1, o2);
+    fprintf(stderr, "%s", slurp(p2.err));
+    free(o1);
+    assert_int_equal(rc0, 0);
+    assert_int_equal(rc1, 0);
+    assert_int_equal(rc2, 0);
+    assert_true(pp_ok && pp1_ok);
+    free_env(e0);
+    free_env(e1);
+    free_env(e2);
+}
+
 /* The pids of the pod's ranks, from /proc (children of the launcher). */
 static int children_of(pid_t pid, pid_t *out, int cap) {
     char path[64];
@@ -273,6 +318,7 @@ static void bad_environment_and_taken_port(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(selftest_across_two_pods),
+        cmocka_unit_test(inference_role_groups_are_server_major),
         cmocka_unit_test(killed_rank_stops_the_pod),
         cmocka_unit_test(sigterm_is_forwarded),
         cmocka_unit_test(bad_environment_and_taken_port),

@@ -9,9 +9,13 @@
  * "areal/<prefix>/local/<rank>", and
  * connect to each other through it (same stream semantics, no TCP stack). A process group is a
  * named list of global ranks; every member creates it with the same name and list. Its members are
- * connected pairwise by dedicated TCP connections (the higher rank dials the
+ * connected pairwise by dedicated connections (the higher rank dials the
  * lower and introduces itself with the group's name), so groups used at the
- * same time, even from different threads, never share a stream. The layout
+ * same time, even from different threads, never share a stream. The members
+ * of one pod in a group then share one anonymous memory segment (created
+ * with the group, gone with it) and move data through per-pair rings in it,
+ * one copy in and one copy out, with their Unix socket kept only to notice
+ * a dead peer; shm_off in the config keeps them on the socket. The layout
  * helper builds every group kind of areal/groups.h for this rank.
  *
  * Collectives work on typed buffers with element counts (areal/comm/dtype.h).
@@ -63,6 +67,8 @@ typedef struct areal_comm_config {
                                    Unix-domain sockets instead of TCP; NULL or "" = TCP only */
     const char *key_prefix;     /* namespace of this world's keys in the store, so several
                                    worlds (roles) share one store; NULL = "job" */
+    int shm_off;                /* nonzero: ranks of one pod move data through their Unix
+                                   sockets, not shared memory (AREAL_COMM_SHM=0 in the launcher) */
 } areal_comm_config;
 
 /*

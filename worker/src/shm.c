@@ -1,0 +1,259 @@
+/*
+ * shm.c - the shared-memory rings and doorbells of one process group; see
+ * shm.h for the design.
+ *
+ * Layout of the segment: a header (magic, member count, ring capacity, the
+ * member that broke the group), k doorbells, k*k ring control blocks (head
+ * written only by the producer, tail only by the consumer, on separate cache
+ * lines), then k*k data areas of `cap` bytes, page aligned (the diagonal is
+ * never touched, so it costs no memory). Producer: copy in, then publish
+ * head with release order; consumer: read head with acquire order, copy
+ * out, publish tail. Large puts publish in pieces so the consumer starts
+ * copying out while the producer still copies in.
+ */
+#include "shm.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SHM_MAGIC   0x4d48534cu /* "LSHM" */
+#define RING_BUDGET (24u << 20) /* bytes of rings per segment, before the bounds below */
+#define RING_MIN    (64u << 10)
+#define RING_MAX    (1u << 20)
+#define PUB_PIECE   (64u << 10) /* a producer publishes at least every this many bytes */
+#define SPIN_CHECKS 200         /* bell checks before sleeping on the futex */
+#define PAGE        4096u
+
+typedef struct {
+    _Atomic uint32_t seq;
+    _Atomic uint32_t sleeping;
+    char pad[56];
+} bell;
+
+typedef struct {
+    _Atomic uint64_t head; /* bytes ever written, by the producer */
+    char pad1[56];
+    _Atomic uint64_t tail; /* bytes ever read, by the consumer */
+    char pad2[56];
+} ring_ctl;
+
+typedef struct {
+    uint32_t magic;
+    uint32_t k;
+    uint64_t cap;
+    _Atomic int32_t broken_by; /* group member + 1, 0 while healthy */
+    char pad[44];
+} shm_hdr;
+
+struct areal_shm {
+    uint8_t *base;
+    size_t len;
+    int k, mine, n;
+    size_t cap;
+    int *loc; /* group member -> local index, -1 */
+    shm_hdr *hdr;
+    bell *bells;
+    ring_ctl *ctl;
+    uint8_t *data;
+};
+
+_Static_assert(sizeof(bell) == 64, "bell is one cache line");
+_Static_assert(sizeof(ring_ctl) == 128, "head and tail on their own lines");
+_Static_assert(sizeof(shm_hdr) == 64, "header is one cache line");
+
+size_t areal_shm_ring_cap(int k) {
+    size_t per = RING_BUDGET / ((size_t)k * (size_t)(k - 1)), cap = RING_MIN;
+    while (cap * 2 <= per && cap < RING_MAX)
+        cap *= 2;
+    return cap;
+}
+
+static size_t data_offset(int k) {
+    size_t ctl = sizeof(shm_hdr) + sizeof(bell) * (size_t)k + sizeof(ring_ctl) * (size_t)k * k;
+    return (ctl + PAGE - 1) / PAGE * PAGE;
+}
+
+size_t areal_shm_segment_bytes(int k) {
+    return data_offset(k) + areal_shm_ring_cap(k) * (size_t)k * (size_t)k;
+}
+
+areal_shm *areal_shm_map(int fd, size_t len, int k, int mine, const int *loc, int n, int init) {
+    if (k < 2 || k > AREAL_SHM_MAX_LOCAL || mine < 0 || mine >= k ||
+        len != areal_shm_segment_bytes(k))
+        return NULL;
+    areal_shm *s = calloc(1, sizeof *s);
+    int *lc = malloc(sizeof *lc * (size_t)n);
+    void *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (s == NULL || lc == NULL || base == MAP_FAILED) {
+        free(s);
+        free(lc);
+        if (base != MAP_FAILED)
+            munmap(base, len);
+        return NULL;
+    }
+    memcpy(lc, loc, sizeof *lc * (size_t)n);
+    *s = (areal_shm){.base = base,
+                     .len = len,
+                     .k = k,
+                     .mine = mine,
+                     .n = n,
+                     .cap = areal_shm_ring_cap(k),
+                     .loc = lc,
+                     .hdr = base,
+                     .bells = (bell *)((uint8_t *)base + sizeof(shm_hdr)),
+                     .data = (uint8_t *)base + data_offset(k)};
+    s->ctl = (ring_ctl *)((uint8_t *)s->bells + sizeof(bell) * (size_t)k);
+    if (init) {
+        /* a fresh memfd reads as zeros: counters start at 0, nobody broke it */
+        s->hdr->k = (uint32_t)k;
+        s->hdr->cap = s->cap;
+        s->hdr->magic = SHM_MAGIC;
+    } else if (s->hdr->magic != SHM_MAGIC || s->hdr->k != (uint32_t)k || s->hdr->cap != s->cap) {
+        areal_shm_close(s);
+        return NULL;
+    }
+    return s;
+}
+
+void areal_shm_close(areal_shm *s) {
+    if (s == NULL)
+        return;
+    munmap(s->base, s->len);
+    free(s->loc);
+    free(s);
+}
+
+int areal_shm_local(const areal_shm *s, int j) {
+    return s != NULL && j >= 0 && j < s->n ? s->loc[j] : -1;
+}
+
+static void ring_bell(areal_shm *s, int li) {
+    bell *b = &s->bells[li];
+    atomic_fetch_add(&b->seq, 1);
+    if (atomic_load(&b->sleeping))
+        syscall(SYS_futex, &b->seq, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+static ring_ctl *ctl_of(areal_shm *s, int from, int to) {
+    return &s->ctl[(size_t)from * (size_t)s->k + (size_t)to];
+}
+
+static uint8_t *data_of(areal_shm *s, int from, int to) {
+    return s->data + ((size_t)from * (size_t)s->k + (size_t)to) * s->cap;
+}
+
+size_t areal_shm_put(areal_shm *s, int j, const void *buf, size_t n) {
+    int to = s->loc[j];
+    ring_ctl *c = ctl_of(s, s->mine, to);
+    uint8_t *d = data_of(s, s->mine, to);
+    const uint8_t *src = buf;
+    uint64_t head = atomic_load_explicit(&c->head, memory_order_relaxed);
+    size_t done = 0;
+    while (done < n) {
+        uint64_t tail = atomic_load_explicit(&c->tail, memory_order_acquire);
+        size_t room = s->cap - (size_t)(head - tail), k = n - done;
+        if (k > room)
+            k = room;
+        if (k > PUB_PIECE)
+            k = PUB_PIECE;
+        if (k == 0)
+            break;
+        size_t at = (size_t)head & (s->cap - 1), first = k < s->cap - at ? k : s->cap - at;
+        memcpy(d + at, src + done, first);
+        memcpy(d, src + done + first, k - first);
+        head += k;
+        done += k;
+        atomic_store_explicit(&c->head, head, memory_order_release);
+        ring_bell(s, to);
+    }
+    return done;
+}
+
+/* Takes up to n bytes from member j's ring: copies them (t invalid) or reduces them into out. */
+static size_t take(areal_shm *s, int j, uint8_t *out, size_t n, int reduce, areal_dtype t,
+                   areal_redop op) {
+    int from = s->loc[j];
+    ring_ctl *c = ctl_of(s, from, s->mine);
+    const uint8_t *d = data_of(s, from, s->mine);
+    uint64_t tail = atomic_load_explicit(&c->tail, memory_order_relaxed);
+    uint64_t head = atomic_load_explicit(&c->head, memory_order_acquire);
+    size_t avail = (size_t)(head - tail), es = reduce ? areal_dtype_size(t) : 1;
+    size_t k = n < avail ? n : avail;
+    k -= k % es;
+    if (k == 0)
+        return 0;
+    size_t at = (size_t)tail & (s->cap - 1), first = k < s->cap - at ? k : s->cap - at;
+    if (!reduce) {
+        memcpy(out, d + at, first);
+        memcpy(out + first, d, k - first);
+    } else if (at % es == 0) {
+        /* cap is a multiple of es, so the wrap falls between elements */
+        areal_reduce(out, d + at, first / es, t, op);
+        areal_reduce(out + first, d, (k - first) / es, t, op);
+    } else {
+        /* misaligned (an odd-sized earlier message): bounce through an aligned buffer */
+        _Alignas(64) uint8_t tmp[4096];
+        for (size_t o = 0; o < k; o += sizeof tmp) {
+            size_t m = k - o < sizeof tmp ? k - o : sizeof tmp;
+            size_t a2 = (at + o) & (s->cap - 1), f2 = m < s->cap - a2 ? m : s->cap - a2;
+            memcpy(tmp, d + a2, f2);
+            memcpy(tmp + f2, d, m - f2);
+            areal_reduce(out + o, tmp, m / es, t, op);
+        }
+    }
+    atomic_store_explicit(&c->tail, tail + k, memory_order_release);
+    ring_bell(s, from);
+    return k;
+}
+
+size_t areal_shm_get(areal_shm *s, int j, void *buf, size_t n) {
+    return take(s, j, buf, n, 0, AREAL_DT_U8, AREAL_SUM);
+}
+
+size_t areal_shm_get_reduce(areal_shm *s, int j, void *dst, size_t n, areal_dtype t,
+                            areal_redop op) {
+    return take(s, j, dst, n, 1, t, op);
+}
+
+uint32_t areal_shm_bell(const areal_shm *s) {
+    return atomic_load(&s->bells[s->mine].seq);
+}
+
+int areal_shm_wait(areal_shm *s, uint32_t seen, int timeout_ms) {
+    bell *b = &s->bells[s->mine];
+    for (int i = 0; i < SPIN_CHECKS; i++) {
+        if (atomic_load_explicit(&b->seq, memory_order_acquire) != seen)
+            return 0;
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+    struct timespec ts = {.tv_sec = timeout_ms / 1000,
+                          .tv_nsec = (long)(timeout_ms % 1000) * 1000000L};
+    atomic_store(&b->sleeping, 1);
+    int timed_out = 0;
+    if (atomic_load(&b->seq) == seen &&
+        syscall(SYS_futex, &b->seq, FUTEX_WAIT, seen, &ts, NULL, 0) != 0 && errno == ETIMEDOUT)
+        timed_out = 1;
+    atomic_store(&b->sleeping, 0);
+    return timed_out;
+}
+
+void areal_shm_break(areal_shm *s, int who) {
+    int32_t none = 0;
+    atomic_compare_exchange_strong(&s->hdr->broken_by, &none, who + 1);
+    for (int i = 0; i < s->k; i++)
+        if (i != s->mine)
+            ring_bell(s, i);
+}
+
+int areal_shm_broken_by(const areal_shm *s) {
+    return atomic_load(&((shm_hdr *)s->hdr)->broken_by) - 1;
+}
