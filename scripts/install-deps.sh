@@ -23,6 +23,7 @@ for group in "$@"; do
         ;;
     operator)
         have_pc libwebsockets || need_pkgs+=(libwebsockets-dev)
+        have_cmd valgrind || need_pkgs+=(valgrind) # the leak check of the controller loop test
         ;;
     fuzz)
         if ! have_cmd clang || ! echo 'int LLVMFuzzerTestOneInput(const char*d,long n){(void)d;(void)n;return 0;}' |
