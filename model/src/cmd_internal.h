@@ -53,6 +53,10 @@ int cmd_read_requests(const char *cmd, const char *path, const areal_tokenizer *
                       cmd_request **reqs, int *n, FILE *err);
 void cmd_requests_free(cmd_request *reqs, int n);
 
+/* cmd_read_requests from an open stream (not closed); `name` goes into messages. */
+int cmd_read_requests_f(const char *cmd, FILE *f, const char *name, const areal_tokenizer *tok,
+                        int vocab, cmd_request **reqs, int *n, FILE *err);
+
 json_t *cmd_floats(const float *v, int n);
 json_t *cmd_ints(const int32_t *v, int n);
 

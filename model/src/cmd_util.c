@@ -153,15 +153,10 @@ static int parse_line(const char *cmd, json_t *d, const areal_tokenizer *tok, in
     return 2;
 }
 
-int cmd_read_requests(const char *cmd, const char *path, const areal_tokenizer *tok, int vocab,
-                      cmd_request **reqs, int *n, FILE *err) {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+int cmd_read_requests_f(const char *cmd, FILE *f, const char *name, const areal_tokenizer *tok,
+                        int vocab, cmd_request **reqs, int *n, FILE *err) {
     *reqs = NULL;
     *n = 0;
-    if (f == NULL) {
-        fprintf(err, "%s %s: cannot read --input %s: %s\n", CMD_PROG, cmd, path, strerror(errno));
-        return 2;
-    }
     char *line = NULL;
     size_t cap = 0;
     int lineno = 0, rc = 0, have = 0;
@@ -172,7 +167,7 @@ int cmd_read_requests(const char *cmd, const char *path, const areal_tokenizer *
         json_error_t je;
         json_t *d = json_loads(line, 0, &je);
         if (!json_is_object(d)) {
-            fprintf(err, "%s %s: %s line %d: not a JSON object (%s)\n", CMD_PROG, cmd, path, lineno,
+            fprintf(err, "%s %s: %s line %d: not a JSON object (%s)\n", CMD_PROG, cmd, name, lineno,
                     d == NULL ? je.text : "wrong type");
             rc = 2;
         } else {
@@ -194,11 +189,9 @@ int cmd_read_requests(const char *cmd, const char *path, const areal_tokenizer *
         json_decref(d);
     }
     free(line);
-    if (f != stdin)
-        fclose(f);
     if (rc == 0 && *n == 0) {
         fprintf(err, "%s %s: %s holds no requests; give one JSON object per line\n", CMD_PROG, cmd,
-                path);
+                name);
         rc = 2;
     }
     if (rc != 0) {
@@ -206,6 +199,21 @@ int cmd_read_requests(const char *cmd, const char *path, const areal_tokenizer *
         *reqs = NULL;
         *n = 0;
     }
+    return rc;
+}
+
+int cmd_read_requests(const char *cmd, const char *path, const areal_tokenizer *tok, int vocab,
+                      cmd_request **reqs, int *n, FILE *err) {
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+    *reqs = NULL;
+    *n = 0;
+    if (f == NULL) {
+        fprintf(err, "%s %s: cannot read --input %s: %s\n", CMD_PROG, cmd, path, strerror(errno));
+        return 2;
+    }
+    int rc = cmd_read_requests_f(cmd, f, path, tok, vocab, reqs, n, err);
+    if (f != stdin)
+        fclose(f);
     return rc;
 }
 
