@@ -7,9 +7,8 @@ INCLUDES    += -Imodel/include
 PKGS        += libpcre2-8 openblas
 EXTRA_LIBS  += -lunistring -lpthread
 DEPS_GROUPS += model
-PROGRAMS    += areal-tokenize areal-model
-areal-tokenize_SRC := model/cmd/areal_tokenize.c
-areal-model_SRC := $(wildcard model/cmd/model_*.c)
+# The commands tokenize, score and generate live in the library (model/src/
+# cmd_*.c) and run as `areal-worker tokenize|score|generate`.
 TEST_SRC    += $(wildcard model/tests/test_*.c)
 FUZZ_SRC    += $(wildcard model/fuzz/fuzz_*.c)
 BENCH_SRC   += $(wildcard model/bench/bench_*.c)

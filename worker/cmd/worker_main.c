@@ -3,12 +3,15 @@
  * environment) or one rank (RANK set by the launcher). See worker_env.h.
  *
  * Usage: areal-worker [--selftest] [--hold-ms N]
+ *        areal-worker tokenize|score|generate ...  (the model commands,
+ *        areal/model/cmd.h)
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "areal/model/cmd.h"
 #include "worker_env.h"
 
 int worker_env_int(const char *name, int def, int lo, int hi, int *out, areal_error *err) {
@@ -32,6 +35,7 @@ int worker_env_int(const char *name, int def, int lo, int hi, int *out, areal_er
 static int usage(const char *why) {
     fprintf(stderr,
             "areal-worker: %s\nusage: areal-worker [--selftest] [--hold-ms N]\n"
+            "       areal-worker tokenize|score|generate --model DIR ... (the CPU model)\n"
             "  --selftest   build every group of the job and check a collective on each\n"
             "  --hold-ms N  stay up N ms after the work\n",
             why);
@@ -39,6 +43,8 @@ static int usage(const char *why) {
 }
 
 int main(int argc, char **argv) {
+    if (argc > 1 && areal_cmd_is_model(argv[1]))
+        return areal_cmd_run(argc - 1, argv + 1, stdout, stderr);
     worker_opts o = {0, 0};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--selftest") == 0) {

@@ -1,7 +1,7 @@
 /*
- * test_areal_tokenize.c - the areal-tokenize program ($AREAL_BIN/areal-tokenize):
- * ids as a JSON array equal to HF's for corpus lines, the chat wrapper, the
- * decoder and its exit codes.
+ * test_cmd_tokenize.c - `areal-worker tokenize` ($AREAL_BIN/areal-worker), as
+ * a child process: ids as a JSON array equal to HF's for corpus lines, the
+ * chat wrapper, the decoder, and one error line with exit 2 on bad input.
  */
 #include <jansson.h>
 #include <setjmp.h>
@@ -23,18 +23,31 @@ typedef struct run_result {
 
 static run_result result;
 
-/* Runs areal-tokenize with the NULL-terminated arguments. */
+/* Runs `areal-worker tokenize` with the NULL-terminated arguments. */
 static run_result *run(const char *first, ...) {
     char bin[512];
-    snprintf(bin, sizeof bin, "%s/areal-tokenize",
+    snprintf(bin, sizeof bin, "%s/areal-worker",
              getenv("AREAL_BIN") ? getenv("AREAL_BIN") : "build/rel");
+    const char *argv[32] = {bin, "tokenize", first};
+    int n = 3;
     va_list ap;
     va_start(ap, first);
-    int rc = child_run_va(bin, first, ap, &result.status, result.out, sizeof result.out, result.err,
-                          sizeof result.err);
+    const char *a;
+    while (n < 31 && (a = va_arg(ap, const char *)) != NULL)
+        argv[n++] = a;
     va_end(ap);
+    argv[n] = NULL;
+    int rc = child_run(argv, &result.status, result.out, sizeof result.out, result.err,
+                       sizeof result.err);
     assert_int_equal(rc, 0);
     return &result;
+}
+
+/* One line on stderr: a single newline, at the end. */
+static void one_error_line(const run_result *r) {
+    const char *nl = strchr(r->err, '\n');
+    if (nl == NULL || nl[1] != '\0')
+        fail_msg("expected one error line, got: %s", r->err);
 }
 
 static void ids_equal_hf_for_corpus_lines(void **state) {
@@ -93,20 +106,29 @@ static void chat_and_decode(void **state) {
 static void errors_and_usage(void **state) {
     (void)state;
     run_result *r = run("--model", FIX "no-such-dir", "--text", "x", NULL);
-    assert_int_equal(r->status, 1);
+    assert_int_equal(r->status, 2);
     assert_non_null(strstr(r->err, "no-such-dir"));
+    one_error_line(r);
     r = run("--model", FIX "qwen2", "--text", "x", NULL); /* a model dir without tokenizer.json */
-    assert_int_equal(r->status, 1);
+    assert_int_equal(r->status, 2);
     assert_non_null(strstr(r->err, "tokenizer.json"));
+    one_error_line(r);
     r = run("--model", FIX "tok", NULL);
     assert_int_equal(r->status, 2);
     assert_non_null(strstr(r->err, "usage"));
+    one_error_line(r);
+    r = run("--model", FIX "tok", "--text", "x", "--colour", NULL);
+    assert_int_equal(r->status, 2);
+    assert_non_null(strstr(r->err, "--colour"));
+    one_error_line(r);
     r = run("--model", FIX "tok", "--decode", "--text", "[99999]", NULL);
-    assert_int_equal(r->status, 1);
+    assert_int_equal(r->status, 2);
     assert_non_null(strstr(r->err, "99999"));
+    one_error_line(r);
     r = run("--model", FIX "tok", "--text", "bad \xff byte", NULL);
-    assert_int_equal(r->status, 1);
+    assert_int_equal(r->status, 2);
     assert_non_null(strstr(r->err, "UTF-8"));
+    one_error_line(r);
 }
 
 int main(void) {
