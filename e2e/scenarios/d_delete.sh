@@ -5,18 +5,7 @@
 # the final status and removes the pod; the Service and ConfigMap go with the
 # job (owner references); no process of the job is left.
 . "$(dirname "$0")/lib.sh"
-NS=e2e-d
-fresh_namespace $NS
-k() { kubectl -n $NS "$@"; }
-log=$(mktemp)
-start_operator "$log"
-cleanup() {
-    kill "$OP_PID" 2>/dev/null || true
-    wait "$OP_PID" 2>/dev/null || true
-    [ "${ok:-0}" = 1 ] || { echo "--- operator log (tail)"; tail -n 30 "$log"; }
-    rm -f "$log"
-}
-trap cleanup EXIT
+scenario_with_operator e2e-d
 
 k apply -f - >/dev/null <<'JOB'
 apiVersion: areal.io/v1alpha1

@@ -4,18 +4,7 @@
 # and writes the status it could not write while the server was down, and the
 # job completes with the same pods (no duplicate, no restart).
 . "$(dirname "$0")/lib.sh"
-NS=e2e-e
-fresh_namespace $NS
-k() { kubectl -n $NS "$@"; }
-log=$(mktemp)
-start_operator "$log"
-cleanup() {
-    kill "$OP_PID" 2>/dev/null || true
-    wait "$OP_PID" 2>/dev/null || true
-    [ "${ok:-0}" = 1 ] || { echo "--- operator log (tail)"; tail -n 30 "$log"; }
-    rm -f "$log"
-}
-trap cleanup EXIT
+scenario_with_operator e2e-e
 
 k apply -f - >/dev/null <<'JOB'
 apiVersion: areal.io/v1alpha1

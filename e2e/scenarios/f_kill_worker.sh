@@ -4,18 +4,7 @@
 # operator restarts the whole gang per the failure policy (same names and
 # ranks, new pods, after the backoff), and the new gang completes.
 . "$(dirname "$0")/lib.sh"
-NS=e2e-f
-fresh_namespace $NS
-k() { kubectl -n $NS "$@"; }
-log=$(mktemp)
-start_operator "$log"
-cleanup() {
-    kill "$OP_PID" 2>/dev/null || true
-    wait "$OP_PID" 2>/dev/null || true
-    [ "${ok:-0}" = 1 ] || { echo "--- operator log (tail)"; tail -n 30 "$log"; }
-    rm -f "$log"
-}
-trap cleanup EXIT
+scenario_with_operator e2e-f
 
 k apply -f - >/dev/null <<'JOB'
 apiVersion: areal.io/v1alpha1

@@ -67,6 +67,26 @@ start_operator() {
     OP_PID=$!
 }
 
+# scenario_with_operator NS [ARGS...]: a fresh namespace NS, k() as kubectl
+# in it, areal-operator started (ARGS passed on) with its output in $log, and
+# an EXIT trap that stops it and, unless the scenario set ok=1, prints the
+# tail of its log.
+scenario_with_operator() {
+    NS=$1
+    shift
+    fresh_namespace "$NS"
+    k() { kubectl -n "$NS" "$@"; }
+    log=$(mktemp)
+    start_operator "$log" "$@"
+    trap stop_scenario_operator EXIT
+}
+stop_scenario_operator() {
+    kill "$OP_PID" 2>/dev/null || true
+    wait "$OP_PID" 2>/dev/null || true
+    [ "${ok:-0}" = 1 ] || { echo "--- operator log (tail)"; tail -n 30 "$log"; }
+    rm -f "$log"
+}
+
 # job_phase NS NAME
 job_phase() { kubectl -n "$1" get aj "$2" -o jsonpath='{.status.phase}'; }
 phase_is() { [ "$(job_phase "$1" "$2")" = "$3" ]; }

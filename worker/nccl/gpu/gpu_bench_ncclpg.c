@@ -27,15 +27,7 @@ static int rank_bench(int rank, int world, int ngpu, int port, void *arg) {
     if (st == NULL)
         return GPU_RANK_FAIL;
     int ranks[GPU_MAX_RANKS];
-    for (int r = 0; r < world; r++)
-        ranks[r] = r;
-    areal_ncclpg_config cfg = {.store = st,
-                               .name = "bench",
-                               .ranks = ranks,
-                               .n = world,
-                               .rank = rank,
-                               .device = rank % ngpu,
-                               .timeout_ms = 60000};
+    areal_ncclpg_config cfg = gpu_world_group(st, "bench", ranks, rank, world, ngpu, 60000);
     areal_ncclpg *g = NULL;
     areal_error e;
     if (areal_ncclpg_create(&cfg, &g, &e) != AREAL_OK) {

@@ -321,15 +321,7 @@ static int rank_big(int rank, int world, int ngpu, int port, void *arg) {
     if (st == NULL)
         return GPU_RANK_FAIL;
     int ranks[GPU_MAX_RANKS];
-    for (int r = 0; r < world; r++)
-        ranks[r] = r;
-    areal_ncclpg_config cfg = {.store = st,
-                               .name = "big",
-                               .ranks = ranks,
-                               .n = world,
-                               .rank = rank,
-                               .device = rank % ngpu,
-                               .timeout_ms = TIMEOUT_MS};
+    areal_ncclpg_config cfg = gpu_world_group(st, "big", ranks, rank, world, ngpu, TIMEOUT_MS);
     areal_ncclpg *g = NULL;
     areal_error e;
     float *h = malloc(sizeof *h * BIG_COUNT);
@@ -469,15 +461,7 @@ static int rank_store(int rank, int world, int ngpu, int port, void *arg) {
     if (st == NULL)
         return GPU_RANK_FAIL;
     int ranks[GPU_MAX_RANKS];
-    for (int r = 0; r < world; r++)
-        ranks[r] = r;
-    areal_ncclpg_config cfg = {.store = st,
-                               .name = "again",
-                               .ranks = ranks,
-                               .n = world,
-                               .rank = rank,
-                               .device = rank % ngpu,
-                               .timeout_ms = TIMEOUT_MS};
+    areal_ncclpg_config cfg = gpu_world_group(st, "again", ranks, rank, world, ngpu, TIMEOUT_MS);
     int rc = 0;
     areal_error e;
     for (int gen = 0; gen < 2 && rc == 0; gen++) {
@@ -555,15 +539,7 @@ static int rank_op_deadline(int rank, int world, int ngpu, int port, void *arg) 
     if (st == NULL)
         return GPU_RANK_FAIL;
     int ranks[GPU_MAX_RANKS];
-    for (int r = 0; r < world; r++)
-        ranks[r] = r;
-    areal_ncclpg_config cfg = {.store = st,
-                               .name = "late",
-                               .ranks = ranks,
-                               .n = world,
-                               .rank = rank,
-                               .device = rank % ngpu,
-                               .timeout_ms = TIMEOUT_MS};
+    areal_ncclpg_config cfg = gpu_world_group(st, "late", ranks, rank, world, ngpu, TIMEOUT_MS);
     areal_ncclpg *g = NULL;
     areal_error e;
     int rc = 0;

@@ -132,6 +132,22 @@ static inline areal_store *gpu_store(int port) {
     return st;
 }
 
+/* The group of the whole world (ranks 0..world-1 in order) named `name`,
+ * rank r on GPU r % ngpu; ranks (GPU_MAX_RANKS entries, the caller's) backs
+ * the config's rank list. */
+static inline areal_ncclpg_config gpu_world_group(areal_store *st, const char *name, int *ranks,
+                                                  int rank, int world, int ngpu, int timeout_ms) {
+    for (int r = 0; r < world; r++)
+        ranks[r] = r;
+    return (areal_ncclpg_config){.store = st,
+                                 .name = name,
+                                 .ranks = ranks,
+                                 .n = world,
+                                 .rank = rank,
+                                 .device = rank % ngpu,
+                                 .timeout_ms = timeout_ms};
+}
+
 /* Writes value v as element i of a host buffer of type t. */
 static inline void gpu_put(void *buf, areal_dtype t, size_t i, double v) {
     switch (t) {

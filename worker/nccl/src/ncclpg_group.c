@@ -45,12 +45,9 @@ int areal_ncclpg_devices(areal_error *err) {
     return n;
 }
 
-int areal_ncclpg_check_call(areal_ncclpg *g, const char *opname, ncclResult_t r, areal_error *err) {
-    if (r == ncclSuccess || r == ncclInProgress)
-        return AREAL_OK;
-    areal_error_set(err, AREAL_EIO, -1,
-                    "nccl group %s: %s failed: %s (%s); the group is aborted, create it again",
-                    g->name, opname, ncclGetErrorString(r), ncclGetLastError(g->comm));
+/* Marks g broken with the error just set in err (or a short one when err is
+ * NULL) and aborts its communicator; returns AREAL_EIO. */
+static int break_group(areal_ncclpg *g, const char *opname, areal_error *err) {
     if (err != NULL)
         g->broken = *err;
     else
@@ -58,6 +55,15 @@ int areal_ncclpg_check_call(areal_ncclpg *g, const char *opname, ncclResult_t r,
     ncclCommAbort(g->comm);
     g->comm = NULL;
     return AREAL_EIO;
+}
+
+int areal_ncclpg_check_call(areal_ncclpg *g, const char *opname, ncclResult_t r, areal_error *err) {
+    if (r == ncclSuccess || r == ncclInProgress)
+        return AREAL_OK;
+    areal_error_set(err, AREAL_EIO, -1,
+                    "nccl group %s: %s failed: %s (%s); the group is aborted, create it again",
+                    g->name, opname, ncclGetErrorString(r), ncclGetLastError(g->comm));
+    return break_group(g, opname, err);
 }
 
 /* Polls until comm's async state is no longer in progress; 0, 1 on timeout, -1 on error. */
@@ -109,13 +115,7 @@ int areal_ncclpg_wait(areal_ncclpg *g, const char *opname, int64_t start_ms, are
         areal_error_set(err, AREAL_EIO, -1,
                         "nccl group %s: %s failed: %s (%s); the group is aborted, create it again",
                         g->name, opname, ncclGetErrorString(st), ncclGetLastError(g->comm));
-    if (err != NULL)
-        g->broken = *err;
-    else
-        areal_error_set(&g->broken, AREAL_EIO, -1, "nccl group %s: %s failed", g->name, opname);
-    ncclCommAbort(g->comm);
-    g->comm = NULL;
-    return AREAL_EIO;
+    return break_group(g, opname, err);
 }
 
 /* Gets the group's unique id: member 0 makes and publishes it, the others read it. */
