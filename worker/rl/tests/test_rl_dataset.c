@@ -148,6 +148,7 @@ static void loader_is_deterministic_and_resumes(void **st) {
     assert_int_equal(areal_rl_loader_init(&p, 5, 2, 1, false, NULL), AREAL_OK);
     areal_rl_loader_next(&p, x, NULL, NULL);
     assert_true(x[0] == 0 && x[1] == 1);
+    areal_rl_loader_free(&p);
     assert_int_equal(areal_rl_loader_init(&p, 5, 6, 1, false, &err), AREAL_EINVAL);
     assert_non_null(strstr(err.msg, "batch_size"));
     areal_rl_loader_free(&p);
