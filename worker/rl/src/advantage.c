@@ -37,8 +37,7 @@ static int check_input(const areal_actor_config *cfg, const areal_rl_adv_input *
                                    "needs a prompt of at least one token",
                                    i);
         if (!isfinite(in->rewards[i]))
-            return areal_error_set(err, AREAL_EINVAL, -1, "reward of sequence %d is not finite",
-                                   i);
+            return areal_error_set(err, AREAL_EINVAL, -1, "reward of sequence %d is not finite", i);
     }
     if (!cfg->use_decoupled_loss && cfg->recompute_logprob && in->prox_logprobs == NULL)
         return areal_error_set(err, AREAL_EINVAL, -1,
@@ -74,8 +73,8 @@ int areal_rl_compute_advantages(const areal_actor_config *cfg, const areal_rl_ad
             for (int64_t t = cu[i]; t < cu[i + 1]; t++)
                 len += in->loss_mask[t] != 0;
             long exceed = len - (cfg->max_new_tokens - cfg->overlong_tokens);
-            double pen = -(double)exceed / (double)cfg->overlong_tokens *
-                         cfg->overlong_penalty_factor;
+            double pen =
+                -(double)exceed / (double)cfg->overlong_tokens * cfg->overlong_penalty_factor;
             r[i] = (float)((double)r[i] + (pen < 0.0 ? pen : 0.0));
         }
         /* 2. bias, scaling, clip (float32 as torch) */
@@ -133,8 +132,8 @@ int areal_rl_compute_advantages(const areal_actor_config *cfg, const areal_rl_ad
         memcpy(out->rewards_out, r, sizeof(float) * (size_t)n);
     /* 7. adv_norm with the rolled loss mask */
     if (cfg->adv_norm.enabled) {
-        rc = areal_rl_normalize_tokens(&cfg->adv_norm, out->advantages, out->loss_mask, cu, n,
-                                       red, err);
+        rc = areal_rl_normalize_tokens(&cfg->adv_norm, out->advantages, out->loss_mask, cu, n, red,
+                                       err);
         if (rc != AREAL_OK)
             goto out;
     }

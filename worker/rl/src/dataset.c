@@ -101,8 +101,8 @@ static void bad(areal_rl_dataset *d, long line, const char *why) {
 }
 
 /* Parses one line into s; returns 1 good, 0 bad (why set), -1 out of memory. */
-static int parse_line(const char *line, size_t len, const char *tmpl, areal_rl_sample *s,
-                      char *why, size_t why_cap) {
+static int parse_line(const char *line, size_t len, const char *tmpl, areal_rl_sample *s, char *why,
+                      size_t why_cap) {
     json_error_t e;
     json_t *j = json_loadb(line, len, 0, &e);
     if (j == NULL) {
@@ -258,8 +258,7 @@ int areal_rl_dataset_load(const char *path, const char *prompt_template, areal_r
     return rc;
 }
 
-void areal_rl_dataset_report(const areal_rl_dataset *d, const char *source, char *buf,
-                             size_t cap) {
+void areal_rl_dataset_report(const areal_rl_dataset *d, const char *source, char *buf, size_t cap) {
     if (cap == 0)
         return;
     buf[0] = '\0';

@@ -82,8 +82,8 @@ static int check_opts(const areal_ppo_loss_opts *o, areal_error *err) {
         return areal_error_set(err, AREAL_EINVAL, -1, "eps_clip_higher %g must be >= 0",
                                o->eps_clip_higher);
     if (o->has_c_clip && !(o->c_clip > 1.0))
-        return areal_error_set(err, AREAL_EINVAL, -1,
-                               "c_clip %g must be > 1 (dual clip), or unset", o->c_clip);
+        return areal_error_set(err, AREAL_EINVAL, -1, "c_clip %g must be > 1 (dual clip), or unset",
+                               o->c_clip);
     if (!isfinite(o->scale))
         return areal_error_set(err, AREAL_EINVAL, -1, "loss scale %g is not finite", o->scale);
     return AREAL_OK;
@@ -123,9 +123,9 @@ static double surrogate(double A, double r, double lo, double hi, const areal_pp
     return pg;
 }
 
-int areal_ppo_actor_loss(const float *logp, const float *prox, const float *behav,
-                         const float *adv, const float *mask, int T, const int64_t *cu_seqlens,
-                         int n_seqs, const areal_ppo_loss_opts *opts, double *loss, float *dlogp,
+int areal_ppo_actor_loss(const float *logp, const float *prox, const float *behav, const float *adv,
+                         const float *mask, int T, const int64_t *cu_seqlens, int n_seqs,
+                         const areal_ppo_loss_opts *opts, double *loss, float *dlogp,
                          areal_ppo_loss_stats *stats, areal_error *err) {
     int rc = check_opts(opts, err);
     if (rc != AREAL_OK)

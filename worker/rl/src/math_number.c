@@ -196,8 +196,7 @@ static bool parse_decimal(const char *s, int n, areal_math_number *out) {
     return make_ratio(neg ? -mant : mant, den, out);
 }
 
-static bool divide(const areal_math_number *a, const areal_math_number *b,
-                   areal_math_number *out) {
+static bool divide(const areal_math_number *a, const areal_math_number *b, areal_math_number *out) {
     if (b->value == 0.0)
         return false;
     if (a->exact && b->exact)

@@ -77,9 +77,9 @@ static int mean_of(const areal_norm_config *c, const float *x, const float *mask
 }
 
 /* Normalization._compute_std over [i0, i1) around the given per-element mean. */
-static int std_about(const areal_norm_config *c, const float *x, const float *mask, int i0,
-                     int i1, bool global, const areal_rl_reducer *red, const double *mean,
-                     double *std, areal_error *err) {
+static int std_about(const areal_norm_config *c, const float *x, const float *mask, int i0, int i1,
+                     bool global, const areal_rl_reducer *red, const double *mean, double *std,
+                     areal_error *err) {
     double acc[2] = {0.0, 0.0}; /* factor, sum of squares */
     for (int i = i0; i < i1; i++) {
         double m = mask ? (double)mask[i] : 1.0;
@@ -173,21 +173,18 @@ out:
     return rc;
 }
 
-static int check_norm(const areal_norm_config *c, int n_items, const char *what,
-                      areal_error *err) {
+static int check_norm(const areal_norm_config *c, int n_items, const char *what, areal_error *err) {
     bool group = c->mean_level == AREAL_NORM_GROUP || c->std_level == AREAL_NORM_GROUP;
     if (group && c->group_size < 1)
         return areal_error_set(err, AREAL_EINVAL, -1,
-                               "group normalisation needs group_size >= 1 (got %d)",
-                               c->group_size);
+                               "group normalisation needs group_size >= 1 (got %d)", c->group_size);
     if (group && n_items % c->group_size != 0)
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "%d %s are not whole groups of %d; give complete GRPO groups "
                                "(AReaL would leave the tail unnormalised)",
                                n_items, what, c->group_size);
     if (!(c->eps >= 0.0))
-        return areal_error_set(err, AREAL_EINVAL, -1, "normalisation eps %g must be >= 0",
-                               c->eps);
+        return areal_error_set(err, AREAL_EINVAL, -1, "normalisation eps %g must be >= 0", c->eps);
     return AREAL_OK;
 }
 
@@ -211,8 +208,8 @@ int areal_rl_normalize_scalars(const areal_norm_config *cfg, float *x, int n,
 }
 
 int areal_rl_normalize_tokens(const areal_norm_config *cfg, float *x, const float *mask,
-                              const int64_t *cu_seqlens, int n_seqs,
-                              const areal_rl_reducer *red, areal_error *err) {
+                              const int64_t *cu_seqlens, int n_seqs, const areal_rl_reducer *red,
+                              areal_error *err) {
     if (n_seqs < 0 || cu_seqlens == NULL || cu_seqlens[0] != 0)
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "token normalisation needs cu_seqlens starting at 0");

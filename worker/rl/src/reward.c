@@ -36,8 +36,8 @@ static const char *find_last(const char *hay, size_t len, const char *needle, bo
         return NULL;
     for (size_t i = len - m + 1; i-- > 0;) {
         size_t k = 0;
-        while (k < m && (ci ? tolower((unsigned char)hay[i + k]) == needle[k]
-                            : hay[i + k] == needle[k]))
+        while (k < m &&
+               (ci ? tolower((unsigned char)hay[i + k]) == needle[k] : hay[i + k] == needle[k]))
             k++;
         if (k == m)
             return hay + i;
@@ -107,8 +107,8 @@ static void line_after(const char *t, size_t len, const char *p, size_t k, const
 }
 
 static bool phrase(const char *t, size_t len, const char **a, size_t *n) {
-    static const char *const keys[] = {"the answer is", "final answer is", "final answer:",
-                                       "answer:"};
+    static const char *const keys[] = {"the answer is", "final answer is",
+                                       "final answer:", "answer:"};
     const char *best = NULL;
     size_t best_k = 0;
     for (int k = 0; k < 4; k++) {

@@ -67,8 +67,8 @@ static void norm_from(const json_t *j, areal_norm_config *n) {
 static areal_actor_config config_from(const json_t *j) {
     areal_actor_config c = actor_defaults();
     json_t *v;
-#define NUM(k, f)                                                                                 \
-    if ((v = json_object_get(j, k)) != NULL)                                                      \
+#define NUM(k, f)                                                                                  \
+    if ((v = json_object_get(j, k)) != NULL)                                                       \
     c.f = json_number_value(v)
     NUM("reward_bias", reward_bias);
     NUM("reward_scaling", reward_scaling);
@@ -92,8 +92,9 @@ static areal_actor_config config_from(const json_t *j) {
         c.recompute_logprob = json_is_true(v);
     if ((v = json_object_get(j, "kl_estimator")) != NULL) {
         const char *s = json_string_value(v);
-        c.kl_estimator = strcmp(s, "k2") == 0 ? AREAL_KL_K2 : strcmp(s, "k3") == 0 ? AREAL_KL_K3
-                                                                                   : AREAL_KL_K1;
+        c.kl_estimator = strcmp(s, "k2") == 0   ? AREAL_KL_K2
+                         : strcmp(s, "k3") == 0 ? AREAL_KL_K3
+                                                : AREAL_KL_K1;
     }
     norm_from(json_object_get(j, "reward_norm"), &c.reward_norm);
     norm_from(json_object_get(j, "adv_norm"), &c.adv_norm);
@@ -137,8 +138,7 @@ static void batch_from(const json_t *seqs, batch *b) {
 }
 
 static void compare(const char *name, const json_t *seqs, const batch *b) {
-    static const char *fields[] = {"advantages", "loss_mask", "old_logp", "returns",
-                                   "kl_rewards"};
+    static const char *fields[] = {"advantages", "loss_mask", "old_logp", "returns", "kl_rewards"};
     const float *got[] = {b->adv, b->lm, b->old, b->ret, b->klr};
     size_t i;
     json_t *s;
@@ -156,8 +156,8 @@ static void compare(const char *name, const json_t *seqs, const batch *b) {
 
 static int run(const areal_actor_config *c, batch *b, const areal_rl_reducer *red,
                areal_error *err) {
-    areal_rl_adv_input in = {b->n, b->cu, b->mask, b->logp, b->prox,
-                             b->has_ref ? b->ref : NULL, b->rewards, b->no_eos};
+    areal_rl_adv_input in = {
+        b->n, b->cu, b->mask, b->logp, b->prox, b->has_ref ? b->ref : NULL, b->rewards, b->no_eos};
     areal_rl_adv_output out = {b->adv, b->lm, b->old, b->ret, b->klr, NULL};
     return areal_rl_compute_advantages(c, &in, &out, red, err);
 }
@@ -284,8 +284,8 @@ static void reference_group_values(void **st) {
     for (int i = 0; i < 16; i++)
         r[i] = (r[i] - 0.5f) * 10.0f;
     assert_int_equal(areal_rl_normalize_scalars(&n, r, 16, NULL, NULL), AREAL_OK);
-    const double want[16] = {0.866024,  -0.866024, -0.866024, 0.866024,  1.499997,  -0.499999,
-                             -0.499999, -0.499999, 0.499999,  0.499999,  0.499999,  -1.499997,
+    const double want[16] = {0.866024,  -0.866024, -0.866024, 0.866024, 1.499997, -0.499999,
+                             -0.499999, -0.499999, 0.499999,  0.499999, 0.499999, -1.499997,
                              0,         0,         0,         0};
     for (int i = 0; i < 16; i++)
         if (fabs(r[i] - want[i]) > 2e-6)
@@ -313,8 +313,8 @@ static void bad_layouts_are_named(void **st) {
     assert_non_null(strstr(err.msg, "reward of sequence 0"));
     b.rewards[0] = 1;
     /* an incomplete group */
-    c.adv_norm = (areal_norm_config){true, AREAL_NORM_GROUP, false, AREAL_NORM_GROUP, true,
-                                     1e-5, 4};
+    c.adv_norm =
+        (areal_norm_config){true, AREAL_NORM_GROUP, false, AREAL_NORM_GROUP, true, 1e-5, 4};
     assert_int_equal(run(&c, &b, NULL, &err), AREAL_EINVAL);
     assert_non_null(strstr(err.msg, "groups of 4"));
     c.adv_norm.enabled = false;
@@ -350,8 +350,7 @@ static void kl_estimators(void **st) {
     (void)st;
     assert_float_equal(areal_rl_kl(AREAL_KL_K1, -1.0f, -1.5f, true), 0.5, 1e-7);
     assert_float_equal(areal_rl_kl(AREAL_KL_K2, -1.0f, -1.5f, true), 0.125, 1e-7);
-    assert_float_equal(areal_rl_kl(AREAL_KL_K3, -1.0f, -1.5f, true), expf(-0.5f) - 1 + 0.5,
-                       1e-7);
+    assert_float_equal(areal_rl_kl(AREAL_KL_K3, -1.0f, -1.5f, true), expf(-0.5f) - 1 + 0.5, 1e-7);
     assert_float_equal(areal_rl_kl(AREAL_KL_K1, 0.0f, -30.0f, true), 10.0, 0);
     assert_float_equal(areal_rl_kl(AREAL_KL_K1, 0.0f, -30.0f, false), 30.0, 0);
 }

@@ -60,9 +60,9 @@ static void template_and_refusals(void **st) {
     areal_rl_dataset *d = NULL;
     areal_error err;
     const char *one = "{\"question\": \"Q1\", \"answer\": \"#### 1\"}";
-    assert_int_equal(areal_rl_dataset_parse(one, strlen(one), "x", "Q: {question}\nA ({question})",
-                                            &d, &err),
-                     AREAL_OK);
+    assert_int_equal(
+        areal_rl_dataset_parse(one, strlen(one), "x", "Q: {question}\nA ({question})", &d, &err),
+        AREAL_OK);
     assert_string_equal(d->items[0].prompt, "Q: Q1\nA (Q1)");
     areal_rl_dataset_free(d);
     assert_int_equal(areal_rl_dataset_parse(one, strlen(one), "x", "no placeholder", &d, &err),

@@ -45,8 +45,8 @@ static void rs_from(const json_t *j, areal_rejection_config *rs) {
     const char *s;
     json_t *v;
     if ((v = json_object_get(j, "level")) != NULL)
-        rs->level = strcmp(json_string_value(v), "sequence") == 0 ? AREAL_RS_SEQUENCE
-                                                                  : AREAL_RS_TOKEN;
+        rs->level =
+            strcmp(json_string_value(v), "sequence") == 0 ? AREAL_RS_SEQUENCE : AREAL_RS_TOKEN;
     if ((v = json_object_get(j, "action")) != NULL)
         rs->action = strcmp(json_string_value(v), "clamp") == 0 ? AREAL_RS_CLAMP : AREAL_RS_MASK;
     if ((v = json_object_get(j, "metric")) != NULL) {
@@ -58,7 +58,7 @@ static void rs_from(const json_t *j, areal_rejection_config *rs) {
     }
     if ((v = json_object_get(j, "agg")) != NULL) {
         s = json_string_value(v);
-        rs->agg = strcmp(s, "sum") == 0 ? AREAL_RS_AGG_SUM
+        rs->agg = strcmp(s, "sum") == 0   ? AREAL_RS_AGG_SUM
                   : strcmp(s, "max") == 0 ? AREAL_RS_AGG_MAX
                                           : AREAL_RS_AGG_MEAN;
     }
@@ -131,7 +131,8 @@ static void every_case_matches_areal(void **st) {
         if ((v = json_object_get(ws, "n_dual_clipped")) != NULL)
             assert_int_equal(s.n_dual_clipped, json_integer_value(v));
         n_dual += s.n_dual_clipped > 0;
-        if ((v = json_object_get(ws, "ratio_sum")) != NULL && !rl_close(s.ratio_sum, rl_num(v), 1e-5))
+        if ((v = json_object_get(ws, "ratio_sum")) != NULL &&
+            !rl_close(s.ratio_sum, rl_num(v), 1e-5))
             fail_msg("%s: ratio_sum %.8g, AReaL %.8g", name, s.ratio_sum, rl_num(v));
         if ((v = json_object_get(ws, "approx_kl_sum")) != NULL &&
             !rl_close(s.approx_kl_sum, rl_num(v), 1e-5))
@@ -172,8 +173,8 @@ static void micro_batches_and_dp_ranks_aggregate_as_areal(void **st) {
     json_t *fx = rl_load_fixture("rl-loss.json");
     assert_non_null(fx);
     json_t *dp = json_object_get(fx, "dp2");
-    areal_rejection_config rs = {true, AREAL_RS_TOKEN, AREAL_RS_MASK, AREAL_RS_RATIO,
-                                 AREAL_RS_AGG_MEAN, 2.0, false, 0.0};
+    areal_rejection_config rs = {
+        true, AREAL_RS_TOKEN, AREAL_RS_MASK, AREAL_RS_RATIO, AREAL_RS_AGG_MEAN, 2.0, false, 0.0};
     /* n_valid_global: the all-reduce of every micro-batch's count */
     long global = 0;
     for (size_t r = 0; r < 2; r++) {
@@ -185,8 +186,8 @@ static void micro_batches_and_dp_ranks_aggregate_as_areal(void **st) {
             global += areal_ppo_count_valid(x.mask, x.T);
         }
     }
-    assert_int_equal(global,
-                     (long)json_number_value(json_object_get(json_array_get(dp, 0), "total_valid")));
+    assert_int_equal(
+        global, (long)json_number_value(json_object_get(json_array_get(dp, 0), "total_valid")));
     double dp_sum = 0.0, token_sum = 0.0;
     for (size_t r = 0; r < 2; r++) {
         size_t i;
@@ -200,8 +201,8 @@ static void micro_batches_and_dp_ranks_aggregate_as_areal(void **st) {
             double loss;
             float g[256];
             areal_ppo_loss_stats s;
-            assert_int_equal(areal_ppo_actor_loss(x.logp, x.prox, x.behav, x.adv, x.mask, x.T,
-                                                  x.cu, x.n, &o, &loss, g, &s, NULL),
+            assert_int_equal(areal_ppo_actor_loss(x.logp, x.prox, x.behav, x.adv, x.mask, x.T, x.cu,
+                                                  x.n, &o, &loss, g, &s, NULL),
                              AREAL_OK);
             double want = json_number_value(json_object_get(m, "loss"));
             if (!rl_close(loss, want, 1e-5))
@@ -254,8 +255,8 @@ static void reference_closed_forms(void **st) {
     float lw[6] = {0.2f, -0.4f, 0.0f, 0.1f, -0.3f, 0.5f}, behav[6];
     for (int i = 0; i < 6; i++)
         behav[i] = prox[i] - lw[i];
-    areal_rejection_config rs = {true, AREAL_RS_TOKEN, AREAL_RS_MASK, AREAL_RS_RATIO,
-                                 AREAL_RS_AGG_MEAN, 5.0, false, 0.0};
+    areal_rejection_config rs = {
+        true, AREAL_RS_TOKEN, AREAL_RS_MASK, AREAL_RS_RATIO, AREAL_RS_AGG_MEAN, 5.0, false, 0.0};
     areal_ppo_loss_opts d = {0.2, false, 0.0, false, 0.0, &rs, false, 1.0};
     assert_int_equal(
         areal_ppo_actor_loss(logp, prox, behav, adv, mask, 6, NULL, 0, &d, &loss, g, NULL, NULL),
@@ -289,15 +290,14 @@ static void bad_options_and_layouts(void **st) {
                      AREAL_EINVAL);
     o.sequence_level = false;
     float nanlp[4] = {-1, NAN, -1, -1};
-    assert_int_equal(
-        areal_ppo_actor_loss(nanlp, x, x, x, m, 4, cu, 2, &o, &loss, NULL, NULL, &err),
-        AREAL_EINVAL);
+    assert_int_equal(areal_ppo_actor_loss(nanlp, x, x, x, m, 4, cu, 2, &o, &loss, NULL, NULL, &err),
+                     AREAL_EINVAL);
     assert_non_null(strstr(err.msg, "token 1"));
     /* a NaN under a zero mask is fine */
     nanlp[0] = NAN;
     nanlp[1] = -1;
-    assert_int_equal(
-        areal_ppo_actor_loss(nanlp, x, x, x, m, 4, cu, 2, &o, &loss, NULL, NULL, &err), AREAL_OK);
+    assert_int_equal(areal_ppo_actor_loss(nanlp, x, x, x, m, 4, cu, 2, &o, &loss, NULL, NULL, &err),
+                     AREAL_OK);
     /* no valid token: loss 0, as AReaL's count "or 1" */
     float none[4] = {0, 0, 0, 0};
     float g[4];

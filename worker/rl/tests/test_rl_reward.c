@@ -23,8 +23,9 @@ static double reward(const char *completion, const char *gold) {
 static void extraction_order(void **st) {
     (void)st;
     char out[128];
-    assert_int_equal(areal_math_extract("so 3 then \\boxed{\\frac{1}{2}} and 7", 35, out, sizeof out),
-                     AREAL_ANSWER_BOXED);
+    assert_int_equal(
+        areal_math_extract("so 3 then \\boxed{\\frac{1}{2}} and 7", 35, out, sizeof out),
+        AREAL_ANSWER_BOXED);
     assert_string_equal(out, "\\frac{1}{2}");
     const char *nested = "first \\boxed{1} then \\boxed{\\dfrac{\\sqrt{2}}{2}}.";
     assert_int_equal(areal_math_extract(nested, strlen(nested), out, sizeof out),
@@ -138,11 +139,24 @@ static void gsm8k_gold(void **st) {
 static void junk_never_crashes(void **st) {
     (void)st;
     const char *nasty[] = {
-        "\\boxed{",         "\\boxed{{{{{{{{{{",        "}}}}\\boxed}}{",
-        "####",              "#### \n####",               "the answer is",
-        "-",                 "+-+-.,.,/",                 "1,,,,,000.....5////3",
-        "\\frac{\\frac{1}{2}}{3}", "\\frac{", "\\frac{1}{",   "99999999999999999999999999999999/3",
-        "1/99999999999999999999999999999", "-0", "0/0", "\\boxed{\\text{", "\\text{\\text{1}}",
+        "\\boxed{",
+        "\\boxed{{{{{{{{{{",
+        "}}}}\\boxed}}{",
+        "####",
+        "#### \n####",
+        "the answer is",
+        "-",
+        "+-+-.,.,/",
+        "1,,,,,000.....5////3",
+        "\\frac{\\frac{1}{2}}{3}",
+        "\\frac{",
+        "\\frac{1}{",
+        "99999999999999999999999999999999/3",
+        "1/99999999999999999999999999999",
+        "-0",
+        "0/0",
+        "\\boxed{\\text{",
+        "\\text{\\text{1}}",
     };
     char out[64];
     for (size_t k = 0; k < sizeof nasty / sizeof *nasty; k++) {
@@ -174,8 +188,8 @@ static void junk_never_crashes(void **st) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(extraction_order), cmocka_unit_test(numbers_parse),
-        cmocka_unit_test(equivalence),      cmocka_unit_test(gsm8k_gold),
+        cmocka_unit_test(extraction_order),   cmocka_unit_test(numbers_parse),
+        cmocka_unit_test(equivalence),        cmocka_unit_test(gsm8k_gold),
         cmocka_unit_test(junk_never_crashes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
