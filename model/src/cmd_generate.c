@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "areal/model/cmd.h"
+#include "areal/model/gen_config.h"
 #include "areal/model/generate.h"
 #include "cmd_internal.h"
 
@@ -26,7 +27,7 @@
 
 typedef struct gen_opts {
     const char *model, *input, *prompt;
-    int threads, max_new_tokens, top_k, chat, json, greedy, sampled;
+    int threads, max_new_tokens, top_k, chat, json, greedy, sampled, sample_padding;
     float temperature, top_p;
     uint64_t seed;
     int32_t stop[MAX_STOP];
@@ -38,7 +39,7 @@ static int usage(FILE *err, const char *why, const char *arg) {
     fprintf(err,
             "%s generate: %s%s; usage: generate --model DIR (--prompt TEXT [--chat] | --input "
             "FILE.jsonl) [--max-new-tokens N] [--greedy | --temperature T --top-p P --top-k K "
-            "--seed S] [--stop ID,...] [--threads N] [--json]\n",
+            "--seed S] [--stop ID,...] [--sample-padding] [--threads N] [--json]\n",
             CMD_PROG, why, arg);
     return 2;
 }
@@ -94,6 +95,10 @@ static int parse(int argc, char **argv, gen_opts *o, FILE *err) {
                                          "--max-new-tokens", "--stop"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (strcmp(a, "--sample-padding") == 0) {
+            o->sample_padding = 1;
+            continue;
+        }
         if (strcmp(a, "--chat") == 0 || strcmp(a, "--json") == 0 || strcmp(a, "--greedy") == 0) {
             *(a[2] == 'c' ? &o->chat : a[2] == 'j' ? &o->json : &o->greedy) = 1;
             continue;
@@ -177,8 +182,15 @@ static int print_result(const gen_opts *o, const areal_tokenizer *tok, const are
     }
     int rc = 0;
     if (o->prompt != NULL && !o->json) {
-        fwrite(text, 1, tl, out);
+        size_t rl;
+        char *clean = areal_utf8_replace(text, tl, &rl);
+        if (clean == NULL) {
+            free(text);
+            return 1;
+        }
+        fwrite(clean, 1, rl, out);
         fputc('\n', out);
+        free(clean);
     } else {
         json_t *line = json_object();
         if (text != NULL)
@@ -195,21 +207,25 @@ static int print_result(const gen_opts *o, const areal_tokenizer *tok, const are
     return rc;
 }
 
-static int run(areal_model *m, const areal_tokenizer *tok, gen_opts *o, const cmd_request *reqs,
-               int n, FILE *out, FILE *err) {
-    const int32_t **prompts = calloc((size_t)n, sizeof *prompts);
-    int *lens = calloc((size_t)n, sizeof *lens);
-    areal_gen_out *res = calloc((size_t)n, sizeof *res);
-    int rc = 1;
-    if (prompts == NULL || lens == NULL || res == NULL) {
-        fprintf(err, "%s generate: out of memory for %d requests\n", CMD_PROG, n);
-        goto done;
+/*
+ * The request's defaults from generation_config.json: its eos ids stop every
+ * sequence unless --stop was given (without the file, --prompt stops at the
+ * tokenizer's <|im_end|> and <|endoftext|>), and its sampling settings apply
+ * unless --greedy or a sampling flag was given.
+ */
+static int apply_defaults(gen_opts *o, const areal_model *m, const areal_tokenizer *tok,
+                          FILE *err) {
+    areal_gen_config g;
+    areal_error e;
+    int r = areal_gen_config_load(o->model, &g, &e);
+    if (r != AREAL_OK) {
+        fprintf(err, "%s generate: %s\n", CMD_PROG, e.msg);
+        return cmd_code(r);
     }
-    for (int i = 0; i < n; i++) {
-        prompts[i] = reqs[i].ids;
-        lens[i] = reqs[i].n;
-    }
-    if (o->prompt != NULL && !o->have_stop) {
+    if (!o->have_stop && g.n_eos > 0) {
+        for (int k = 0; k < g.n_eos && o->n_stop < MAX_STOP; k++)
+            o->stop[o->n_stop++] = g.eos[k];
+    } else if (!o->have_stop && o->prompt != NULL) {
         const char *names[] = {"<|im_end|>", "<|endoftext|>"};
         for (int k = 0; k < 2; k++) {
             int32_t id = areal_tokenizer_token_id(tok, names[k]);
@@ -217,26 +233,71 @@ static int run(areal_model *m, const areal_tokenizer *tok, gen_opts *o, const cm
                 o->stop[o->n_stop++] = id;
         }
     }
+    if (!o->greedy && !o->sampled && g.do_sample) {
+        o->temperature = g.temperature;
+        o->top_p = g.top_p;
+        o->top_k = g.top_k;
+        if (g.repetition_penalty != 1.0f)
+            fprintf(err,
+                    "%s generate: note: generation_config.json's repetition_penalty %g is not "
+                    "applied (not implemented)\n",
+                    CMD_PROG, (double)g.repetition_penalty);
+    }
+    return 0;
+}
+
+static int run(areal_model *m, const areal_tokenizer *tok, gen_opts *o, const cmd_request *reqs,
+               int n, FILE *out, FILE *err) {
+    const int32_t **prompts = calloc((size_t)n, sizeof *prompts);
+    int *lens = calloc((size_t)n, sizeof *lens);
+    areal_gen_out *res = calloc((size_t)n, sizeof *res);
+    int rc = 1, ns = 0, bad = 0;
+    if (prompts == NULL || lens == NULL || res == NULL) {
+        fprintf(err, "%s generate: out of memory for %d requests\n", CMD_PROG, n);
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        if (reqs[i].error != NULL)
+            continue;
+        prompts[ns] = reqs[i].ids;
+        lens[ns++] = reqs[i].n;
+    }
+    if ((rc = apply_defaults(o, m, tok, err)) != 0)
+        goto done;
+    /* ids past the tokenizer are padding rows: never drawn unless asked */
+    size_t tn = tok != NULL ? areal_tokenizer_size(tok) : 0;
     areal_sampling s = {.temperature = o->temperature,
                         .top_k = o->top_k,
                         .top_p = o->top_p,
                         .seed = o->seed,
                         .max_new_tokens = o->max_new_tokens,
                         .stop = o->stop,
-                        .n_stop = o->n_stop};
+                        .n_stop = o->n_stop,
+                        .vocab_limit = !o->sample_padding && tn > 0 &&
+                                               tn < (size_t)m->cfg.vocab_size
+                                           ? (int)tn
+                                           : 0};
     areal_error e;
-    int r = areal_generate(m, prompts, lens, n, &s, res, &e);
+    int r = ns > 0 ? areal_generate(m, prompts, lens, ns, &s, res, &e) : AREAL_OK;
     if (r != AREAL_OK) {
         fprintf(err, "%s generate: %s\n", CMD_PROG, e.msg);
         rc = cmd_code(r);
         goto done;
     }
     rc = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0, k = 0; i < n; i++) {
+        if (reqs[i].error != NULL) {
+            bad = 1;
+            if (rc == 0)
+                rc = cmd_print_error(out, reqs[i].error);
+            continue;
+        }
         if (rc == 0)
-            rc = print_result(o, tok, &res[i], out, err);
-        areal_gen_out_free(&res[i]);
+            rc = print_result(o, tok, &res[k], out, err);
+        areal_gen_out_free(&res[k++]);
     }
+    if (rc == 0 && bad)
+        rc = 2;
 done:
     free(prompts);
     free(lens);

@@ -81,9 +81,16 @@ static int decode(const areal_tokenizer *tok, const char *text, FILE *out, FILE 
         rc = cmd_code(r);
         goto done;
     }
-    fwrite(s, 1, len, out);
-    fputc('\n', out);
+    size_t cl;
+    char *clean = areal_utf8_replace(s, len, &cl); /* as HF's decode returns it */
     free(s);
+    if (clean == NULL) {
+        rc = 1;
+        goto done;
+    }
+    fwrite(clean, 1, cl, out);
+    fputc('\n', out);
+    free(clean);
     rc = 0;
 done:
     json_decref(arr);

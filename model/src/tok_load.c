@@ -208,6 +208,10 @@ static int load_added(const loader *l, json_t *added) {
         a->len = len;
         a->id = id;
         a->special = json_is_true(special);
+        json_t *norm = json_object_get(v, "normalized");
+        if (norm != NULL && !json_is_null(norm) && !json_is_boolean(norm))
+            return fail(l, "added_tokens[].normalized", "must be true or false");
+        a->normalized = json_is_true(norm);
         t->added_first[(uint8_t)s[0]] = true;
     }
     qsort(t->added, t->n_added, sizeof *t->added, cmp_added);
@@ -405,6 +409,25 @@ static int check_rest(const loader *l, json_t *doc) {
     return AREAL_OK;
 }
 
+/*
+ * An added token with normalized: true is matched by `tokenizers` in the
+ * normalised text, after the tokens with normalized: false are cut out. With
+ * no normalizer the two are the same thing, so it is honoured as is; under
+ * NFC the match could differ for text that is not already NFC, and rather
+ * than encode differently from HF such a token is refused by name.
+ */
+static int check_normalized(const loader *l) {
+    const areal_tokenizer *t = l->tok;
+    for (size_t i = 0; i < t->n_added && t->nfc; i++)
+        if (t->added[i].normalized)
+            return areal_error_set(l->err, AREAL_EINVAL, -1,
+                                   "%s: added token \"%.60s\" (id %d) has normalized: true "
+                                   "under the NFC normalizer, which is not supported; set it to "
+                                   "false if the token must match the raw text",
+                                   l->file, t->added[i].content, (int)t->added[i].id);
+    return AREAL_OK;
+}
+
 static int build(const loader *l, json_t *doc) {
     if (!json_is_object(doc))
         return areal_error_set(l->err, AREAL_EINVAL, -1, "%s: must hold a JSON object", l->file);
@@ -416,7 +439,7 @@ static int build(const loader *l, json_t *doc) {
         (rc = load_added(l, added)) || (rc = load_merges(l, json_object_get(model, "merges"))) ||
         (rc = load_normalizer(l, json_object_get(doc, "normalizer"))) ||
         (rc = load_pre_tokenizer(l, json_object_get(doc, "pre_tokenizer"))) ||
-        (rc = check_rest(l, doc)))
+        (rc = check_rest(l, doc)) || (rc = check_normalized(l)))
         return rc;
     for (int b = 0; b < 256; b++) {
         char sp[2];

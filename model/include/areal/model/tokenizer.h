@@ -15,7 +15,9 @@
  * dropout, subword prefix/suffix or byte fallback); normalizer null, NFC or a
  * Sequence of NFC; pre_tokenizer ByteLevel, or a Sequence of Split(Regex,
  * Isolated) stages ending in ByteLevel; decoder ByteLevel; post_processor null
- * or ByteLevel; added tokens without lstrip/rstrip/single_word.
+ * or ByteLevel; added tokens without lstrip/rstrip/single_word, and with
+ * normalized: true only when there is no normalizer (under NFC such a token
+ * is refused, naming it).
  *
  * A loaded tokenizer is immutable: encode and decode may run concurrently.
  */
@@ -62,13 +64,25 @@ int areal_tokenizer_encode(const areal_tokenizer *tok, const char *text, size_t 
 
 /*
  * Decodes ids into a new NUL-terminated byte string (*text, length *len;
- * caller frees). skip_special drops added tokens marked special. The bytes are
- * what the tokens spell; they are valid UTF-8 whenever the ids came from
- * encode. Returns 0, AREAL_ERANGE (an id outside the vocabulary) or
+ * caller frees). skip_special drops added tokens marked special; ids the
+ * tokenizer does not hold (>= its size, or holes) are skipped, as HF does for
+ * the padding rows of a padded vocabulary. The bytes are what the tokens
+ * spell; they are valid UTF-8 whenever the ids came from encode (see
+ * areal_utf8_replace). Returns 0, AREAL_ERANGE (a negative id) or
  * AREAL_ENOMEM.
  */
 int areal_tokenizer_decode(const areal_tokenizer *tok, const int32_t *ids, size_t n,
                            bool skip_special, char **text, size_t *len, areal_error *err);
+
+/*
+ * Copies n bytes into a new NUL-terminated string with every invalid UTF-8
+ * sequence replaced by U+FFFD exactly as Python's bytes.decode("utf-8",
+ * errors="replace") and Rust's from_utf8_lossy do: one U+FFFD per maximal
+ * invalid subpart (a truncated but well-begun sequence is one subpart; a
+ * byte that cannot start or continue one is one each). Returns the string
+ * (length *out_len) or NULL when out of memory.
+ */
+char *areal_utf8_replace(const char *s, size_t n, size_t *out_len);
 
 /* One chat message. */
 typedef struct areal_chat_msg {
