@@ -385,6 +385,29 @@ static int load_pre_tokenizer(const loader *l, json_t *p) {
     return AREAL_OK;
 }
 
+/*
+ * The TemplateProcessing transformers 5 writes when nothing is added:
+ * single [$A], pair [$A, $B] (or absent), no special tokens. It is the
+ * identity, so it is accepted; one that adds a token (Llama's BOS) is not.
+ */
+static bool identity_template(json_t *post) {
+    json_t *single = json_object_get(post, "single"), *pair = json_object_get(post, "pair");
+    json_t *sp = json_object_get(post, "special_tokens");
+    json_t *a = json_object_get(json_array_get(single, 0), "Sequence");
+    if (json_array_size(single) != 1 || a == NULL ||
+        strcmp(json_string_value(json_object_get(a, "id")) ? json_string_value(json_object_get(a, "id")) : "", "A") != 0)
+        return false;
+    if (sp != NULL && !json_is_null(sp) && !(json_is_object(sp) && json_object_size(sp) == 0))
+        return false;
+    size_t i;
+    json_t *v;
+    json_array_foreach(pair, i, v) {
+        if (json_object_get(v, "Sequence") == NULL)
+            return false; /* a special token between or around the pair */
+    }
+    return true;
+}
+
 static int check_rest(const loader *l, json_t *doc) {
     json_t *dec = json_object_get(doc, "decoder");
     const char *dt = json_string_value(json_object_get(dec, "type"));
@@ -392,7 +415,8 @@ static int check_rest(const loader *l, json_t *doc) {
         return fail(l, "decoder.type", "must be \"ByteLevel\"");
     json_t *post = json_object_get(doc, "post_processor");
     const char *pt = json_string_value(json_object_get(post, "type"));
-    if (post != NULL && !json_is_null(post) && (pt == NULL || strcmp(pt, "ByteLevel") != 0))
+    if (post != NULL && !json_is_null(post) && (pt == NULL || strcmp(pt, "ByteLevel") != 0) &&
+        !(pt != NULL && strcmp(pt, "TemplateProcessing") == 0 && identity_template(post)))
         return fail(l, "post_processor.type",
                     "must be null or \"ByteLevel\" (templates that add "
                     "tokens are not supported)");

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "areal/model/cmd.h"
+#include "areal/model/gen_config.h"
 #include "areal/model/generate.h"
 #include "areal/model/heads.h"
 #include "areal/model/model.h"
@@ -193,10 +194,131 @@ static void unknown_math_keys_are_refused_by_name(void **state) {
     mt_rmdir(dir);
 }
 
+/* Runs a command; returns its exit code with stdout in *out (caller frees). */
+static int capture(char **argv, int argc, char **out_text) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len), *err = tmpfile();
+    int rc = areal_cmd_run(argc, argv, out, err);
+    fclose(out);
+    fclose(err);
+    *out_text = buf;
+    return rc;
+}
+
+/*
+ * One batch on the padded qwen2 checkpoint with the padding mask off (as
+ * transformers samples): some sequences emit padding ids, one line is bad;
+ * every other result equals transformers' ids and decoded text, and the bad
+ * line's place holds its error. With the mask on (the default) no padding id
+ * is ever drawn.
+ */
+static void padding_ids_never_cost_a_batch(void **state) {
+    (void)state;
+    json_t *r = ref("qwen2");
+    json_t *prompts = json_object_get(r, "prompts"), *greedy = json_object_get(r, "greedy");
+    json_t *texts = json_object_get(r, "texts");
+    int ntok = (int)json_integer_value(json_object_get(r, "tokenizer_size"));
+    char dir[256], input[512];
+    mt_tmpdir(dir, sizeof dir);
+    snprintf(input, sizeof input, "%s/in.jsonl", dir);
+    FILE *f = fopen(input, "w");
+    size_t B = json_array_size(prompts);
+    for (size_t b = 0; b < B; b++) {
+        if (b == 2)
+            fprintf(f, "{\"input_ids\": [1, 99999]}\n"); /* bad: outside the model */
+        char *p = json_dumps(json_array_get(prompts, b), JSON_COMPACT);
+        fprintf(f, "{\"input_ids\": %s}\n", p);
+        free(p);
+    }
+    fclose(f);
+    char *argv[] = {"generate",     "--model", HF "qwen2",      "--input", input,
+                    "--greedy",     "--stop",  "",               "--max-new-tokens",
+                    "8",            "--sample-padding"};
+    char *text;
+    assert_int_equal(capture(argv, 11, &text), 2); /* one bad line: exit 2, all printed */
+    char *line = text, *next;
+    int padded = 0;
+    for (size_t i = 0; i <= B; i++, line = next) {
+        next = strchr(line, '\n');
+        assert_non_null(next);
+        *next++ = '\0';
+        json_t *got = json_loads(line, 0, NULL);
+        assert_non_null(got);
+        if (i == 2) {
+            assert_non_null(strstr(json_string_value(json_object_get(got, "error")), "line 3"));
+            json_decref(got);
+            continue;
+        }
+        size_t b = i < 2 ? i : i - 1;
+        json_t *want = json_array_get(greedy, b);
+        if (!json_equal(json_object_get(got, "ids"), want))
+            fail_msg("request %zu: %s", b, line);
+        assert_string_equal(json_string_value(json_object_get(got, "text")),
+                            json_string_value(json_array_get(texts, b)));
+        for (size_t k = 0; k < json_array_size(want); k++)
+            padded += json_integer_value(json_array_get(want, k)) >= ntok;
+        json_decref(got);
+    }
+    assert_true(padded > 0); /* the batch did emit padding ids */
+    free(text);
+    /* the default masks them */
+    assert_int_equal(capture(argv, 10, &text), 2);
+    json_t *all = json_array();
+    for (line = text; (next = strchr(line, '\n')) != NULL; line = next + 1) {
+        *next = '\0';
+        json_t *got = json_loads(line, 0, NULL);
+        json_t *ids = json_object_get(got, "ids");
+        for (size_t k = 0; k < json_array_size(ids); k++)
+            assert_true(json_integer_value(json_array_get(ids, k)) < ntok);
+        json_array_append_new(all, got);
+    }
+    assert_int_equal(json_array_size(all), B + 1);
+    json_decref(all);
+    free(text);
+    mt_rmdir(dir);
+    json_decref(r);
+}
+
+/* generation_config.json: its eos list stops generation, its sampling defaults are read. */
+static void generation_config_is_honoured(void **state) {
+    (void)state;
+    areal_gen_config g;
+    areal_error err;
+    assert_int_equal(areal_gen_config_load(HF "qwen2-moe", &g, &err), AREAL_OK);
+    assert_true(g.present && g.do_sample && g.n_eos == 2);
+    assert_true(g.temperature == 0.7f && g.top_p == 0.8f && g.top_k == 20);
+    /* transformers' greedy output of prompt 4 starts with id 288, an eos of the file */
+    json_t *r = ref("qwen2-moe");
+    json_t *want = json_array_get(json_object_get(r, "greedy"), 4);
+    assert_int_equal(json_integer_value(json_array_get(want, 0)), g.eos[1]);
+    char dir[256], input[512];
+    mt_tmpdir(dir, sizeof dir);
+    snprintf(input, sizeof input, "%s/in.jsonl", dir);
+    char *p = json_dumps(json_array_get(json_object_get(r, "prompts"), 4), JSON_COMPACT);
+    char line[256];
+    int n = snprintf(line, sizeof line, "{\"input_ids\": %s}\n", p);
+    free(p);
+    assert_int_equal(mt_write(input, line, (size_t)n), 0);
+    char *argv[] = {"generate", "--model", HF "qwen2-moe", "--input", input, "--greedy",
+                    "--sample-padding"};
+    char *text;
+    assert_int_equal(capture(argv, 7, &text), 0);
+    json_t *got = json_loads(text, 0, NULL);
+    assert_int_equal(json_array_size(json_object_get(got, "ids")), 1);
+    assert_string_equal(json_string_value(json_object_get(got, "finish_reason")), "stop");
+    json_decref(got);
+    free(text);
+    mt_rmdir(dir);
+    json_decref(r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_family_and_spelling_matches_transformers),
         cmocka_unit_test(unknown_math_keys_are_refused_by_name),
+        cmocka_unit_test(padding_ids_never_cost_a_batch),
+        cmocka_unit_test(generation_config_is_honoured),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

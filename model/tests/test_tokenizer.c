@@ -395,8 +395,58 @@ static void long_word_round_trips(void **state) {
     areal_tokenizer_free(tok);
 }
 
+/* areal_utf8_replace equals Python's bytes.decode("utf-8", errors="replace") (fixture). */
+static void utf8_replacement_equals_python(void **state) {
+    (void)state;
+    json_t *cases = json_load_file(FIX "hf/utf8.json", 0, NULL);
+    assert_true(json_array_size(cases) >= 20);
+    size_t i;
+    json_t *c;
+    json_array_foreach(cases, i, c) {
+        const char *hex = json_string_value(json_array_get(c, 0));
+        uint8_t raw[64];
+        size_t n = strlen(hex) / 2;
+        for (size_t k = 0; k < n; k++) {
+            unsigned v;
+            sscanf(hex + 2 * k, "%2x", &v);
+            raw[k] = (uint8_t)v;
+        }
+        size_t len;
+        char *got = areal_utf8_replace((const char *)raw, n, &len);
+        const char *want = json_string_value(json_array_get(c, 1));
+        if (strcmp(got, want) != 0 || len != strlen(want))
+            fail_msg("%s: got %s, Python %s", hex, got, want);
+        free(got);
+    }
+    json_decref(cases);
+}
+
+/* normalized: true under NFC is refused naming the token; without a normalizer it loads. */
+static void normalized_added_tokens(void **state) {
+    (void)state;
+    json_t *doc = json_load_file(FIX "tok/tokenizer.json", 0, NULL);
+    json_t *added = json_object_get(doc, "added_tokens");
+    json_object_set_new(json_array_get(added, 2), "normalized", json_true());
+    char *text = json_dumps(doc, 0);
+    areal_tokenizer *tok;
+    areal_error err;
+    assert_int_equal(areal_tokenizer_parse(text, strlen(text), "t.json", &tok, &err), AREAL_EINVAL);
+    assert_non_null(strstr(err.msg, json_string_value(json_object_get(json_array_get(added, 2),
+                                                                       "content"))));
+    assert_non_null(strstr(err.msg, "normalized"));
+    free(text);
+    json_object_set_new(doc, "normalizer", json_null());
+    text = json_dumps(doc, 0);
+    assert_int_equal(areal_tokenizer_parse(text, strlen(text), "t.json", &tok, &err), AREAL_OK);
+    areal_tokenizer_free(tok);
+    free(text);
+    json_decref(doc);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(utf8_replacement_equals_python),
+        cmocka_unit_test(normalized_added_tokens),
         cmocka_unit_test(corpus_ids_equal_hf),
         cmocka_unit_test(legacy_merge_spelling_gives_same_ids),
         cmocka_unit_test(special_tokens_split_and_skip),
