@@ -759,8 +759,9 @@ static void error_file_not_found(void **state) {
     areal_cluster c;
     areal_error e;
     areal_error_clear(&e);
-    assert_int_equal(areal_cluster_load_file("lib/layout/tests/data/no-such-cluster.yaml", 8, &c, &e),
-                     AREAL_EIO);
+    assert_int_equal(
+        areal_cluster_load_file("lib/layout/tests/data/no-such-cluster.yaml", 8, &c, &e),
+        AREAL_EIO);
     assert_int_equal(e.code, AREAL_EIO);
     assert_has(e.msg, "lib/layout/tests/data/no-such-cluster.yaml");
     assert_int_equal(c.n_nodes, 0);

@@ -142,12 +142,13 @@ static json_t *run_torch(const areal_model_config *c, int threads) {
                py);
         return NULL;
     }
-    snprintf(cmd, sizeof cmd,
-             "OMP_NUM_THREADS=%d MKL_NUM_THREADS=%d '%s' worker/model/bench/torch_step.py --threads %d "
-             "--vocab %d --hidden %d --inter %d --layers %d --heads %d --kv-heads %d --seqs %d "
-             "--seq-len %d --gen-batch %d --gen-prompt %d --gen-new %d --runs %d",
-             threads, threads, py, threads, c->vocab_size, c->hidden_size, c->intermediate_size,
-             c->num_layers, c->num_heads, c->num_kv_heads, NS, L, GB, GP, GNEW, RUNS);
+    snprintf(
+        cmd, sizeof cmd,
+        "OMP_NUM_THREADS=%d MKL_NUM_THREADS=%d '%s' worker/model/bench/torch_step.py --threads %d "
+        "--vocab %d --hidden %d --inter %d --layers %d --heads %d --kv-heads %d --seqs %d "
+        "--seq-len %d --gen-batch %d --gen-prompt %d --gen-new %d --runs %d",
+        threads, threads, py, threads, c->vocab_size, c->hidden_size, c->intermediate_size,
+        c->num_layers, c->num_heads, c->num_kv_heads, NS, L, GB, GP, GNEW, RUNS);
     fflush(stdout);
     FILE *p = popen(cmd, "r");
     char line[4096] = "";
