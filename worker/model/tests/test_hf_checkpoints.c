@@ -1,6 +1,6 @@
 /*
  * test_hf_checkpoints.c - model directories written by transformers' own
- * save_pretrained (model/fixtures/make_hf_fixtures.py): for each family the
+ * save_pretrained (worker/model/fixtures/make_hf_fixtures.py): for each family the
  * 5.x spelling (sharded, fp32), the 4.x spelling, bf16 and fp16 must give
  * transformers' fp32 logprobs within 1e-4 and its greedy generations token for
  * token (padding ids included, with the mask off as transformers has it), and
