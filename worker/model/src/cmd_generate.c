@@ -4,8 +4,9 @@
  * sampling) from a text prompt or a JSONL file of requests.
  *
  * --prompt TEXT is encoded with the model directory's tokenizer.json (--chat
- * wraps it as one user message in the Qwen chat format with the assistant
- * generation prompt); the output is the decoded new text, or with --json one
+ * wraps it as one user message with the assistant generation prompt, in the
+ * model's chat template or --chat-template FILE, ChatML when it has none;
+ * --no-thinking passes enable_thinking=false); the output is the decoded new text, or with --json one
  * line {"text", "ids", "logprobs", "finish_reason"} (finish_reason "stop" or
  * "length" as SGLang names them). --input FILE runs all its requests as one
  * batch and prints one such JSON line per request, in order. Each logprob is
@@ -26,8 +27,8 @@
 #define MAX_STOP 64
 
 typedef struct gen_opts {
-    const char *model, *input, *prompt;
-    int threads, max_new_tokens, top_k, chat, json, greedy, sampled, sample_padding;
+    const char *model, *input, *prompt, *chat_template;
+    int threads, max_new_tokens, top_k, chat, json, greedy, sampled, sample_padding, no_thinking;
     float temperature, top_p;
     uint64_t seed;
     int32_t stop[MAX_STOP];
@@ -37,7 +38,8 @@ typedef struct gen_opts {
 /* One line: what is wrong, then the usage. Returns 2. */
 static int usage(FILE *err, const char *why, const char *arg) {
     fprintf(err,
-            "%s generate: %s%s; usage: generate --model DIR (--prompt TEXT [--chat] | --input "
+            "%s generate: %s%s; usage: generate --model DIR (--prompt TEXT [--chat [--chat-template "
+            "FILE] [--no-thinking]] | --input "
             "FILE.jsonl) [--max-new-tokens N] [--greedy | --temperature T --top-p P --top-k K "
             "--seed S] [--stop ID,...] [--sample-padding] [--threads N] [--json]\n",
             CMD_PROG, why, arg);
@@ -66,6 +68,8 @@ static int value_opt(gen_opts *o, const char *a, const char *v) {
         o->input = v;
     else if (strcmp(a, "--prompt") == 0)
         o->prompt = v;
+    else if (strcmp(a, "--chat-template") == 0)
+        o->chat_template = v;
     else if (strcmp(a, "--threads") == 0 && cmd_num(v, 1, 256, &d) == 0)
         o->threads = (int)d;
     else if (strcmp(a, "--temperature") == 0 && cmd_num(v, 0, 1e6, &d) == 0)
@@ -92,11 +96,11 @@ static int parse(int argc, char **argv, gen_opts *o, FILE *err) {
     o->max_new_tokens = 16;
     static const char *const valued[] = {"--model",          "--input", "--prompt", "--threads",
                                          "--temperature",    "--top-k", "--top-p",  "--seed",
-                                         "--max-new-tokens", "--stop"};
+                                         "--max-new-tokens", "--stop",   "--chat-template"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--sample-padding") == 0) {
-            o->sample_padding = 1;
+        if (strcmp(a, "--sample-padding") == 0 || strcmp(a, "--no-thinking") == 0) {
+            *(a[2] == 's' ? &o->sample_padding : &o->no_thinking) = 1;
             continue;
         }
         if (strcmp(a, "--chat") == 0 || strcmp(a, "--json") == 0 || strcmp(a, "--greedy") == 0) {
@@ -122,6 +126,8 @@ static int parse(int argc, char **argv, gen_opts *o, FILE *err) {
         why = "give exactly one of --prompt and --input";
     else if (o->chat && o->prompt == NULL)
         why = "--chat applies to --prompt only";
+    else if ((o->chat_template != NULL || o->no_thinking) && !o->chat)
+        why = "--chat-template and --no-thinking apply to --chat only";
     else if (o->greedy && o->sampled)
         why = "--greedy excludes --temperature, --top-p and --top-k";
     else if (o->sampled && o->temperature == 0.0f && (o->top_k != 0 || o->top_p < 1.0f))
@@ -140,8 +146,12 @@ static int prompt_request(const gen_opts *o, const areal_tokenizer *tok, int voc
     size_t len = strlen(text), n = 0;
     int rc;
     if (o->chat) {
-        areal_chat_msg msg = {"user", text};
-        if ((rc = areal_chat_render(&msg, 1, true, &rendered, &len, &e)) != AREAL_OK) {
+        areal_chat_template tmpl;
+        if ((rc = cmd_chat_template("generate", o->model, o->chat_template, &tmpl, err)) != 0)
+            return rc;
+        areal_chat_msg msg = {"user", text, NULL};
+        if ((rc = areal_chat_render(&tmpl, &msg, 1, true, !o->no_thinking, &rendered, &len, &e)) !=
+            AREAL_OK) {
             fprintf(err, "%s generate: --chat: %s\n", CMD_PROG, e.msg);
             return cmd_code(rc);
         }

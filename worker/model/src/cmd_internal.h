@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "areal/model/chat.h"
 #include "areal/model/model.h"
 #include "areal/model/tokenizer.h"
 
@@ -36,6 +37,14 @@ int cmd_tokenizer(const char *cmd, const char *dir, int required, areal_tokenize
  */
 int cmd_model(const char *cmd, const char *dir, int threads, areal_model *m, areal_pool **pool,
               FILE *err);
+
+/*
+ * The chat template for --chat: FILE (--chat-template) when given, else the
+ * model directory's (chat.h), else plain ChatML when `dir` has none (or is a
+ * tokenizer.json file). Returns 0, or 2 after printing why it cannot render.
+ */
+int cmd_chat_template(const char *cmd, const char *dir, const char *file, areal_chat_template *t,
+                      FILE *err);
 
 /* One request: token ids (owned), or the error that line got (owned; ids NULL). */
 typedef struct cmd_request {

@@ -84,6 +84,26 @@ int cmd_model(const char *cmd, const char *dir, int threads, areal_model *m, are
     return 0;
 }
 
+int cmd_chat_template(const char *cmd, const char *dir, const char *file, areal_chat_template *t,
+                      FILE *err) {
+    areal_error e;
+    struct stat st;
+    bool found = false;
+    int rc = AREAL_OK;
+    *t = areal_chat_chatml;
+    if (file != NULL)
+        rc = areal_chat_template_file(file, t, &e);
+    else if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
+        rc = areal_chat_template_load(dir, t, &found, &e);
+    if (rc == AREAL_OK && file == NULL && !found)
+        *t = areal_chat_chatml;
+    if (rc != AREAL_OK) {
+        fprintf(err, "%s %s: %s\n", CMD_PROG, cmd, e.msg);
+        return cmd_code(rc);
+    }
+    return 0;
+}
+
 void cmd_requests_free(cmd_request *reqs, int n) {
     for (int i = 0; i < n && reqs != NULL; i++) {
         free(reqs[i].ids);

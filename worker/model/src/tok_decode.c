@@ -1,5 +1,5 @@
 /*
- * tok_decode.c - ids -> bytes (the ByteLevel decoder) and the Qwen chat format.
+ * tok_decode.c - ids -> bytes (the ByteLevel decoder).
  *
  * A vocabulary token is spelled in the byte-level alphabet; each code point
  * maps back to one byte. A token with a code point outside the alphabet
@@ -98,34 +98,6 @@ int areal_tokenizer_decode(const areal_tokenizer *tok, const int32_t *ids, size_
         return rc;
     }
     *text = b.p;
-    *len = b.n;
-    return AREAL_OK;
-}
-
-int areal_chat_render(const areal_chat_msg *msgs, size_t n, bool add_generation_prompt, char **out,
-                      size_t *len, areal_error *err) {
-    *out = NULL;
-    *len = 0;
-    bytes_buf b = {0};
-    int bad = put(&b, "", 0);
-    for (size_t i = 0; i < n && !bad; i++) {
-        const char *role = msgs[i].role;
-        if (role == NULL || role[0] == '\0' || strchr(role, '\n') != NULL ||
-            msgs[i].content == NULL) {
-            free(b.p);
-            return areal_error_set(err, AREAL_EINVAL, (int)i,
-                                   "chat message %zu needs a one-line role and a content", i);
-        }
-        bad = put(&b, "<|im_start|>", 12) || put(&b, role, strlen(role)) || put(&b, "\n", 1) ||
-              put(&b, msgs[i].content, strlen(msgs[i].content)) || put(&b, "<|im_end|>\n", 11);
-    }
-    if (!bad && add_generation_prompt)
-        bad = put(&b, "<|im_start|>assistant\n", 22);
-    if (bad) {
-        free(b.p);
-        return areal_error_set(err, AREAL_ENOMEM, -1, "out of memory rendering the chat");
-    }
-    *out = b.p;
     *len = b.n;
     return AREAL_OK;
 }

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "areal/model/chat.h"
 #include "areal/model/tokenizer.h"
 #include "model_test_util.h"
 
@@ -156,11 +157,13 @@ static void chat_format_matches_fixture(void **state) {
         for (size_t i = 0; i < k; i++) {
             m[i].role = json_string_value(json_object_get(json_array_get(msgs, i), "role"));
             m[i].content = json_string_value(json_object_get(json_array_get(msgs, i), "content"));
+            m[i].reasoning_content = NULL;
         }
         char *text;
         size_t len;
         areal_error err;
-        assert_int_equal(areal_chat_render(m, k, true, &text, &len, &err), AREAL_OK);
+        assert_int_equal(areal_chat_render(&areal_chat_chatml, m, k, true, true, &text, &len, &err),
+                         AREAL_OK);
         assert_string_equal(text, json_string_value(json_object_get(d, "text")));
         int32_t *ids;
         size_t n;
@@ -177,12 +180,14 @@ static void chat_format_matches_fixture(void **state) {
     free(line);
     fclose(f);
     assert_int_equal(convs, 3);
-    areal_chat_msg bad = {"us\ner", "x"};
+    areal_chat_msg bad = {"user", NULL, NULL};
     char *text;
     size_t len;
     areal_error err;
-    assert_int_equal(areal_chat_render(&bad, 1, false, &text, &len, &err), AREAL_EINVAL);
-    assert_int_equal(areal_chat_render(NULL, 0, false, &text, &len, &err), AREAL_OK);
+    assert_int_equal(areal_chat_render(&areal_chat_chatml, &bad, 1, false, true, &text, &len, &err),
+                     AREAL_EINVAL);
+    assert_int_equal(areal_chat_render(&areal_chat_chatml, NULL, 0, false, true, &text, &len, &err),
+                     AREAL_OK);
     assert_string_equal(text, "");
     free(text);
     areal_tokenizer_free(tok);

@@ -1,6 +1,6 @@
 /*
  * tokenizer.h - byte-level BPE from a HuggingFace tokenizer.json, as Qwen2 and
- * Qwen3 use it, and the Qwen chat format.
+ * Qwen3 use it (chat templates: areal/model/chat.h).
  *
  * Encoding follows the `tokenizers` pipeline: added/special tokens are split
  * out of the raw text first (leftmost, longest match), each remaining segment
@@ -83,21 +83,5 @@ int areal_tokenizer_decode(const areal_tokenizer *tok, const int32_t *ids, size_
  * (length *out_len) or NULL when out of memory.
  */
 char *areal_utf8_replace(const char *s, size_t n, size_t *out_len);
-
-/* One chat message. */
-typedef struct areal_chat_msg {
-    const char *role; /* "system", "user", "assistant", ... */
-    const char *content;
-} areal_chat_msg;
-
-/*
- * Renders messages in the Qwen chat format, each as
- * "<|im_start|>ROLE\nCONTENT<|im_end|>\n", followed by "<|im_start|>assistant\n"
- * when add_generation_prompt. No system message is invented. *out is a new
- * NUL-terminated string (caller frees). Returns 0, AREAL_EINVAL (a NULL or
- * empty role, or a role with a newline) or AREAL_ENOMEM.
- */
-int areal_chat_render(const areal_chat_msg *msgs, size_t n, bool add_generation_prompt, char **out,
-                      size_t *len, areal_error *err);
 
 #endif
