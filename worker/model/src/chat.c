@@ -84,8 +84,7 @@ static int from_json(json_t *doc, const char *source, areal_chat_template *t, bo
                                "%s: field \"chat_template\" must be a string or a list of "
                                "{name, template}",
                                source);
-    return areal_chat_template_parse(json_string_value(ct), json_string_length(ct), source, t,
-                                     err);
+    return areal_chat_template_parse(json_string_value(ct), json_string_length(ct), source, t, err);
 }
 
 static int from_text_file(const char *path, bool json, areal_chat_template *t, bool *found,

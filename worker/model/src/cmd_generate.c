@@ -6,12 +6,11 @@
  * --prompt TEXT is encoded with the model directory's tokenizer.json (--chat
  * wraps it as one user message with the assistant generation prompt, in the
  * model's chat template or --chat-template FILE, ChatML when it has none;
- * --no-thinking passes enable_thinking=false); the output is the decoded new text, or with --json one
- * line {"text", "ids", "logprobs", "finish_reason"} (finish_reason "stop" or
- * "length" as SGLang names them). --input FILE runs all its requests as one
- * batch and prints one such JSON line per request, in order. Each logprob is
- * the token's under the distribution it was drawn from (areal_sample), the
- * behaviour logprob the trainer needs. With --prompt and no --stop, the
+ * --no-thinking passes enable_thinking=false); the output is the decoded new text, or with --json
+ * one line {"text", "ids", "logprobs", "finish_reason"} (finish_reason "stop" or "length" as SGLang
+ * names them). --input FILE runs all its requests as one batch and prints one such JSON line per
+ * request, in order. Each logprob is the token's under the distribution it was drawn from
+ * (areal_sample), the behaviour logprob the trainer needs. With --prompt and no --stop, the
  * tokenizer's <|im_end|> and <|endoftext|> (where it has them) end a
  * sequence, as an inference server would; with --input the stop set is only
  * what --stop gives, so ids-only requests stay exact token budgets.
@@ -37,12 +36,13 @@ typedef struct gen_opts {
 
 /* One line: what is wrong, then the usage. Returns 2. */
 static int usage(FILE *err, const char *why, const char *arg) {
-    fprintf(err,
-            "%s generate: %s%s; usage: generate --model DIR (--prompt TEXT [--chat [--chat-template "
-            "FILE] [--no-thinking]] | --input "
-            "FILE.jsonl) [--max-new-tokens N] [--greedy | --temperature T --top-p P --top-k K "
-            "--seed S] [--stop ID,...] [--sample-padding] [--threads N] [--json]\n",
-            CMD_PROG, why, arg);
+    fprintf(
+        err,
+        "%s generate: %s%s; usage: generate --model DIR (--prompt TEXT [--chat [--chat-template "
+        "FILE] [--no-thinking]] | --input "
+        "FILE.jsonl) [--max-new-tokens N] [--greedy | --temperature T --top-p P --top-k K "
+        "--seed S] [--stop ID,...] [--sample-padding] [--threads N] [--json]\n",
+        CMD_PROG, why, arg);
     return 2;
 }
 
@@ -94,9 +94,9 @@ static int parse(int argc, char **argv, gen_opts *o, FILE *err) {
     o->threads = 1;
     o->top_p = 1.0f;
     o->max_new_tokens = 16;
-    static const char *const valued[] = {"--model",          "--input", "--prompt", "--threads",
-                                         "--temperature",    "--top-k", "--top-p",  "--seed",
-                                         "--max-new-tokens", "--stop",   "--chat-template"};
+    static const char *const valued[] = {
+        "--model", "--input", "--prompt",         "--threads", "--temperature",  "--top-k",
+        "--top-p", "--seed",  "--max-new-tokens", "--stop",    "--chat-template"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--sample-padding") == 0 || strcmp(a, "--no-thinking") == 0) {
@@ -283,10 +283,9 @@ static int run(areal_model *m, const areal_tokenizer *tok, gen_opts *o, const cm
                         .max_new_tokens = o->max_new_tokens,
                         .stop = o->stop,
                         .n_stop = o->n_stop,
-                        .vocab_limit = !o->sample_padding && tn > 0 &&
-                                               tn < (size_t)m->cfg.vocab_size
-                                           ? (int)tn
-                                           : 0};
+                        .vocab_limit =
+                            !o->sample_padding && tn > 0 && tn < (size_t)m->cfg.vocab_size ? (int)tn
+                                                                                           : 0};
     areal_error e;
     int r = ns > 0 ? areal_generate(m, prompts, lens, ns, &s, res, &e) : AREAL_OK;
     if (r != AREAL_OK) {

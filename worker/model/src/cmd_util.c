@@ -222,31 +222,29 @@ int cmd_read_requests_f(const char *cmd, FILE *f, const char *name, const areal_
             continue;
         json_error_t je;
         json_t *d = json_loads(line, 0, &je);
-        {
-            if (*n == have) {
-                have = have ? 2 * have : 8;
-                cmd_request *p = realloc(*reqs, sizeof **reqs * (size_t)have);
-                if (p == NULL) {
-                    fprintf(err, "%s %s: out of memory at line %d\n", CMD_PROG, cmd, lineno);
-                    json_decref(d);
-                    rc = 1;
-                    break;
-                }
-                *reqs = p;
+        if (*n == have) {
+            have = have ? 2 * have : 8;
+            cmd_request *p = realloc(*reqs, sizeof **reqs * (size_t)have);
+            if (p == NULL) {
+                fprintf(err, "%s %s: out of memory at line %d\n", CMD_PROG, cmd, lineno);
+                json_decref(d);
+                rc = 1;
+                break;
             }
-            cmd_request *r = &(*reqs)[*n];
-            memset(r, 0, sizeof *r);
-            (*n)++;
-            if (!json_is_object(d)) {
-                char msg[400];
-                snprintf(msg, sizeof msg, "%s %s: %s line %d: not a JSON object (%s)", CMD_PROG,
-                         cmd, name, lineno, d == NULL ? je.text : "wrong type");
-                fprintf(err, "%s\n", msg);
-                r->error = strdup(msg);
-                rc = r->error == NULL ? 1 : 0;
-            } else {
-                rc = parse_line_kept(cmd, d, tok, vocab, lineno, r, err);
-            }
+            *reqs = p;
+        }
+        cmd_request *r = &(*reqs)[*n];
+        memset(r, 0, sizeof *r);
+        (*n)++;
+        if (!json_is_object(d)) {
+            char msg[400];
+            snprintf(msg, sizeof msg, "%s %s: %s line %d: not a JSON object (%s)", CMD_PROG, cmd,
+                     name, lineno, d == NULL ? je.text : "wrong type");
+            fprintf(err, "%s\n", msg);
+            r->error = strdup(msg);
+            rc = r->error == NULL ? 1 : 0;
+        } else {
+            rc = parse_line_kept(cmd, d, tok, vocab, lineno, r, err);
         }
         json_decref(d);
     }

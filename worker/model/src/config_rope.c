@@ -30,9 +30,20 @@ static const rope_type_name types[] = {
 
 /* Keys a scaling object may hold (each checked or read below). */
 static const char *const scaling_keys[] = {
-    "rope_type",   "type",      "rope_theta", "factor",          "original_max_position_embeddings",
-    "low_freq_factor", "high_freq_factor", "beta_fast", "beta_slow", "partial_rotary_factor",
-    "attention_factor", "mscale", "mscale_all_dim", "truncate",
+    "rope_type",
+    "type",
+    "rope_theta",
+    "factor",
+    "original_max_position_embeddings",
+    "low_freq_factor",
+    "high_freq_factor",
+    "beta_fast",
+    "beta_slow",
+    "partial_rotary_factor",
+    "attention_factor",
+    "mscale",
+    "mscale_all_dim",
+    "truncate",
 };
 
 static int check_scaling_keys(const cfg_reader *r, json_t *o, const char *where) {
@@ -134,7 +145,8 @@ int cfg_read_rope(const cfg_reader *r, areal_model_config *c) {
         return cfg_bad(r, "rope_parameters", "must be an object or null");
     if (have_rs && !json_is_object(rs))
         return cfg_bad(r, "rope_scaling", "must be an object or null");
-    if (have_rp && (json_object_get(rp, "full_attention") || json_object_get(rp, "sliding_attention")))
+    if (have_rp &&
+        (json_object_get(rp, "full_attention") || json_object_get(rp, "sliding_attention")))
         return cfg_bad(r, "rope_parameters",
                        "holds one set per layer type; per-layer-type rotary embeddings are not "
                        "supported");

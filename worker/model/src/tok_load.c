@@ -395,7 +395,10 @@ static bool identity_template(json_t *post) {
     json_t *sp = json_object_get(post, "special_tokens");
     json_t *a = json_object_get(json_array_get(single, 0), "Sequence");
     if (json_array_size(single) != 1 || a == NULL ||
-        strcmp(json_string_value(json_object_get(a, "id")) ? json_string_value(json_object_get(a, "id")) : "", "A") != 0)
+        strcmp(json_string_value(json_object_get(a, "id"))
+                   ? json_string_value(json_object_get(a, "id"))
+                   : "",
+               "A") != 0)
         return false;
     if (sp != NULL && !json_is_null(sp) && !(json_is_object(sp) && json_object_size(sp) == 0))
         return false;

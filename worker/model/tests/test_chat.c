@@ -78,9 +78,9 @@ static void templates_are_found_or_refused(void **state) {
     assert_int_equal(areal_chat_template_load(FIX "qwen2", &t, &found, &err), AREAL_OK);
     assert_false(found);
     const char *odd = "{% for m in messages %}{{ m.content }}{% endfor %}";
-    assert_int_equal(areal_chat_template_parse(odd, strlen(odd), "x/tokenizer_config.json", &t,
-                                               &err),
-                     AREAL_EINVAL);
+    assert_int_equal(
+        areal_chat_template_parse(odd, strlen(odd), "x/tokenizer_config.json", &t, &err),
+        AREAL_EINVAL);
     assert_non_null(strstr(err.msg, "x/tokenizer_config.json"));
     assert_non_null(strstr(err.msg, "--chat-template"));
     areal_chat_msg none[1];
@@ -102,11 +102,18 @@ static void chat_template_override(void **state) {
     char *out_text = NULL;
     size_t out_len = 0;
     FILE *out = open_memstream(&out_text, &out_len), *err = tmpfile();
-    char *bad[] = {"tokenize", "--model", FIX "hf/qwen2", "--chat", "user", "--text", "hi",
-                   "--chat-template", p};
+    char *bad[] = {"tokenize", "--model", FIX "hf/qwen2",    "--chat", "user",
+                   "--text",   "hi",      "--chat-template", p};
     assert_int_equal(areal_cmd_run(9, bad, out, err), 2);
-    char *good[] = {"tokenize", "--model", FIX "hf/qwen2", "--chat", "user", "--text", "hi",
-                    "--chat-template", FIX "hf/chat/tokenizer_config-qwen2.5.json"};
+    char *good[] = {"tokenize",
+                    "--model",
+                    FIX "hf/qwen2",
+                    "--chat",
+                    "user",
+                    "--text",
+                    "hi",
+                    "--chat-template",
+                    FIX "hf/chat/tokenizer_config-qwen2.5.json"};
     assert_int_equal(areal_cmd_run(9, good, out, err), 0);
     char *mine[] = {"tokenize", "--model", FIX "hf/qwen2", "--chat", "user", "--text", "hi"};
     assert_int_equal(areal_cmd_run(7, mine, out, err), 0);

@@ -94,8 +94,8 @@ static void check_greedy(areal_model *m, json_t *r, const char *dir) {
         assert_int_equal(out[b].n, n);
         for (int i = 0; i < n; i++)
             if (out[b].tokens[i] != want[i])
-                fail_msg("%s: prompt %d token %d: %d, transformers %d", dir, b, i,
-                         out[b].tokens[i], want[i]);
+                fail_msg("%s: prompt %d token %d: %d, transformers %d", dir, b, i, out[b].tokens[i],
+                         want[i]);
         free(want);
         areal_gen_out_free(&out[b]);
         free(p[b]);
@@ -232,9 +232,9 @@ static void padding_ids_never_cost_a_batch(void **state) {
         free(p);
     }
     fclose(f);
-    char *argv[] = {"generate",     "--model", HF "qwen2",      "--input", input,
-                    "--greedy",     "--stop",  "",               "--max-new-tokens",
-                    "8",            "--sample-padding"};
+    char *argv[] = {"generate",        "--model", HF "qwen2", "--input",          input,
+                    "--greedy",        "--stop",  "",         "--max-new-tokens", "8",
+                    "--sample-padding"};
     char *text;
     assert_int_equal(capture(argv, 11, &text), 2); /* one bad line: exit 2, all printed */
     char *line = text, *next;
@@ -300,8 +300,8 @@ static void generation_config_is_honoured(void **state) {
     int n = snprintf(line, sizeof line, "{\"input_ids\": %s}\n", p);
     free(p);
     assert_int_equal(mt_write(input, line, (size_t)n), 0);
-    char *argv[] = {"generate", "--model", HF "qwen2-moe", "--input", input, "--greedy",
-                    "--sample-padding"};
+    char *argv[] = {"generate", "--model",  HF "qwen2-moe",    "--input",
+                    input,      "--greedy", "--sample-padding"};
     char *text;
     assert_int_equal(capture(argv, 7, &text), 0);
     json_t *got = json_loads(text, 0, NULL);

@@ -202,7 +202,7 @@ static void both_spellings(void **state) {
     assert_int_equal(a.rope_scaling.type, AREAL_ROPE_LINEAR);
     assert_int_equal(b.rope_scaling.type, AREAL_ROPE_LINEAR); /* 4.x "type": "linear" */
     assert_true(a.rope_scaling.factor == 2.0 && b.rope_scaling.factor == 2.0);
-    load("hf/qwen3-moe", &a); /* num_local_experts */
+    load("hf/qwen3-moe", &a);    /* num_local_experts */
     load("hf/qwen3-moe-v4", &b); /* num_experts */
     assert_int_equal(a.num_experts, 4);
     assert_int_equal(b.num_experts, 4);
@@ -278,10 +278,10 @@ static void math_keys_refused(void **state) {
     expect_hf_bad("qwen2", "rope_theta", json_real(5.0), "rope_parameters.rope_theta");
     expect_hf_bad("qwen2", "rope_scaling", json_pack("{s:s,s:f}", "type", "linear", "factor", 4.0),
                   "rope_scaling");
-    expect_hf_bad("qwen2", "rope_parameters",
-                  json_pack("{s:s,s:s,s:f}", "rope_type", "linear", "type", "dynamic", "factor",
-                            2.0),
-                  "rope_parameters.type");
+    expect_hf_bad(
+        "qwen2", "rope_parameters",
+        json_pack("{s:s,s:s,s:f}", "rope_type", "linear", "type", "dynamic", "factor", 2.0),
+        "rope_parameters.type");
     expect_hf_bad("qwen3-moe", "num_experts", json_integer(8), "num_local_experts");
     expect_hf_bad("qwen3-moe", "num_local_experts", NULL, "num_experts");
     expect_hf_bad("qwen2", "torch_dtype", json_string("float16"), "dtype");

@@ -436,8 +436,8 @@ static void normalized_added_tokens(void **state) {
     areal_tokenizer *tok;
     areal_error err;
     assert_int_equal(areal_tokenizer_parse(text, strlen(text), "t.json", &tok, &err), AREAL_EINVAL);
-    assert_non_null(strstr(err.msg, json_string_value(json_object_get(json_array_get(added, 2),
-                                                                       "content"))));
+    assert_non_null(
+        strstr(err.msg, json_string_value(json_object_get(json_array_get(added, 2), "content"))));
     assert_non_null(strstr(err.msg, "normalized"));
     free(text);
     json_object_set_new(doc, "normalizer", json_null());

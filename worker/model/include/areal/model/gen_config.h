@@ -18,10 +18,10 @@ typedef struct areal_gen_config {
     bool present; /* the file exists */
     int32_t eos[AREAL_GEN_MAX_EOS];
     int n_eos;
-    bool do_sample;    /* false: greedy (transformers' default) */
-    float temperature; /* 1 when absent */
-    float top_p;       /* 1 when absent */
-    int top_k;         /* 0 (all) when absent */
+    bool do_sample;           /* false: greedy (transformers' default) */
+    float temperature;        /* 1 when absent */
+    float top_p;              /* 1 when absent */
+    int top_k;                /* 0 (all) when absent */
     float repetition_penalty; /* 1 when absent; not applied by the sampler */
 } areal_gen_config;
 
