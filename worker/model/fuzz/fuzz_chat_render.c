@@ -31,8 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         m[n].reasoning_content = (p[0] & 0x40) ? m[n].content : NULL;
         n++;
     }
-    static const areal_chat_kind kinds[] = {AREAL_CHAT_CHATML, AREAL_CHAT_QWEN25,
-                                            AREAL_CHAT_QWEN3};
+    static const areal_chat_kind kinds[] = {AREAL_CHAT_CHATML, AREAL_CHAT_QWEN25, AREAL_CHAT_QWEN3};
     for (int k = 0; k < 3; k++)
         for (int flags = 0; flags < 4; flags++) {
             areal_chat_template t = {kinds[k], "fuzz"};

@@ -313,12 +313,80 @@ static void generation_config_is_honoured(void **state) {
     json_decref(r);
 }
 
+/* score: a bad line between two good ones; both good ones match transformers. */
+static void score_keeps_good_lines(void **state) {
+    (void)state;
+    json_t *r = ref("qwen3");
+    json_t *seqs = json_object_get(r, "seqs"), *want = json_object_get(r, "logprobs");
+    char dir[256], input[512];
+    mt_tmpdir(dir, sizeof dir);
+    snprintf(input, sizeof input, "%s/in.jsonl", dir);
+    FILE *f = fopen(input, "w");
+    char *a = json_dumps(json_array_get(seqs, 0), JSON_COMPACT);
+    char *b = json_dumps(json_array_get(seqs, 1), JSON_COMPACT);
+    fprintf(f, "{\"input_ids\": %s}\n{\"input_ids\": []}\nnot json\n{\"input_ids\": %s}\n", a, b);
+    fclose(f);
+    free(a);
+    free(b);
+    char *argv[] = {"score", "--model", HF "qwen3", "--input", input};
+    char *text;
+    assert_int_equal(capture(argv, 5, &text), 2);
+    char *line = text, *next;
+    for (int i = 0; i < 4; i++, line = next) {
+        next = strchr(line, '\n');
+        assert_non_null(next);
+        *next++ = '\0';
+        json_t *got = json_loads(line, 0, NULL);
+        if (i == 1 || i == 2) {
+            assert_non_null(json_object_get(got, "error"));
+        } else {
+            json_t *lp = json_object_get(got, "logprobs"), *w = json_array_get(want, i ? 1 : 0);
+            assert_int_equal(json_array_size(lp), json_array_size(w));
+            for (size_t k = 0; k < json_array_size(w); k++)
+                assert_true(fabs(json_real_value(json_array_get(lp, k)) -
+                                 json_real_value(json_array_get(w, k))) <= 1e-4);
+        }
+        json_decref(got);
+    }
+    free(text);
+    mt_rmdir(dir);
+    json_decref(r);
+}
+
+/* Without sampling flags, generation_config.json's do_sample/temperature/top_p/top_k apply. */
+static void generation_config_sampling_defaults(void **state) {
+    (void)state;
+    char dir[256], input[512];
+    mt_tmpdir(dir, sizeof dir);
+    snprintf(input, sizeof input, "%s/in.jsonl", dir);
+    const char *req = "{\"input_ids\": [3, 17, 42]}\n{\"input_ids\": [90, 5, 9]}\n";
+    assert_int_equal(mt_write(input, req, strlen(req)), 0);
+    char *dflt[] = {"generate", "--model", HF "llama", "--input", input,
+                    "--seed",   "7",       "--stop",   ""};
+    char *expl[] = {"generate", "--model", HF "llama", "--input", input,
+                    "--seed",   "7",       "--stop",   "",        "--temperature",
+                    "0.7",      "--top-p", "0.8",      "--top-k", "20"};
+    char *t1, *t2;
+    assert_int_equal(capture(dflt, 9, &t1), 0);
+    assert_int_equal(capture(expl, 15, &t2), 0);
+    assert_string_equal(t1, t2);
+    free(t2);
+    expl[10] = "1.0"; /* another temperature gives other logprobs */
+    assert_int_equal(capture(expl, 15, &t2), 0);
+    assert_true(strcmp(t1, t2) != 0);
+    free(t1);
+    free(t2);
+    mt_rmdir(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_family_and_spelling_matches_transformers),
         cmocka_unit_test(unknown_math_keys_are_refused_by_name),
         cmocka_unit_test(padding_ids_never_cost_a_batch),
         cmocka_unit_test(generation_config_is_honoured),
+        cmocka_unit_test(score_keeps_good_lines),
+        cmocka_unit_test(generation_config_sampling_defaults),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
