@@ -703,25 +703,41 @@ static int resolve_value(ctx *x, json_t *root, json_t *parent, const char *key, 
 
 /* Resolves "${p}" strings in place; keys whose reference is absent are removed (unset). */
 static int resolve_tree(ctx *x, json_t *root, json_t *node, const char *prefix, int depth) {
-    if (depth > 32)
+    if (depth > 32 || !json_is_object(node))
         return AREAL_OK;
-    if (json_is_object(node)) {
-        const char *k;
-        json_t *v;
-        void *tmp;
-        json_object_foreach_safe(node, tmp, k, v) {
-            char path[PATH_MAX_LEN];
-            int rc = join(x, path, prefix, k);
-            if (rc != AREAL_OK)
-                return rc;
-            if ((rc = resolve_value(x, root, node, k, v, path, 0)) != AREAL_OK)
-                return rc;
-            json_t *nv = json_object_get(node, k);
-            if (nv != NULL && (rc = resolve_tree(x, root, nv, path, depth + 1)) != AREAL_OK)
-                return rc;
+    /* Resolving one key may remove or replace others of this object (a
+     * reference resolved first), so walk a copy of the key list and look each
+     * key up afresh. */
+    json_t *keys = json_array();
+    if (keys == NULL)
+        return areal_error_set(x->err, AREAL_ENOMEM, -1, "out of memory");
+    const char *k;
+    json_t *v;
+    json_object_foreach(node, k, v) {
+        if (json_array_append_new(keys, json_string(k)) != 0) {
+            json_decref(keys);
+            return areal_error_set(x->err, AREAL_ENOMEM, -1, "out of memory");
         }
     }
-    return AREAL_OK;
+    int rc = AREAL_OK;
+    size_t i;
+    json_t *kj;
+    json_array_foreach(keys, i, kj) {
+        const char *key = json_string_value(kj);
+        char path[PATH_MAX_LEN];
+        if ((rc = join(x, path, prefix, key)) != AREAL_OK)
+            break;
+        json_t *cur = json_object_get(node, key);
+        if (cur == NULL)
+            continue;
+        if ((rc = resolve_value(x, root, node, key, cur, path, 0)) != AREAL_OK)
+            break;
+        json_t *nv = json_object_get(node, key);
+        if (nv != NULL && (rc = resolve_tree(x, root, nv, path, depth + 1)) != AREAL_OK)
+            break;
+    }
+    json_decref(keys);
+    return rc;
 }
 
 static int resolve_value(ctx *x, json_t *root, json_t *parent, const char *key, json_t *v,

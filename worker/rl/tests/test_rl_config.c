@@ -342,6 +342,27 @@ static void nulls_and_sections(void **st) {
     assert_true(c.actor.eps_clip == 0.3);
     assert_int_equal(c.gconfig.n_samples, 2);
     areal_rl_config_free(&c);
+    /* references to keys left at their defaults leave the referring keys unset, also
+     * when the reference is a sibling resolved first (a fuzz finding) */
+    assert_int_equal(parse("tokenizer_path: ${actor.path}\nactor:\n  dtype: ${actor.path}\n"
+                           "  path: ${nowhere}\n  eps_clip: 0.3\n",
+                           &c, &err),
+                     AREAL_OK);
+    assert_null(c.tokenizer_path);
+    assert_null(c.actor.path);
+    assert_string_equal(c.actor.dtype, "bfloat16");
+    assert_true(c.actor.eps_clip == 0.3);
+    areal_rl_config_free(&c);
+    /* an interpolation inside a string, and a chain of them */
+    assert_int_equal(parse("cluster: {fileroot: /data}\n"
+                           "train_dataset: {path: '${cluster.fileroot}/gsm8k.jsonl'}\n"
+                           "tokenizer_path: ${actor.path}\n"
+                           "actor:\n  path: ${train_dataset.path}\n",
+                           &c, &err),
+                     AREAL_OK);
+    assert_string_equal(c.train_dataset.path, "/data/gsm8k.jsonl");
+    assert_string_equal(c.tokenizer_path, "/data/gsm8k.jsonl");
+    areal_rl_config_free(&c);
     /* the legacy truncate mode maps to clamp */
     assert_int_equal(
         parse("actor: {behave_imp_weight_cap: 3, behave_imp_weight_mode: token_truncate}\n", &c,

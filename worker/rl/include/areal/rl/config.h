@@ -13,6 +13,10 @@
  *     once in `ignored` so the caller can log them;
  *   - anything else: an error naming the key path (e.g. "actor.eps_clp").
  * A bad value is an error naming the key path, the value and what is allowed.
+ * Keys whose AReaL meaning this trainer does not implement (use_sapo_loss,
+ * m2_threshold, use_lora, prox_logp_method other than recompute) are refused
+ * when set. OmegaConf ${dotted.key} interpolations are resolved against the
+ * document; one naming an absent key leaves its key at the default.
  */
 #ifndef AREAL_RL_CONFIG_H
 #define AREAL_RL_CONFIG_H
@@ -155,7 +159,8 @@ typedef struct areal_gconfig {
 typedef struct areal_rollout_config {
     long max_head_offpolicyness;  /* eta, default 0 (synchronous) */
     long max_concurrent_rollouts; /* 0 = AReaL None: consumer_batch_size */
-    long consumer_batch_size;     /* default 1 */
+    long consumer_batch_size;     /* B; unset: train_dataset.batch_size (AReaL's code default
+                                     is 1, its examples write ${train_dataset.batch_size}) */
     long queue_size;              /* 0 = AReaL None */
     double request_timeout;       /* seconds, default 3600 */
     int request_retries;          /* default 3 */
