@@ -88,6 +88,13 @@ $(BUILD)/san/%.o: %.c | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(PKG_CFLAGS) -c $< -o $@
 
+# The version of every program (areal/version.h) comes from VERSION; only
+# version.o is compiled with it, so a new version rebuilds one object.
+AREAL_VERSION := $(shell cat VERSION)
+VERSION_OBJS := $(foreach m,rel san,$(call objs,$(m),$(filter %/version.c,$(LIB_SRC))))
+$(VERSION_OBJS): VERSION
+$(VERSION_OBJS): BASE_CFLAGS += -DAREAL_VERSION='"$(AREAL_VERSION)"'
+
 $(BUILD)/%/libareal.a: $$(call objs,$$*,$(LIB_SRC))
 	@rm -f $@
 	ar rcs $@ $^
