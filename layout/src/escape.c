@@ -76,3 +76,21 @@ void areal_print_line(FILE *f, const char *fmt, ...) {
     areal_vprint_line(f, fmt, ap);
     va_end(ap);
 }
+
+size_t areal_utf8_seq_len(const unsigned char *s, size_t n) {
+    size_t len = s[0] < 0x80                    ? 1
+                 : s[0] >= 0xC2 && s[0] <= 0xDF ? 2
+                 : (s[0] & 0xF0) == 0xE0        ? 3
+                 : s[0] >= 0xF0 && s[0] <= 0xF4 ? 4
+                                                : 0;
+    if (len == 0 || len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+    if (len == 3 && ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] >= 0xA0)))
+        return 0; /* overlong or surrogate */
+    if (len == 4 && ((s[0] == 0xF0 && s[1] < 0x90) || (s[0] == 0xF4 && s[1] >= 0x90)))
+        return 0; /* overlong or past U+10FFFF */
+    return len;
+}

@@ -33,4 +33,11 @@ char *areal_escape(char *out, size_t cap, const char *in, size_t n);
 void areal_print_line(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void areal_vprint_line(FILE *f, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
+/*
+ * The length (1 to 4) of the well-formed UTF-8 sequence at s[0..n), or 0
+ * when s does not start one (a stray continuation byte, an overlong form, a
+ * surrogate, past U+10FFFF, cut short). n >= 1.
+ */
+size_t areal_utf8_seq_len(const unsigned char *s, size_t n);
+
 #endif
