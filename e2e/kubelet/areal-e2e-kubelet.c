@@ -21,6 +21,7 @@
 #include "areal/kube/client.h"
 #include "areal/kube/config.h"
 #include "areal/escape.h"
+#include "areal/log.h"
 #include "areal/simkubelet.h"
 #include "areal/version.h"
 
@@ -116,11 +117,12 @@ int main(int argc, char **argv) {
                      : o.state_dir == NULL ? "--state-dir"
                                            : "--nodes-file");
 
+    areal_log_setup();
     kube_config cfg;
     kube_config_init(&cfg);
     kube_error kerr;
     if (kube_config_load_kubeconfig(&cfg, kubeconfig, NULL, &kerr) != KUBE_OK) {
-        areal_print_line(stderr, "areal-e2e-kubelet: %s", kerr.msg);
+        areal_log(AREAL_LOG_ERROR, "kubelet", NULL, "%s", kerr.msg);
         kube_config_free(&cfg);
         return 1;
     }
@@ -134,12 +136,12 @@ int main(int argc, char **argv) {
     kube_client *c = kube_client_new(&cfg, &kerr);
     kube_config_free(&cfg);
     if (c == NULL) {
-        areal_print_line(stderr, "areal-e2e-kubelet: %s", kerr.msg);
+        areal_log(AREAL_LOG_ERROR, "kubelet", NULL, "%s", kerr.msg);
         return 1;
     }
     int rc = sim_kubelet_run(c, &o, &err);
     if (rc != AREAL_OK)
-        areal_print_line(stderr, "areal-e2e-kubelet: %s", err.msg);
+        areal_log(AREAL_LOG_ERROR, "kubelet", NULL, "%s", err.msg);
     kube_client_free(c);
     return rc == AREAL_OK ? 0 : 1;
 }

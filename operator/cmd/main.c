@@ -20,6 +20,7 @@
 #include "areal/escape.h"
 #include "areal/kube/client.h"
 #include "areal/kube/config.h"
+#include "areal/log.h"
 #include "areal/operator/controller.h"
 #include "areal/operator/httpd.h"
 #include "areal/operator/lease.h"
@@ -201,14 +202,14 @@ static void *run_controller(void *arg) {
 
 static void on_started(void *ud) {
     app *a = ud;
-    fprintf(stderr, "{\"level\":\"info\",\"msg\":\"leading: starting the controller\"}\n");
+    areal_log(AREAL_LOG_INFO, "operator", NULL, "leading: starting the controller");
     if (pthread_create(&a->ctl_thread, NULL, run_controller, a) == 0)
         atomic_store(&a->ctl_started, true);
 }
 
 static void on_lost(void *ud) {
     app *a = ud;
-    fprintf(stderr, "{\"level\":\"error\",\"msg\":\"lost the leader lease; stopping\"}\n");
+    areal_log(AREAL_LOG_ERROR, "operator", NULL, "lost the leader lease; stopping");
     atomic_store(&a->lost, true);
     kill(getpid(), SIGTERM); /* main's sigwait stops everything */
 }
@@ -218,6 +219,7 @@ int main(int argc, char **argv) {
     int rc = parse(argc, argv, &a.opt);
     if (rc != 0)
         return rc < 0 ? 0 : rc;
+    areal_log_setup();
 
     sigset_t sigs;
     sigemptyset(&sigs);
@@ -233,7 +235,7 @@ int main(int argc, char **argv) {
     rc = path ? kube_config_load_kubeconfig(&cfg, path, a.opt.context, &kerr)
               : kube_config_in_cluster(&cfg, NULL, &kerr);
     if (rc != KUBE_OK) {
-        areal_print_line(stderr, "areal-operator: %s", kerr.msg);
+        areal_log(AREAL_LOG_ERROR, "operator", NULL, "%s", kerr.msg);
         kube_config_free(&cfg);
         return 2;
     }
@@ -245,7 +247,7 @@ int main(int argc, char **argv) {
     snprintf(lease_ns_buf, sizeof lease_ns_buf, "%s", lease_ns);
     kube_config_free(&cfg);
     if (kc == NULL) {
-        areal_print_line(stderr, "areal-operator: %s", kerr.msg);
+        areal_log(AREAL_LOG_ERROR, "operator", NULL, "%s", kerr.msg);
         return 2;
     }
     a.metrics = metrics_registry_new();
@@ -255,7 +257,7 @@ int main(int argc, char **argv) {
         .desired = {.scheduler_name = a.opt.scheduler, .default_image = a.opt.image}};
     areal_error err;
     if (controller_new(kc, &ccfg, a.metrics, &a.ctl, &err) != AREAL_OK) {
-        areal_print_line(stderr, "areal-operator: %s", err.msg);
+        areal_log(AREAL_LOG_ERROR, "operator", NULL, "%s", err.msg);
         return 1;
     }
     const char *host = a.opt.metrics_host;
@@ -263,7 +265,7 @@ int main(int argc, char **argv) {
     httpd_handlers h = {.metrics = render_metrics, .ready = is_ready, .ud = &a};
     operator_httpd *httpd = NULL;
     if (httpd_start(host, port, &h, &httpd, &err) != AREAL_OK) {
-        areal_print_line(stderr, "areal-operator: --metrics-address: %s", err.msg);
+        areal_log(AREAL_LOG_ERROR, "operator", NULL, "--metrics-address: %s", err.msg);
         return 2;
     }
     if (a.opt.leader_elect) {
@@ -277,18 +279,20 @@ int main(int argc, char **argv) {
         }
         lease_config lc = {.ns = lease_ns_buf, .name = a.opt.lease_name, .identity = ident};
         if (leader_elector_start(kc, &lc, on_started, on_lost, &a, &a.le, &err) != AREAL_OK) {
-            areal_print_line(stderr, "areal-operator: %s", err.msg);
+            areal_log(AREAL_LOG_ERROR, "operator", NULL, "%s", err.msg);
             return 2;
         }
     } else {
         on_started(&a);
     }
-    fprintf(stderr,
-            "{\"level\":\"info\",\"msg\":\"areal-operator running\",\"metrics\":\"%s:%d\"}\n", host,
-            httpd_port(httpd));
+    char metrics[160];
+    snprintf(metrics, sizeof metrics, "%s:%d", host, httpd_port(httpd));
+    areal_log(AREAL_LOG_INFO, "operator",
+              AREAL_FIELDS({"metrics", metrics}, {"version", areal_version()}),
+              "areal-operator running");
     int sig = 0;
     sigwait(&sigs, &sig);
-    fprintf(stderr, "{\"level\":\"info\",\"msg\":\"signal %d: stopping\"}\n", sig);
+    areal_log(AREAL_LOG_INFO, "operator", NULL, "signal %d: stopping", sig);
     controller_stop(a.ctl);
     if (atomic_load(&a.ctl_started))
         pthread_join(a.ctl_thread, NULL);

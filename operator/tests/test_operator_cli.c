@@ -1,14 +1,18 @@
 /*
  * test_operator_cli.c - areal-operator's command line ($AREAL_BIN/
  * areal-operator as a child process): --help and --version, and one escaped
- * error line with exit 2 for bad flags and a kubeconfig that cannot be read,
- * all before any connection is made.
+ * error line with exit 2 for bad flags; a kubeconfig that cannot be read is a
+ * log record (JSON, or text with AREAL_LOG_FORMAT=text), all before any
+ * connection is made.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 #include <cmocka.h>
 
@@ -33,8 +37,21 @@ static void bad_flags_are_one_escaped_line(void **state) {
     cli_expect_error(2, p, "unknown or incomplete option '--leader\\nelect'", bin,
                      "--leader\nelect", NULL);
     cli_expect_error(2, p, "'--kubeconfig'", bin, "--kubeconfig", NULL);
-    cli_expect_error(2, p, "no/such\\tkubeconfig", bin, "--kubeconfig", "no/such\tkubeconfig",
+    /* past the flags every message is a log record: one JSON line, the path escaped */
+    setenv("AREAL_LOG_FORMAT", "json", 1);
+    const char *line = cli_expect_error(2, "{\"ts\":\"", "no/such\\tkubeconfig", bin,
+                                        "--kubeconfig", "no/such\tkubeconfig", NULL);
+    json_error_t je;
+    json_t *j = json_loads(line, 0, &je);
+    assert_non_null(j);
+    assert_string_equal(json_string_value(json_object_get(j, "level")), "error");
+    assert_string_equal(json_string_value(json_object_get(j, "component")), "operator");
+    assert_non_null(strstr(json_string_value(json_object_get(j, "msg")), "no/such\tkubeconfig"));
+    json_decref(j);
+    setenv("AREAL_LOG_FORMAT", "text", 1);
+    cli_expect_error(2, "20", " ERROR operator: ", bin, "--kubeconfig", "no/such\tkubeconfig",
                      NULL);
+    unsetenv("AREAL_LOG_FORMAT");
 }
 
 int main(void) {

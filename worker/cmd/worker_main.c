@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "areal/escape.h"
+#include "areal/log.h"
 #include "areal/model/cmd.h"
 #include "areal/version.h"
 #include "worker_env.h"
@@ -74,6 +75,7 @@ int main(int argc, char **argv) {
             return usage_error("unknown argument", argv[i]);
         }
     }
+    areal_log_setup(); /* the launcher and the ranks log records; the model commands do not */
     if (getenv(AREAL_ENV_RANK) == NULL)
         return worker_pod_main(argv);
     return worker_rank_main(&o);

@@ -19,6 +19,7 @@
 #include "areal/alloc.h"
 #include "areal/comm/comm.h"
 #include "areal/comm/net.h"
+#include "areal/log.h"
 #include "worker_env.h"
 #include "worker_groups.h"
 #include "worker_selftest.h"
@@ -45,7 +46,7 @@ static int pick_component(const areal_alloc *a, const char *role, areal_error *e
 }
 
 static int fail(int rank, const areal_error *e) {
-    fprintf(stderr, "areal-worker rank %d: %s\n", rank, e->msg);
+    areal_log(AREAL_LOG_ERROR, "worker", NULL, "rank %d: %s", rank, e->msg);
     return 1;
 }
 
@@ -85,8 +86,8 @@ static int leave_store(areal_comm *c, const areal_alloc *a, int ci, int host_ci,
         snprintf(key, sizeof key, "areal/c%d/done", i);
         int64_t left = end - areal_now_ms();
         if (areal_store_wait(st, key, left > 0 ? (int)left : 0, &e) != AREAL_OK)
-            fprintf(stderr, "areal-worker rank 0: component %d never reported done: %s\n", i,
-                    e.msg);
+            areal_log(AREAL_LOG_WARN, "worker", NULL,
+                      "rank 0: component %d never reported done: %s", i, e.msg);
     }
     return 0;
 }
