@@ -124,6 +124,10 @@ int kube_decode_body(const char *method, const char *path, const kbuf *body, jso
     }
     json_error_t je;
     *out = json_loadb(body->data, body->len, JSON_DECODE_ANY, &je);
+    /* jansson leaves the error text empty when its first allocation fails */
+    if (*out == NULL && (json_error_code(&je) == json_error_out_of_memory || je.text[0] == '\0'))
+        return kube_error_set(err, KUBE_ENOMEM, "%s %s: out of memory decoding the answer", method,
+                              path);
     if (*out == NULL)
         return kube_error_set(err, KUBE_EDECODE,
                               "%s %s: the server's answer is not valid JSON (line %d, column %d: "
