@@ -164,7 +164,8 @@ run: $(BUILD)/rel/arealctl $(BUILD)/rel/areal-worker
 
 # Both builds run even when the first fails; the last line sums them up.
 test: $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES)) $(addprefix $(BUILD)/rel/,$(PROGRAMS)) \
-      $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES)) $(addprefix $(BUILD)/san/,$(PROGRAMS))
+      $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES)) $(addprefix $(BUILD)/san/,$(PROGRAMS)) \
+      $(OOM_BINS)
 	@rm -f $(BUILD)/test-counts; rc=0; \
 	AREAL_BIN=$(BUILD)/rel AREALCTL=$(BUILD)/rel/arealctl COUNTS=$(BUILD)/test-counts \
 	    scripts/run-tests.sh release \
@@ -172,6 +173,7 @@ test: $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES)) $(addprefix $(BUILD)/rel/,$
 	AREAL_BIN=$(BUILD)/san AREALCTL=$(BUILD)/san/arealctl COUNTS=$(BUILD)/test-counts \
 	    scripts/run-tests.sh sanitized \
 	    $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES)) || rc=1; \
+	COUNTS=$(BUILD)/test-counts scripts/run-tests.sh oom $(OOM_BINS) || rc=1; \
 	AREAL_BIN=$(abspath $(BUILD)/rel) COUNTS=$(BUILD)/test-counts scripts/run-e2e.sh || rc=1; \
 	awk '{p += $$1; f += $$2} END {printf "test: %d passed, %d failed\n", p, f}' $(BUILD)/test-counts; \
 	exit $$rc

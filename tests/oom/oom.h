@@ -50,6 +50,11 @@ typedef struct oom_stats {
  */
 oom_stats oom_torture(const char *name, oom_body body, void *ud, int enomem);
 
+/* Inside a body: stop / resume counting (and failing) this thread's
+ * allocations, for set-up that is not under test (starting a test server). */
+void oom_pause(void);
+void oom_resume(void);
+
 /* Installs the counting allocator as jansson's; call once at the start of main. */
 void oom_setup(void);
 

@@ -192,6 +192,9 @@ int kube_http_do(kube_client *c, const char *method, const char *path_query, con
         kube_handle_put(c, h);
 
         int can_retry = attempt < c->cfg.max_retries;
+        if (x.too_big && x.body->oom)
+            return kube_error_set(err, KUBE_ENOMEM, "%s %s: out of memory reading the answer",
+                                  method, path_query);
         if (x.too_big)
             return kube_error_set(err, KUBE_ETOOBIG,
                                   "%s %s: the answer is larger than max_body (%zu bytes); narrow "
