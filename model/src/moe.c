@@ -10,12 +10,12 @@
  * output of token t is the weighted sum of its k slot outputs, plus the
  * shared expert scaled by sigmoid(x . w_gate) where configured (Qwen2-MoE).
  * Capacity limits and token dropping were rejected: HF drops nothing.
+ * Kernels go through the model's ops table (areal/model/ops.h).
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels.h"
 #include "model_internal.h"
 
 size_t moe_acts_floats(const areal_model_config *c, int T) {
@@ -109,7 +109,7 @@ void moe_fwd(const areal_model *m, const areal_layer_w *w, moe_acts *a, const fl
     const areal_model_config *c = &m->cfg;
     int E = c->num_experts, K = c->num_experts_per_tok, H = c->hidden_size;
     int I = c->moe_intermediate_size, Is = c->shared_expert_intermediate_size;
-    k_linear_fwd(a->probs, x, w->router, NULL, T, H, E, 0.0f);
+    m->ops->linear_fwd(m->ops_ctx, a->probs, x, w->router, NULL, T, H, E, 0.0f);
     route(c, a, T);
     assign_slots(c, a, T);
     for (int s = 0; s < T * K; s++)
@@ -121,10 +121,10 @@ void moe_fwd(const areal_model *m, const areal_layer_w *w, moe_acts *a, const fl
         const float *wg = w->experts + (size_t)e * w->expert_stride;
         const float *wu = wg + (size_t)I * H, *wd = wu + (size_t)I * H;
         size_t r = (size_t)b;
-        k_linear_fwd(a->g + r * I, a->xg + r * H, wg, NULL, n, H, I, 0.0f);
-        k_linear_fwd(a->u + r * I, a->xg + r * H, wu, NULL, n, H, I, 0.0f);
-        k_swiglu_fwd(m->pool, a->h + r * I, a->g + r * I, a->u + r * I, (size_t)n * I);
-        k_linear_fwd(a->y + r * H, a->h + r * I, wd, NULL, n, I, H, 0.0f);
+        m->ops->linear_fwd(m->ops_ctx, a->g + r * I, a->xg + r * H, wg, NULL, n, H, I, 0.0f);
+        m->ops->linear_fwd(m->ops_ctx, a->u + r * I, a->xg + r * H, wu, NULL, n, H, I, 0.0f);
+        m->ops->swiglu_fwd(m->ops_ctx, a->h + r * I, a->g + r * I, a->u + r * I, (size_t)n * I);
+        m->ops->linear_fwd(m->ops_ctx, a->y + r * H, a->h + r * I, wd, NULL, n, I, H, 0.0f);
     }
     for (int t = 0; t < T; t++) {
         float *o = out + (size_t)t * H;
@@ -137,11 +137,11 @@ void moe_fwd(const areal_model *m, const areal_layer_w *w, moe_acts *a, const fl
         }
     }
     if (Is > 0) {
-        k_linear_fwd(a->sg, x, w->sh_gate, NULL, T, H, Is, 0.0f);
-        k_linear_fwd(a->su, x, w->sh_up, NULL, T, H, Is, 0.0f);
-        k_swiglu_fwd(m->pool, a->sh, a->sg, a->su, (size_t)T * Is);
-        k_linear_fwd(a->sy, a->sh, w->sh_down, NULL, T, Is, H, 0.0f);
-        k_linear_fwd(a->sgl, x, w->sh_gate_w, NULL, T, H, 1, 0.0f);
+        m->ops->linear_fwd(m->ops_ctx, a->sg, x, w->sh_gate, NULL, T, H, Is, 0.0f);
+        m->ops->linear_fwd(m->ops_ctx, a->su, x, w->sh_up, NULL, T, H, Is, 0.0f);
+        m->ops->swiglu_fwd(m->ops_ctx, a->sh, a->sg, a->su, (size_t)T * Is);
+        m->ops->linear_fwd(m->ops_ctx, a->sy, a->sh, w->sh_down, NULL, T, Is, H, 0.0f);
+        m->ops->linear_fwd(m->ops_ctx, a->sgl, x, w->sh_gate_w, NULL, T, H, 1, 0.0f);
         for (int t = 0; t < T; t++) {
             float sig = 1.0f / (1.0f + expf(-a->sgl[t]));
             for (int i = 0; i < H; i++)
@@ -151,15 +151,15 @@ void moe_fwd(const areal_model *m, const areal_layer_w *w, moe_acts *a, const fl
 }
 
 /* Backward of the dense SwiGLU MLP on n rows: dx (writes or adds per beta_dx). */
-static void mlp_bwd(areal_pool *p, float *dx, const float *x, const float *g, const float *u,
+static void mlp_bwd(const areal_model *m, float *dx, const float *x, const float *g, const float *u,
                     const float *h, const float *dy, const float *wg, const float *wu,
                     const float *wd, float *dwg, float *dwu, float *dwd, float *dh, float *dg,
                     float *du, int n, int H, int I) {
     memset(dh, 0, sizeof(float) * (size_t)n * I);
-    k_linear_bwd(dh, dwd, NULL, dy, h, wd, n, I, H);
-    k_swiglu_bwd(p, dg, du, dh, g, u, (size_t)n * I);
-    k_linear_bwd(dx, dwg, NULL, dg, x, wg, n, H, I);
-    k_linear_bwd(dx, dwu, NULL, du, x, wu, n, H, I);
+    m->ops->linear_bwd(m->ops_ctx, dh, dwd, NULL, dy, h, wd, n, I, H);
+    m->ops->swiglu_bwd(m->ops_ctx, dg, du, dh, g, u, (size_t)n * I);
+    m->ops->linear_bwd(m->ops_ctx, dx, dwg, NULL, dg, x, wg, n, H, I);
+    m->ops->linear_bwd(m->ops_ctx, dx, dwu, NULL, du, x, wu, n, H, I);
 }
 
 int moe_bwd(const areal_model *m, const areal_layer_w *w, const areal_layer_w *gw,
@@ -194,8 +194,8 @@ int moe_bwd(const areal_model *m, const areal_layer_w *w, const areal_layer_w *g
         size_t st = (size_t)e * w->expert_stride, r = (size_t)b;
         const float *wg = w->experts + st, *wu = wg + (size_t)I * H, *wd = wu + (size_t)I * H;
         float *dwg = gw->experts + st, *dwu = dwg + (size_t)I * H, *dwd = dwu + (size_t)I * H;
-        mlp_bwd(m->pool, dxg + r * H, a->xg + r * H, a->g + r * I, a->u + r * I, a->h + r * I,
-                dy + r * H, wg, wu, wd, dwg, dwu, dwd, dh, dg, du, n, H, I);
+        mlp_bwd(m, dxg + r * H, a->xg + r * H, a->g + r * I, a->u + r * I, a->h + r * I, dy + r * H,
+                wg, wu, wd, dwg, dwu, dwd, dh, dg, du, n, H, I);
     }
     for (size_t s = 0; s < TK; s++)
         for (int j = 0; j < H; j++)
@@ -220,7 +220,7 @@ int moe_bwd(const areal_model *m, const areal_layer_w *w, const areal_layer_w *g
         for (int e = 0; e < E; e++)
             dl[e] = p[e] * (dl[e] - pd);
     }
-    k_linear_bwd(dx, gw->router, NULL, dlog, x, w->router, T, H, E);
+    m->ops->linear_bwd(m->ops_ctx, dx, gw->router, NULL, dlog, x, w->router, T, H, E);
     if (Is > 0) {
         float *dsy = dy, *dsgl = dw; /* reuse: [T, H] and [T] fit */
         for (int t = 0; t < T; t++) {
@@ -232,9 +232,9 @@ int moe_bwd(const areal_model *m, const areal_layer_w *w, const areal_layer_w *g
             }
             dsgl[t] = dot * sig * (1.0f - sig);
         }
-        k_linear_bwd(dx, gw->sh_gate_w, NULL, dsgl, x, w->sh_gate_w, T, H, 1);
-        mlp_bwd(m->pool, dx, x, a->sg, a->su, a->sh, dsy, w->sh_gate, w->sh_up, w->sh_down,
-                gw->sh_gate, gw->sh_up, gw->sh_down, dh, dg, du, T, H, Is);
+        m->ops->linear_bwd(m->ops_ctx, dx, gw->sh_gate_w, NULL, dsgl, x, w->sh_gate_w, T, H, 1);
+        mlp_bwd(m, dx, x, a->sg, a->su, a->sh, dsy, w->sh_gate, w->sh_up, w->sh_down, gw->sh_gate,
+                gw->sh_up, gw->sh_down, dh, dg, du, T, H, Is);
     }
     free(buf);
     return AREAL_OK;
