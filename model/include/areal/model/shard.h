@@ -92,6 +92,15 @@ int areal_model_shard_tensors(const areal_model_config *cfg, const areal_model_s
 void areal_tensor_slice_copy(float *dst, const float *full, const areal_tensor_spec *hf,
                              const areal_tensor_slice *sl);
 
+/*
+ * True when parameter `name`'s gradient on a shard is a partial sum over
+ * tensor parallelism, which the trainer must all-reduce over the tp group
+ * after the backward: the qk-norm weights (replicated, but each rank's
+ * gradient covers only its own heads). Every other replicated parameter's
+ * gradient is complete and equal on every tp rank.
+ */
+bool areal_model_shard_grad_partial(const areal_model_shard *s, const char *name);
+
 /* Where a layer calls its reduction hook (see above). */
 typedef enum areal_reduce_point {
     AREAL_REDUCE_ATTN_OUT,  /* forward: o_proj product [T, H], partial over tp */
