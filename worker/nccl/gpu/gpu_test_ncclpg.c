@@ -9,6 +9,10 @@
  * Data movement (gather, broadcast, all-to-all, send/recv) is exact. With
  * one GPU every op runs at group size 1 on several groups at once through
  * the same store/id path, and the multi-rank checks say they need two GPUs.
+ * The role's groups, built by the library's builder over the NCCL factory,
+ * also run the shared collective body (worker/tests/coll_body.h, the one the
+ * CPU test runs) through areal/comm/coll.h on device buffers, including the
+ * refusal of a host pointer at entry.
  * Without a CUDA device the binary says so loudly and exits 0 (a skip).
  */
 #include <setjmp.h>
