@@ -35,7 +35,7 @@
 #define CB_MAX       16
 #define CB_SMALL     37
 #define CB_LARGE     40000      /* 160 KB of fp32: the CPU backend's ring path */
-#define CB_BUF       (8u << 20) /* bytes per buffer */
+#define CB_BUF       (4u << 20) /* bytes per buffer: 16 blocks of CB_LARGE 4-byte elements */
 
 /* Buffers in the group's memory: alloc/release, and copies from/to host memory. */
 typedef struct coll_mem {
@@ -331,13 +331,51 @@ static inline int cb_wrong_memory(cb_ctx *k) {
 }
 
 /*
- * Runs the body on group g (buffers through mm; gr is this process's global
+ * The body's buffers: host staging and two in the group's memory, made once
+ * per rank process and reused by every run. (Reused, not made per run: a
+ * forked rank that churns through large blocks makes ASan recycle its
+ * quarantine, which can block on an allocator lock the parent's store thread
+ * held at fork time.)
+ */
+typedef struct coll_bufs {
+    const coll_mem *mm;
+    uint8_t *ha, *hb;
+    void *da, *db;
+} coll_bufs;
+
+/* Returns 0, or -1 when a buffer cannot be made (then nothing is held). */
+static inline int coll_bufs_init(coll_bufs *b, const coll_mem *mm) {
+    b->mm = mm;
+    b->ha = malloc(CB_BUF);
+    b->hb = malloc(CB_BUF);
+    b->da = mm->alloc(CB_BUF);
+    b->db = mm->alloc(CB_BUF);
+    if (b->ha && b->hb && b->da && b->db)
+        return 0;
+    free(b->ha);
+    free(b->hb);
+    if (b->da)
+        mm->release(b->da);
+    if (b->db)
+        mm->release(b->db);
+    return -1;
+}
+
+static inline void coll_bufs_free(coll_bufs *b) {
+    free(b->ha);
+    free(b->hb);
+    b->mm->release(b->da);
+    b->mm->release(b->db);
+}
+
+/*
+ * Runs the body on group g with buffers b (gr is this process's global
  * rank). The type/op combinations and the large sizes rotate with `salt`, so
  * that callers covering several groups and salts see every combination while
  * one call stays short. Returns CB_OK, CB_COMM_FAIL or CB_WRONG.
  */
-static inline int coll_body_run(areal_coll *g, const coll_mem *mm, int gr, int salt) {
-    cb_ctx kk = {.g = g, .mm = mm, .gr = gr}, *k = &kk;
+static inline int coll_body_run(areal_coll *g, const coll_bufs *b, int gr, int salt) {
+    cb_ctx kk = {.g = g, .mm = b->mm, .gr = gr}, *k = &kk;
     areal_error e;
     k->n = areal_coll_size(g);
     k->me = areal_coll_rank(g);
@@ -345,13 +383,11 @@ static inline int coll_body_run(areal_coll *g, const coll_mem *mm, int gr, int s
     for (int j = 0; j < k->n; j++)
         k->m[j] = areal_coll_global_rank(g, j);
     CB_CHECK(k->m[k->me] == gr && areal_coll_global_rank(g, k->n) == -1);
-    k->ha = malloc(CB_BUF);
-    k->hb = malloc(CB_BUF);
-    k->da = mm->alloc(CB_BUF);
-    k->db = mm->alloc(CB_BUF);
-    int rc = k->ha && k->hb && k->da && k->db ? CB_OK : CB_COMM_FAIL;
-    if (rc == CB_OK)
-        rc = cb_reductions(k, salt);
+    k->ha = b->ha;
+    k->hb = b->hb;
+    k->da = b->da;
+    k->db = b->db;
+    int rc = cb_reductions(k, salt);
     if (rc == CB_OK)
         rc = cb_movement(k, salt);
     if (rc == CB_OK && salt % 4 == 0)
@@ -362,10 +398,6 @@ static inline int coll_body_run(areal_coll *g, const coll_mem *mm, int gr, int s
         fprintf(stderr, "rank %d: %s\n", gr, e.msg);
         rc = CB_COMM_FAIL;
     }
-    free(k->ha);
-    free(k->hb);
-    mm->release(k->da);
-    mm->release(k->db);
     return rc;
 }
 

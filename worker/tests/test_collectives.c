@@ -91,7 +91,8 @@ static int all_kinds(areal_comm *c, void *arg) {
     areal_coll *gs[AREAL_GROUP_KIND_COUNT];
     areal_coll_factory f = areal_comm_coll_factory(c);
     COMM(areal_comm_role_groups(&role, &f, gs, &e));
-    int rc = 0;
+    coll_bufs bufs;
+    int have = coll_bufs_init(&bufs, &host_mem) == 0, rc = have ? 0 : RANK_COMM_FAIL;
     for (int k = 0; k < AREAL_GROUP_KIND_COUNT && rc == 0; k++) {
         areal_coll *g = gs[k];
         int gi = areal_group_index(&l, (areal_group_kind)k, areal_comm_rank(c));
@@ -105,8 +106,10 @@ static int all_kinds(areal_comm *c, void *arg) {
             KCHECK(areal_coll_global_rank(g, j) ==
                    areal_group_member(&l, (areal_group_kind)k, gi, j));
         if (rc == 0)
-            rc = coll_body_run(g, &host_mem, areal_comm_rank(c), k + jb->index);
+            rc = coll_body_run(g, &bufs, areal_comm_rank(c), k + jb->index);
     }
+    if (have)
+        coll_bufs_free(&bufs);
     for (int k = 0; k < AREAL_GROUP_KIND_COUNT; k++)
         areal_coll_destroy(gs[k]);
     return rc;
@@ -132,6 +135,9 @@ static int role_kinds(areal_comm *c, void *arg) {
     areal_coll *gs[AREAL_GROUP_KIND_COUNT];
     areal_coll_factory f = areal_comm_coll_factory(c);
     COMM(areal_comm_role_groups(&role, &f, gs, &e));
+    coll_bufs bufs;
+    if (coll_bufs_init(&bufs, &host_mem) != 0)
+        return RANK_COMM_FAIL;
     int r = areal_comm_rank(c), rc = 0, present = 0;
     for (int k = 0; k < AREAL_GROUP_KIND_COUNT; k++) {
         areal_coll *g = gs[k];
@@ -151,8 +157,9 @@ static int role_kinds(areal_comm *c, void *arg) {
         for (int j = 0; rc == 0 && j < 2; j++)
             KCHECK(areal_coll_global_rank(g, j) == want[j]);
         if (rc == 0)
-            rc = coll_body_run(g, &host_mem, r, k);
+            rc = coll_body_run(g, &bufs, r, k);
     }
+    coll_bufs_free(&bufs);
     int k = 0;
     KCHECK(present == 3);
     for (k = 0; k < AREAL_GROUP_KIND_COUNT; k++)

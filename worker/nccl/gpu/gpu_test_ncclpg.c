@@ -433,8 +433,12 @@ static int rank_layout(int rank, int world, int ngpu, int port, void *arg) {
     areal_ncclpg_site site = {
         .store = st, .rank = rank, .device = rank % ngpu, .timeout_ms = TIMEOUT_MS};
     areal_coll_factory f = areal_ncclpg_coll_factory(&site, world);
-    int rc = 0, used = 0;
-    if (areal_comm_role_groups(&role, &f, gs, &e) != AREAL_OK) {
+    coll_bufs bufs;
+    int rc = 0, used = 0, have = coll_bufs_init(&bufs, &device_mem) == 0;
+    if (!have) {
+        fprintf(stderr, "rank %d: no memory for the shared body's buffers\n", rank);
+        rc = GPU_RANK_FAIL;
+    } else if (areal_comm_role_groups(&role, &f, gs, &e) != AREAL_OK) {
         fprintf(stderr, "rank %d: role groups: %s\n", rank, e.msg);
         rc = GPU_RANK_FAIL;
     }
@@ -463,13 +467,15 @@ static int rank_layout(int rank, int world, int ngpu, int port, void *arg) {
         }
         /* every salt on the first kinds, so every type/op combination runs on NCCL */
         for (int salt = k; rc == 0 && salt < (k < 2 ? k + 30 : k + 1); salt++)
-            rc = coll_body_run(gs[k], &device_mem, rank, salt);
+            rc = coll_body_run(gs[k], &bufs, rank, salt);
     }
     if (rc == 0 && rank == 0)
         printf("rank 0: %d role groups (dp=%d tp=%d pp=%d) passed the shared body\n", used, s.dp,
                s.tp, s.pp);
     for (int k = 0; k < AREAL_GROUP_KIND_COUNT; k++)
         areal_coll_destroy(gs[k]);
+    if (have)
+        coll_bufs_free(&bufs);
     areal_store_close(st);
     return rc;
 }
