@@ -25,7 +25,10 @@ typedef struct bwd_scratch {
 
 static int reduce_at(const areal_model *m, areal_reduce_point pt, int l, float *buf, size_t n,
                      areal_error *err) {
-    return m->reduce == NULL ? AREAL_OK : m->reduce(m->reduce_ctx, pt, l, buf, n, err);
+    /* these points are partial over tp only: complete (no call) when tp is 1 */
+    if (m->reduce == NULL || m->shard.tp == 1)
+        return AREAL_OK;
+    return m->reduce(m->reduce_ctx, pt, l, buf, n, err);
 }
 
 /* Layer l (global; li its index in the stage's records): dres d(out) in, d(res) out. */
@@ -42,7 +45,7 @@ static int layer_bwd(const areal_model *m, int l, int li, const areal_acts_priv 
     /* MLP branch: dres is d(out) = d(mid) through the residual */
     memset(s->dln, 0, sizeof(float) * tH);
     if (c->num_experts > 0 && c->moe_layer[l]) {
-        rc = moe_bwd(m, w, g, &a->moe, a->ln2, dres, s->dln, T, err);
+        rc = moe_bwd(m, l, w, g, &a->moe, a->ln2, dres, s->dln, T, err);
     } else {
         memset(s->dh, 0, sizeof(float) * (size_t)T * I);
         o->linear_bwd(x, s->dh, g->down, g->down_b, dres, a->h, w->down, T, I, H);

@@ -134,7 +134,10 @@ oom:
 /* The reduction hook at point pt of layer l, when one is set. */
 static int reduce_at(const areal_model *m, areal_reduce_point pt, int l, float *buf, size_t n,
                      areal_error *err) {
-    return m->reduce == NULL ? AREAL_OK : m->reduce(m->reduce_ctx, pt, l, buf, n, err);
+    /* these points are partial over tp only: complete (no call) when tp is 1 */
+    if (m->reduce == NULL || m->shard.tp == 1)
+        return AREAL_OK;
+    return m->reduce(m->reduce_ctx, pt, l, buf, n, err);
 }
 
 /* y[T, H] += b per row: a row-parallel bias, added once after the reduction. */
@@ -180,7 +183,9 @@ static int layer_fwd(const areal_model *m, int l, int li, areal_acts_priv *p, fl
     o->add(x, a->mid, a->mid, a->res, (size_t)T * H);
     o->rmsnorm_fwd(x, a->ln2, a->rstd2, a->mid, w->ln2, (size_t)T, H, eps);
     if (is_moe(c, l)) {
-        moe_fwd(m, w, &a->moe, a->ln2, out, T); /* replicated over tp: complete here */
+        /* replicated over tp; split by experts over ep (reduced inside) */
+        if ((rc = moe_fwd_reduced(m, l, w, &a->moe, a->ln2, out, T, err)) != AREAL_OK)
+            return rc;
     } else {
         o->linear_fwd(x, a->g, a->ln2, w->gate, w->gate_b, T, H, I, 0.0f);
         o->linear_fwd(x, a->u, a->ln2, w->up, w->up_b, T, H, I, 0.0f);
@@ -204,11 +209,6 @@ int areal_model_forward_stage(areal_model *m, const areal_batch *b, const float 
     memset(a, 0, sizeof *a);
     const areal_model_shard *sh = &m->shard;
     bool first = sh->pp_stage == 0, last = sh->pp_stage == sh->pp - 1;
-    if (sh->ep > 1)
-        return areal_error_set(err, AREAL_EINVAL, -1,
-                               "forward: expert parallelism (ep %d) loads its experts but has no "
-                               "sharded MoE forward yet; run with ep 1",
-                               sh->ep);
     if (first != (x_in == NULL))
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "forward: stage %d of %d %s; pass the previous stage's hidden "

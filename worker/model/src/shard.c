@@ -202,8 +202,10 @@ void areal_tensor_slice_copy(float *dst, const float *full, const areal_tensor_s
 
 bool areal_model_shard_grad_partial(const areal_model_shard *s, const char *name) {
     const char *suf = NULL;
-    if (s->tp == 1 || layer_of(name, &suf) < 0)
+    if (layer_of(name, &suf) < 0)
         return false;
-    return strcmp(suf, "self_attn.q_norm.weight") == 0 ||
-           strcmp(suf, "self_attn.k_norm.weight") == 0;
+    if (s->ep > 1 && strcmp(suf, "mlp.gate.weight") == 0)
+        return true;
+    return s->tp > 1 && (strcmp(suf, "self_attn.q_norm.weight") == 0 ||
+                         strcmp(suf, "self_attn.k_norm.weight") == 0);
 }

@@ -11,10 +11,10 @@
  * - Running stage [0, 1) then [1, 2) equals the whole forward (logits bit for
  *   bit) and backward (every gradient; the tied embedding's two stage copies
  *   summed).
- * - Two tensor-parallel shards in two threads, joined by a hook that sums
- *   their partial results, equal the whole model's logits and gradients
- *   (within float reassociation), so the reduction points sit where the
- *   partial sums are.
+ * - Two tensor-parallel shards, and two expert-parallel shards, each pair in
+ *   two threads joined by a hook that sums their partial results, equal the
+ *   whole model's logits and gradients (within float reassociation), so the
+ *   reduction points sit where the partial sums are.
  */
 #include <math.h>
 #include <pthread.h>
@@ -303,14 +303,14 @@ static void *tp_thread(void *arg) {
     return NULL;
 }
 
-static void tensor_parallel_pair_equals_whole(void **state) {
-    (void)state;
-    for (int k = 0; k < NCASES; k++) {
+/* Model `name` as two shards (tp 2 when ep is 0, else ep 2) in two threads, against the whole. */
+static void pair_equals_whole(const char *name, int ep) {
+    {
         areal_model w;
         areal_error err;
         batch_buf bb;
-        load(&w, CASES[k], NULL);
-        batch_of(&bb, CASES[k]);
+        load(&w, name, NULL);
+        batch_of(&bb, name);
         int T = bb.b.n_tokens, V = w.cfg.vocab_size;
         float *dl = make_dlogits(T, V);
         areal_acts aw;
@@ -323,8 +323,11 @@ static void tensor_parallel_pair_equals_whole(void **state) {
         for (int r = 0; r < 2; r++) {
             memset(&rk[r], 0, sizeof rk[r]);
             areal_model_shard sh = areal_model_shard_whole(&w.cfg);
-            sh.tp = 2, sh.tp_rank = r;
-            load(&rk[r].m, CASES[k], &sh);
+            if (ep)
+                sh.ep = 2, sh.ep_rank = r;
+            else
+                sh.tp = 2, sh.tp_rank = r;
+            load(&rk[r].m, name, &sh);
             rk[r] = (tp_rank){.pair = &pair, .rank = r, .m = rk[r].m, .b = &bb.b, .dlogits = dl};
             areal_model_set_reduce(&rk[r].m, pair_sum, &rk[r]);
         }
@@ -335,15 +338,15 @@ static void tensor_parallel_pair_equals_whole(void **state) {
         pthread_barrier_destroy(&pair.bar);
         for (int r = 0; r < 2; r++) {
             if (rk[r].rc != AREAL_OK)
-                fail_msg("%s tp rank %d: %s", CASES[k], r, rk[r].err.msg);
-            /* two points per layer forward, two backward, minus the MoE layer's MLP pair */
+                fail_msg("%s rank %d: %s", name, r, rk[r].err.msg);
+            /* tp: attention and dense MLP, forward and backward; ep: the MoE layers' pair */
             int moe = 0;
             for (int l = 0; l < w.cfg.num_layers; l++)
                 moe += w.cfg.num_experts > 0 && w.cfg.moe_layer[l];
-            assert_int_equal(pair.calls[r], 4 * w.cfg.num_layers - 2 * moe);
+            assert_int_equal(pair.calls[r], ep ? 2 * moe : 4 * w.cfg.num_layers - 2 * moe);
             double e = ref_rel_err(rk[r].a.logits, aw.logits, (size_t)T * V);
             if (e > 1e-5)
-                fail_msg("%s tp rank %d: logits off by %g", CASES[k], r, e);
+                fail_msg("%s rank %d: logits off by %g", name, r, e);
             for (size_t i = 0; i < rk[r].m.n_specs; i++) {
                 const areal_tensor_spec *t = &rk[r].m.specs[i];
                 int j = areal_model_find(&w, t->name);
@@ -353,8 +356,9 @@ static void tensor_parallel_pair_equals_whole(void **state) {
                 assert_non_null(want);
                 areal_tensor_slice_copy(want, w.grads + w.offset[j], &w.specs[j],
                                         &rk[r].m.slices[i]);
-                /* qk-norm weights: each rank's gradient covers its own heads; summed over tp */
-                bool partial = has(t->name, "q_norm") || has(t->name, "k_norm");
+                /* qk-norm weights (tp: own heads) and the router (ep: own experts) sum up */
+                bool partial = ep ? has(t->name, "mlp.gate.weight")
+                                  : has(t->name, "q_norm") || has(t->name, "k_norm");
                 assert_int_equal(areal_model_shard_grad_partial(&rk[r].m.shard, t->name), partial);
                 float *got = rk[r].m.grads + rk[r].m.offset[i];
                 if (partial) {
@@ -365,7 +369,7 @@ static void tensor_parallel_pair_equals_whole(void **state) {
                 e = ref_rel_err(got, want, n);
                 free(want);
                 if (e > 1e-4)
-                    fail_msg("%s tp rank %d %s: gradient off by %g", CASES[k], r, t->name, e);
+                    fail_msg("%s rank %d %s: gradient off by %g", name, r, t->name, e);
             }
         }
         for (int r = 0; r < 2; r++) {
@@ -377,6 +381,18 @@ static void tensor_parallel_pair_equals_whole(void **state) {
         areal_model_free(&w);
         batch_free(&bb);
     }
+}
+
+static void tensor_parallel_pair_equals_whole(void **state) {
+    (void)state;
+    for (int k = 0; k < NCASES; k++)
+        pair_equals_whole(CASES[k], 0);
+}
+
+static void expert_parallel_pair_equals_whole(void **state) {
+    (void)state;
+    pair_equals_whole("ref-qwen3-moe", 1);
+    pair_equals_whole("ref-qwen2-moe", 1); /* with a shared expert */
 }
 
 static void bad_shards_are_refused(void **state) {
@@ -415,17 +431,6 @@ static void bad_shards_are_refused(void **state) {
     areal_model_free(&s);
     batch_free(&bb);
     areal_model_free(&w);
-    /* expert parallelism loads but its forward is refused by name */
-    load(&w, "ref-qwen3-moe", NULL);
-    sh = areal_model_shard_whole(&w.cfg);
-    sh.ep = 2;
-    load(&s, "ref-qwen3-moe", &sh);
-    batch_of(&bb, "ref-qwen3-moe");
-    assert_int_equal(areal_model_forward(&s, &bb.b, &a, &err), AREAL_EINVAL);
-    assert_non_null(strstr(err.msg, "expert parallelism"));
-    batch_free(&bb);
-    areal_model_free(&s);
-    areal_model_free(&w);
 }
 
 int main(void) {
@@ -433,6 +438,7 @@ int main(void) {
         cmocka_unit_test(shard_slices_equal_whole_slices),
         cmocka_unit_test(stages_chain_to_the_whole_model),
         cmocka_unit_test(tensor_parallel_pair_equals_whole),
+        cmocka_unit_test(expert_parallel_pair_equals_whole),
         cmocka_unit_test(bad_shards_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -162,8 +162,7 @@ int areal_model_backward(areal_model *m, const areal_acts *a, const float *dlogi
  * fills a->logits, every other stage a->hidden; both owned by *a. The batch
  * (token ids, for the embedding, and cu_seqlens, for attention) is that of
  * every stage. Returns as areal_model_forward, plus AREAL_EINVAL when x_in
- * is NULL on a later stage or given on the first, or for expert parallelism
- * (ep > 1: its sharded forward is not written yet); a hook's error.
+ * is NULL on a later stage or given on the first; a hook's error.
  */
 int areal_model_forward_stage(areal_model *m, const areal_batch *b, const float *x_in,
                               areal_acts *a, areal_error *err);

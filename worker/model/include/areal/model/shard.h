@@ -22,7 +22,9 @@
  *
  * The reduction points: after the o_proj and the down_proj products (forward)
  * and after the q/k/v and gate/up input gradients (backward), a tensor-
- * parallel layer holds a partial sum that the group must all-reduce. The
+ * parallel layer holds a partial sum that the group must all-reduce; an
+ * expert-parallel MoE layer likewise after its routed experts' sum and
+ * before its input gradient's norm backward (over the ep group). The
  * model calls a hook there (areal_model_reduce_fn); the whole model needs
  * none, and a NULL hook is a no-op. Rejected: the model calling areal_coll
  * itself (the model component stays below the comm runtime; the trainer
@@ -96,8 +98,9 @@ void areal_tensor_slice_copy(float *dst, const float *full, const areal_tensor_s
  * True when parameter `name`'s gradient on a shard is a partial sum over
  * tensor parallelism, which the trainer must all-reduce over the tp group
  * after the backward: the qk-norm weights (replicated, but each rank's
- * gradient covers only its own heads). Every other replicated parameter's
- * gradient is complete and equal on every tp rank.
+ * gradient covers only its own heads), and over expert parallelism: the
+ * router (each rank's gradient covers only its own experts). Every other
+ * replicated parameter's gradient is complete and equal on every rank.
  */
 bool areal_model_shard_grad_partial(const areal_model_shard *s, const char *name);
 
@@ -108,12 +111,14 @@ typedef enum areal_reduce_point {
     AREAL_REDUCE_MOE_OUT,   /* forward: routed experts' sum [T, H], partial over ep */
     AREAL_REDUCE_ATTN_GRAD, /* backward: d(attention input norm) [T, H], partial over tp */
     AREAL_REDUCE_MLP_GRAD,  /* backward: d(MLP input norm) [T, H], partial over tp (dense) */
+    AREAL_REDUCE_MOE_GRAD,  /* backward: the routed experts' part of d(MLP input norm), over ep */
 } areal_reduce_point;
 
 /*
  * The hook: all-reduce (sum) buf[0..count) in place over the group the point
- * names, for layer `layer`. Returns AREAL_OK or an error code with err set
- * (the forward or backward then fails with it).
+ * names (tp or ep), for layer `layer`. The model calls it only where that
+ * group is larger than one, so a trainer may bind one hook for both. Returns AREAL_OK or an error
+ * code with err set (the forward or backward then fails with it).
  */
 typedef int (*areal_model_reduce_fn)(void *ctx, areal_reduce_point point, int layer, float *buf,
                                      size_t count, areal_error *err);
