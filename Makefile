@@ -40,7 +40,7 @@ TEST_UTIL  := $(wildcard tests/util/*.c)
 TEST_INCLUDES := -Itests/util
 BENCH_SRC  := $(wildcard bench/bench_*.c)
 FUZZ_SRC   := $(wildcard layout/fuzz/fuzz_*.c)
--include $(wildcard */module.mk)
+-include $(wildcard */module.mk */*/module.mk)
 
 DEPS_OK  := $(BUILD)/.deps-ok
 
@@ -75,7 +75,7 @@ help:
 
 deps: $(DEPS_OK)
 
-$(DEPS_OK): scripts/install-deps.sh $(wildcard */module.mk)
+$(DEPS_OK): scripts/install-deps.sh $(wildcard */module.mk */*/module.mk)
 	@scripts/install-deps.sh $(DEPS_GROUPS)
 	@mkdir -p $(BUILD) && touch $@
 
