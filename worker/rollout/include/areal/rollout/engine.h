@@ -282,8 +282,9 @@ int areal_engine_copy_model(areal_engine *e, areal_model *dst, areal_error *err)
 /* The served model's configuration (stable: swaps keep the architecture). */
 const areal_model_config *areal_engine_model_config(const areal_engine *e);
 
-/* The effective engine configuration (defaults filled in; weight_version is
- * the initial one: read the current one from the stats). Valid until destroy. */
+/* The effective engine configuration (defaults filled in; eos_token_ids is
+ * the engine's copy; weight_version is NULL: the current version is in the
+ * stats). Valid until destroy. */
 const areal_engine_config *areal_engine_get_config(const areal_engine *e);
 
 /*
