@@ -160,8 +160,8 @@ int areal_http_respond_error(areal_http_exchange *x, int status, const char *mes
                        : status == 503 ? "ServiceUnavailableError"
                        : status >= 500 ? "InternalServerError"
                                        : "BadRequestError";
-    json_t *j = json_pack("{s:{s:s,s:s,s:i}}", "error", "message", message ? message : "",
-                          "type", type, "code", status);
+    json_t *j = json_pack("{s:{s:s,s:s,s:i}}", "error", "message", message ? message : "", "type",
+                          type, "code", status);
     char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     int rc = text ? areal_http_respond(x, status, NULL, NULL, text, strlen(text))

@@ -52,9 +52,9 @@ struct areal_http_exchange {
     areal_http_request req;
 
     /* the response */
-    int status;         /* 0 until respond / stream_start */
-    bool chunked;       /* stream */
-    bool headers_sent;  /* service thread only */
+    int status;        /* 0 until respond / stream_start */
+    bool chunked;      /* stream */
+    bool headers_sent; /* service thread only */
     long long content_length;
     char ctype[96];
     char hname[HTTP_MAX_EXTRA_HEADERS][40], hval[HTTP_MAX_EXTRA_HEADERS][96];

@@ -51,9 +51,9 @@ struct areal_http_server {
 typedef struct session {
     areal_http_exchange *x; /* the exchange of the request in progress */
     bool dispatched;
-    bool served;      /* a request was answered on this connection (keep-alive idle) */
-    bool timer_on;    /* the tick runs */
-    long long since;  /* ms: start of the current phase (waiting, body) or last write */
+    bool served;     /* a request was answered on this connection (keep-alive idle) */
+    bool timer_on;   /* the tick runs */
+    long long since; /* ms: start of the current phase (waiting, body) or last write */
 } session;
 
 /*
@@ -239,8 +239,9 @@ static int on_request(areal_http_server *srv, session *ss, struct lws *wsi, cons
     }
     if (!has_len) {
         if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0) {
-            answer(x, 411, "send the body with a Content-Length (chunked request bodies are "
-                           "not accepted)",
+            answer(x, 411,
+                   "send the body with a Content-Length (chunked request bodies are "
+                   "not accepted)",
                    true);
             return 0;
         }
@@ -305,8 +306,7 @@ static int write_headers(areal_http_server *srv, struct lws *wsi, areal_http_exc
             lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_CACHE_CONTROL,
                                          (unsigned char *)"no-cache", 8, &p, end))
             return -1;
-    } else if (lws_add_http_header_content_length(wsi, (lws_filepos_t)x->content_length, &p,
-                                                  end)) {
+    } else if (lws_add_http_header_content_length(wsi, (lws_filepos_t)x->content_length, &p, end)) {
         return -1;
     }
     if (x->close_after && lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION,

@@ -32,8 +32,8 @@
 static void h_echo(areal_http_exchange *x, const areal_http_request *r, void *ud) {
     (void)ud;
     char head[256];
-    int n = snprintf(head, sizeof head, "%s %s ?%s #%zu:", r->method, r->path, r->query,
-                     r->body_len);
+    int n =
+        snprintf(head, sizeof head, "%s %s ?%s #%zu:", r->method, r->path, r->query, r->body_len);
     char *out = malloc((size_t)n + r->body_len + 1);
     memcpy(out, head, (size_t)n);
     memcpy(out + n, r->body, r->body_len);
@@ -163,7 +163,9 @@ static resp request(CURL *c, int port, const char *method, const char *path, con
 }
 
 static areal_http_server *start(int max_body, int header_timeout) {
-    areal_http_config cfg = {.max_body = (size_t)max_body, .header_timeout_s = header_timeout, .idle_timeout_s = header_timeout};
+    areal_http_config cfg = {.max_body = (size_t)max_body,
+                             .header_timeout_s = header_timeout,
+                             .idle_timeout_s = header_timeout};
     areal_http_server *s = areal_http_new(&cfg);
     assert_non_null(s);
     areal_error e;
