@@ -341,7 +341,8 @@ static int on_writable(areal_http_server *srv, session *ss, struct lws *wsi) {
     size_t n = x->out_len - x->out_off;
     if (n > WRITE_CHUNK)
         n = WRITE_CHUNK;
-    memcpy(&buf[LWS_PRE], x->out + x->out_off, n);
+    if (n > 0)
+        memcpy(&buf[LWS_PRE], x->out + x->out_off, n);
     x->out_off += n;
     bool drained = x->out_off == x->out_len;
     bool last = drained && x->finished;

@@ -47,8 +47,7 @@ json_t *srv_body(areal_http_exchange *x, const areal_http_request *r) {
     return j;
 }
 
-bool srv_known(areal_http_exchange *x, json_t *j, const char *endpoint,
-               const char *const *known) {
+bool srv_known(areal_http_exchange *x, json_t *j, const char *endpoint, const char *const *known) {
     const char *key;
     json_t *v;
     json_object_foreach(j, key, v) {
@@ -57,8 +56,8 @@ bool srv_known(areal_http_exchange *x, json_t *j, const char *endpoint,
             k++;
         if (*k == NULL) {
             char msg[512];
-            int n = snprintf(msg, sizeof msg, "%.100s is not a field of %s (fields:", key,
-                             endpoint);
+            int n =
+                snprintf(msg, sizeof msg, "%.100s is not a field of %s (fields:", key, endpoint);
             for (k = known; *k && n > 0 && (size_t)n < sizeof msg; k++)
                 n += snprintf(msg + n, sizeof msg - (size_t)n, " %s", *k);
             if (n > 0 && (size_t)n < sizeof msg - 1)
@@ -72,8 +71,11 @@ bool srv_known(areal_http_exchange *x, json_t *j, const char *endpoint,
 
 /* Length of the valid UTF-8 sequence at p (1..4), 0 when invalid, -1 when cut short. */
 static int utf8_len(const unsigned char *p, size_t left) {
-    int n = p[0] < 0x80 ? 1 : (p[0] & 0xE0) == 0xC0 ? 2 : (p[0] & 0xF0) == 0xE0 ? 3
-                          : (p[0] & 0xF8) == 0xF0 ? 4 : 0;
+    int n = p[0] < 0x80             ? 1
+            : (p[0] & 0xE0) == 0xC0 ? 2
+            : (p[0] & 0xF0) == 0xE0 ? 3
+            : (p[0] & 0xF8) == 0xF0 ? 4
+                                    : 0;
     if (n == 0 || (n == 2 && p[0] < 0xC2) || (n == 4 && p[0] > 0xF4))
         return 0;
     for (int i = 1; i < n; i++) {
@@ -255,7 +257,7 @@ int areal_rollout_server_start(const areal_rollout_server_config *cfg, areal_rol
                                 .max_body = cfg->max_body ? cfg->max_body : (64u << 20)};
         s->http = areal_http_new(&hc);
         rc = s->http && srv_metrics_init(s) == 0 ? AREAL_OK
-                                                  : areal_error_set(err, AREAL_ENOMEM, -1, "oom");
+                                                 : areal_error_set(err, AREAL_ENOMEM, -1, "oom");
     }
     if (rc == AREAL_OK)
         rc = srv_routes_generate(s, err);

@@ -24,8 +24,7 @@ static json_t *ok_json(const char *message) {
 
 /* ---- pause / continue / abort / flush ------------------------------------------ */
 
-static void do_pause(areal_rollout_server *s, areal_http_exchange *x,
-                     const areal_http_request *r) {
+static void do_pause(areal_rollout_server *s, areal_http_exchange *x, const areal_http_request *r) {
     json_t *j = srv_body(x, r);
     static const char *const known[] = {"mode", NULL};
     if (j == NULL)
@@ -40,8 +39,9 @@ static void do_pause(areal_rollout_server *s, areal_http_exchange *x,
         (strcmp(mode, "abort") != 0 && strcmp(mode, "in_place") != 0 &&
          strcmp(mode, "retract") != 0)) {
         json_decref(j);
-        areal_http_respond_error(x, 400, "mode must be \"abort\" (the default), \"in_place\" or "
-                                         "\"retract\"");
+        areal_http_respond_error(x, 400,
+                                 "mode must be \"abort\" (the default), \"in_place\" or "
+                                 "\"retract\"");
         return;
     }
     /* retract: SGLang puts running requests back in the queue and recomputes them; holding
@@ -50,9 +50,10 @@ static void do_pause(areal_rollout_server *s, areal_http_exchange *x,
         strcmp(mode, "abort") == 0 ? AREAL_PAUSE_ABORT : AREAL_PAUSE_IN_PLACE;
     json_decref(j);
     areal_engine_pause(s->eng, pm);
-    srv_json(x, 200, ok_json(pm == AREAL_PAUSE_ABORT ? "Generation paused; running requests "
-                                                       "were aborted with their partial output."
-                                                     : "Generation paused in place."));
+    srv_json(x, 200,
+             ok_json(pm == AREAL_PAUSE_ABORT ? "Generation paused; running requests "
+                                               "were aborted with their partial output."
+                                             : "Generation paused in place."));
 }
 
 static void do_continue(areal_rollout_server *s, areal_http_exchange *x,
@@ -69,8 +70,7 @@ static void do_continue(areal_rollout_server *s, areal_http_exchange *x,
     srv_json(x, 200, ok_json("Generation continued."));
 }
 
-static void do_flush(areal_rollout_server *s, areal_http_exchange *x,
-                     const areal_http_request *r) {
+static void do_flush(areal_rollout_server *s, areal_http_exchange *x, const areal_http_request *r) {
     (void)r;
     areal_engine_flush_cache(s->eng);
     srv_json(x, 200, ok_json("Cache flushed."));
@@ -97,8 +97,7 @@ static void h_abort(areal_http_exchange *x, const areal_http_request *r, void *u
         return;
     }
     json_t *rid = json_object_get(j, "rid"), *all = json_object_get(j, "abort_all");
-    if ((rid && !json_is_null(rid) && !json_is_string(rid)) ||
-        (all && !json_is_boolean(all))) {
+    if ((rid && !json_is_null(rid) && !json_is_string(rid)) || (all && !json_is_boolean(all))) {
         json_decref(j);
         areal_http_respond_error(x, 400, "rid must be a string and abort_all true or false");
         return;
@@ -137,8 +136,9 @@ static void hg_done(void *user, areal_engine_result *res) {
     if (ok)
         areal_http_respond(x, 200, "text/plain", NULL, "", 0);
     else
-        areal_http_respond_error(x, 503, "the health generation was aborted (paused or "
-                                         "draining)");
+        areal_http_respond_error(x, 503,
+                                 "the health generation was aborted (paused or "
+                                 "draining)");
 }
 
 static void h_health_generate(areal_http_exchange *x, const areal_http_request *r, void *ud) {
@@ -175,22 +175,21 @@ static void h_server_info(areal_http_exchange *x, const areal_http_request *r, v
     areal_engine_get_stats(s->eng, &st);
     const areal_engine_config *ec = areal_engine_get_config(s->eng);
     json_t *state = json_pack(
-        "{s:i,s:i,s:i,s:b,s:i,s:i,s:i,s:i,s:f,s:I,s:I,s:I,s:f}", "num_running_reqs",
-        st.running, "num_queue_reqs", st.queued, "live_requests", st.live_requests, "paused",
-        st.paused, "kv_blocks_total", st.blocks_total, "kv_blocks_used", st.blocks_used,
-        "kv_blocks_shared", st.blocks_shared, "kv_blocks_cached", st.blocks_cached,
-        "token_usage", st.token_usage, "generated_tokens_total",
-        (json_int_t)st.generated_tokens_total, "cached_tokens_total",
+        "{s:i,s:i,s:i,s:b,s:i,s:i,s:i,s:i,s:f,s:I,s:I,s:I,s:f}", "num_running_reqs", st.running,
+        "num_queue_reqs", st.queued, "live_requests", st.live_requests, "paused", st.paused,
+        "kv_blocks_total", st.blocks_total, "kv_blocks_used", st.blocks_used, "kv_blocks_shared",
+        st.blocks_shared, "kv_blocks_cached", st.blocks_cached, "token_usage", st.token_usage,
+        "generated_tokens_total", (json_int_t)st.generated_tokens_total, "cached_tokens_total",
         (json_int_t)st.cached_tokens_total, "preemptions", (json_int_t)st.preemptions,
         "gen_throughput", st.gen_throughput);
     srv_json(x, 200,
-             json_pack("{s:s,s:s,s:s,s:s,s:i,s:I,s:I,s:i,s:i,s:i,s:i,s:I,s:s,s:[o],s:b}",
-                       "version", "areal-c", "model_path", s->model_dir, "served_model_name",
-                       s->served_name, "host", s->host, "port", areal_http_port(s->http),
-                       "kv_bytes", (json_int_t)st.kv_bytes_budget, "max_total_num_tokens",
-                       (json_int_t)st.blocks_total * st.block_tokens, "page_size",
-                       st.block_tokens, "max_running_requests", ec->max_running,
-                       "max_queued_requests", ec->max_queued, "tp_size", 1, "context_length",
+             json_pack("{s:s,s:s,s:s,s:s,s:i,s:I,s:I,s:i,s:i,s:i,s:i,s:I,s:s,s:[o],s:b}", "version",
+                       "areal-c", "model_path", s->model_dir, "served_model_name", s->served_name,
+                       "host", s->host, "port", areal_http_port(s->http), "kv_bytes",
+                       (json_int_t)st.kv_bytes_budget, "max_total_num_tokens",
+                       (json_int_t)st.blocks_total * st.block_tokens, "page_size", st.block_tokens,
+                       "max_running_requests", ec->max_running, "max_queued_requests",
+                       ec->max_queued, "tp_size", 1, "context_length",
                        (json_int_t)s->mcfg.max_position_embeddings, "weight_version",
                        st.weight_version, "internal_states", state, "draining",
                        atomic_load(&s->draining)));
@@ -245,9 +244,9 @@ static void h_metrics(areal_http_exchange *x, const areal_http_request *r, void 
     metrics_gauge_set(s->m_usage, NULL, st.token_usage);
     metrics_gauge_set(s->m_tput, NULL, st.gen_throughput);
     metrics_gauge_set(s->m_cache_hit, NULL,
-                      st.prompt_tokens_total ? (double)st.cached_tokens_total /
-                                                   (double)st.prompt_tokens_total
-                                             : 0.0);
+                      st.prompt_tokens_total
+                          ? (double)st.cached_tokens_total / (double)st.prompt_tokens_total
+                          : 0.0);
     metrics_gauge_set(s->m_blocks_used, NULL, st.blocks_used);
     metrics_gauge_set(s->m_blocks_shared, NULL, st.blocks_shared);
     char *end = NULL;
@@ -275,11 +274,16 @@ int srv_routes_control(areal_rollout_server *s, areal_error *err) {
         const char *method, *path;
         areal_http_handler fn;
     } routes[] = {
-        {"POST", "/pause_generation", h_pause},   {"POST", "/continue_generation", h_continue},
-        {"POST", "/abort_request", h_abort},      {"POST", "/flush_cache", h_flush},
-        {"GET", "/flush_cache", h_flush},         {"GET", "/health", h_health},
-        {"GET", "/health_generate", h_health_generate}, {"GET", "/get_model_info", h_model_info},
-        {"GET", "/get_server_info", h_server_info},     {"GET", "/metrics", h_metrics},
+        {"POST", "/pause_generation", h_pause},
+        {"POST", "/continue_generation", h_continue},
+        {"POST", "/abort_request", h_abort},
+        {"POST", "/flush_cache", h_flush},
+        {"GET", "/flush_cache", h_flush},
+        {"GET", "/health", h_health},
+        {"GET", "/health_generate", h_health_generate},
+        {"GET", "/get_model_info", h_model_info},
+        {"GET", "/get_server_info", h_server_info},
+        {"GET", "/metrics", h_metrics},
     };
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
         int rc = areal_http_route(s->http, routes[i].method, routes[i].path, routes[i].fn, s, err);

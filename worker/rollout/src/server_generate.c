@@ -87,7 +87,7 @@ static json_t *finish_json(const areal_engine_sample *es, const gsample *sm, gen
     if (es == NULL)
         return json_null();
     if (es->finish == AREAL_FINISH_STOP) {
-        json_t *matched = sm->stop_hit >= 0      ? json_string(g->req.stop[sm->stop_hit])
+        json_t *matched = sm->stop_hit >= 0        ? json_string(g->req.stop[sm->stop_hit])
                           : es->matched_token >= 0 ? json_integer(es->matched_token)
                                                    : json_null();
         return json_pack("{s:s,s:o}", "type", "stop", "matched", matched);
@@ -114,10 +114,10 @@ static json_t *generate_obj(gen *g, int i, const areal_engine_sample *es,
         snprintf(id, sizeof id, "%s_%d", g->rid, i);
     else
         snprintf(id, sizeof id, "%s", g->rid);
-    json_t *meta = json_pack("{s:s,s:o,s:i,s:i,s:i,s:s}", "id", id, "finish_reason",
-                             finish_json(es, sm, g), "prompt_tokens", g->req.n_ids,
-                             "completion_tokens", n, "cached_tokens",
-                             es ? es->cached_tokens : 0, "weight_version", version);
+    json_t *meta =
+        json_pack("{s:s,s:o,s:i,s:i,s:i,s:s}", "id", id, "finish_reason", finish_json(es, sm, g),
+                  "prompt_tokens", g->req.n_ids, "completion_tokens", n, "cached_tokens",
+                  es ? es->cached_tokens : 0, "weight_version", version);
     if (res != NULL) {
         json_object_set_new(meta, "e2e_latency", json_real(res->e2e_s));
         json_object_set_new(meta, "queue_time", json_real(res->queue_s));
@@ -132,10 +132,9 @@ static json_t *generate_obj(gen *g, int i, const areal_engine_sample *es,
         if (k_top > 0 && es) {
             json_t *tops = json_array();
             for (int k = 0; k < n; k++)
-                json_array_append_new(tops, top_list(g, es->output_top ? es->output_top +
-                                                                             (size_t)k * k_top
-                                                                       : NULL,
-                                                     k_top));
+                json_array_append_new(
+                    tops,
+                    top_list(g, es->output_top ? es->output_top + (size_t)k * k_top : NULL, k_top));
             json_object_set_new(meta, "output_top_logprobs", tops);
         }
         if (g->req.p.logprob_start_len >= 0) {
@@ -166,9 +165,10 @@ static json_t *generate_obj(gen *g, int i, const areal_engine_sample *es,
 /* ---- OpenAI shapes ----------------------------------------------------------- */
 
 static const char *openai_finish(const areal_engine_sample *es) {
-    return es == NULL ? NULL : es->finish == AREAL_FINISH_LENGTH ? "length"
-                               : es->finish == AREAL_FINISH_STOP ? "stop"
-                                                                 : "abort";
+    return es == NULL                          ? NULL
+           : es->finish == AREAL_FINISH_LENGTH ? "length"
+           : es->finish == AREAL_FINISH_STOP   ? "stop"
+                                               : "abort";
 }
 
 static json_t *openai_logprobs(gen *g, const areal_engine_sample *es) {
@@ -198,8 +198,8 @@ static json_t *openai_logprobs(gen *g, const areal_engine_sample *es) {
         } else {
             json_decref(entry);
             json_array_append_new(toks, json_string(t ? t : ""));
-            json_array_append_new(lps, json_real(es->output_logprobs ? es->output_logprobs[k]
-                                                                     : 0.0));
+            json_array_append_new(lps,
+                                  json_real(es->output_logprobs ? es->output_logprobs[k] : 0.0));
             json_array_append_new(tops, top);
         }
         free(t);
@@ -209,8 +209,7 @@ static json_t *openai_logprobs(gen *g, const areal_engine_sample *es) {
         json_decref(tops);
         return json_pack("{s:o}", "content", toks);
     }
-    return json_pack("{s:o,s:o,s:o}", "tokens", toks, "token_logprobs", lps, "top_logprobs",
-                     tops);
+    return json_pack("{s:o,s:o,s:o}", "tokens", toks, "token_logprobs", lps, "top_logprobs", tops);
 }
 
 static json_t *openai_obj(gen *g, const areal_engine_result *res) {
@@ -220,36 +219,35 @@ static json_t *openai_obj(gen *g, const areal_engine_result *res) {
         const areal_engine_sample *es = &res->samples[i];
         completion += es->n_output;
         char *text = sample_text(g, &g->smp[es->index], es->output_ids, es->n_output, false);
-        json_t *c = g->req.kind == RR_CHAT
-                        ? json_pack("{s:i,s:{s:s,s:s},s:o,s:s}", "index", es->index, "message",
-                                    "role", "assistant", "content", text ? text : "", "logprobs",
-                                    openai_logprobs(g, es), "finish_reason", openai_finish(es))
-                        : json_pack("{s:i,s:s,s:o,s:s}", "index", es->index, "text",
-                                    text ? text : "", "logprobs", openai_logprobs(g, es),
-                                    "finish_reason", openai_finish(es));
+        json_t *c =
+            g->req.kind == RR_CHAT
+                ? json_pack("{s:i,s:{s:s,s:s},s:o,s:s}", "index", es->index, "message", "role",
+                            "assistant", "content", text ? text : "", "logprobs",
+                            openai_logprobs(g, es), "finish_reason", openai_finish(es))
+                : json_pack("{s:i,s:s,s:o,s:s}", "index", es->index, "text", text ? text : "",
+                            "logprobs", openai_logprobs(g, es), "finish_reason", openai_finish(es));
         free(text);
         json_array_append_new(choices, c);
     }
     return json_pack("{s:s,s:s,s:I,s:s,s:o,s:{s:i,s:i,s:i},s:s}", "id", g->rid, "object",
                      g->req.kind == RR_CHAT ? "chat.completion" : "text_completion", "created",
                      (json_int_t)g->created, "model", g->s->served_name, "choices", choices,
-                     "usage", "prompt_tokens", res->prompt_tokens, "completion_tokens",
-                     completion, "total_tokens", res->prompt_tokens + completion,
-                     "weight_version", res->weight_version);
+                     "usage", "prompt_tokens", res->prompt_tokens, "completion_tokens", completion,
+                     "total_tokens", res->prompt_tokens + completion, "weight_version",
+                     res->weight_version);
 }
 
 /* An OpenAI stream event: the new text of sample i, or its finish. */
 static json_t *openai_chunk(gen *g, int i, const char *delta, const char *finish) {
-    json_t *c = g->req.kind == RR_CHAT
-                    ? json_pack("{s:i,s:{s:s},s:o}", "index", i, "delta", "content", delta,
-                                "finish_reason", finish ? json_string(finish) : json_null())
-                    : json_pack("{s:i,s:s,s:o,s:o}", "index", i, "text", delta, "logprobs",
-                                json_null(), "finish_reason",
-                                finish ? json_string(finish) : json_null());
+    json_t *c =
+        g->req.kind == RR_CHAT
+            ? json_pack("{s:i,s:{s:s},s:o}", "index", i, "delta", "content", delta, "finish_reason",
+                        finish ? json_string(finish) : json_null())
+            : json_pack("{s:i,s:s,s:o,s:o}", "index", i, "text", delta, "logprobs", json_null(),
+                        "finish_reason", finish ? json_string(finish) : json_null());
     return json_pack("{s:s,s:s,s:I,s:s,s:[o]}", "id", g->rid, "object",
                      g->req.kind == RR_CHAT ? "chat.completion.chunk" : "text_completion",
-                     "created", (json_int_t)g->created, "model", g->s->served_name, "choices",
-                     c);
+                     "created", (json_int_t)g->created, "model", g->s->served_name, "choices", c);
 }
 
 /* ---- engine callbacks ----------------------------------------------------------- */
@@ -342,14 +340,13 @@ static void on_done(void *user, areal_engine_result *res) {
     } else if (g->req.kind == RR_GENERATE) {
         json_t *out = NULL;
         if (res->n == 1) {
-            out = generate_obj(g, res->samples[0].index, &res->samples[0], res,
-                               res->weight_version);
+            out =
+                generate_obj(g, res->samples[0].index, &res->samples[0], res, res->weight_version);
         } else {
             out = json_array();
             for (int i = 0; i < res->n; i++)
-                json_array_append_new(out, generate_obj(g, res->samples[i].index,
-                                                        &res->samples[i], res,
-                                                        res->weight_version));
+                json_array_append_new(out, generate_obj(g, res->samples[i].index, &res->samples[i],
+                                                        res, res->weight_version));
         }
         srv_json(g->x, 200, out);
     } else {
@@ -411,7 +408,9 @@ static void submit(areal_rollout_server *s, areal_http_exchange *x, const areal_
         snprintf(g->rid, sizeof g->rid, "%s", g->req.rid);
     else
         snprintf(g->rid, sizeof g->rid, "%s%llx%04x",
-                 kind == RR_GENERATE ? "" : kind == RR_CHAT ? "chatcmpl-" : "cmpl-",
+                 kind == RR_GENERATE ? ""
+                 : kind == RR_CHAT   ? "chatcmpl-"
+                                     : "cmpl-",
                  (unsigned long long)atomic_fetch_add(&s->rid_seq, 1) + 1,
                  (unsigned)(s->created & 0xffff));
     if (g->req.stream &&
@@ -434,7 +433,7 @@ static void submit(areal_rollout_server *s, areal_http_exchange *x, const areal_
     if (rc == AREAL_OK)
         return;
     atomic_fetch_sub(&s->open_gens, 1);
-    int status = rc == AREAL_ENGINE_EFULL       ? 503
+    int status = rc == AREAL_ENGINE_EFULL      ? 503
                  : rc == AREAL_ENGINE_ESTOPPED ? 503
                  : rc == AREAL_ENOMEM          ? 500
                                                : 400;

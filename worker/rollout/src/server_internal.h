@@ -68,8 +68,8 @@ struct areal_rollout_server {
     unsigned char *staging_seen; /* per spec: received in this update */
 
     atomic_bool draining;
-    atomic_int open_gens;  /* generation requests not yet answered */
-    atomic_ullong rid_seq; /* for rids the client did not give */
+    atomic_int open_gens;   /* generation requests not yet answered */
+    atomic_ullong rid_seq;  /* for rids the client did not give */
     atomic_int version_seq; /* bumped after each weight update (registration watches it) */
 
     /* /metrics */
@@ -92,8 +92,7 @@ void srv_json(areal_http_exchange *x, int status, json_t *j);
 json_t *srv_body(areal_http_exchange *x, const areal_http_request *r);
 
 /* Checks that the object's keys are all in known (NULL-terminated); else answers 400. */
-bool srv_known(areal_http_exchange *x, json_t *j, const char *endpoint,
-               const char *const *known);
+bool srv_known(areal_http_exchange *x, json_t *j, const char *endpoint, const char *const *known);
 
 /* Decodes ids as valid UTF-8 (invalid bytes become U+FFFD; partial: a trailing
  * incomplete character is held back). Returns a new string or NULL. */

@@ -135,13 +135,31 @@ static int get_stop(pctx *c, json_t *v, const char *path, rollout_req *r) {
 
 /* SGLang's sampling_params object. */
 static int parse_sampling(pctx *c, json_t *sp, const rr_limits *lim, rollout_req *r) {
-    static const char *const known[] = {
-        "max_new_tokens", "temperature", "top_p", "top_k", "min_p", "stop_token_ids", "stop",
-        "ignore_eos", "skip_special_tokens", "n", "sampling_seed", "frequency_penalty",
-        "presence_penalty", "repetition_penalty", "min_new_tokens", "no_stop_trim",
-        "spaces_between_special_tokens", "json_schema", "regex", "ebnf", "logit_bias",
-        "custom_params", "stream_interval", NULL};
-    if (json_is_null(sp))
+    static const char *const known[] = {"max_new_tokens",
+                                        "temperature",
+                                        "top_p",
+                                        "top_k",
+                                        "min_p",
+                                        "stop_token_ids",
+                                        "stop",
+                                        "ignore_eos",
+                                        "skip_special_tokens",
+                                        "n",
+                                        "sampling_seed",
+                                        "frequency_penalty",
+                                        "presence_penalty",
+                                        "repetition_penalty",
+                                        "min_new_tokens",
+                                        "no_stop_trim",
+                                        "spaces_between_special_tokens",
+                                        "json_schema",
+                                        "regex",
+                                        "ebnf",
+                                        "logit_bias",
+                                        "custom_params",
+                                        "stream_interval",
+                                        NULL};
+    if (sp == NULL || json_is_null(sp))
         return AREAL_OK;
     if (!json_is_object(sp))
         return bad(c, "sampling_params must be an object");
@@ -151,9 +169,10 @@ static int parse_sampling(pctx *c, json_t *sp, const rr_limits *lim, rollout_req
         char path[160];
         snprintf(path, sizeof path, "sampling_params.%.100s", key);
         if (!in_list(key, known))
-            return bad(c, "%s is not a known sampling parameter (see SGLang's SamplingParams: "
-                          "max_new_tokens, temperature, top_p, top_k, min_p, stop, "
-                          "stop_token_ids, ignore_eos, n, sampling_seed, ...)",
+            return bad(c,
+                       "%s is not a known sampling parameter (see SGLang's SamplingParams: "
+                       "max_new_tokens, temperature, top_p, top_k, min_p, stop, "
+                       "stop_token_ids, ignore_eos, n, sampling_seed, ...)",
                        path);
         long long i = 0;
         double d = 0;
@@ -213,8 +232,7 @@ static int parse_sampling(pctx *c, json_t *sp, const rr_limits *lim, rollout_req
 }
 
 /* The prompt of /generate and /v1/completions: ids, or text through the tokenizer. */
-static int prompt_from(pctx *c, json_t *v, const char *path, const rr_limits *lim,
-                       rollout_req *r) {
+static int prompt_from(pctx *c, json_t *v, const char *path, const rr_limits *lim, rollout_req *r) {
     if (json_is_array(v) && json_array_size(v) > 0 && json_is_array(json_array_get(v, 0)))
         return bad(c, "%s holds a batch; send one prompt per request", path);
     if (json_is_array(v))
@@ -222,13 +240,14 @@ static int prompt_from(pctx *c, json_t *v, const char *path, const rr_limits *li
     if (!json_is_string(v))
         return bad(c, "%s must be a string or an array of token ids", path);
     if (lim->tok == NULL)
-        return bad(c, "%s is text, but this model directory has no tokenizer.json: send token "
-                      "ids (input_ids) instead",
+        return bad(c,
+                   "%s is text, but this model directory has no tokenizer.json: send token "
+                   "ids (input_ids) instead",
                    path);
     size_t n = 0;
     areal_error e;
-    int rc = areal_tokenizer_encode(lim->tok, json_string_value(v), json_string_length(v),
-                                    &r->ids, &n, &e);
+    int rc = areal_tokenizer_encode(lim->tok, json_string_value(v), json_string_length(v), &r->ids,
+                                    &n, &e);
     if (rc != AREAL_OK)
         return rc == AREAL_ENOMEM ? rc : bad(c, "%s cannot be tokenized: %s", path, e.msg);
     r->n_ids = (int)n;
@@ -236,27 +255,48 @@ static int prompt_from(pctx *c, json_t *v, const char *path, const rr_limits *li
         return bad(c, "%s is empty: send at least one token", path);
     for (size_t k = 0; k < n; k++)
         if (r->ids[k] >= lim->vocab)
-            return bad(c, "%s encodes to token %d, outside the model's vocabulary (0..%d): the "
-                          "tokenizer does not match the model",
+            return bad(c,
+                       "%s encodes to token %d, outside the model's vocabulary (0..%d): the "
+                       "tokenizer does not match the model",
                        path, r->ids[k], lim->vocab - 1);
     return AREAL_OK;
 }
 
 static int parse_generate(pctx *c, json_t *j, const rr_limits *lim, rollout_req *r) {
-    static const char *const known[] = {
-        "text", "input_ids", "sampling_params", "return_logprob", "logprob_start_len",
-        "top_logprobs_num", "rid", "stream", "return_text_in_logprobs", "image_data",
-        "audio_data", "video_data", "lora_path", "return_routed_experts", "token_ids_logprob",
-        "custom_logit_processor", "return_hidden_states", "log_metrics", "modalities",
-        "session_params", "input_embeds", "bootstrap_host", "bootstrap_port", "bootstrap_room",
-        "data_parallel_rank", NULL};
+    static const char *const known[] = {"text",
+                                        "input_ids",
+                                        "sampling_params",
+                                        "return_logprob",
+                                        "logprob_start_len",
+                                        "top_logprobs_num",
+                                        "rid",
+                                        "stream",
+                                        "return_text_in_logprobs",
+                                        "image_data",
+                                        "audio_data",
+                                        "video_data",
+                                        "lora_path",
+                                        "return_routed_experts",
+                                        "token_ids_logprob",
+                                        "custom_logit_processor",
+                                        "return_hidden_states",
+                                        "log_metrics",
+                                        "modalities",
+                                        "session_params",
+                                        "input_embeds",
+                                        "bootstrap_host",
+                                        "bootstrap_port",
+                                        "bootstrap_room",
+                                        "data_parallel_rank",
+                                        NULL};
     const char *key;
     json_t *v;
     json_object_foreach(j, key, v) {
         if (!in_list(key, known))
-            return bad(c, "%.100s is not a field of /generate (text | input_ids, "
-                          "sampling_params, return_logprob, logprob_start_len, "
-                          "top_logprobs_num, rid, stream)",
+            return bad(c,
+                       "%.100s is not a field of /generate (text | input_ids, "
+                       "sampling_params, return_logprob, logprob_start_len, "
+                       "top_logprobs_num, rid, stream)",
                        key);
     }
     json_t *text = json_object_get(j, "text"), *ids = json_object_get(j, "input_ids");
@@ -314,8 +354,8 @@ static int parse_generate(pctx *c, json_t *j, const rr_limits *lim, rollout_req 
 }
 
 /* The OpenAI fields shared by completions and chat completions. */
-static int openai_common(pctx *c, const char *key, json_t *v, const rr_limits *lim,
-                         rollout_req *r, bool *handled) {
+static int openai_common(pctx *c, const char *key, json_t *v, const rr_limits *lim, rollout_req *r,
+                         bool *handled) {
     long long i = 0;
     double d = 0;
     int rc = AREAL_OK;

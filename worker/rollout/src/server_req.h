@@ -29,8 +29,8 @@ typedef enum rr_kind { RR_GENERATE, RR_COMPLETIONS, RR_CHAT } rr_kind;
 #define RR_MAX_N    64
 
 typedef struct rr_limits {
-    int vocab;        /* ids must be in [0, vocab) */
-    int64_t context;  /* prompt + max_new_tokens at most */
+    int vocab;                  /* ids must be in [0, vocab) */
+    int64_t context;            /* prompt + max_new_tokens at most */
     const areal_tokenizer *tok; /* for text prompts; NULL: ids only */
     const char *model_name;     /* what /v1/models lists (a "model" field must match or be any) */
 } rr_limits;

@@ -86,18 +86,17 @@ static void load_and_swap(areal_rollout_server *s, areal_http_exchange *x, const
     }
     if (areal_engine_swap_model(s->eng, &m, version, abort_live, &e) != AREAL_OK) {
         areal_model_free(&m);
-        fail(x, 400, "%s does not match the served model: %s; version %s keeps serving", dir,
-             e.msg, cur);
+        fail(x, 400, "%s does not match the served model: %s; version %s keeps serving", dir, e.msg,
+             cur);
         return;
     }
     swapped(s, x, "Succeeded to update model weights.");
 }
 
-static void do_disk(areal_rollout_server *s, areal_http_exchange *x,
-                    const areal_http_request *r) {
-    static const char *const known[] = {"model_path", "abort_all_requests", "weight_version",
-                                        "load_format", "flush_cache", "is_async", "keep_pause",
-                                        "token_step", NULL};
+static void do_disk(areal_rollout_server *s, areal_http_exchange *x, const areal_http_request *r) {
+    static const char *const known[] = {"model_path",  "abort_all_requests", "weight_version",
+                                        "load_format", "flush_cache",        "is_async",
+                                        "keep_pause",  "token_step",         NULL};
     json_t *j = srv_body(x, r);
     if (j == NULL)
         return;
@@ -110,8 +109,9 @@ static void do_disk(areal_rollout_server *s, areal_http_exchange *x,
     if (!json_is_string(path) || (ab && !json_is_boolean(ab)) ||
         (ver && !json_is_null(ver) && !json_is_string(ver))) {
         json_decref(j);
-        fail(x, 400, "model_path must be a string (an HF directory), abort_all_requests true or "
-                     "false, weight_version a string");
+        fail(x, 400,
+             "model_path must be a string (an HF directory), abort_all_requests true or "
+             "false, weight_version a string");
         return;
     }
     char buf[64];
@@ -173,9 +173,10 @@ static void do_init_group(areal_rollout_server *s, areal_http_exchange *x,
         (gn && !json_is_string(gn)) || strlen(name) == 0 ||
         strlen(name) >= AREAL_COMM_GROUP_NAME_MAX || (be && !json_is_string(be))) {
         json_decref(j);
-        fail(x, 400, "init_weights_update_group needs master_address (string), master_port "
-                     "(1..65535), world_size (>= 2), rank_offset (1..world_size-1: the trainer "
-                     "is rank 0), group_name (1..63 bytes)");
+        fail(x, 400,
+             "init_weights_update_group needs master_address (string), master_port "
+             "(1..65535), world_size (>= 2), rank_offset (1..world_size-1: the trainer "
+             "is rank 0), group_name (1..63 bytes)");
         return;
     }
     wgroup *g = find_group(s, name);
@@ -213,8 +214,8 @@ static void do_init_group(areal_rollout_server *s, areal_http_exchange *x,
         memset(g, 0, sizeof *g);
         json_decref(j);
         fail(x, 400, "cannot join weight-update group %s at %s:%d as rank %d of %d: %s", name,
-             cc.store_host, cc.store_port, rank, world, rc == AREAL_ENOMEM ? "out of memory"
-                                                                           : e.msg);
+             cc.store_host, cc.store_port, rank, world,
+             rc == AREAL_ENOMEM ? "out of memory" : e.msg);
         return;
     }
     snprintf(g->name, sizeof g->name, "%s", name);
@@ -255,15 +256,17 @@ static int bucket_meta(json_t *names, json_t *dtypes, json_t *shapes, tdesc *t, 
                *sh = json_array_get(shapes, i);
         if (!json_is_string(nm) || !json_is_string(dt) || !json_is_array(sh) ||
             json_array_size(sh) > 8) {
-            snprintf(msg, cap, "tensor %zu: names[i] and dtypes[i] must be strings and "
-                               "shapes[i] an array of at most 8 sizes",
+            snprintf(msg, cap,
+                     "tensor %zu: names[i] and dtypes[i] must be strings and "
+                     "shapes[i] an array of at most 8 sizes",
                      i);
             return -1;
         }
         t[i].name = json_string_value(nm);
         if (parse_dtype(json_string_value(dt), &t[i].dt) != 0) {
-            snprintf(msg, cap, "dtypes[%zu] = '%.40s' (tensor %.100s) is not float32, bfloat16 "
-                               "or float16",
+            snprintf(msg, cap,
+                     "dtypes[%zu] = '%.40s' (tensor %.100s) is not float32, bfloat16 "
+                     "or float16",
                      i, json_string_value(dt), t[i].name);
             return -1;
         }
@@ -289,9 +292,15 @@ static int bucket_meta(json_t *names, json_t *dtypes, json_t *shapes, tdesc *t, 
 
 static void do_distributed(areal_rollout_server *s, areal_http_exchange *x,
                            const areal_http_request *r) {
-    static const char *const known[] = {"names",          "dtypes",      "shapes",
-                                        "group_name",     "flush_cache", "abort_all_requests",
-                                        "weight_version", "load_format", "torch_empty_cache",
+    static const char *const known[] = {"names",
+                                        "dtypes",
+                                        "shapes",
+                                        "group_name",
+                                        "flush_cache",
+                                        "abort_all_requests",
+                                        "weight_version",
+                                        "load_format",
+                                        "torch_empty_cache",
                                         NULL};
     json_t *j = srv_body(x, r);
     if (j == NULL)
@@ -302,7 +311,8 @@ static void do_distributed(areal_rollout_server *s, areal_http_exchange *x,
     }
     json_t *names = json_object_get(j, "names"), *dtypes = json_object_get(j, "dtypes"),
            *shapes = json_object_get(j, "shapes"), *gn = json_object_get(j, "group_name"),
-           *ab = json_object_get(j, "abort_all_requests"), *ver = json_object_get(j, "weight_version");
+           *ab = json_object_get(j, "abort_all_requests"),
+           *ver = json_object_get(j, "weight_version");
     const char *name = json_is_string(gn) ? json_string_value(gn) : "weight_update_group";
     wgroup *g = find_group(s, name);
     char cur[AREAL_ENGINE_VERSION_MAX];
@@ -318,8 +328,9 @@ static void do_distributed(areal_rollout_server *s, areal_http_exchange *x,
     size_t total = 0;
     if (!json_is_array(names) || !json_is_array(dtypes) || !json_is_array(shapes) || n == 0 ||
         json_array_size(dtypes) != n || json_array_size(shapes) != n)
-        snprintf(msg, sizeof msg, "names, dtypes and shapes must be arrays of one equal, "
-                                  "non-zero length");
+        snprintf(msg, sizeof msg,
+                 "names, dtypes and shapes must be arrays of one equal, "
+                 "non-zero length");
     else if ((t = calloc(n, sizeof *t)) == NULL)
         snprintf(msg, sizeof msg, "out of memory");
     else if (bucket_meta(names, dtypes, shapes, t, n, &total, msg, sizeof msg) == 0 &&
@@ -332,8 +343,9 @@ static void do_distributed(areal_rollout_server *s, areal_http_exchange *x,
         staging_drop(s);
         free(t);
         json_decref(j);
-        fail(x, 400, "%s; the weight-update group %s is closed (init it again); version %s "
-                     "keeps serving",
+        fail(x, 400,
+             "%s; the weight-update group %s is closed (init it again); version %s "
+             "keeps serving",
              msg, name, cur);
         return;
     }
@@ -347,8 +359,9 @@ static void do_distributed(areal_rollout_server *s, areal_http_exchange *x,
         free(buf);
         free(t);
         json_decref(j);
-        fail(x, 400, "receiving the bucket failed: %s; group %s is closed (init it again); "
-                     "version %s keeps serving",
+        fail(x, 400,
+             "receiving the bucket failed: %s; group %s is closed (init it again); "
+             "version %s keeps serving",
              rc == AREAL_ENOMEM ? "out of memory" : e.msg, name, cur);
         return;
     }
@@ -402,11 +415,12 @@ static void do_distributed(areal_rollout_server *s, areal_http_exchange *x,
     if (seen < s->staging.n_specs) {
         json_decref(j);
         char m[300];
-        snprintf(m, sizeof m, "bucket staged: %zu of %zu tensors received; version %s serves "
-                              "until the last one lands",
+        snprintf(m, sizeof m,
+                 "bucket staged: %zu of %zu tensors received; version %s serves "
+                 "until the last one lands",
                  seen, s->staging.n_specs, cur);
-        srv_json(x, 200, json_pack("{s:b,s:s,s:s}", "success", 1, "message", m,
-                                   "weight_version", cur));
+        srv_json(x, 200,
+                 json_pack("{s:b,s:s,s:s}", "success", 1, "message", m, "weight_version", cur));
         return;
     }
     char vbuf[64];
@@ -441,8 +455,7 @@ static size_t collect(char *p, size_t sz, size_t n, void *ud) {
     return sz * n;
 }
 
-static void do_peer(areal_rollout_server *s, areal_http_exchange *x,
-                    const areal_http_request *r) {
+static void do_peer(areal_rollout_server *s, areal_http_exchange *x, const areal_http_request *r) {
     static const char *const known[] = {"url", "abort_all_requests", NULL};
     json_t *j = srv_body(x, r);
     if (j == NULL)
@@ -477,12 +490,14 @@ static void do_peer(areal_rollout_server *s, areal_http_exchange *x,
                        ? json_loadb(json_string_value(acc), json_string_length(acc), 0, NULL)
                        : NULL;
     json_decref(acc);
-    json_t *path = json_object_get(info, "model_path"), *ver = json_object_get(info, "weight_version");
+    json_t *path = json_object_get(info, "model_path"),
+           *ver = json_object_get(info, "weight_version");
     if (!json_is_string(path) || !json_is_string(ver)) {
         json_decref(info);
         json_decref(j);
-        fail(x, 400, "the peer %s did not answer GET /get_model_info with model_path and "
-                     "weight_version (%s, HTTP %ld)",
+        fail(x, 400,
+             "the peer %s did not answer GET /get_model_info with model_path and "
+             "weight_version (%s, HTTP %ld)",
              json_string_value(url), curl_easy_strerror(cr), code);
         return;
     }
@@ -510,8 +525,7 @@ int srv_routes_weights(areal_rollout_server *s, areal_error *err) {
     if (rc == AREAL_OK)
         rc = areal_http_route(s->http, "POST", "/init_weights_update_group", h_init, s, err);
     if (rc == AREAL_OK)
-        rc = areal_http_route(s->http, "POST", "/update_weights_from_distributed", h_dist, s,
-                              err);
+        rc = areal_http_route(s->http, "POST", "/update_weights_from_distributed", h_dist, s, err);
     if (rc == AREAL_OK)
         rc = areal_http_route(s->http, "POST", "/update_weights_from_peer", h_peer, s, err);
     return rc;
