@@ -208,7 +208,29 @@ static inline const char *rt_finish(json_t *j) {
                         "type"));
 }
 
-/* The greedy reference: areal_generate on dir's model; returns the count. */
+/* The greedy reference: areal_generate on dir's model, ending on stop[0..n_stop);
+ * returns the count, logprobs into lps when not NULL. */
+static inline int rt_reference_stop(const char *dir, const int32_t *prompt, int n, int max_new,
+                                    const int32_t *stop, int n_stop, int32_t *out, float *lps) {
+    areal_model m;
+    areal_error e;
+    if (areal_model_load(&m, dir, NULL, &e) != 0)
+        fail_msg("%s", e.msg);
+    areal_sampling s = {
+        .temperature = 0, .top_p = 1, .max_new_tokens = max_new, .stop = stop, .n_stop = n_stop};
+    areal_gen_out g;
+    const int32_t *prompts[1] = {prompt};
+    if (areal_generate(&m, prompts, &n, 1, &s, &g, &e) != 0)
+        fail_msg("%s", e.msg);
+    memcpy(out, g.tokens, (size_t)g.n * sizeof *out);
+    if (lps)
+        memcpy(lps, g.logprobs, (size_t)g.n * sizeof *lps);
+    int k = g.n;
+    areal_gen_out_free(&g);
+    areal_model_free(&m);
+    return k;
+}
+
 static inline int rt_reference(const char *dir, const int32_t *prompt, int n, int max_new,
                                int32_t *out) {
     areal_model m;
