@@ -25,6 +25,9 @@ static int bad(pctx *c, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(c->msg, c->cap, fmt, ap);
     va_end(ap);
+    for (char *p = c->msg; *p; p++) /* a quoted key may hold control bytes: one line */
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
     return AREAL_EINVAL;
 }
 
