@@ -45,8 +45,8 @@ int areal_paged_kv_init(areal_paged_kv *c, const areal_model_config *cfg, int n_
     if (c->k == NULL || c->v == NULL) {
         areal_paged_kv_free(c);
         return areal_error_set(err, AREAL_ENOMEM, -1,
-                               "paged kv: no memory for %d blocks of %d tokens (%zu MiB)",
-                               n_blocks, block_tokens, 2 * n * sizeof(float) >> 20);
+                               "paged kv: no memory for %d blocks of %d tokens (%zu MiB)", n_blocks,
+                               block_tokens, 2 * n * sizeof(float) >> 20);
     }
     return AREAL_OK;
 }
@@ -190,8 +190,15 @@ static void paged_layer(const areal_model *m, areal_paged_kv *c, int l, int T, p
         memcpy(c->k + at, b->k + (size_t)t * KV, sizeof(float) * (size_t)KV);
         memcpy(c->v + at, b->v + (size_t)t * KV, sizeof(float) * (size_t)KV);
     }
-    pattn_ctx x = {b->ao, b->q,  c->k + layer_off, c->v + layer_off, block_stride,
-                   bt,    0,     b,                {nh, nkv, hd, m->attn_scale}};
+    pattn_ctx x = {b->ao,
+                   b->q,
+                   c->k + layer_off,
+                   c->v + layer_off,
+                   block_stride,
+                   bt,
+                   0,
+                   b,
+                   {nh, nkv, hd, m->attn_scale}};
     size_t per_row = (size_t)nh * (size_t)b->max_keys;
     int group = (int)(ATTN_SCRATCH / per_row);
     group = group < 1 ? 1 : group;

@@ -382,18 +382,18 @@ static int same_arch(const areal_model *a, const areal_model *b, areal_error *er
         const areal_tensor_spec *x = &a->specs[i], *y = &b->specs[i];
         if (strcmp(x->name, y->name) != 0 || x->ndim != y->ndim || x->shape[0] != y->shape[0] ||
             (x->ndim == 2 && x->shape[1] != y->shape[1]))
-            return areal_error_set(err, AREAL_EINVAL, -1,
-                                   "weights: tensor %zu is %s [%lld, %lld] in the new model but "
-                                   "%s [%lld, %lld] in the served one",
-                                   i, y->name, (long long)y->shape[0],
-                                   (long long)(y->ndim == 2 ? y->shape[1] : 1), x->name,
-                                   (long long)x->shape[0],
-                                   (long long)(x->ndim == 2 ? x->shape[1] : 1));
+            return areal_error_set(
+                err, AREAL_EINVAL, -1,
+                "weights: tensor %zu is %s [%lld, %lld] in the new model but "
+                "%s [%lld, %lld] in the served one",
+                i, y->name, (long long)y->shape[0], (long long)(y->ndim == 2 ? y->shape[1] : 1),
+                x->name, (long long)x->shape[0], (long long)(x->ndim == 2 ? x->shape[1] : 1));
     }
     const areal_model_config *x = &a->cfg, *y = &b->cfg;
     if (x->num_heads != y->num_heads || x->num_kv_heads != y->num_kv_heads ||
         x->head_dim != y->head_dim || x->rope_theta != y->rope_theta ||
-        x->rms_norm_eps != y->rms_norm_eps || x->max_position_embeddings != y->max_position_embeddings ||
+        x->rms_norm_eps != y->rms_norm_eps ||
+        x->max_position_embeddings != y->max_position_embeddings ||
         x->rope_scaling.type != y->rope_scaling.type)
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "weights: the new config differs from the served one in heads, "

@@ -34,10 +34,10 @@ typedef struct eng_seq {
     float *lp;             /* [max_new] output logprobs */
     areal_engine_top *top; /* [max_new * top_n] */
     int n_out;
-    int n_computed;    /* positions whose keys and values are in the table's blocks */
-    int32_t *table;    /* block ids */
+    int n_computed; /* positions whose keys and values are in the table's blocks */
+    int32_t *table; /* block ids */
     int n_table;
-    uint64_t *chain;   /* chain hash of each full block so far */
+    uint64_t *chain; /* chain hash of each full block so far */
     int n_chained;
     areal_rng rng;
     seq_state state;
@@ -46,7 +46,7 @@ typedef struct eng_seq {
     int cached_tokens;
     bool admitted_once;
     uint64_t admit_order, epoch;
-    int chunk; /* tokens fed in the step being built; 0: not in it */
+    int chunk;                   /* tokens fed in the step being built; 0: not in it */
     struct eng_seq *prev, *next; /* waiting or running list */
 } eng_seq;
 
@@ -69,8 +69,8 @@ struct eng_req {
     bool any_abort;
     double t_submit, t_admit;
     areal_engine_result *res; /* built at retirement, handed to on_done */
-    eng_req *prev, *next; /* live list */
-    eng_req *done_next;   /* the scheduler's list of finished requests */
+    eng_req *prev, *next;     /* live list */
+    eng_req *done_next;       /* the scheduler's list of finished requests */
 };
 
 typedef struct seq_list {

@@ -410,12 +410,13 @@ static int run_step(areal_engine *e, int nb, int *fin, int32_t *matched, int *n_
                     q->in_top[j] = (areal_engine_top){NAN, -1};
                 q->score_next = 1;
             }
-            int hi = q->n_input - 1, to = s->n_computed + s->chunk < hi ? s->n_computed + s->chunk : hi;
+            int hi = q->n_input - 1,
+                to = s->n_computed + s->chunk < hi ? s->n_computed + s->chunk : hi;
             for (int pos = q->score_next - 1; pos < to; pos++, k++) {
                 int at = pos + 1 - q->score_from;
-                q->in_lp[at] = eng_logprob(e->logits + (size_t)k * V, V, q->p.temperature,
-                                           q->input[pos + 1], top_n,
-                                           top_n > 0 ? q->in_top + (size_t)at * top_n : NULL);
+                q->in_lp[at] =
+                    eng_logprob(e->logits + (size_t)k * V, V, q->p.temperature, q->input[pos + 1],
+                                top_n, top_n > 0 ? q->in_top + (size_t)at * top_n : NULL);
                 q->score_next = pos + 2;
             }
         }

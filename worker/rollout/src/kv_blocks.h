@@ -27,8 +27,8 @@ typedef struct kv_blocks {
     int *ref;
     uint64_t *hash, *parent; /* valid where indexed */
     uint8_t *indexed;
-    int32_t *toks;                /* [n][bt]: the tokens of indexed blocks */
-    int *lru_prev, *lru_next;     /* cached blocks, least recent at lru_head */
+    int32_t *toks;            /* [n][bt]: the tokens of indexed blocks */
+    int *lru_prev, *lru_next; /* cached blocks, least recent at lru_head */
     int lru_head, lru_tail;
     int *free_stack, n_free;
     int *bucket, n_buckets, *chain; /* hash index: bucket heads, per-block next */

@@ -27,7 +27,8 @@
 #include "areal/model/paged.h"
 #include "areal/rollout/engine.h"
 
-/* The model fixtures: worker/model/tests/fixtures after the folder move, model/tests/fixtures before. */
+/* The model fixtures: worker/model/tests/fixtures after the folder move, model/tests/fixtures
+ * before. */
 static inline const char *et_fixture(char *buf, size_t cap, const char *name) {
     snprintf(buf, cap, "worker/model/tests/fixtures/%s", name);
     if (access(buf, R_OK) != 0)
@@ -65,15 +66,15 @@ typedef struct et_slot {
     int id;
     areal_engine_result *res;
     int done_calls, tokens;
-    int abort_at;      /* on_token: abort own rid when this many tokens are out (-1 never) */
-    int stop_at;       /* on_token: return 1 at this position (-1 never) */
-    int signal_at;     /* on_token: raise `signalled` at this many tokens, then sleep hold_ms
-                        * (so that the test thread's pause / swap / stop lands mid-request) */
+    int abort_at;  /* on_token: abort own rid when this many tokens are out (-1 never) */
+    int stop_at;   /* on_token: return 1 at this position (-1 never) */
+    int signal_at; /* on_token: raise `signalled` at this many tokens, then sleep hold_ms
+                    * (so that the test thread's pause / swap / stop lands mid-request) */
     int hold_ms;
     bool signalled;
     areal_engine *e;
     char rid[64];
-    int32_t *ids;      /* the request's tokens (owned by the test) */
+    int32_t *ids; /* the request's tokens (owned by the test) */
     int n_ids, max_new;
 } et_slot;
 
@@ -93,8 +94,8 @@ static inline void et_coll_init(et_coll *c, int n, areal_engine *e) {
     c->slots = calloc((size_t)n, sizeof *c->slots);
     assert_non_null(c->slots);
     for (int i = 0; i < n; i++) {
-        c->slots[i] = (et_slot){.c = c, .id = i, .abort_at = -1, .stop_at = -1, .signal_at = -1,
-                                .hold_ms = 30, .e = e};
+        c->slots[i] = (et_slot){
+            .c = c, .id = i, .abort_at = -1, .stop_at = -1, .signal_at = -1, .hold_ms = 30, .e = e};
         snprintf(c->slots[i].rid, sizeof c->slots[i].rid, "r%d", i);
     }
 }

@@ -13,8 +13,8 @@ static const char *ARCHS[] = {"ref-qwen2", "ref-qwen3", "ref-qwen3-moe", "ref-qw
                               "ref-llama"};
 
 /* n_req greedy requests in waves against the engine cfg; every output equals areal_generate. */
-static void greedy_waves(const char *arch, const areal_engine_config *cfg, int n_req,
-                         uint64_t seed, areal_engine_stats *st_out) {
+static void greedy_waves(const char *arch, const areal_engine_config *cfg, int n_req, uint64_t seed,
+                         areal_engine_stats *st_out) {
     areal_model ref;
     et_load(&ref, arch);
     areal_engine *e = et_engine(arch, cfg);
@@ -150,8 +150,7 @@ static void seeded_sampling_independent_of_batch(void **state) {
                 free(seq);
             }
         }
-        print_message("%s: engine logprob vs training forward, max |diff| %.2e\n", ARCHS[k],
-                      worst);
+        print_message("%s: engine logprob vs training forward, max |diff| %.2e\n", ARCHS[k], worst);
         assert_true(worst <= 1e-5);
         et_coll_free(&c);
         areal_engine_destroy(e);

@@ -306,7 +306,7 @@ static void pause_abort_ends_running_and_queued(void **state) {
         assert_int_equal(x->finish, AREAL_FINISH_ABORT);
         assert_true(x->n_output < 80);
     }
-    assert_true(c.slots[0].res->samples[0].n_output >= 3); /* partial output kept */
+    assert_true(c.slots[0].res->samples[0].n_output >= 3);    /* partial output kept */
     assert_int_equal(c.slots[2].res->samples[0].n_output, 0); /* was queued */
     p = et_greedy(5);
     et_submit_ok(e, &c.slots[3], &p);
@@ -503,10 +503,8 @@ static void bad_requests_and_settings(void **state) {
     int32_t ids[4] = {1, 2, 3, 4};
     et_coll c;
     et_coll_init(&c, 1, e);
-    areal_engine_request r = {.input_ids = ids,
-                              .n_input = 4,
-                              .on_done = et_on_done,
-                              .user = &c.slots[0]};
+    areal_engine_request r = {
+        .input_ids = ids, .n_input = 4, .on_done = et_on_done, .user = &c.slots[0]};
     areal_engine_params_default(&r.params);
     r.params.max_new_tokens = 8;
     ids[2] = 96;

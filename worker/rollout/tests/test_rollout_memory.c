@@ -142,9 +142,8 @@ static void soak_stays_within_budget(void **state) {
             s->abort_at = 1 + (int)et_rand(&rs, (uint32_t)s->max_new);
         if (et_rand(&rs, 20) == 0) /* a prompt seen before: prefix hits */
             memcpy(s->ids, c.slots[i / 2].ids,
-                   sizeof(int32_t) * (size_t)(s->n_ids < c.slots[i / 2].n_ids
-                                                  ? s->n_ids
-                                                  : c.slots[i / 2].n_ids));
+                   sizeof(int32_t) *
+                       (size_t)(s->n_ids < c.slots[i / 2].n_ids ? s->n_ids : c.slots[i / 2].n_ids));
     }
     int worst_used = 0, total = 0, submitted = 0;
     while (submitted < N || c.n_done < N) {
@@ -172,8 +171,7 @@ static void soak_stays_within_budget(void **state) {
     print_message("soak: %d requests (%d samples), %llu steps, %llu preemptions, peak %d of %d "
                   "blocks, %llu prompt tokens from the cache\n",
                   N, n_samples, (unsigned long long)st.steps, (unsigned long long)st.preemptions,
-                  st.blocks_used_peak, st.blocks_total,
-                  (unsigned long long)st.cached_tokens_total);
+                  st.blocks_used_peak, st.blocks_total, (unsigned long long)st.cached_tokens_total);
     assert_int_equal(total, 24);
     assert_true(st.blocks_used_peak <= st.blocks_total);
     assert_true(worst_used <= st.blocks_total);
