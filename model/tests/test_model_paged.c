@@ -91,8 +91,7 @@ static void paged_equals_slot_cache(void **state) {
         for (int step = 0; step < 6; step++) { /* decode both, greedy */
             int32_t next[2] = {argmax(ls, V), argmax(ls + V, V)}, dcu[3] = {0, 1, 2};
             int32_t drows[2] = {0, 1};
-            assert_int_equal(areal_model_step(&m, &slot, next, dcu, slots, 2, ls, &err),
-                             AREAL_OK);
+            assert_int_equal(areal_model_step(&m, &slot, next, dcu, slots, 2, ls, &err), AREAL_OK);
             assert_int_equal(areal_model_step_paged(&m, &pk, next, dcu, sq, 2, drows, 2, lp, &err),
                              AREAL_OK);
             sq[0].start++;

@@ -84,6 +84,8 @@ typedef struct areal_engine_config {
     const int32_t *eos_token_ids; /* end a sample unless ignore_eos (copied); may be NULL */
     int n_eos_token_ids;
     const char *weight_version; /* the initial version string (copied); NULL: "0" */
+    bool disable_prefix_cache;  /* no block is shared or reused (SGLang's --disable-radix-cache;
+                                 * for benchmarks and debugging) */
 } areal_engine_config;
 
 /* SGLang's sampling_params plus the logprob options of /generate. */
