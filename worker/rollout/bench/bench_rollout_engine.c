@@ -112,8 +112,11 @@ static double run(areal_engine *e, int32_t *const *prompts, int plen, int n_req,
     double t0 = now_s();
     w->t_submit = t0;
     for (int i = 0; i < n_req; i++) {
-        areal_engine_request r = {.input_ids = prompts[i], .n_input = plen, .on_done = on_done,
-                                  .on_token = on_token, .user = w};
+        areal_engine_request r = {.input_ids = prompts[i],
+                                  .n_input = plen,
+                                  .on_done = on_done,
+                                  .on_token = on_token,
+                                  .user = w};
         areal_engine_params_default(&r.params);
         r.params.max_new_tokens = max_new;
         r.params.n = n;
@@ -196,8 +199,8 @@ int main(void) {
     if (e == NULL)
         return 1;
     printf("rollout engine, 20M Qwen2-shaped model, %d thread(s)\n", threads);
-    printf("%-12s %14s %12s %18s %8s\n", "concurrent", "engine tok/s", "TTFT ms", "static batch tok/s",
-           "ratio");
+    printf("%-12s %14s %12s %18s %8s\n", "concurrent", "engine tok/s", "TTFT ms",
+           "static batch tok/s", "ratio");
     double step_s = 0, steps_at1 = 0;
     for (int k = 0; k < 4; k++) {
         int C = conc[k];

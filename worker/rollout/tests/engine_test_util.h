@@ -1,7 +1,6 @@
 /*
  * engine_test_util.h - helpers shared by the rollout engine's tests (header
- * only, each test is one C file): fixture paths that work on both sides of
- * the folder move, a collector that waits for on_done calls, request
+ * only, each test is one C file): fixture paths, a collector that waits for on_done calls, request
  * builders, and the references the engine is checked against (areal_generate
  * on the same prompts, and a training forward's logprobs).
  */
@@ -27,12 +26,8 @@
 #include "areal/model/paged.h"
 #include "areal/rollout/engine.h"
 
-/* The model fixtures: worker/model/tests/fixtures after the folder move, model/tests/fixtures
- * before. */
 static inline const char *et_fixture(char *buf, size_t cap, const char *name) {
     snprintf(buf, cap, "worker/model/tests/fixtures/%s", name);
-    if (access(buf, R_OK) != 0)
-        snprintf(buf, cap, "model/tests/fixtures/%s", name);
     return buf;
 }
 
