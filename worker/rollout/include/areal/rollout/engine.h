@@ -13,12 +13,12 @@
  * and retires finished sequences at once (their blocks return to the cache).
  *
  * Callbacks (on_token, on_done) run on the scheduler thread, never with an
- * engine lock held. They may call areal_engine_submit / abort / stop / stats,
- * but must NOT call the blocking functions (pause, continue, swap_model,
- * flush_cache, drain, destroy: they wait for the scheduler, which would then
- * wait for itself), and must not block on a thread that may be inside one of
- * those (the HTTP side should copy or queue the data and return). They should
- * be quick: the whole batch waits for them.
+ * engine lock held. They may call areal_engine_submit / abort / abort_all /
+ * stop / get_stats, but must NOT call the blocking functions (pause,
+ * continue, flush_cache, swap_model, copy_model, drain, destroy: they wait
+ * for the scheduler, which would then wait for itself), and must not block on
+ * a thread that may be inside one of those (the HTTP side should copy or
+ * queue the data and return). They should be quick: the whole batch waits.
  *
  * Memory. The KV budget (cfg.kv_bytes) is split into fixed blocks of
  * block_tokens positions (keys and values of every layer); nothing is
@@ -174,8 +174,10 @@ typedef int (*areal_engine_token_fn)(void *user, const areal_engine_token *tok);
 
 /*
  * Called exactly once per accepted request, when its last sample ends, with
- * a result the callee owns (free with areal_engine_result_free). Every
- * sample's tokens are complete when it runs.
+ * a result the callee owns (free with areal_engine_result_free; NULL only
+ * when the result itself could not be allocated). Every sample's tokens are
+ * complete when it runs. The rid is free for reuse (a resubmission) as soon
+ * as on_done starts.
  */
 typedef void (*areal_engine_done_fn)(void *user, areal_engine_result *res);
 
@@ -290,9 +292,11 @@ const areal_model_config *areal_engine_model_config(const areal_engine *e);
 const areal_engine_config *areal_engine_get_config(const areal_engine *e);
 
 /*
- * Stops admitting new submissions (they get AREAL_ENGINE_ESTOPPED), then
- * waits until no request is live; with abort_live the live ones are aborted
- * first, else they finish. For SIGTERM handling. Returns 0.
+ * Stops admitting new submissions (they get AREAL_ENGINE_ESTOPPED), lifts a
+ * pause (held requests must be able to finish), then waits until no request
+ * is live (every on_done has returned); with abort_live the live ones are
+ * aborted first, else they finish. For SIGTERM handling. Irreversible.
+ * Returns 0.
  */
 int areal_engine_drain(areal_engine *e, bool abort_live);
 
