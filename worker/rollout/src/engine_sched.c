@@ -272,15 +272,22 @@ static int plan(areal_engine *e) {
         }
     }
     int n = 0;
+    bool prefill = false, decode = false;
     for (eng_seq *s = e->running.head; s != NULL; s = s->next)
-        if (s->chunk > 0)
+        if (s->chunk > 0) {
             e->batch[n++] = s;
+            prefill |= s->n_computed < s->req->n_input;
+            decode |= s->n_out > 0 && s->n_computed == s->n_tok - 1;
+        }
+    e->st.mixed_steps += prefill && decode;
     return n;
 }
 
 static void publish(areal_engine *e) {
     kv_blocks *kb = &e->blocks;
     e->st.running = e->running.n;
+    if (e->running.n > e->st.running_peak)
+        e->st.running_peak = e->running.n;
     e->st.blocks_used = kb->n_used;
     e->st.blocks_shared = kb->n_shared;
     e->st.blocks_cached = kb->n_cached;

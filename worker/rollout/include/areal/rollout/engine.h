@@ -303,6 +303,7 @@ int areal_engine_drain(areal_engine *e, bool abort_live);
 /* A snapshot for /metrics, /get_server_info and tests. */
 typedef struct areal_engine_stats {
     int running;       /* sequences in the running batch */
+    int running_peak;  /* the largest running batch so far */
     int queued;        /* sequences waiting (including preempted ones) */
     int live_requests; /* accepted requests whose on_done has not run */
     bool paused;
@@ -320,6 +321,7 @@ typedef struct areal_engine_stats {
     uint64_t generated_tokens_total;
     uint64_t preemptions;
     uint64_t steps;
+    uint64_t mixed_steps;    /* steps whose one forward held prefill and decode tokens */
     double gen_throughput;   /* generated tokens per second over the last few seconds */
     uint64_t weight_updates; /* successful swaps */
     char weight_version[AREAL_ENGINE_VERSION_MAX];
