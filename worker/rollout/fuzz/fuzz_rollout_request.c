@@ -30,10 +30,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             abort();
         return 0;
     }
-    if (r.n_ids < 1 || r.n_ids + r.p.max_new_tokens > 64 || r.p.max_new_tokens < 0 ||
-        r.p.n < 1 || r.p.n > RR_MAX_N || r.p.temperature < 0 || !(r.p.top_p > 0) ||
-        r.p.top_p > 1 || r.p.top_k < 0 || r.p.min_p < 0 || r.p.min_p >= 1 ||
-        r.n_stop > RR_MAX_STOP)
+    if (r.n_ids < 1 || r.n_ids + r.p.max_new_tokens > 64 || r.p.max_new_tokens < 0 || r.p.n < 1 ||
+        r.p.n > RR_MAX_N || r.p.temperature < 0 || !(r.p.top_p > 0) || r.p.top_p > 1 ||
+        r.p.top_k < 0 || r.p.min_p < 0 || r.p.min_p >= 1 || r.n_stop > RR_MAX_STOP)
         abort();
     for (int i = 0; i < r.n_ids; i++)
         if (r.ids[i] < 0 || r.ids[i] >= 50)

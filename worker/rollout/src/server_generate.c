@@ -324,8 +324,8 @@ static void on_done(void *user, areal_engine_result *res) {
     areal_rollout_server *s = g->s;
     if (res == NULL) { /* the engine could not allocate the result */
         if (g->req.stream) {
-            send_event(g, json_pack("{s:{s:s,s:i}}", "error", "message", "out of memory",
-                                    "code", 500));
+            send_event(
+                g, json_pack("{s:{s:s,s:i}}", "error", "message", "out of memory", "code", 500));
             areal_http_stream_end(g->x);
         } else {
             areal_http_respond_error(g->x, 500, "out of memory for the result");

@@ -103,9 +103,9 @@ int areal_wsync_bucket_json(const areal_wsync_tensor *t, size_t n, const char *g
         json_array_append_new(dtypes, json_string(torch_name(t[i].dtype)));
         json_array_append_new(shapes, sh);
     }
-    json_t *j = json_pack("{s:o,s:o,s:o,s:s,s:b,s:b}", "names", names, "dtypes", dtypes, "shapes",
-                          shapes, "group_name", group, "flush_cache", 1, "abort_all_requests",
-                          abort_all);
+    json_t *j =
+        json_pack("{s:o,s:o,s:o,s:s,s:b,s:b}", "names", names, "dtypes", dtypes, "shapes", shapes,
+                  "group_name", group, "flush_cache", 1, "abort_all_requests", abort_all);
     if (j && version)
         json_object_set_new(j, "weight_version", json_string(version));
     *json = j ? json_dumps(j, JSON_COMPACT) : NULL;
@@ -122,8 +122,7 @@ int areal_wsync_send(areal_wsync *w, const areal_wsync_tensor *t, size_t n, area
     size_t words = (total + 3) / 4;
     int32_t *buf = calloc(words ? words : 1, sizeof *buf);
     if (buf == NULL)
-        return areal_error_set(err, AREAL_ENOMEM, -1, "out of memory for a %zu-byte bucket",
-                               total);
+        return areal_error_set(err, AREAL_ENOMEM, -1, "out of memory for a %zu-byte bucket", total);
     size_t off = 0;
     for (size_t i = 0; i < n; i++) {
         size_t b = numel(&t[i]) * areal_dtype_size(t[i].dtype);

@@ -33,8 +33,7 @@ static const int32_t prompt[] = {5, 17, 42, 8, 77, 3, 61};
 #define NP ((int)(sizeof prompt / sizeof prompt[0]))
 
 /* /generate greedy of prompt on port; returns the ids count. */
-static int greedy(int port, const int32_t *p, int n, int max_new, int32_t *out,
-                  char *version_out) {
+static int greedy(int port, const int32_t *p, int n, int max_new, int32_t *out, char *version_out) {
     char *ids = rt_ids_json(p, n);
     rt_resp r = rt_post(port, "/generate",
                         "{\"input_ids\":%s,\"sampling_params\":{\"max_new_tokens\":%d,"
@@ -204,8 +203,8 @@ static void openai_endpoints(void **state) {
     int port = areal_rollout_server_port(s);
     rt_resp r = rt_req(NULL, port, "/v1/models", NULL);
     assert_int_equal(r.code, 200);
-    const char *name =
-        json_string_value(json_object_get(json_array_get(json_object_get(r.json, "data"), 0), "id"));
+    const char *name = json_string_value(
+        json_object_get(json_array_get(json_object_get(r.json, "data"), 0), "id"));
     assert_non_null(name);
     assert_string_equal(name, strrchr(dir, '/') + 1);
     rt_free(&r);
@@ -219,9 +218,8 @@ static void openai_endpoints(void **state) {
     assert_string_equal(json_string_value(json_object_get(r.json, "object")), "text_completion");
     json_t *c0 = json_array_get(json_object_get(r.json, "choices"), 0);
     assert_string_equal(json_string_value(json_object_get(c0, "finish_reason")), "length");
-    assert_int_equal(json_array_size(json_object_get(json_object_get(c0, "logprobs"),
-                                                     "token_logprobs")),
-                     nw);
+    assert_int_equal(
+        json_array_size(json_object_get(json_object_get(c0, "logprobs"), "token_logprobs")), nw);
     assert_int_equal(
         json_integer_value(json_object_get(json_object_get(r.json, "usage"), "completion_tokens")),
         nw);
@@ -342,8 +340,7 @@ static void bad_input_is_a_4xx_naming_the_field(void **state) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         rt_resp r = rt_req(NULL, port, cases[i].path, cases[i].body);
         if (r.code != cases[i].code || !strstr(r.body, cases[i].needle))
-            fail_msg("case %zu %s %s: got %ld %s", i, cases[i].path, cases[i].body, r.code,
-                     r.body);
+            fail_msg("case %zu %s %s: got %ld %s", i, cases[i].path, cases[i].body, r.code, r.body);
         json_t *msg = json_object_get(json_object_get(r.json, "error"), "message");
         if (!json_is_string(msg) && !json_is_false(json_object_get(r.json, "success")))
             fail_msg("case %zu: no error message: %s", i, r.body);
@@ -424,9 +421,8 @@ static void concurrent_clients_equal_the_reference(void **state) {
             jobs[i].max_new[q] = 1 + (int)((x >> 20) % 24);
             for (int k = 0; k < jobs[i].n[q]; k++)
                 jobs[i].prompt[q][k] = (int32_t)((x >> (k % 30)) % 96);
-            jobs[i].n_want[q] =
-                rt_reference(dir, jobs[i].prompt[q], jobs[i].n[q], jobs[i].max_new[q],
-                             jobs[i].want[q]);
+            jobs[i].n_want[q] = rt_reference(dir, jobs[i].prompt[q], jobs[i].n[q],
+                                             jobs[i].max_new[q], jobs[i].want[q]);
             total_new += jobs[i].n_want[q];
         }
     }
@@ -442,7 +438,8 @@ static void concurrent_clients_equal_the_reference(void **state) {
     double dt = rt_now() - t0;
     assert_int_equal(ok, CLIENTS * PER);
     /* the measurement the README quotes */
-    fprintf(stderr, "rollout http: %d clients x %d requests (%d new tokens) in %.2f s: %.0f req/s\n",
+    fprintf(stderr,
+            "rollout http: %d clients x %d requests (%d new tokens) in %.2f s: %.0f req/s\n",
             CLIENTS, PER, total_new, dt, CLIENTS * PER / dt);
     CURL *c = curl_easy_init();
     t0 = rt_now();

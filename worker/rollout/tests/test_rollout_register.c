@@ -148,8 +148,8 @@ static void serve_drains_on_sigterm(void **state) {
     snprintf(master_port, sizeof master_port, "MASTER_PORT=%d", sport);
     int efd = mkstemp(errpath);
     assert_true(efd >= 0);
-    char *argv[] = {bin, "serve", "--model", dir, "--host", "127.0.0.1", "--port", port_s,
-                    "--grace-ms", "200", NULL};
+    char *argv[] = {bin,      "serve", "--model",    dir,   "--host", "127.0.0.1",
+                    "--port", port_s,  "--grace-ms", "200", NULL};
     char *envp[] = {"MASTER_ADDR=127.0.0.1", master_port, "POD_NAME=demo-rollout-0", NULL};
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);

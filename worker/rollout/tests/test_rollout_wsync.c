@@ -131,8 +131,7 @@ static void update(areal_wsync *ws, const int ports[2], const weights *w, size_t
     size_t first = 0, bytes = 0, buckets = 0;
     for (size_t i = 0; i <= w->n; i++) {
         size_t b = i < w->n ? (size_t)w->m.specs[i].shape[0] *
-                                  (size_t)(w->m.specs[i].ndim > 1 ? w->m.specs[i].shape[1] : 1) *
-                                  4
+                                  (size_t)(w->m.specs[i].ndim > 1 ? w->m.specs[i].shape[1] : 1) * 4
                             : 0;
         if (i == w->n || (i > first && bytes + b > limit)) {
             assert_int_equal(bucket(ws, ports, w->t + first, i - first, true, NULL), 2);
