@@ -369,6 +369,58 @@ static void bad_input_is_a_4xx_naming_the_field(void **state) {
     areal_rollout_server_stop(s);
 }
 
+typedef struct queued {
+    int port;
+    rt_resp r;
+} queued;
+
+static void *queued_request(void *arg) {
+    queued *q = arg;
+    q->r = rt_post(q->port, "/generate",
+                   "{\"input_ids\":[1,2],\"sampling_params\":{\"max_new_tokens\":2}}");
+    return NULL;
+}
+
+static void a_full_queue_is_503_with_retry_after(void **state) {
+    (void)state;
+    areal_rollout_server_config cfg = {.model_dir = dir, .kv_bytes = 8u << 20, .max_queued = 2};
+    areal_rollout_server *s = NULL;
+    areal_error e;
+    if (areal_rollout_server_start(&cfg, &s, &e) != 0)
+        fail_msg("%s", e.msg);
+    int port = areal_rollout_server_port(s);
+    rt_resp r = rt_post(port, "/pause_generation", "{\"mode\":\"in_place\"}");
+    rt_free(&r);
+    queued q[2] = {{.port = port}, {.port = port}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, queued_request, &q[i]), 0);
+    for (int i = 0; i < 500; i++) { /* both wait in the paused engine's queue */
+        r = rt_req(NULL, port, "/get_server_info", NULL);
+        json_t *st = json_array_get(json_object_get(r.json, "internal_states"), 0);
+        int n = (int)json_integer_value(json_object_get(st, "num_queue_reqs"));
+        rt_free(&r);
+        if (n == 2)
+            break;
+        struct timespec ts = {0, 5 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    r = rt_post(port, "/generate",
+                "{\"input_ids\":[3],\"sampling_params\":{\"max_new_tokens\":2}}");
+    assert_int_equal(r.code, 503);
+    assert_string_equal(r.retry_after, "1");
+    assert_non_null(strstr(r.body, "queue is full"));
+    rt_free(&r);
+    r = rt_post(port, "/continue_generation", "{}");
+    rt_free(&r);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(q[i].r.code, 200);
+        rt_free(&q[i].r);
+    }
+    areal_rollout_server_stop(s);
+}
+
 /* ---- 64 clients x 4 requests -------------------------------------------------------- */
 
 #define CLIENTS 64
@@ -465,6 +517,7 @@ int main(void) {
         cmocka_unit_test(openai_endpoints),
         cmocka_unit_test(weight_updates_from_disk_and_peer),
         cmocka_unit_test(bad_input_is_a_4xx_naming_the_field),
+        cmocka_unit_test(a_full_queue_is_503_with_retry_after),
         cmocka_unit_test(concurrent_clients_equal_the_reference),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
