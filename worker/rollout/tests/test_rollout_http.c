@@ -9,6 +9,10 @@
  */
 #include <pthread.h>
 
+#include "areal/model/chat.h"
+#include "areal/model/config.h"
+#include "areal/model/tokenizer.h"
+
 #include "rollout_http_util.h"
 
 static char dir[128], dir_new[128];
@@ -241,6 +245,93 @@ static void openai_endpoints(void **state) {
     assert_non_null(strstr(r.body, "vocabulary"));
     rt_free(&r);
     areal_rollout_server_stop(s);
+}
+
+/* A directory whose vocabulary holds the tokenizer's chat markers (zero weights). */
+static void chat_model_dir(char *d, size_t cap) {
+    snprintf(d, cap, "/tmp/areal-rt-chat-XXXXXX");
+    assert_non_null(mkdtemp(d));
+    char src[512], dst[600];
+    json_t *cj = json_load_file(rt_fixture(src, sizeof src, "ref-qwen2/config.json"), 0, NULL);
+    assert_non_null(cj);
+    json_object_set_new(cj, "vocab_size", json_integer(1280));
+    snprintf(dst, sizeof dst, "%s/config.json", d);
+    assert_int_equal(json_dump_file(cj, dst, 0), 0);
+    json_decref(cj);
+    rt_copy(rt_fixture(src, sizeof src, "tok/tokenizer.json"),
+            (snprintf(dst, sizeof dst, "%s/tokenizer.json", d), dst));
+    areal_model_config mc;
+    areal_model m;
+    areal_error e;
+    snprintf(dst, sizeof dst, "%s/config.json", d);
+    if (areal_model_config_load(dst, &mc, &e) != 0 || areal_model_init(&m, &mc, NULL, &e) != 0)
+        fail_msg("%s", e.msg);
+    areal_st_out *t = calloc(m.n_specs, sizeof *t);
+    int *shard = calloc(m.n_specs, sizeof *shard);
+    for (size_t i = 0; i < m.n_specs; i++)
+        t[i] = (areal_st_out){.name = m.specs[i].name,
+                              .dtype = AREAL_DT_F32,
+                              .ndim = m.specs[i].ndim,
+                              .shape = m.specs[i].shape,
+                              .data = m.params + m.offset[i]};
+    if (areal_checkpoint_write(d, t, m.n_specs, shard, 1, &e) != 0)
+        fail_msg("%s", e.msg);
+    free(t);
+    free(shard);
+    areal_model_free(&m);
+}
+
+static void chat_completions_use_the_template(void **state) {
+    (void)state;
+    char cd[128];
+    chat_model_dir(cd, sizeof cd);
+    areal_rollout_server *s = rt_server(cd, NULL);
+    int port = areal_rollout_server_port(s);
+    rt_resp r = rt_post(port, "/v1/chat/completions",
+                        "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+                        "{\"role\":\"user\",\"content\":\"1+1=\"}],\"max_tokens\":3,"
+                        "\"temperature\":0,\"ignore_eos\":true}");
+    if (r.code != 200)
+        fail_msg("%s", r.body);
+    assert_string_equal(json_string_value(json_object_get(r.json, "object")), "chat.completion");
+    json_t *c0 = json_array_get(json_object_get(r.json, "choices"), 0);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(c0, "message"), "role")),
+                        "assistant");
+    assert_string_equal(json_string_value(json_object_get(c0, "finish_reason")), "length");
+    /* the prompt is the ChatML rendering (no template in the directory), tokenized */
+    areal_chat_msg msgs[2] = {{"system", "Be brief.", NULL}, {"user", "1+1=", NULL}};
+    char *text = NULL, tp[600];
+    size_t tl = 0, n = 0;
+    int32_t *ids = NULL;
+    areal_tokenizer *tok = NULL;
+    snprintf(tp, sizeof tp, "%s/tokenizer.json", cd);
+    assert_int_equal(areal_tokenizer_load(tp, &tok, NULL), 0);
+    assert_int_equal(areal_chat_render(&areal_chat_chatml, msgs, 2, true, true, &text, &tl, NULL),
+                     0);
+    assert_non_null(strstr(text, "<|im_start|>assistant\n"));
+    assert_int_equal(areal_tokenizer_encode(tok, text, tl, &ids, &n, NULL), 0);
+    json_t *usage = json_object_get(r.json, "usage");
+    assert_int_equal(json_integer_value(json_object_get(usage, "prompt_tokens")), (int)n);
+    assert_int_equal(json_integer_value(json_object_get(usage, "completion_tokens")), 3);
+    free(text);
+    free(ids);
+    areal_tokenizer_free(tok);
+    rt_free(&r);
+    r = rt_post(port, "/v1/chat/completions",
+                "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":1,"
+                "\"chat_template_kwargs\":{\"enable_thinking\":false},\"stream\":true}");
+    assert_int_equal(r.code, 200);
+    assert_non_null(strstr(r.body, "chat.completion.chunk"));
+    assert_non_null(strstr(r.body, "data: [DONE]"));
+    rt_free(&r);
+    r = rt_post(port, "/v1/chat/completions",
+                "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                "\"chat_template_kwargs\":{\"tools\":1}}");
+    assert_int_equal(r.code, 400);
+    assert_non_null(strstr(r.body, "chat_template_kwargs"));
+    rt_free(&r);
+    areal_rollout_server_stop(s);
+    rt_rmdir(cd);
 }
 
 static void weight_updates_from_disk_and_peer(void **state) {
@@ -515,6 +606,7 @@ int main(void) {
         cmocka_unit_test(streams_sglang_data_lines),
         cmocka_unit_test(control_info_and_metrics),
         cmocka_unit_test(openai_endpoints),
+        cmocka_unit_test(chat_completions_use_the_template),
         cmocka_unit_test(weight_updates_from_disk_and_peer),
         cmocka_unit_test(bad_input_is_a_4xx_naming_the_field),
         cmocka_unit_test(a_full_queue_is_503_with_retry_after),
