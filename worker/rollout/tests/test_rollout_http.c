@@ -385,6 +385,22 @@ static void weight_updates_from_disk_and_peer(void **state) {
     areal_rollout_server_stop(s);
 }
 
+static double aborted_total(int port) {
+    rt_resp r = rt_req(NULL, port, "/metrics", NULL);
+    const char *k = strstr(r.body, "\nsglang:num_aborted_requests_total ");
+    double v = k ? strtod(k + strlen("\nsglang:num_aborted_requests_total "), NULL) : 0;
+    rt_free(&r);
+    return v;
+}
+
+static size_t hang_up(char *p, size_t sz, size_t n, void *ud) {
+    (void)p;
+    (void)sz;
+    (void)n;
+    (void)ud;
+    return 0; /* refuse the first bytes: curl closes the connection */
+}
+
 static void bad_input_is_a_4xx_naming_the_field(void **state) {
     (void)state;
     areal_rollout_server *s = rt_server(dir, NULL);
@@ -455,6 +471,32 @@ static void bad_input_is_a_4xx_naming_the_field(void **state) {
                           "\"ignore_eos\":true}}");
     curl_easy_cleanup(c);
     rt_free(&gone);
+    /* a streaming client that hangs up after the first event: its request is aborted */
+    double aborted0 = aborted_total(port);
+    c = curl_easy_init();
+    struct curl_slist *h = curl_slist_append(NULL, "Expect:");
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/generate", port);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS,
+                     "{\"input_ids\":[4,5],\"rid\":\"hangup\",\"stream\":true,"
+                     "\"sampling_params\":{\"max_new_tokens\":250,\"ignore_eos\":true}}");
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, hang_up);
+    assert_int_equal(curl_easy_perform(c), CURLE_WRITE_ERROR);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    int live = -1;
+    for (int i = 0; i < 500 && live != 0; i++) {
+        rt_resp q = rt_req(NULL, port, "/get_server_info", NULL);
+        json_t *st = json_array_get(json_object_get(q.json, "internal_states"), 0);
+        live = (int)json_integer_value(json_object_get(st, "live_requests"));
+        rt_free(&q);
+        struct timespec ts = {0, 5 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(live, 0);
+    assert_true(aborted_total(port) >= aborted0 + 1);
     int32_t got[64];
     greedy(port, prompt, NP, 4, got, NULL);
     areal_rollout_server_stop(s);
