@@ -24,7 +24,7 @@
 #include "areal/operator/controller.h"
 #include "areal/operator/httpd.h"
 #include "areal/operator/lease.h"
-#include "areal/operator/metrics.h"
+#include "areal/http/metrics.h"
 #include "areal/version.h"
 
 typedef struct options {
