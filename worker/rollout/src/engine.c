@@ -36,13 +36,13 @@ static int check_config(const areal_engine_config *c, areal_error *err) {
             c->tensor_parallel);
     if (c->tensor_parallel < 0 || c->block_tokens < 0 || c->block_tokens > 1024 ||
         c->max_running < 0 || c->max_queued < 0 || c->max_step_tokens < 0 || c->threads < 0 ||
-        c->threads > 256 || c->n_eos_token_ids < 0)
+        c->threads > 256 || c->n_eos_token_ids < 0 || c->vocab_limit < 0)
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "engine config: block_tokens must be 0..1024 (got %d), "
                                "threads 0..256 (%d), and max_running (%d), max_queued (%d), "
-                               "max_step_tokens (%d), tensor_parallel (%d) >= 0",
+                               "max_step_tokens (%d), tensor_parallel (%d), vocab_limit (%d) >= 0",
                                c->block_tokens, c->threads, c->max_running, c->max_queued,
-                               c->max_step_tokens, c->tensor_parallel);
+                               c->max_step_tokens, c->tensor_parallel, c->vocab_limit);
     if (c->weight_version != NULL && strlen(c->weight_version) >= AREAL_ENGINE_VERSION_MAX)
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "engine config: weight_version is longer than %d bytes",
@@ -134,6 +134,7 @@ int areal_engine_create(areal_model *model, const areal_engine_config *cfg, area
     *e->model = *model;
     e->model->pool = e->pool;
     e->mcfg = model->cfg;
+    e->v_draw = cfg->vocab_limit > 0 && cfg->vocab_limit < V ? cfg->vocab_limit : V;
     e->max_context = (int)(model->cfg.max_position_embeddings > 0 &&
                                    model->cfg.max_position_embeddings < (1 << 30)
                                ? model->cfg.max_position_embeddings

@@ -84,8 +84,12 @@ typedef struct areal_engine_config {
     const int32_t *eos_token_ids; /* end a sample unless ignore_eos (copied); may be NULL */
     int n_eos_token_ids;
     const char *weight_version; /* the initial version string (copied); NULL: "0" */
-    bool disable_prefix_cache;  /* no block is shared or reused (SGLang's --disable-radix-cache;
-                                 * for benchmarks and debugging) */
+    /* ids >= vocab_limit (the padding rows of a padded vocabulary past the
+     * tokenizer's) are never drawn and count as -inf in every logprob, as
+     * areal_sampling.vocab_limit; 0: all ids */
+    int vocab_limit;
+    bool disable_prefix_cache; /* no block is shared or reused (SGLang's --disable-radix-cache;
+                                * for benchmarks and debugging) */
 } areal_engine_config;
 
 /* SGLang's sampling_params plus the logprob options of /generate. */
