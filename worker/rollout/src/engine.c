@@ -30,9 +30,10 @@ static int check_config(const areal_engine_config *c, areal_error *err) {
     if (c->tensor_parallel > 1)
         return areal_error_set(
             err, AREAL_EINVAL, -1,
-            "tensor_parallel %d: the rollout engine cannot shard the model yet (the "
-            "tensor-parallel model layers of the parallel-training work do not exist); "
-            "serve with t = 1 (e.g. sglang:d2t1) instead of running t = 1 silently",
+            "tensor_parallel %d: the rollout engine cannot serve a tensor-parallel model yet "
+            "(its paged KV-cache forward runs the whole model; the tensor-parallel shards of "
+            "areal/model/shard.h are not wired into serving); use t = 1 (e.g. sglang:d2t1) "
+            "instead of running t = 1 silently",
             c->tensor_parallel);
     if (c->tensor_parallel < 0 || c->block_tokens < 0 || c->block_tokens > 1024 ||
         c->max_running < 0 || c->max_queued < 0 || c->max_step_tokens < 0 || c->threads < 0 ||
@@ -96,6 +97,13 @@ int areal_engine_create(areal_model *model, const areal_engine_config *cfg, area
                                "engine config: kv_bytes %zu holds %zu KV blocks of %zu bytes "
                                "(%d tokens x %d layers); give at least %zu bytes (--kv-memory)",
                                cfg->kv_bytes, n_blocks, bb, bt, model->cfg.num_layers, bb);
+    }
+    if (!areal_model_shard_is_whole(&model->cfg, &model->shard)) {
+        free(e);
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "engine: the model is a shard (tp %d, pp %d, ep %d); the engine "
+                               "serves whole models only (areal_model_load)",
+                               model->shard.tp, model->shard.pp, model->shard.ep);
     }
     int V = model->cfg.vocab_size, R = c->max_running;
     if (cfg->n_eos_token_ids > 0) {
