@@ -497,6 +497,15 @@ static void bad_requests_and_settings(void **state) {
     assert_int_equal(areal_engine_create(&m, &tp, &e, &err), AREAL_EINVAL);
     assert_non_null(strstr(err.msg, "tensor-parallel"));
     assert_non_null(m.params); /* still the caller's */
+    areal_model half; /* a tensor-parallel shard is refused: the engine serves whole models */
+    areal_model_shard sh = areal_model_shard_whole(&m.cfg);
+    sh.tp = 2;
+    if (areal_model_init_shard(&half, &m.cfg, &sh, NULL, &err) != AREAL_OK)
+        fail_msg("%s", err.msg);
+    areal_engine_config ok = {.kv_bytes = 4u << 20};
+    assert_int_equal(areal_engine_create(&half, &ok, &e, &err), AREAL_EINVAL);
+    assert_non_null(strstr(err.msg, "shard"));
+    areal_model_free(&half);
     areal_engine_config tiny = {.kv_bytes = 100};
     assert_int_equal(areal_engine_create(&m, &tiny, &e, &err), AREAL_EINVAL);
     assert_non_null(strstr(err.msg, "kv_bytes"));
