@@ -172,7 +172,7 @@ ARCHIVES_REL := $(foreach c,$(COMPONENTS),$(BUILD)/rel/libareal_$(c).a)
 all: $(addprefix $(BUILD)/rel/,$(PROGRAMS)) $(ARCHIVES_REL) $(ALL_EXTRA)
 
 help:
-	@sed -n '3,14p' Makefile
+	@sed -n '3,15p' Makefile
 
 deps: $(DEPS_OK)
 
