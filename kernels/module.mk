@@ -5,6 +5,7 @@
 #
 # A component declares its GPU parts in its own module.mk, unconditionally:
 #   NAME_GPU_SRC      C sources on the CUDA runtime / NCCL (join libareal_NAME.a where found)
+#   NAME_GPU_REPLACES sources of NAME_SRC that the GPU sources replace where found
 #   NAME_CUDA_SRC     .cu sources (compiled by nvcc where nvcc is found)
 #   NAME_GPU_TEST_SRC CPU-side cmocka tests of the GPU parts (join `make test` where found)
 #   NAME_GPU_TESTS    test programs that need a GPU (make test-gpu), NAME_GPU_BENCHES (make bench-gpu)
@@ -84,7 +85,7 @@ GPU_CFLAGS = -std=c11 -D_GNU_SOURCE $(filter-out -Werror,$(WARN)) -O2 -g -MMD -M
 # objects and of the bare GPU build.
 GPU_COMPONENTS = $(foreach c,$(COMPONENTS),$(if $(strip $($(c)_GPU_SRC)$($(c)_CUDA_SRC)$($(c)_GPU_TESTS)$($(c)_GPU_BENCHES)),$(c)))
 define gpu_setup_one
-$(1)_SRC      += $($(1)_GPU_SRC)
+$(1)_SRC      := $(filter-out $($(1)_GPU_REPLACES),$($(1)_SRC)) $($(1)_GPU_SRC)
 $(1)_CFLAGS   += $(GPU_INCLUDES) $(addprefix -I,$($(1)_GPU_INC))
 $(1)_LIBS     += $(GPU_LINK) $(if $($(1)_CUDA_SRC),-lstdc++)
 $(1)_TEST_SRC += $($(1)_GPU_TEST_SRC)
