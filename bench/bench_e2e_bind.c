@@ -28,10 +28,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "areal/clock.h"
 #include "areal/kube/client.h"
 #include "areal/kube/config.h"
 #include "areal/kube/watch.h"
-#include "areal/operator/keyset.h"
+#include "areal/keyset.h"
 
 #define N_PODS     128
 #define N_NODES    18
@@ -39,12 +40,6 @@
 #define NS         "bench-a"
 #define JOB        "big"
 #define STOP_DONE  (-100)
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static int run(const char *cmd) {
     int st = system(cmd);
@@ -104,7 +99,7 @@ static bool http_ok(const char *url) {
 
 typedef struct progress {
     double t0, first, created, bound;
-    keyset seen, bound_set;
+    areal_keyset seen, bound_set;
 } progress;
 
 static int on_pod(void *ud, const kube_event *ev) {
@@ -115,15 +110,15 @@ static int on_pod(void *ud, const kube_event *ev) {
     const char *name = json_string_value(json_object_get(meta, "name"));
     if (name == NULL)
         return KUBE_OK;
-    double t = now_s() - p->t0;
-    if (keyset_add(&p->seen, name) == 1) {
+    double t = areal_mono_s() - p->t0;
+    if (areal_keyset_add(&p->seen, name) == 1) {
         if (p->seen.len == 1)
             p->first = t;
         if (p->seen.len == N_PODS)
             p->created = t;
     }
     if (json_string_value(json_object_get(json_object_get(ev->object, "spec"), "nodeName")) &&
-        keyset_add(&p->bound_set, name) == 1 && p->bound_set.len == N_PODS) {
+        areal_keyset_add(&p->bound_set, name) == 1 && p->bound_set.len == N_PODS) {
         p->bound = t;
         return STOP_DONE;
     }
@@ -192,13 +187,13 @@ static void server_floor(kube_client *kc) {
     atomic_init(&f.errors, 0);
     for (f.phase = 0; f.phase < 2; f.phase++) {
         atomic_init(&f.next, 0);
-        double t = now_s();
+        double t = areal_mono_s();
         pthread_t th[8];
         for (int k = 0; k < 8; k++)
             pthread_create(&th[k], NULL, floor_worker, &f);
         for (int k = 0; k < 8; k++)
             pthread_join(th[k], NULL);
-        took[f.phase] = now_s() - t;
+        took[f.phase] = areal_mono_s() - t;
     }
     printf("  the API server's floor on this machine, same writes from a bare client (8 at a "
            "time, minimal pods): %d creates %.2f s + %d binds %.2f s = %.2f s%s\n",
@@ -233,8 +228,8 @@ static int measure(const char *kubeconfig) {
     kube_list_opts lo = {.label_selector = "areal.io/job=" JOB};
     kube_watch *w = kube_watch_new(kc, &e);
     progress p = {0};
-    keyset_init(&p.seen);
-    keyset_init(&p.bound_set);
+    areal_keyset_init(&p.seen);
+    areal_keyset_init(&p.bound_set);
     if (w == NULL || kube_create(kc, &nsres, ns, NULL, &e) != KUBE_OK ||
         kube_list(kc, &pods, &lo, &list, &e) != KUBE_OK) {
         fprintf(stderr, "bench: %s\n", e.msg);
@@ -244,7 +239,7 @@ static int measure(const char *kubeconfig) {
     snprintf(
         rv, sizeof rv, "%s",
         json_string_value(json_object_get(json_object_get(list, "metadata"), "resourceVersion")));
-    p.t0 = now_s();
+    p.t0 = areal_mono_s();
     if (kube_create(kc, &jobs, job, NULL, &e) != KUBE_OK) {
         fprintf(stderr, "bench: creating the job: %s\n", e.msg);
         goto out;
@@ -271,8 +266,8 @@ static int measure(const char *kubeconfig) {
     rc = 0;
 out:
     kube_watch_free(w);
-    keyset_free(&p.seen);
-    keyset_free(&p.bound_set);
+    areal_keyset_free(&p.seen);
+    areal_keyset_free(&p.bound_set);
     json_decref(list);
     json_decref(ns);
     json_decref(job);
@@ -313,7 +308,7 @@ int main(void) {
     if (write_inventory(inventory) != 0)
         return 1;
     run("e2e/cluster down >/dev/null 2>&1"); /* a cluster left by an interrupted run */
-    double t = now_s();
+    double t = areal_mono_s();
     snprintf(cmd, sizeof cmd, "e2e/cluster up %s >%s.up.log 2>&1", inventory, state);
     if (run(cmd) != 0) {
         fprintf(stderr, "bench_e2e_bind: e2e/cluster up failed; its output:\n");
@@ -322,7 +317,7 @@ int main(void) {
         run("e2e/cluster down >/dev/null 2>&1");
         return 1;
     }
-    double up_s = now_s() - t;
+    double up_s = areal_mono_s() - t;
     pid_t op = fork();
     if (op == 0) {
         FILE *out = freopen(log, "w", stderr);
@@ -333,9 +328,9 @@ int main(void) {
         _exit(127);
     }
     int rc = 1;
-    double t_ready = now_s();
+    double t_ready = areal_mono_s();
     bool ready = false;
-    while (op > 0 && !ready && now_s() - t_ready < 60) {
+    while (op > 0 && !ready && areal_mono_s() - t_ready < 60) {
         int port = metrics_port(log);
         char url[64];
         snprintf(url, sizeof url, "http://127.0.0.1:%d/readyz", port);
@@ -343,7 +338,7 @@ int main(void) {
         if (!ready)
             usleep(50 * 1000);
     }
-    double ready_s = now_s() - t_ready;
+    double ready_s = areal_mono_s() - t_ready;
     if (!ready)
         fprintf(stderr, "bench_e2e_bind: areal-operator did not become ready in 60 s\n");
     else

@@ -13,13 +13,12 @@
 #include <time.h>
 
 #include "areal/alloc.h"
+#include "areal/clock.h"
 #include "areal/groups.h"
 #include "areal/placement.h"
 
 static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+    return areal_mono_s() * 1e3;
 }
 
 static int cmp_double(const void *a, const void *b) {

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "../operator/tests/util/fake_api.h"
+#include "areal/clock.h"
 #include "areal/kube/client.h"
 #include "areal/operator/cache.h"
 #include "areal/operator/controller.h"
@@ -42,12 +43,6 @@ static void mem_kb(long *rss, long *hwm) {
     }
     if (f)
         fclose(f);
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static kube_client *client_for(const char *url) {
@@ -81,14 +76,14 @@ static int compact(const char *url) {
         fprintf(stderr, "controller_new: %s\n", err.msg);
         return 1;
     }
-    double t0 = now_s();
+    double t0 = areal_mono_s();
     pthread_t th;
     pthread_create(&th, NULL, run_ctl, ctl);
-    while (!controller_synced(ctl) && now_s() - t0 < 120) {
+    while (!controller_synced(ctl) && areal_mono_s() - t0 < 120) {
         struct timespec ts = {0, 5 * 1000000L};
         nanosleep(&ts, NULL);
     }
-    double synced = now_s() - t0;
+    double synced = areal_mono_s() - t0;
     size_t pods, nodes;
     controller_cache_sizes(ctl, NULL, &pods, &nodes);
     malloc_trim(0);

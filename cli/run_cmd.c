@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "areal/alloc.h"
+#include "areal/clock.h"
 #include "areal/escape.h"
 #include "areal/podenv.h"
 #include "areal/version.h"
@@ -57,12 +58,6 @@ static void worker_path(const char *self, char *out, size_t cap) {
         snprintf(out, cap, "areal-worker");
     else
         snprintf(out, cap, "%.*s/areal-worker", (int)(slash - self), self);
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 typedef struct local_pod {
@@ -193,7 +188,7 @@ int cmd_run(int argc, char **argv, const char *self) {
         pods[i].pid = start_pod(worker, args, &plan, i, canonical, port);
         running += pods[i].pid > 0;
     }
-    double deadline = now_s() + (double)timeout, kill_at = 0;
+    double deadline = areal_mono_s() + (double)timeout, kill_at = 0;
     bool timed_out = false;
     while (running > 0) {
         int st;
@@ -209,12 +204,12 @@ int cmd_run(int argc, char **argv, const char *self) {
                     for (int k = 0; k < plan.n_pods; k++)
                         if (pods[k].status < 0)
                             kill(pods[k].pid, SIGTERM);
-                    kill_at = now_s() + 5;
+                    kill_at = areal_mono_s() + 5;
                 }
             }
             continue;
         }
-        double now = now_s();
+        double now = areal_mono_s();
         if (!timed_out && now > deadline) {
             timed_out = true;
             for (int k = 0; k < plan.n_pods; k++)

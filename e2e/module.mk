@@ -1,22 +1,22 @@
 # e2e: the end-to-end suite's C helpers - the simulated-node objects
 # (areal-e2e-nodes) and the node simulator that runs pods (areal-e2e-kubelet) -
 # and `make e2e`. The control plane itself is built by e2e/build-bins (Go), not
-# by make. The simulator is test harness, not product: its objects form their
-# own archive (libareal_e2e.a), linked only into the e2e programs, tests and
-# fuzz targets.
-ARCHIVES += e2e
-e2e_ARCHIVE_SRC := $(wildcard e2e/src/*.c)
-INCLUDES += -Ie2e/include
-PROGRAMS += areal-e2e-nodes areal-e2e-kubelet areal-e2e-logcheck
-areal-e2e-nodes_ARCHIVES := e2e
-areal-e2e-kubelet_ARCHIVES := e2e
-$(foreach t,$(notdir $(basename $(wildcard e2e/tests/test_*.c e2e/fuzz/fuzz_*.c))),$(eval $(t)_ARCHIVES := e2e))
-areal-e2e-nodes_SRC := $(wildcard e2e/cmd/*.c)
+# by make. The simulator is test harness, not product: it is its own archive
+# (libareal_e2e.a), which only the e2e programs, tests and fuzz targets name.
+COMPONENTS += e2e
+e2e_DIR    := e2e
+e2e_DEPS   := kube layout
+e2e_PKGS   := jansson
+e2e_TEST_DEPS := testutil
+PROGRAMS   += areal-e2e-nodes areal-e2e-kubelet
+areal-e2e-nodes_SRC   := $(wildcard e2e/cmd/*.c)
+areal-e2e-nodes_DEPS  := e2e
 areal-e2e-kubelet_SRC := $(wildcard e2e/kubelet/*.c)
+areal-e2e-kubelet_DEPS := e2e
 # areal-e2e-logcheck: every line of the operator's log is a JSON record (e2e/run).
-areal-e2e-logcheck_SRC := $(wildcard e2e/logcheck/*.c)
-TEST_SRC += $(wildcard e2e/tests/test_*.c)
-FUZZ_SRC += $(wildcard e2e/fuzz/fuzz_*.c)
+PROGRAMS   += areal-e2e-logcheck
+areal-e2e-logcheck_SRC  := $(wildcard e2e/logcheck/*.c)
+areal-e2e-logcheck_DEPS := base yaml
 
 # make e2e: bring up the loopback control plane, run the scenarios, tear down.
 # E2E_SCENARIOS="a_crd" runs a subset. Not part of `make test`: the first run

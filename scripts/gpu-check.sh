@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # gpu-check.sh - the one script to run on a GPU machine: builds and runs the
-# NCCL backend's GPU tests and benchmark (make test-gpu, make bench-gpu) and
+# GPU tests and benchmarks (NCCL backend, CUDA kernels where nvcc is found;
+# make test-gpu, make bench-gpu) and
 # prints what they ran on. Everything goes to stdout and, when $OUT is set,
 # to $OUT/gpu.log. Finishes within about 6 minutes (each step has a timeout: 90 s build,
 # 200 s tests, 75 s benchmark).
@@ -82,8 +83,8 @@ main() {
     jobs=$(nproc 2>/dev/null || echo 4)
     step "make gpu-info"
     make --no-print-directory gpu-info || return 3
-    step "build (make -j$jobs test-gpu binaries)"
-    timeout 90 make --no-print-directory -j"$jobs" build/gpu/gpu_test_ncclpg build/gpu/gpu_bench_ncclpg || return 4
+    step "build (make -j$jobs gpu-bins: the test-gpu and bench-gpu programs)"
+    timeout 90 make --no-print-directory -j"$jobs" gpu-bins || return 4
     step "make test-gpu"
     TEST_TIMEOUT=180 timeout 200 make --no-print-directory test-gpu || rc=5
     step "make bench-gpu"

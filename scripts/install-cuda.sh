@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# install-cuda.sh [--prefix-only] - the CUDA runtime, CUDA headers and NCCL
-# for compiling the worker's NCCL backend, taken from PyPI's nvidia-* wheels.
+# install-cuda.sh [--prefix-only] - the CUDA runtime, CUDA headers, NCCL and
+# nvcc, for compiling the worker's NCCL backend and the CUDA kernels of
+# kernels/, taken from PyPI's nvidia-* wheels.
 #
 # The wheels (pinned below, the one place where their versions live) are
 # downloaded with pip (no dependencies, binary only) into a cache outside the
 # repository keyed by the versions:
 #     ${AREAL_CUDA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/areal-cuda}/<key>/
-# and unpacked into one prefix there (include/ and lib/, with the link names
-# libcudart.so and libnccl.so that the wheels do not ship). The last line
+# and unpacked into one prefix there (include/, lib/ with the link names
+# libcudart.so and libnccl.so that the wheels do not ship, and bin/ + nvvm/
+# for nvcc, laid out as its nvcc.profile expects). The last line
 # printed is the prefix. A second run finds the prefix complete and returns
 # in well under a second. When the registry cannot be reached it prints one
 # line saying that the NCCL backend will not be built, and exits 0: the rest
@@ -17,8 +19,8 @@
 # downloads (the Makefile's probe).
 #
 # Rejected: the NVIDIA apt repository (not reachable from CI) and a full CUDA
-# toolkit (gigabytes; the backend is plain C against cuda_runtime_api.h and
-# nccl.h, so no nvcc is needed). cuDNN (nvidia-cudnn-cu13) is left out: its
+# toolkit (gigabytes; the NCCL backend is plain C against cuda_runtime_api.h
+# and nccl.h, and nvcc with cicc comes as two wheels of ~100 MB). cuDNN (nvidia-cudnn-cu13) is left out: its
 # wheel alone is 349 MB (9.13.0.50) against 202 MB for all of the above, and
 # nothing uses it yet. The wheels are deleted once unpacked (234 MB stay).
 set -euo pipefail
@@ -29,6 +31,8 @@ WHEELS=(
     nvidia-cuda-crt==13.0.88
     nvidia-cuda-cccl==13.0.85
     nvidia-nccl-cu13==2.28.9
+    nvidia-cuda-nvcc==13.0.88
+    nvidia-nvvm==13.0.88
 )
 
 mode=${1:-}
@@ -64,10 +68,13 @@ mkdir -p "$dir/unpack" "$prefix/include" "$prefix/lib" || skip "cannot write $di
 for w in "$dir"/wheels/*.whl; do
     python3 -m zipfile -e "$w" "$dir/unpack" || skip "cannot unpack $(basename "$w")"
 done
-# nvidia/cu13/{include,lib} (runtime, crt, cccl) and nvidia/nccl/{include,lib}
+# nvidia/cu13/{include,lib,bin,nvvm} (runtime, crt, cccl, nvcc, cicc) and nvidia/nccl/{include,lib}
 for sub in "$dir"/unpack/nvidia/*/; do
-    if [ -d "$sub/include" ]; then cp -a "$sub/include/." "$prefix/include/" || skip "cannot copy headers"; fi
-    if [ -d "$sub/lib" ]; then cp -a "$sub/lib/." "$prefix/lib/" || skip "cannot copy libraries"; fi
+    for part in include lib bin nvvm; do
+        if [ -d "$sub/$part" ]; then
+            mkdir -p "$prefix/$part" && cp -a "$sub/$part/." "$prefix/$part/" || skip "cannot copy $part/"
+        fi
+    done
 done
 rm -rf "$dir/unpack"
 for lib in cudart nccl; do
@@ -77,6 +84,11 @@ for lib in cudart nccl; do
 done
 for h in cuda_runtime_api.h nccl.h crt/host_defines.h nv/target; do
     [ -e "$prefix/include/$h" ] || skip "the wheels hold no $h"
+done
+# zipfile drops the execute bits of nvcc's tools
+find "$prefix/bin" "$prefix/nvvm/bin" -maxdepth 1 -type f ! -name '*.profile' -exec chmod +x {} + 2>/dev/null
+for b in bin/nvcc bin/ptxas nvvm/bin/cicc; do
+    [ -x "$prefix/$b" ] || skip "the wheels hold no $b"
 done
 rm -rf "$dir/wheels" "$dir/pip.log"
 touch "$dir/complete"

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "areal/buf.h"
 #include "areal/simpod.h"
 
 #define SIM_EXPAND_MAX (1u << 20)
@@ -74,67 +75,38 @@ static int env_set(sim_strv *envp, const char *name, const char *value, areal_er
     return strv_push(envp, kv, err);
 }
 
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    bool fail;
-} sbuf;
-
-static void sb_add(sbuf *b, const char *s, size_t n) {
-    if (b->fail)
-        return;
-    if (b->len + n + 1 > SIM_EXPAND_MAX) {
-        b->fail = true;
-        return;
-    }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (p == NULL) {
-            b->fail = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
 /* A new string: `in` with $(NAME) references expanded from envp. */
 static char *expand(const char *in, const sim_strv *envp) {
-    sbuf b = {0};
-    sb_add(&b, "", 0);
+    areal_buf b; /* at most SIM_EXPAND_MAX bytes with the NUL, as before */
+    areal_buf_init(&b, SIM_EXPAND_MAX - 1);
+    areal_buf_append(&b, "", 0);
     for (size_t i = 0; in[i] != '\0';) {
         if (in[i] == '$' && in[i + 1] == '$') {
-            sb_add(&b, "$", 1);
+            areal_buf_append(&b, "$", 1);
             i += 2;
         } else if (in[i] == '$' && in[i + 1] == '(') {
             const char *close = strchr(in + i + 2, ')');
             if (close == NULL) {
-                sb_add(&b, in + i, strlen(in + i));
+                areal_buf_append(&b, in + i, strlen(in + i));
                 break;
             }
             size_t nl = (size_t)(close - (in + i + 2));
             const char *v = env_get(envp, in + i + 2, nl);
             if (v != NULL)
-                sb_add(&b, v, strlen(v));
+                areal_buf_append(&b, v, strlen(v));
             else
-                sb_add(&b, in + i, nl + 3);
+                areal_buf_append(&b, in + i, nl + 3);
             i += nl + 3;
         } else {
-            sb_add(&b, in + i, 1);
+            areal_buf_append(&b, in + i, 1);
             i++;
         }
     }
-    if (b.fail) {
-        free(b.p);
+    if (b.err != AREAL_OK) {
+        areal_buf_free(&b);
         return NULL;
     }
-    return b.p;
+    return b.data; /* the caller frees it */
 }
 
 static const char *str_at(const json_t *o, const char *a, const char *b) {

@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "areal/clock.h"
 #include "areal/kube/watch.h"
 #include "areal/log.h"
 #include "areal/simkubelet.h"
@@ -104,12 +105,6 @@ typedef struct sim {
     areal_error watch_err;
     kube_watch *w;
 } sim;
-
-static int64_t now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
 
 static void now_text(char *buf, size_t cap) {
     sim_rfc3339((int64_t)time(NULL), buf, cap);
@@ -571,7 +566,7 @@ static void report(sim *s, pod *p) {
         areal_log(AREAL_LOG_WARN, "kubelet", NULL, "status of %s/%s refused, not retried: %s",
                   p->ns, p->name, ke.msg);
     } else {
-        p->retry_at_ms = now_ms() + RETRY_MS;
+        p->retry_at_ms = areal_now_ms() + RETRY_MS;
         areal_log(AREAL_LOG_INFO, "kubelet", NULL,
                   "status of %s/%s not written (retry in %d ms): %s", p->ns, p->name, RETRY_MS,
                   ke.msg);
@@ -589,7 +584,7 @@ static void delete_now(sim *s, pod *p) {
             areal_log(AREAL_LOG_WARN, "kubelet", NULL, "delete of %s/%s refused, not retried: %s",
                       p->ns, p->name, ke.msg);
     } else {
-        p->retry_at_ms = now_ms() + RETRY_MS;
+        p->retry_at_ms = areal_now_ms() + RETRY_MS;
         areal_log(AREAL_LOG_WARN, "kubelet", NULL, "delete of %s/%s failed (retry in %d ms): %s",
                   p->ns, p->name, RETRY_MS, ke.msg);
     }
@@ -665,7 +660,7 @@ static void shutdown_pods(sim *s) {
     for (size_t i = 0; i < s->n; i++)
         if (s->pods[i]->st == P_RUNNING)
             kill(-s->pods[i]->pid, SIGTERM);
-    int64_t deadline = now_ms() + 2000;
+    int64_t deadline = areal_now_ms() + 2000;
     for (;;) {
         bool left = false;
         for (size_t i = 0; i < s->n; i++) {
@@ -681,7 +676,7 @@ static void shutdown_pods(sim *s) {
         }
         if (!left)
             break;
-        if (now_ms() >= deadline) {
+        if (areal_now_ms() >= deadline) {
             for (size_t i = 0; i < s->n; i++)
                 kill_now(s->pods[i]);
             break;
@@ -736,7 +731,7 @@ int sim_kubelet_run(kube_client *c, const sim_kubelet_opts *o, areal_error *err)
             load_names(o->nodes_file, &s->nodes);
             load_names(o->stopped_file, &s->stopped);
         }
-        int64_t now = now_ms();
+        int64_t now = areal_now_ms();
         if (now >= revive_at) {
             int n = 0;
             areal_error nerr;

@@ -3,11 +3,9 @@
 # thread, timeouts) and the Prometheus registry (areal/http/metrics.h), shared
 # by the operator, the rollout server and the trainer. Its tests drive it over
 # loopback with libcurl.
-LIB_SRC     += $(wildcard lib/http/src/*.c)
-INCLUDES    += -Ilib/http/include
-PKGS        += libwebsockets libcurl jansson
-EXTRA_LIBS  += -lpthread
+COMPONENTS  += http
+http_DIR    := lib/http
+http_DEPS   := base
+http_PKGS   := libwebsockets libcurl jansson
+http_LIBS   := -lpthread
 DEPS_GROUPS += operator kube
-TEST_SRC    += $(wildcard lib/http/tests/test_*.c)
-FUZZ_SRC    += $(wildcard lib/http/fuzz/fuzz_*.c)
-BENCH_SRC   += $(wildcard lib/http/bench/bench_*.c)

@@ -1,8 +1,9 @@
 # lib/layout/module.mk - the topology library: allocation grammar, rank groups,
 # inventory (YAML/JSON, Kubernetes quantities), placement and the pod
 # environment. Shared by the operator, the worker and arealctl.
-LIB_SRC  += $(wildcard lib/layout/src/*.c)
-INCLUDES += -Ilib/layout/include
-PKGS     += jansson
-TEST_SRC += $(wildcard lib/layout/tests/test_*.c)
-FUZZ_SRC += $(wildcard lib/layout/fuzz/fuzz_*.c)
+COMPONENTS  += layout
+layout_DIR  := lib/layout
+layout_DEPS := base yaml
+layout_PKGS := jansson
+# the inventory reader needs jansson and libyaml, which the bare GPU build lacks
+layout_GPU_SKIP := lib/layout/src/cluster_parse.c

@@ -15,10 +15,10 @@
 #include <string.h>
 
 #include "areal/operator/cached.h"
-#include "areal/operator/keyset.h"
+#include "areal/keyset.h"
 
 typedef struct store {
-    keyset index; /* key -> slot */
+    areal_keyset index; /* key -> slot */
     void **slot;
     size_t n_slot, cap_slot;
     size_t *free_slots;
@@ -76,14 +76,14 @@ static void store_clear(store *s, const cache_ops *ops) {
             ops->release(s->slot[i]);
     free(s->slot);
     free(s->free_slots);
-    keyset_free(&s->index);
+    areal_keyset_free(&s->index);
     memset(s, 0, sizeof *s);
-    keyset_init(&s->index);
+    areal_keyset_init(&s->index);
 }
 
 /* Stores `v` (a reference the store takes) at `key`. */
 static int store_put(store *s, const cache_ops *ops, const char *key, void *v) {
-    long *at = keyset_value(&s->index, key);
+    int64_t *at = areal_keyset_value(&s->index, key);
     if (at != NULL) {
         ops->release(s->slot[*at]);
         s->slot[*at] = v;
@@ -109,27 +109,27 @@ static int store_put(store *s, const cache_ops *ops, const char *key, void *v) {
         }
         i = s->n_slot++;
     }
-    if (keyset_add(&s->index, key) < 0) {
+    if (areal_keyset_add(&s->index, key) < 0) {
         s->free_slots[s->n_free++] = i;
         s->slot[i] = NULL;
         ops->release(v);
         return -1;
     }
-    *keyset_value(&s->index, key) = (long)i;
+    *areal_keyset_value(&s->index, key) = (int64_t)i;
     s->slot[i] = v;
     s->len++;
     return 0;
 }
 
 static void store_remove(store *s, const cache_ops *ops, const char *key) {
-    long *at = keyset_value(&s->index, key);
+    int64_t *at = areal_keyset_value(&s->index, key);
     if (at == NULL)
         return;
     size_t i = (size_t)*at;
     ops->release(s->slot[i]);
     s->slot[i] = NULL;
     s->free_slots[s->n_free++] = i;
-    keyset_remove(&s->index, key);
+    areal_keyset_remove(&s->index, key);
     s->len--;
 }
 
@@ -141,8 +141,8 @@ obj_cache *cache_new(const cache_ops *ops) {
         return NULL;
     pthread_mutex_init(&c->mu, NULL);
     c->ops = ops;
-    keyset_init(&c->live.index);
-    keyset_init(&c->staging.index);
+    areal_keyset_init(&c->live.index);
+    areal_keyset_init(&c->staging.index);
     return c;
 }
 
@@ -151,8 +151,8 @@ void cache_free(obj_cache *c) {
         return;
     store_clear(&c->live, c->ops);
     store_clear(&c->staging, c->ops);
-    keyset_free(&c->live.index);
-    keyset_free(&c->staging.index);
+    areal_keyset_free(&c->live.index);
+    areal_keyset_free(&c->staging.index);
     pthread_mutex_destroy(&c->mu);
     free(c);
 }
@@ -225,7 +225,7 @@ int cache_replace(obj_cache *c, const json_t *list) {
 
 void *cache_get(obj_cache *c, const char *key) {
     pthread_mutex_lock(&c->mu);
-    long *at = keyset_value(&c->live.index, key);
+    int64_t *at = areal_keyset_value(&c->live.index, key);
     void *v = at ? c->ops->retain(c->live.slot[*at]) : NULL;
     pthread_mutex_unlock(&c->mu);
     return v;

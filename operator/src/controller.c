@@ -25,11 +25,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "areal/clock.h"
 #include "areal/kube/watch.h"
 #include "areal/log.h"
 #include "areal/operator/cache.h"
 #include "areal/operator/cached.h"
-#include "areal/operator/keyset.h"
+#include "areal/keyset.h"
 #include "areal/operator/reconcile.h"
 #include "areal/operator/workqueue.h"
 
@@ -71,20 +72,8 @@ struct controller {
      * that runs on a cached job older than its own last status write would
      * otherwise see the same transition again and repeat the Event. */
     pthread_mutex_t events_mu;
-    keyset last_event;
+    areal_keyset last_event;
 };
-
-static long long wall_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static double mono_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* ---- event routing -------------------------------------------------------- */
 
@@ -188,7 +177,7 @@ typedef struct gather {
     json_t **pods; /* the job's pods, as the JSON shape reconcile reads */
     int n_pods, cap_pods;
     areal_cluster *cluster;
-    keyset node_index; /* node name -> index in cluster */
+    areal_keyset node_index; /* node name -> index in cluster */
     bool oom;
 } gather;
 
@@ -200,10 +189,10 @@ static void gather_node(void *ud, const void *entry) {
         g->oom = true;
     if (at < 0)
         return; /* a node we cannot read is not offered to placement */
-    if (keyset_add(&g->node_index, node->name) < 0)
+    if (areal_keyset_add(&g->node_index, node->name) < 0)
         g->oom = true;
     else
-        *keyset_value(&g->node_index, node->name) = at;
+        *areal_keyset_value(&g->node_index, node->name) = at;
 }
 
 static void gather_pod(void *ud, const void *entry) {
@@ -231,7 +220,7 @@ static void gather_pod(void *ud, const void *entry) {
     if (pod->node_name == NULL || pod->phase == CACHED_PHASE_SUCCEEDED ||
         pod->phase == CACHED_PHASE_FAILED || !pod->requests_ok)
         return;
-    long *at = keyset_value(&g->node_index, pod->node_name);
+    int64_t *at = areal_keyset_value(&g->node_index, pod->node_name);
     if (at == NULL)
         return;
     areal_node *n = &g->cluster->nodes[*at];
@@ -264,9 +253,9 @@ static bool event_is_new(controller *ctl, const json_t *job, const reconcile_act
     long h = event_hash(a);
     pthread_mutex_lock(&ctl->events_mu);
     bool fresh = true;
-    long *last = keyset_value(&ctl->last_event, key);
-    if (last == NULL && keyset_add(&ctl->last_event, key) >= 0)
-        last = keyset_value(&ctl->last_event, key);
+    int64_t *last = areal_keyset_value(&ctl->last_event, key);
+    if (last == NULL && areal_keyset_add(&ctl->last_event, key) >= 0)
+        last = areal_keyset_value(&ctl->last_event, key);
     if (last != NULL) {
         fresh = *last != h;
         *last = h;
@@ -282,7 +271,7 @@ static int record_event(controller *ctl, const json_t *job, const reconcile_acti
     const json_t *meta = json_object_get(job, "metadata");
     const char *ns = json_string_value(json_object_get(meta, "namespace"));
     char now[32], prefix[300];
-    reconcile_format_time(wall_ms(), now);
+    reconcile_format_time(areal_wall_ms(), now);
     snprintf(prefix, sizeof prefix, "%s.", a->name);
     json_t *ev = json_pack(
         "{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:s,s:s},s:s,s:s,s:s,s:s,s:s,s:i,s:{s:s}}",
@@ -420,14 +409,14 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
                 .cluster = &cluster};
     if (g.ns == NULL)
         g.ns = "default";
-    keyset_init(&g.node_index);
+    areal_keyset_init(&g.node_index);
     cache_each(ctl->nodes.cache, gather_node, &g);
     cache_each(ctl->pods.cache, gather_pod, &g);
     reconcile_input in = {.job = job,
                           .pods = (const json_t *const *)g.pods,
                           .n_pods = g.n_pods,
                           .cluster = &cluster,
-                          .now_ms = wall_ms(),
+                          .now_ms = areal_wall_ms(),
                           .cfg = ctl->cfg.desired};
     reconcile_result r;
     areal_error aerr;
@@ -467,7 +456,7 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
     for (int i = 0; i < g.n_pods; i++)
         json_decref(g.pods[i]);
     free(g.pods);
-    keyset_free(&g.node_index);
+    areal_keyset_free(&g.node_index);
     areal_cluster_free(&cluster);
     cache_release(ctl->jobs.cache, job);
     return retry;
@@ -477,12 +466,12 @@ static void *worker_main(void *arg) {
     controller *ctl = arg;
     char key[WORKQUEUE_KEY_MAX];
     while (workqueue_get(ctl->q, key, sizeof key, -1) == 1) {
-        double t0 = mono_s();
+        double t0 = areal_mono_s();
         long requeue;
         bool retry = reconcile_key(ctl, key, &requeue);
         const char *result[] = {retry ? "error" : "ok"};
         metrics_counter_add(ctl->m_reconciles, result, 1);
-        metrics_histogram_observe(ctl->m_reconcile_s, NULL, mono_s() - t0);
+        metrics_histogram_observe(ctl->m_reconcile_s, NULL, areal_mono_s() - t0);
         if (retry) {
             workqueue_add_rate_limited(ctl->q, key);
         } else {
@@ -524,7 +513,7 @@ int controller_new(kube_client *kc, const controller_config *cfg, metrics_regist
     pthread_mutex_init(&ctl->stop_mu, NULL);
     pthread_cond_init(&ctl->stop_cond, NULL);
     pthread_mutex_init(&ctl->events_mu, NULL);
-    keyset_init(&ctl->last_event);
+    areal_keyset_init(&ctl->last_event);
     int rc = workqueue_new(NULL, &ctl->q) == 0 ? AREAL_OK
                                                : areal_error_set(err, AREAL_ENOMEM, -1, "oom");
     if (rc == AREAL_OK)
@@ -607,7 +596,7 @@ void controller_free(controller *ctl) {
         cache_free(infs[i]->cache);
     }
     workqueue_free(ctl->q);
-    keyset_free(&ctl->last_event);
+    areal_keyset_free(&ctl->last_event);
     pthread_mutex_destroy(&ctl->events_mu);
     pthread_cond_destroy(&ctl->stop_cond);
     pthread_mutex_destroy(&ctl->stop_mu);

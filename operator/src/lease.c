@@ -15,6 +15,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "areal/clock.h"
+
 struct leader_elector {
     kube_client *kc;
     lease_config cfg;
@@ -27,12 +29,6 @@ struct leader_elector {
     pthread_mutex_t mu;
     pthread_cond_t cond;
 };
-
-static long long wall_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 static void micro_time(long long us, char buf[40]) {
     time_t t = (time_t)(us / 1000000);
@@ -74,7 +70,7 @@ static bool try_acquire_or_renew(leader_elector *le) {
     kube_resource res = lease_res(le);
     kube_error err;
     json_t *lease = NULL;
-    long long now = wall_us();
+    long long now = areal_wall_us();
     char now_text[40];
     micro_time(now, now_text);
     int rc = kube_get(le->kc, &res, le->name, &lease, &err);
@@ -154,7 +150,7 @@ static void *campaign(void *arg) {
     long long last_renew = 0;
     while (!atomic_load(&le->stop)) {
         bool held = try_acquire_or_renew(le);
-        long long now = wall_us();
+        long long now = areal_wall_us();
         if (held) {
             last_renew = now;
             if (!atomic_exchange(&le->leader, true) && le->on_started)

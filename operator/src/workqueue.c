@@ -14,7 +14,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "areal/operator/keyset.h"
+#include "areal/clock.h"
+#include "areal/keyset.h"
 
 typedef struct delayed {
     long long due_ms;
@@ -27,17 +28,11 @@ struct workqueue {
     workqueue_config cfg;
     char **ring; /* FIFO of queued keys */
     size_t ring_cap, ring_head, ring_len;
-    keyset dirty, processing, failures, waiting;
+    areal_keyset dirty, processing, failures, waiting;
     delayed *heap;
     size_t heap_len, heap_cap;
     bool shutting_down;
 };
-
-static long long now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 int workqueue_new(const workqueue_config *cfg, workqueue **out) {
     workqueue *q = calloc(1, sizeof *q);
@@ -51,10 +46,10 @@ int workqueue_new(const workqueue_config *cfg, workqueue **out) {
     pthread_mutex_init(&q->mu, NULL);
     pthread_cond_init(&q->cond, &attr);
     pthread_condattr_destroy(&attr);
-    keyset_init(&q->dirty);
-    keyset_init(&q->processing);
-    keyset_init(&q->failures);
-    keyset_init(&q->waiting);
+    areal_keyset_init(&q->dirty);
+    areal_keyset_init(&q->processing);
+    areal_keyset_init(&q->failures);
+    areal_keyset_init(&q->waiting);
     *out = q;
     return 0;
 }
@@ -68,10 +63,10 @@ void workqueue_free(workqueue *q) {
     for (size_t i = 0; i < q->heap_len; i++)
         free(q->heap[i].key);
     free(q->heap);
-    keyset_free(&q->dirty);
-    keyset_free(&q->processing);
-    keyset_free(&q->failures);
-    keyset_free(&q->waiting);
+    areal_keyset_free(&q->dirty);
+    areal_keyset_free(&q->processing);
+    areal_keyset_free(&q->failures);
+    areal_keyset_free(&q->waiting);
     pthread_cond_destroy(&q->cond);
     pthread_mutex_destroy(&q->mu);
     free(q);
@@ -107,13 +102,13 @@ static int ring_push(workqueue *q, const char *key) {
 static int add_locked(workqueue *q, const char *key) {
     if (q->shutting_down)
         return -3;
-    int added = keyset_add(&q->dirty, key);
+    int added = areal_keyset_add(&q->dirty, key);
     if (added < 0)
         return -1;
-    if (added == 0 || keyset_has(&q->processing, key))
+    if (added == 0 || areal_keyset_has(&q->processing, key))
         return 0; /* already waiting, or queued again by done() */
     if (ring_push(q, key) != 0) {
-        keyset_remove(&q->dirty, key);
+        areal_keyset_remove(&q->dirty, key);
         return -1;
     }
     pthread_cond_signal(&q->cond);
@@ -178,15 +173,15 @@ static int add_after_locked(workqueue *q, const char *key, long delay_ms) {
         return -3;
     if (delay_ms <= 0)
         return add_locked(q, key);
-    long long due = now_ms() + delay_ms;
-    long *prev = keyset_value(&q->waiting, key);
+    long long due = areal_now_ms() + delay_ms;
+    int64_t *prev = areal_keyset_value(&q->waiting, key);
     if (prev != NULL && *prev <= due)
         return 0; /* an earlier wake-up is already planned */
-    if (prev == NULL && keyset_add(&q->waiting, key) < 0)
+    if (prev == NULL && areal_keyset_add(&q->waiting, key) < 0)
         return -1;
     if (heap_push(q, due, key) != 0)
         return -1;
-    *keyset_value(&q->waiting, key) = (long)due;
+    *areal_keyset_value(&q->waiting, key) = (int64_t)due;
     pthread_cond_broadcast(&q->cond); /* a sleeping get() may need to wake earlier */
     return 0;
 }
@@ -204,9 +199,9 @@ int workqueue_add_rate_limited(workqueue *q, const char *key) {
     if (check_key(key) != 0)
         return -2;
     pthread_mutex_lock(&q->mu);
-    int rc = keyset_add(&q->failures, key) < 0 ? -1 : 0;
+    int rc = areal_keyset_add(&q->failures, key) < 0 ? -1 : 0;
     if (rc == 0) {
-        long *n = keyset_value(&q->failures, key);
+        int64_t *n = areal_keyset_value(&q->failures, key);
         long delay = q->cfg.base_delay_ms;
         for (long i = 0; i < *n && delay < q->cfg.max_delay_ms; i++)
             delay *= 2;
@@ -221,13 +216,13 @@ int workqueue_add_rate_limited(workqueue *q, const char *key) {
 
 void workqueue_forget(workqueue *q, const char *key) {
     pthread_mutex_lock(&q->mu);
-    keyset_remove(&q->failures, key);
+    areal_keyset_remove(&q->failures, key);
     pthread_mutex_unlock(&q->mu);
 }
 
 int workqueue_failures(workqueue *q, const char *key) {
     pthread_mutex_lock(&q->mu);
-    long *n = keyset_value(&q->failures, key);
+    int64_t *n = areal_keyset_value(&q->failures, key);
     int v = n ? (int)*n : 0;
     pthread_mutex_unlock(&q->mu);
     return v;
@@ -235,12 +230,12 @@ int workqueue_failures(workqueue *q, const char *key) {
 
 /* Moves due delayed keys into the FIFO; returns the next due time or -1. */
 static long long promote_due(workqueue *q) {
-    long long now = now_ms();
+    long long now = areal_now_ms();
     while (q->heap_len > 0 && q->heap[0].due_ms <= now) {
         delayed d = heap_pop(q);
-        long *want = keyset_value(&q->waiting, d.key);
+        int64_t *want = areal_keyset_value(&q->waiting, d.key);
         if (want != NULL && *want == (long)d.due_ms) {
-            keyset_remove(&q->waiting, d.key);
+            areal_keyset_remove(&q->waiting, d.key);
             add_locked(q, d.key); /* out of memory here only delays the key */
         }
         free(d.key);
@@ -251,7 +246,7 @@ static long long promote_due(workqueue *q) {
 int workqueue_get(workqueue *q, char *buf, size_t cap, long timeout_ms) {
     if (buf == NULL || cap < WORKQUEUE_KEY_MAX)
         return -1;
-    long long deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+    long long deadline = timeout_ms < 0 ? -1 : areal_now_ms() + timeout_ms;
     pthread_mutex_lock(&q->mu);
     int rc;
     for (;;) {
@@ -260,10 +255,10 @@ int workqueue_get(workqueue *q, char *buf, size_t cap, long timeout_ms) {
             char *key = q->ring[q->ring_head];
             q->ring_head = (q->ring_head + 1) % q->ring_cap;
             q->ring_len--;
-            keyset_remove(&q->dirty, key);
-            if (keyset_add(&q->processing, key) < 0) {
+            areal_keyset_remove(&q->dirty, key);
+            if (areal_keyset_add(&q->processing, key) < 0) {
                 /* cannot track it: put it back and report a timeout-like miss */
-                keyset_add(&q->dirty, key);
+                areal_keyset_add(&q->dirty, key);
                 ring_push(q, key);
                 free(key);
                 rc = -1;
@@ -281,7 +276,7 @@ int workqueue_get(workqueue *q, char *buf, size_t cap, long timeout_ms) {
         long long wake = next_due;
         if (deadline >= 0 && (wake < 0 || deadline < wake))
             wake = deadline;
-        if (deadline >= 0 && now_ms() >= deadline) {
+        if (deadline >= 0 && areal_now_ms() >= deadline) {
             rc = -1;
             break;
         }
@@ -298,11 +293,11 @@ int workqueue_get(workqueue *q, char *buf, size_t cap, long timeout_ms) {
 
 void workqueue_done(workqueue *q, const char *key) {
     pthread_mutex_lock(&q->mu);
-    if (keyset_remove(&q->processing, key) && keyset_has(&q->dirty, key)) {
+    if (areal_keyset_remove(&q->processing, key) && areal_keyset_has(&q->dirty, key)) {
         if (ring_push(q, key) == 0)
             pthread_cond_signal(&q->cond);
         else
-            keyset_remove(&q->dirty, key); /* out of memory: the next event re-adds it */
+            areal_keyset_remove(&q->dirty, key); /* out of memory: the next event re-adds it */
     }
     pthread_mutex_unlock(&q->mu);
 }

@@ -25,6 +25,7 @@
 
 #include <cmocka.h>
 
+#include "areal/clock.h"
 #include "areal/kube/client.h"
 #include "areal/operator/controller.h"
 #include "util/fake_api.h"
@@ -34,12 +35,6 @@
 /* Rounds of the loop: fewer under valgrind, where each costs ~20 times more. */
 static int rounds(void) {
     return getenv("AREAL_LOOP_CHILD") ? 2 : ROUNDS;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static void nap(void) {
@@ -132,8 +127,8 @@ static bool job_gone(fake_api *f, const char *name) {
 
 #define WAIT_FOR(cond, what)                                                                       \
     do {                                                                                           \
-        double t0_ = now_s();                                                                      \
-        while (!(cond) && now_s() - t0_ < limit_s())                                               \
+        double t0_ = areal_mono_s();                                                               \
+        while (!(cond) && areal_mono_s() - t0_ < limit_s())                                        \
             nap();                                                                                 \
         if (!(cond))                                                                               \
             fail_msg("timed out waiting for %s", what);                                            \

@@ -16,14 +16,9 @@
 
 #include <cmocka.h>
 
-#include "areal/operator/keyset.h"
+#include "areal/clock.h"
+#include "areal/keyset.h"
 #include "areal/operator/workqueue.h"
-
-static long long ms_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void dedups_and_requeues_keys_added_while_processing(void **state) {
     (void)state;
@@ -79,13 +74,13 @@ static void delayed_keys_arrive_on_time_and_earliest_wins(void **state) {
     workqueue *q;
     assert_int_equal(workqueue_new(NULL, &q), 0);
     char key[WORKQUEUE_KEY_MAX];
-    long long t0 = ms_now();
+    long long t0 = areal_now_ms();
     assert_int_equal(workqueue_add_after(q, "ns/d", 400), 0);
     assert_int_equal(workqueue_add_after(q, "ns/d", 60), 0);  /* earlier: wins */
     assert_int_equal(workqueue_add_after(q, "ns/d", 200), 0); /* later: ignored */
     assert_int_equal(workqueue_get(q, key, sizeof key, 20), -1);
     assert_int_equal(workqueue_get(q, key, sizeof key, 2000), 1);
-    long long waited = ms_now() - t0;
+    long long waited = areal_now_ms() - t0;
     assert_true(waited >= 60 && waited < 350);
     workqueue_done(q, key);
     /* the superseded wake-ups never deliver the key again */
@@ -101,11 +96,11 @@ static void rate_limit_backs_off_exponentially_until_forget(void **state) {
     char key[WORKQUEUE_KEY_MAX];
     long long expect[] = {20, 40, 80, 80}; /* capped */
     for (int i = 0; i < 4; i++) {
-        long long t0 = ms_now();
+        long long t0 = areal_now_ms();
         assert_int_equal(workqueue_add_rate_limited(q, "ns/r"), 0);
         assert_int_equal(workqueue_failures(q, "ns/r"), i + 1);
         assert_int_equal(workqueue_get(q, key, sizeof key, 2000), 1);
-        long long waited = ms_now() - t0;
+        long long waited = areal_now_ms() - t0;
         if (waited < expect[i] || waited > expect[i] + 150)
             fail_msg("retry %d waited %lld ms, expected about %lld", i, waited, expect[i]);
         workqueue_done(q, key);
@@ -180,12 +175,12 @@ static void concurrent_workers_never_share_a_key_and_see_every_change(void **sta
     for (int i = 0; i < N_PRODUCERS; i++)
         pthread_join(p[i], NULL);
     /* wait until every key's latest add has been seen by a worker */
-    long long t0 = ms_now();
+    long long t0 = areal_now_ms();
     for (;;) {
         bool all = true;
         for (int k = 0; k < N_KEYS; k++)
             all = all && atomic_load(&s.last_seen[k]) == atomic_load(&s.last_added[k]);
-        if (all || ms_now() - t0 > 10000)
+        if (all || areal_now_ms() - t0 > 10000)
             break;
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
@@ -208,8 +203,8 @@ static void concurrent_workers_never_share_a_key_and_see_every_change(void **sta
 
 static void keyset_matches_a_reference_under_random_operations(void **state) {
     (void)state;
-    keyset s;
-    keyset_init(&s);
+    areal_keyset s;
+    areal_keyset_init(&s);
     bool ref[500] = {false};
     unsigned seed = 42;
     for (int op = 0; op < 50000; op++) {
@@ -218,29 +213,29 @@ static void keyset_matches_a_reference_under_random_operations(void **state) {
         snprintf(key, sizeof key, "default/obj-%d", k);
         switch (rand_r(&seed) % 3) {
         case 0:
-            assert_int_equal(keyset_add(&s, key), ref[k] ? 0 : 1);
+            assert_int_equal(areal_keyset_add(&s, key), ref[k] ? 0 : 1);
             ref[k] = true;
             break;
         case 1:
-            assert_int_equal(keyset_remove(&s, key), ref[k]);
+            assert_int_equal(areal_keyset_remove(&s, key), ref[k]);
             ref[k] = false;
             break;
         default:
-            assert_int_equal(keyset_has(&s, key), ref[k]);
+            assert_int_equal(areal_keyset_has(&s, key), ref[k]);
         }
     }
     size_t n = 0;
     for (int k = 0; k < 500; k++) {
         char key[32];
         snprintf(key, sizeof key, "default/obj-%d", k);
-        assert_int_equal(keyset_has(&s, key), ref[k]);
+        assert_int_equal(areal_keyset_has(&s, key), ref[k]);
         n += ref[k];
     }
     assert_int_equal(s.len, n);
-    long *v = keyset_value(&s, "absent");
+    int64_t *v = areal_keyset_value(&s, "absent");
     assert_null(v);
-    keyset_free(&s);
-    assert_false(keyset_has(&s, "default/obj-1"));
+    areal_keyset_free(&s);
+    assert_false(areal_keyset_has(&s, "default/obj-1"));
 }
 
 int main(void) {

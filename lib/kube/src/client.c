@@ -238,17 +238,17 @@ int kube_handle_setup(kube_client *c, CURL *h, const char *path_query, long time
                       const char *content_type, int force_token, struct curl_slist **hdrs,
                       kube_error *err) {
     *hdrs = NULL;
-    kbuf url;
-    kbuf_init(&url, KUBE_PATH_MAX + strlen(c->cfg.server));
-    if (kbuf_puts(&url, c->cfg.server) != 0 || kbuf_puts(&url, path_query) != 0) {
-        int oom = url.oom;
-        kbuf_free(&url);
+    areal_buf url;
+    areal_buf_init(&url, KUBE_PATH_MAX + strlen(c->cfg.server));
+    if (areal_buf_puts(&url, c->cfg.server) != 0 || areal_buf_puts(&url, path_query) != 0) {
+        int oom = url.err == AREAL_ENOMEM;
+        areal_buf_free(&url);
         return oom ? kube_error_set(err, KUBE_ENOMEM, "out of memory building the request URL")
                    : kube_error_set(err, KUBE_EINVAL, "request path is longer than %d bytes",
                                     KUBE_PATH_MAX);
     }
     curl_easy_setopt(h, CURLOPT_URL, url.data); /* libcurl copies strings */
-    kbuf_free(&url);
+    areal_buf_free(&url);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_SHARE, c->share);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);

@@ -13,7 +13,7 @@
 
 #include "areal/kube/client.h"
 #include "areal/kube/ratelimit.h"
-#include "kbuf.h"
+#include "areal/buf.h"
 
 #define KUBE_POOL_MAX    8     /* idle easy handles kept (each with its connection) */
 #define KUBE_PATH_MAX    8192  /* longest path+query we build */
@@ -72,11 +72,11 @@ int kube_transport_error(kube_error *err, const char *method, const char *path, 
  * status. `idempotent` allows retrying after 5xx and transport failures.
  */
 int kube_http_do(kube_client *c, const char *method, const char *path_query, const char *body,
-                 size_t body_len, const char *content_type, int idempotent, kbuf *resp,
+                 size_t body_len, const char *content_type, int idempotent, areal_buf *resp,
                  long *status, kube_error *err);
 
 /* Decodes a response body (empty -> JSON null). KUBE_EDECODE names the request. */
-int kube_decode_body(const char *method, const char *path, const kbuf *body, json_t **out,
+int kube_decode_body(const char *method, const char *path, const areal_buf *body, json_t **out,
                      kube_error *err);
 
 #endif

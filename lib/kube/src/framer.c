@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kbuf.h"
+#include "areal/buf.h"
 
 struct kube_framer {
-    kbuf buf;
+    areal_buf buf;
     size_t max_line;
 };
 
@@ -25,14 +25,14 @@ kube_framer *kube_framer_new(size_t max_line) {
     if (f == NULL)
         return NULL;
     f->max_line = max_line ? max_line : 1;
-    kbuf_init(&f->buf, f->max_line);
+    areal_buf_init(&f->buf, f->max_line);
     return f;
 }
 
 void kube_framer_free(kube_framer *f) {
     if (f == NULL)
         return;
-    kbuf_free(&f->buf);
+    areal_buf_free(&f->buf);
     free(f);
 }
 
@@ -74,8 +74,8 @@ int kube_framer_feed(kube_framer *f, const char *data, size_t len, kube_line_fn 
             if (rc != 0)
                 return rc;
         } else {
-            int rc = kbuf_append(&f->buf, data, seg);
-            if (rc == -1)
+            int rc = areal_buf_append(&f->buf, data, seg);
+            if (rc == AREAL_ERANGE)
                 return too_big(f, err);
             if (rc != 0)
                 return kube_error_set(err, KUBE_ENOMEM, "out of memory buffering a watch event");

@@ -23,7 +23,7 @@
 #include <strings.h>
 
 typedef struct xfer {
-    kbuf *body;
+    areal_buf *body;
     int too_big;
     long retry_after_s; /* -1: none */
 } xfer;
@@ -31,7 +31,7 @@ typedef struct xfer {
 static size_t on_write(char *p, size_t size, size_t n, void *ud) {
     xfer *x = ud;
     size_t len = size * n;
-    if (kbuf_append(x->body, p, len) != 0) {
+    if (areal_buf_append(x->body, p, len) != 0) {
         x->too_big = 1;
         return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
     }
@@ -116,7 +116,7 @@ int kube_status_error(kube_error *err, const char *method, const char *path, lon
     return code;
 }
 
-int kube_decode_body(const char *method, const char *path, const kbuf *body, json_t **out,
+int kube_decode_body(const char *method, const char *path, const areal_buf *body, json_t **out,
                      kube_error *err) {
     if (body->len == 0) {
         *out = json_null();
@@ -142,11 +142,11 @@ static int verb_idempotent(const char *method) {
 }
 
 int kube_http_do(kube_client *c, const char *method, const char *path_query, const char *body,
-                 size_t body_len, const char *content_type, int idempotent, kbuf *resp,
+                 size_t body_len, const char *content_type, int idempotent, areal_buf *resp,
                  long *status, kube_error *err) {
     int force_token = 0, retried_401 = 0;
     for (int attempt = 0;; attempt++) {
-        kbuf_free(resp);
+        areal_buf_free(resp);
         kube_ratelimit_take(&c->rl);
         CURL *h = kube_handle_get(c);
         if (h == NULL)
@@ -192,7 +192,7 @@ int kube_http_do(kube_client *c, const char *method, const char *path_query, con
         kube_handle_put(c, h);
 
         int can_retry = attempt < c->cfg.max_retries;
-        if (x.too_big && x.body->oom)
+        if (x.too_big && x.body->err == AREAL_ENOMEM)
             return kube_error_set(err, KUBE_ENOMEM, "%s %s: out of memory reading the answer",
                                   method, path_query);
         if (x.too_big)
@@ -248,8 +248,8 @@ int kube_request(kube_client *c, const char *method, const char *path_query, con
             return kube_error_set(err, KUBE_ENOMEM, "%s %s: cannot encode the body", method,
                                   path_query);
     }
-    kbuf resp;
-    kbuf_init(&resp, c->cfg.max_body);
+    areal_buf resp;
+    areal_buf_init(&resp, c->cfg.max_body);
     long status = 0;
     int rc = kube_http_do(c, method, path_query, text, text ? strlen(text) : 0, content_type,
                           verb_idempotent(method), &resp, &status, err);
@@ -257,6 +257,6 @@ int kube_request(kube_client *c, const char *method, const char *path_query, con
     if (rc == KUBE_OK && out) {
         rc = kube_decode_body(method, path_query, &resp, out, err);
     }
-    kbuf_free(&resp);
+    areal_buf_free(&resp);
     return rc;
 }

@@ -1,13 +1,13 @@
 /* ratelimit.c - see areal/kube/ratelimit.h. */
 #include "areal/kube/ratelimit.h"
 
+#include "areal/clock.h"
+
 #include <errno.h>
 #include <time.h>
 
 double kube_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    return areal_mono_s();
 }
 
 void kube_sleep_ms(long ms) {

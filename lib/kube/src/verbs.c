@@ -2,7 +2,7 @@
  * verbs.c - paths of resources and the verbs: get, list (paginated), create,
  * update, status update, patch, delete, pods/binding.
  *
- * How: every path is built in a bounded kbuf with each segment
+ * How: every path is built in a bounded areal_buf with each segment
  * percent-escaped (no fixed buffers, no silent truncation). Paging: one walker
  * follows metadata.continue until it is empty and hands each page to a
  * consumer before fetching the next: kube_list appends the items to one
@@ -18,8 +18,8 @@
 
 #define LIST_MAX_ITEMS_DEFAULT 1000000
 
-static int put_seg(kbuf *b, const char *seg) {
-    return kbuf_puts(b, "/") || kbuf_put_escaped(b, seg);
+static int put_seg(areal_buf *b, const char *seg) {
+    return areal_buf_puts(b, "/") || areal_buf_put_pct(b, seg);
 }
 
 static int valid_seg(const char *s) {
@@ -40,15 +40,15 @@ char *kube_resource_path(const kube_resource *res, const char *name, const char 
                        res->resource);
         return NULL;
     }
-    kbuf b;
-    kbuf_init(&b, KUBE_PATH_MAX);
+    areal_buf b;
+    areal_buf_init(&b, KUBE_PATH_MAX);
     int bad;
     if (res->group && res->group[0])
-        bad = kbuf_puts(&b, "/apis") || put_seg(&b, res->group) || put_seg(&b, res->version);
+        bad = areal_buf_puts(&b, "/apis") || put_seg(&b, res->group) || put_seg(&b, res->version);
     else
-        bad = kbuf_puts(&b, "/api") || put_seg(&b, res->version);
+        bad = areal_buf_puts(&b, "/api") || put_seg(&b, res->version);
     if (!bad && res->ns)
-        bad = kbuf_puts(&b, "/namespaces") || put_seg(&b, res->ns);
+        bad = areal_buf_puts(&b, "/namespaces") || put_seg(&b, res->ns);
     if (!bad)
         bad = put_seg(&b, res->resource);
     if (!bad && name)
@@ -56,13 +56,13 @@ char *kube_resource_path(const kube_resource *res, const char *name, const char 
     if (!bad && subresource)
         bad = put_seg(&b, subresource);
     if (bad) {
-        if (b.oom)
+        if (b.err == AREAL_ENOMEM)
             kube_error_set(err, KUBE_ENOMEM, "out of memory building the path of %s",
                            res->resource);
         else
             kube_error_set(err, KUBE_EINVAL, "the path of %s is longer than %d bytes",
                            res->resource, KUBE_PATH_MAX);
-        kbuf_free(&b);
+        areal_buf_free(&b);
         return NULL;
     }
     return b.data;
@@ -82,9 +82,9 @@ int kube_get(kube_client *c, const kube_resource *res, const char *name, json_t 
     return rc;
 }
 
-static int add_query(kbuf *b, int *first, const char *key, const char *value) {
-    int bad = kbuf_puts(b, *first ? "?" : "&") || kbuf_puts(b, key) || kbuf_puts(b, "=") ||
-              kbuf_put_escaped(b, value);
+static int add_query(areal_buf *b, int *first, const char *key, const char *value) {
+    int bad = areal_buf_puts(b, *first ? "?" : "&") || areal_buf_puts(b, key) ||
+              areal_buf_puts(b, "=") || areal_buf_put_pct(b, value);
     *first = 0;
     return bad;
 }
@@ -112,12 +112,12 @@ static int walk_pages(kube_client *c, const kube_resource *res, const kube_list_
     size_t seen = 0;
     int rc = KUBE_OK;
     for (int pages = 0;; pages++) {
-        kbuf q;
-        kbuf_init(&q, KUBE_PATH_MAX);
+        areal_buf q;
+        areal_buf_init(&q, KUBE_PATH_MAX);
         int first = 1;
         char num[32];
         snprintf(num, sizeof num, "%ld", opts->limit);
-        int bad = kbuf_puts(&q, base) ||
+        int bad = areal_buf_puts(&q, base) ||
                   (opts->label_selector &&
                    add_query(&q, &first, "labelSelector", opts->label_selector)) ||
                   (opts->field_selector &&
@@ -125,11 +125,12 @@ static int walk_pages(kube_client *c, const kube_resource *res, const kube_list_
                   (opts->limit > 0 && add_query(&q, &first, "limit", num)) ||
                   (cont && add_query(&q, &first, "continue", cont));
         if (bad) {
-            rc = q.oom ? kube_error_set(err, KUBE_ENOMEM, "list %s: out of memory", base)
-                       : kube_error_set(err, KUBE_EINVAL,
-                                        "list %s: the query is longer than %d bytes", base,
-                                        KUBE_PATH_MAX);
-            kbuf_free(&q);
+            rc = q.err == AREAL_ENOMEM
+                     ? kube_error_set(err, KUBE_ENOMEM, "list %s: out of memory", base)
+                     : kube_error_set(err, KUBE_EINVAL,
+                                      "list %s: the query is longer than %d bytes", base,
+                                      KUBE_PATH_MAX);
+            areal_buf_free(&q);
             break;
         }
         json_decref(page);
@@ -146,7 +147,7 @@ static int walk_pages(kube_client *c, const kube_resource *res, const kube_list_
                                     "selector or raise max_items",
                                     base, max_items);
         }
-        kbuf_free(&q);
+        areal_buf_free(&q);
         if (rc != KUBE_OK)
             break;
         json_t *meta = json_object_get(page, "metadata");

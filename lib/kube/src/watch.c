@@ -40,7 +40,7 @@ typedef struct conn {
     void *ud;
     int status_checked;
     long status;
-    kbuf errbody;
+    areal_buf errbody;
     int rc;      /* why the transfer was aborted (0: it was not) */
     int from_cb; /* rc came from the user's callback */
     unsigned long events;
@@ -159,7 +159,7 @@ static size_t on_data(char *p, size_t size, size_t n, void *ud) {
         return 0;
     if (k->status != 200) {
         size_t room = WATCH_ERRBODY_MAX - k->errbody.len;
-        kbuf_append(&k->errbody, p, len < room ? len : room);
+        areal_buf_append(&k->errbody, p, len < room ? len : room);
         return len;
     }
     int rc = kube_framer_feed(k->w->fr, p, len, on_line, k, &k->lerr);
@@ -175,25 +175,25 @@ static char *watch_path(kube_watch *w, const kube_resource *res, const kube_watc
     char *base = kube_resource_path(res, NULL, NULL, err);
     if (base == NULL)
         return NULL;
-    kbuf q;
-    kbuf_init(&q, KUBE_PATH_MAX);
-    int bad = kbuf_printf(&q, "%s?watch=1&timeoutSeconds=%ld", base, o->timeout_seconds);
+    areal_buf q;
+    areal_buf_init(&q, KUBE_PATH_MAX);
+    int bad = areal_buf_printf(&q, "%s?watch=1&timeoutSeconds=%ld", base, o->timeout_seconds);
     if (!bad && !o->no_bookmarks)
-        bad = kbuf_puts(&q, "&allowWatchBookmarks=true");
+        bad = areal_buf_puts(&q, "&allowWatchBookmarks=true");
     if (!bad && w->rv[0])
-        bad = kbuf_puts(&q, "&resourceVersion=") || kbuf_put_escaped(&q, w->rv);
+        bad = areal_buf_puts(&q, "&resourceVersion=") || areal_buf_put_pct(&q, w->rv);
     if (!bad && o->label_selector)
-        bad = kbuf_puts(&q, "&labelSelector=") || kbuf_put_escaped(&q, o->label_selector);
+        bad = areal_buf_puts(&q, "&labelSelector=") || areal_buf_put_pct(&q, o->label_selector);
     if (!bad && o->field_selector)
-        bad = kbuf_puts(&q, "&fieldSelector=") || kbuf_put_escaped(&q, o->field_selector);
+        bad = areal_buf_puts(&q, "&fieldSelector=") || areal_buf_put_pct(&q, o->field_selector);
     free(base);
     if (bad) {
-        if (q.oom)
+        if (q.err == AREAL_ENOMEM)
             kube_error_set(err, KUBE_ENOMEM, "out of memory building the watch query");
         else
             kube_error_set(err, KUBE_EINVAL, "the watch query is longer than %d bytes",
                            KUBE_PATH_MAX);
-        kbuf_free(&q);
+        areal_buf_free(&q);
         return NULL;
     }
     return q.data;
@@ -267,7 +267,7 @@ int kube_watch_run(kube_watch *w, const kube_resource *res, const kube_watch_opt
         k.w = w;
         k.fn = fn;
         k.ud = ud;
-        kbuf_init(&k.errbody, WATCH_ERRBODY_MAX);
+        areal_buf_init(&k.errbody, WATCH_ERRBODY_MAX);
         kube_error_clear(&k.lerr);
         int setup_rc = KUBE_OK;
         double started = kube_now();
@@ -312,7 +312,7 @@ int kube_watch_run(kube_watch *w, const kube_resource *res, const kube_watch_opt
         }
         /* else: the server ended the watch (its timeout): rewatch at once */
         free(path);
-        kbuf_free(&k.errbody);
+        areal_buf_free(&k.errbody);
         if (rc != KUBE_OK)
             return rc;
         if (k.events > 0)

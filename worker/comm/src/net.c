@@ -22,18 +22,6 @@
 #include <time.h>
 #include <unistd.h>
 
-int64_t areal_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int64_t areal_now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static int remaining_ms(int64_t deadline_ms) {
     int64_t left = deadline_ms - areal_now_ms();
     if (left < 0)

@@ -16,14 +16,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "areal/clock.h"
 #include "areal/dtype.h"
 #include "areal/model/tokenizer.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -78,14 +73,14 @@ static int bench_tokenizer(void) {
     double t[9];
     size_t n_ids = 0;
     for (int r = 0; r < 9; r++) {
-        double t0 = now_s();
+        double t0 = areal_mono_s();
         for (int k = 0; k < 20; k++) {
             int32_t *ids;
             if (areal_tokenizer_encode(tok, text, len, &ids, &n_ids, &err) != 0)
                 return 1;
             free(ids);
         }
-        t[r] = (now_s() - t0) / 20;
+        t[r] = (areal_mono_s() - t0) / 20;
     }
     double m = median(t, 9);
     printf("tokenizer encode, mixed corpus (%zu bytes, %zu tokens): %.1f MB/s, %.0f tokens/s\n",
@@ -95,12 +90,12 @@ static int bench_tokenizer(void) {
     for (size_t i = 0; i < big; i++)
         run[i] = "learning"[i % 8];
     for (int r = 0; r < 3; r++) {
-        double t0 = now_s();
+        double t0 = areal_mono_s();
         int32_t *ids;
         if (areal_tokenizer_encode(tok, run, big, &ids, &n_ids, &err) != 0)
             return 1;
         free(ids);
-        t[r] = now_s() - t0;
+        t[r] = areal_mono_s() - t0;
     }
     printf("tokenizer encode, one 1 MB word \"learninglearning...\": %.3f s (%zu tokens)\n",
            median(t, 3), n_ids);
@@ -120,9 +115,9 @@ static int bench_bf16(void) {
         src[i] = (uint16_t)(0x3f80 + (i & 0x7f));
     double t[5];
     for (int r = 0; r < 5; r++) {
-        double t0 = now_s();
+        double t0 = areal_mono_s();
         areal_dtype_to_f32(AREAL_DT_BF16, src, dst, n);
-        t[r] = now_s() - t0;
+        t[r] = areal_mono_s() - t0;
     }
     printf("bf16 -> fp32 conversion: %.2f GB/s of fp32 (%.0f M elements/s)\n",
            n * 4.0 / median(t, 5) / 1e9, n / median(t, 5) / 1e6);

@@ -34,18 +34,13 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "areal/clock.h"
 #include "areal/model/generate.h"
 #include "areal/model/heads.h"
 #include "areal/model/model.h"
 #include "areal/model/optim.h"
 
 enum { NS = 4, L = 256, T = NS * L, RUNS = 3, GB = 8, GP = 32, GNEW = 32, PEAK_N = 2000 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static double cpu_s(void) {
     struct timespec ts;
@@ -117,9 +112,9 @@ static double sgemm_peak(float *A, float *B, float *C, double *wall, double *cpu
     double f = 0;
     *wall = *cpu = 1e30;
     for (int r = 0; r < 5; r++) {
-        double t0 = now_s(), c0 = cpu_s();
+        double t0 = areal_mono_s(), c0 = cpu_s();
         f = gemm(0, 0, PEAK_N, PEAK_N, PEAK_N, A, B, C);
-        double dt = now_s() - t0, dc = cpu_s() - c0;
+        double dt = areal_mono_s() - t0, dc = cpu_s() - c0;
         *wall = dt < *wall ? dt : *wall;
         *cpu = dc < *cpu ? dc : *cpu;
     }
@@ -207,7 +202,7 @@ int main(void) {
     areal_adamw_cfg ac = {1e-4, 0.9, 0.95, 1e-8, 0.1};
     double times[RUNS], cpus[RUNS], loss = 0;
     for (int r = -1; r < RUNS; r++) { /* r = -1: warm-up */
-        double t0 = now_s(), c0 = cpu_s();
+        double t0 = areal_mono_s(), c0 = cpu_s();
         areal_batch b = {tok, cu, T, NS};
         areal_acts a;
         areal_model_zero_grad(&m);
@@ -221,7 +216,7 @@ int main(void) {
         areal_adamw_step(&opt, &ac, ac.lr, m.params, m.grads, pool);
         areal_acts_free(&a);
         if (r >= 0) {
-            times[r] = now_s() - t0;
+            times[r] = areal_mono_s() - t0;
             cpus[r] = cpu_s() - c0;
         }
     }
@@ -242,12 +237,12 @@ int main(void) {
     }
     areal_sampling sp = {.temperature = 1.0f, .top_p = 1.0f, .seed = 1, .max_new_tokens = GNEW};
     areal_gen_out out[GB];
-    double g0 = now_s(), gc0 = cpu_s();
+    double g0 = areal_mono_s(), gc0 = cpu_s();
     if (areal_generate(&m, prompts, plen, GB, &sp, out, &err) != AREAL_OK) {
         fprintf(stderr, "bench_model_train: %s\n", err.msg);
         return 1;
     }
-    double gt = now_s() - g0, gc = cpu_s() - gc0;
+    double gt = areal_mono_s() - g0, gc = cpu_s() - gc0;
     int made = 0;
     for (int b = 0; b < GB; b++) {
         made += out[b].n;
@@ -271,9 +266,9 @@ int main(void) {
         A[i] = B[i] = C[i] = (float)(lcg(&x) % 17) / 17.0f - 0.5f;
     double pw, pc, pf = sgemm_peak(A, B, C, &pw, &pc), rw = 1e30, rc = 1e30, rf = 0;
     for (int r = 0; r < RUNS; r++) {
-        double t0 = now_s(), c0 = cpu_s();
+        double t0 = areal_mono_s(), c0 = cpu_s();
         rf = replay_step(&c, A, B, C);
-        double dt = now_s() - t0, dc = cpu_s() - c0;
+        double dt = areal_mono_s() - t0, dc = cpu_s() - c0;
         rw = dt < rw ? dt : rw;
         rc = dc < rc ? dc : rc;
     }

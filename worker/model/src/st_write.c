@@ -8,7 +8,8 @@
  * with spaces to a multiple of 8 bytes. Strings are escaped as serde_json does
  * (\" \\ \b \f \n \r \t, other control characters as \u00xx, everything else
  * raw UTF-8), which jansson's encoder does not match (it writes \u001F and may
- * escape '/'), so the header is formatted here by hand into a growing buffer.
+ * escape '/'), so the header is formatted here by hand into a growing buffer
+ * (areal/buf.h).
  * The file is written to PATH.tmp and renamed, so a reader never sees half a file.
  */
 #include <errno.h>
@@ -17,81 +18,43 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "areal/buf.h"
 #include "areal/model/safetensors.h"
 
-typedef struct strbuf {
-    char *p;
-    size_t len, cap;
-    int failed;
-} strbuf;
-
-static void sb_put(strbuf *b, const char *s, size_t n) {
-    if (b->failed)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *q = realloc(b->p, cap);
-        if (q == NULL) {
-            b->failed = 1;
-            return;
-        }
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void sb_printf(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(strbuf *b, const char *fmt, ...) {
-    char tmp[64];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n > 0 && (size_t)n < sizeof tmp)
-        sb_put(b, tmp, (size_t)n);
-    else
-        b->failed = 1;
-}
-
-static void sb_json_str(strbuf *b, const char *s) {
-    sb_put(b, "\"", 1);
+static void sb_json_str(areal_buf *b, const char *s) {
+    areal_buf_append(b, "\"", 1);
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         switch (c) {
         case '"':
-            sb_put(b, "\\\"", 2);
+            areal_buf_append(b, "\\\"", 2);
             break;
         case '\\':
-            sb_put(b, "\\\\", 2);
+            areal_buf_append(b, "\\\\", 2);
             break;
         case '\b':
-            sb_put(b, "\\b", 2);
+            areal_buf_append(b, "\\b", 2);
             break;
         case '\f':
-            sb_put(b, "\\f", 2);
+            areal_buf_append(b, "\\f", 2);
             break;
         case '\n':
-            sb_put(b, "\\n", 2);
+            areal_buf_append(b, "\\n", 2);
             break;
         case '\r':
-            sb_put(b, "\\r", 2);
+            areal_buf_append(b, "\\r", 2);
             break;
         case '\t':
-            sb_put(b, "\\t", 2);
+            areal_buf_append(b, "\\t", 2);
             break;
         default:
             if (c < 0x20)
-                sb_printf(b, "\\u%04x", c);
+                areal_buf_printf(b, "\\u%04x", c);
             else
-                sb_put(b, (const char *)&c, 1);
+                areal_buf_append(b, (const char *)&c, 1);
         }
     }
-    sb_put(b, "\"", 1);
+    areal_buf_append(b, "\"", 1);
 }
 
 typedef struct item {
@@ -154,39 +117,39 @@ static int check_input(const areal_st_out *t, size_t n, item *it, const char *pa
 }
 
 static int build_header(const item *it, size_t n, const char *const *meta_kv, size_t n_meta,
-                        strbuf *h) {
-    sb_put(h, "{", 1);
+                        areal_buf *h) {
+    areal_buf_append(h, "{", 1);
     int first = 1;
     if (n_meta > 0) {
-        sb_put(h, "\"__metadata__\":{", 16);
+        areal_buf_append(h, "\"__metadata__\":{", 16);
         for (size_t i = 0; i < n_meta; i++) {
             if (i > 0)
-                sb_put(h, ",", 1);
+                areal_buf_append(h, ",", 1);
             sb_json_str(h, meta_kv[2 * i]);
-            sb_put(h, ":", 1);
+            areal_buf_append(h, ":", 1);
             sb_json_str(h, meta_kv[2 * i + 1]);
         }
-        sb_put(h, "}", 1);
+        areal_buf_append(h, "}", 1);
         first = 0;
     }
     uint64_t off = 0;
     for (size_t i = 0; i < n; i++) {
         const areal_st_out *t = it[i].t;
         if (!first)
-            sb_put(h, ",", 1);
+            areal_buf_append(h, ",", 1);
         first = 0;
         sb_json_str(h, t->name);
-        sb_printf(h, ":{\"dtype\":\"%s\",\"shape\":[", areal_dtype_name(t->dtype));
+        areal_buf_printf(h, ":{\"dtype\":\"%s\",\"shape\":[", areal_dtype_name(t->dtype));
         for (int d = 0; d < t->ndim; d++)
-            sb_printf(h, d ? ",%lld" : "%lld", (long long)t->shape[d]);
-        sb_printf(h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
-                  (unsigned long long)(off + it[i].bytes));
+            areal_buf_printf(h, d ? ",%lld" : "%lld", (long long)t->shape[d]);
+        areal_buf_printf(h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
+                         (unsigned long long)(off + it[i].bytes));
         off += it[i].bytes;
     }
-    sb_put(h, "}", 1);
-    while (!h->failed && h->len % 8 != 0)
-        sb_put(h, " ", 1);
-    return h->failed ? AREAL_ENOMEM : AREAL_OK;
+    areal_buf_append(h, "}", 1);
+    while (h->err == AREAL_OK && h->len % 8 != 0)
+        areal_buf_append(h, " ", 1);
+    return h->err;
 }
 
 static int write_all(FILE *f, const void *p, size_t n) {
@@ -207,7 +170,8 @@ int areal_st_write(const char *path, const areal_st_out *t, size_t n, const char
         }
     }
     item *it = calloc(n + 1, sizeof *it);
-    strbuf h = {0};
+    areal_buf h;
+    areal_buf_init(&h, AREAL_BUF_UNBOUNDED);
     char *tmp = malloc(strlen(path) + 5);
     int rc = AREAL_OK;
     if (it == NULL || tmp == NULL) {
@@ -230,7 +194,7 @@ int areal_st_write(const char *path, const areal_st_out *t, size_t n, const char
     uint8_t len8[8];
     for (int i = 0; i < 8; i++)
         len8[i] = (uint8_t)((uint64_t)h.len >> (8 * i));
-    int bad = write_all(f, len8, 8) || write_all(f, h.p, h.len);
+    int bad = write_all(f, len8, 8) || write_all(f, h.data, h.len);
     for (size_t i = 0; i < n && !bad; i++)
         bad = write_all(f, it[i].t->data, (size_t)it[i].bytes);
     if (fclose(f) != 0 || bad) {
@@ -245,7 +209,7 @@ int areal_st_write(const char *path, const areal_st_out *t, size_t n, const char
     }
 out:
     free(it);
-    free(h.p);
+    areal_buf_free(&h);
     free(tmp);
     return rc;
 }

@@ -4,20 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "areal/error.h"
+
 static size_t pow2_at_least(size_t n) {
     size_t c = 16;
     while (c < n)
         c *= 2;
     return c;
-}
-
-static uint64_t fnv1a(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ull;
-    }
-    return h;
 }
 
 static uint64_t mix64(uint64_t x) {
@@ -30,53 +23,24 @@ static uint64_t mix64(uint64_t x) {
 }
 
 int tok_strmap_init(tok_strmap *m, size_t expected) {
-    memset(m, 0, sizeof *m);
-    m->cap = pow2_at_least(2 * expected + 2);
-    m->keys = calloc(m->cap, sizeof *m->keys);
-    m->lens = calloc(m->cap, sizeof *m->lens);
-    m->vals = calloc(m->cap, sizeof *m->vals);
-    if (m->keys == NULL || m->lens == NULL || m->vals == NULL) {
-        tok_strmap_free(m);
-        return -1;
-    }
-    return 0;
+    areal_keyset_init(&m->set);
+    return areal_keyset_reserve(&m->set, expected) == AREAL_OK ? 0 : -1;
 }
 
 void tok_strmap_free(tok_strmap *m) {
-    free(m->keys);
-    free(m->lens);
-    free(m->vals);
-    memset(m, 0, sizeof *m);
+    areal_keyset_free(&m->set);
 }
 
 int tok_strmap_put(tok_strmap *m, const char *key, size_t len, int32_t val) {
-    if (m->cap == 0 || 2 * (m->n + 1) > m->cap)
+    if (areal_keyset_addn(&m->set, key, len) < 0)
         return -1;
-    size_t i = fnv1a(key, len) & (m->cap - 1);
-    while (m->keys[i] != NULL) {
-        if (m->lens[i] == len && memcmp(m->keys[i], key, len) == 0) {
-            m->vals[i] = val;
-            return 0;
-        }
-        i = (i + 1) & (m->cap - 1);
-    }
-    m->keys[i] = key;
-    m->lens[i] = len;
-    m->vals[i] = val;
-    m->n++;
+    *areal_keyset_valuen(&m->set, key, len) = val;
     return 0;
 }
 
 int32_t tok_strmap_get(const tok_strmap *m, const char *key, size_t len) {
-    if (m->cap == 0)
-        return -1;
-    size_t i = fnv1a(key, len) & (m->cap - 1);
-    while (m->keys[i] != NULL) {
-        if (m->lens[i] == len && memcmp(m->keys[i], key, len) == 0)
-            return m->vals[i];
-        i = (i + 1) & (m->cap - 1);
-    }
-    return -1;
+    int64_t v;
+    return areal_keyset_getn(&m->set, key, len, &v) ? (int32_t)v : -1;
 }
 
 int tok_pairmap_init(tok_pairmap *m, size_t expected) {

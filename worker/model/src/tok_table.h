@@ -2,11 +2,13 @@
  * tok_table.h - the two hash tables of the tokenizer: token string -> id and
  * (left id, right id) -> (merge rank, merged id).
  *
- * Open addressing with linear probing at load factor <= 1/2, FNV-1a for
- * strings and a 64-bit mix for id pairs. Both are filled once at load and
- * only read afterwards, which is what makes the tokenizer safe to share
- * between threads. Keys of the string table are borrowed: the caller keeps
- * them alive (they live in the tokenizer's id -> string array).
+ * The string table is the project's hash table (areal/keyset.h) with the id
+ * as the value; the set keeps its own copies of the spellings. The pair table
+ * stays a specialised one: open addressing with linear probing at load <= 1/2
+ * over 64-bit keys with a 64-bit mix, on the hot path of every merge, where
+ * hashing eight bytes as a string would cost more than the lookup. Both are
+ * filled once at load and only read afterwards, which is what makes the
+ * tokenizer safe to share between threads.
  */
 #ifndef AREAL_MODEL_TOK_TABLE_H
 #define AREAL_MODEL_TOK_TABLE_H
@@ -14,17 +16,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "areal/keyset.h"
+
 typedef struct tok_strmap {
-    const char **keys;
-    size_t *lens;
-    int32_t *vals;
-    size_t cap, n;
+    areal_keyset set; /* spelling -> id */
 } tok_strmap;
 
 /* Allocates room for `expected` keys. Returns 0 or -1 (no memory). */
 int tok_strmap_init(tok_strmap *m, size_t expected);
 void tok_strmap_free(tok_strmap *m);
-/* Inserts or overwrites; returns 0, or -1 when the table is full. */
+/* Inserts (copying the key) or overwrites; returns 0, or -1 when memory ran out. */
 int tok_strmap_put(tok_strmap *m, const char *key, size_t len, int32_t val);
 /* The value of key, or -1. */
 int32_t tok_strmap_get(const tok_strmap *m, const char *key, size_t len);

@@ -2,7 +2,7 @@
  * ncclpg.h - the NCCL backend of the comm API: process groups over NCCL
  * communicators, operating on device buffers.
  *
- * Built into libareal.a only when CUDA and NCCL are found (worker/gpu.mk).
+ * Built into libareal_comm.a only when CUDA and NCCL are found (kernels/module.mk).
  * This header needs neither: CUDA streams and NCCL communicators stay
  * opaque, so callers compile without them.
  *

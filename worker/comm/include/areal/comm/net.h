@@ -17,14 +17,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "areal/clock.h" /* areal_now_ms(), areal_now_us(): the deadlines' clock */
 #include "areal/error.h"
 
 /* Longest host name or address accepted anywhere in comm, with its NUL. */
 #define AREAL_HOST_MAX 256
-
-/* Milliseconds and microseconds on the monotonic clock. */
-int64_t areal_now_ms(void);
-int64_t areal_now_us(void);
 
 /*
  * Listens on host:port (host NULL or "" = every address; port 0 = any free
