@@ -125,11 +125,11 @@ static int walk_pages(kube_client *c, const kube_resource *res, const kube_list_
                   (opts->limit > 0 && add_query(&q, &first, "limit", num)) ||
                   (cont && add_query(&q, &first, "continue", cont));
         if (bad) {
-            rc = q.err == AREAL_ENOMEM
-                     ? kube_error_set(err, KUBE_ENOMEM, "list %s: out of memory", base)
-                     : kube_error_set(err, KUBE_EINVAL,
-                                      "list %s: the query is longer than %d bytes", base,
-                                      KUBE_PATH_MAX);
+            rc =
+                q.err == AREAL_ENOMEM
+                    ? kube_error_set(err, KUBE_ENOMEM, "list %s: out of memory", base)
+                    : kube_error_set(err, KUBE_EINVAL, "list %s: the query is longer than %d bytes",
+                                     base, KUBE_PATH_MAX);
             areal_buf_free(&q);
             break;
         }
