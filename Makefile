@@ -5,7 +5,8 @@
 #                   (build/gpu/, see kernels/module.mk)
 #   make run        the README's first command: plan an example job, then run one locally
 #   make test       unit, property, CLI and build tests, built plain and with ASan+UBSan,
-#                   then the e2e suite when its control plane is built (see e2e/README.md)
+#                   the allocation-failure tests (make test-oom, tests/oom), then the e2e
+#                   suite when its control plane is built (see e2e/README.md)
 #   make bench      benchmarks (release build)
 #   make fuzz       libFuzzer targets, FUZZ_SECONDS each (default 60)
 #   make fmt        clang-format in place;   make lint   check formatting
@@ -191,7 +192,7 @@ ARCHIVES_REL := $(foreach c,$(COMPONENTS),$(BUILD)/rel/libareal_$(c).a)
 all: $(addprefix $(BUILD)/rel/,$(PROGRAMS)) $(ARCHIVES_REL) $(ALL_EXTRA)
 
 help:
-	@sed -n '3,15p' Makefile
+	@sed -n '3,16p' Makefile
 
 deps: $(DEPS_OK)
 

@@ -6,7 +6,9 @@ operator_DIR  := operator
 operator_DEPS := kube layout http
 operator_PKGS := jansson
 operator_LIBS := -lpthread
-operator_TEST_DEPS := optest testutil
+operator_TEST_DEPS := optest
+# the CLI test checks the program with tests/util's cli_check
+test_operator_cli_DEPS := operator optest testutil
 DEPS_GROUPS   += operator
 PROGRAMS      += areal-operator
 areal-operator_SRC  := $(wildcard operator/cmd/*.c)
