@@ -3,4 +3,4 @@ PROGRAMS += arealctl
 arealctl_SRC  := $(wildcard cli/*.c)
 arealctl_DEPS := layout
 TEST_SRC += $(wildcard cli/tests/test_*.c)
-test_arealctl_DEPS := layout testutil
+test_arealctl_DEPS := layout clicheck

@@ -8,7 +8,7 @@ e2e_DIR    := e2e
 e2e_DEPS   := kube layout
 e2e_PKGS   := jansson
 # the CLI test runs the programs with tests/util's child and cli_check
-test_e2e_cli_DEPS := e2e testutil
+test_e2e_cli_DEPS := e2e clicheck
 PROGRAMS   += areal-e2e-nodes areal-e2e-kubelet
 areal-e2e-nodes_SRC   := $(wildcard e2e/cmd/*.c)
 areal-e2e-nodes_DEPS  := e2e

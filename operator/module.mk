@@ -8,7 +8,7 @@ operator_PKGS := jansson
 operator_LIBS := -lpthread
 operator_TEST_DEPS := optest
 # the CLI test checks the program with tests/util's cli_check
-test_operator_cli_DEPS := operator optest testutil
+test_operator_cli_DEPS := operator optest clicheck
 DEPS_GROUPS   += operator
 PROGRAMS      += areal-operator
 areal-operator_SRC  := $(wildcard operator/cmd/*.c)

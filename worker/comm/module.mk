@@ -8,7 +8,7 @@ comm_LIBS  := -lpthread
 # test_worker_cli runs areal-worker with tests/util's cli_check (named per
 # binary: the fuzz targets compile the sources of what they name, and
 # cli_check needs cmocka)
-test_worker_cli_DEPS := comm testutil
+test_worker_cli_DEPS := comm clicheck
 # GPU parts: C on the CUDA runtime and NCCL (joins libareal_comm.a where found;
 # mem_cuda.c then replaces mem_host.c: the memory-kind check asks CUDA,
 # areal/comm/coll.h), its CPU-side tests (make test), and the tests and benches

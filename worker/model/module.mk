@@ -10,4 +10,8 @@ model_DEPS  := base
 model_PKGS  := jansson libpcre2-8 openblas
 model_LIBS  := -lunistring -lpthread
 model_TEST_DEPS := testutil
+# the command tests check the CLI with tests/util's cli_check (cmocka: named
+# per binary, so that the fuzz targets do not compile it)
+test_cmd_tokenize_DEPS := model clicheck
+test_model_cmds_DEPS   := model clicheck
 DEPS_GROUPS += model
