@@ -47,19 +47,26 @@ NCCL_LIBDIR := $(call gpu_libdir,$(NCCL_PREFIX),lib lib64,nccl)
 AREAL_NCCL := $(and $(CUDA_PREFIX),$(NCCL_PREFIX),$(CUDA_LIBDIR),$(NCCL_LIBDIR),$(wildcard $(CUDA_PREFIX)/include/cuda_runtime_api.h),$(wildcard $(NCCL_PREFIX)/include/nccl.h))
 NVCC ?= $(wildcard $(CUDA_PREFIX)/bin/nvcc)
 AREAL_NVCC := $(and $(AREAL_NCCL),$(NVCC))
-# cuBLASLt (the nvidia-cublas wheel): the GEMM kernel, its test and the bench need it
-AREAL_CUBLASLT := $(and $(AREAL_NVCC),$(wildcard $(CUDA_PREFIX)/include/cublasLt.h),$(wildcard $(CUDA_LIBDIR)/libcublasLt.so))
+# cuBLASLt (the nvidia-cublas wheel, or CUBLAS_HOME, else CUDA's own): the GEMM
+# kernel, its test and the bench need it. A pip wheel ships only
+# libcublasLt.so.N: linked by file name then, as NCCL is.
+CUBLAS_PREFIX := $(or $(CUBLAS_HOME),$(CUDA_PREFIX))
+CUBLAS_LIBDIR := $(call gpu_libdir,$(CUBLAS_PREFIX),lib64 lib targets/x86_64-linux/lib,cublasLt)
+CUBLAS_LIB := $(firstword $(wildcard $(CUBLAS_LIBDIR)/libcublasLt.so) $(wildcard $(CUBLAS_LIBDIR)/libcublasLt.so.*))
+AREAL_CUBLASLT := $(and $(AREAL_NVCC),$(wildcard $(CUBLAS_PREFIX)/include/cublasLt.h),$(CUBLAS_LIB))
 
 .PHONY: test-gpu bench-gpu gpu-bins gpu-info
 
 ifneq ($(AREAL_NCCL),)
 # CUDA 13 keeps CCCL (nv/target, needed by cuda_fp16.h) in include/cccl, which nvcc adds itself
 GPU_INCLUDES := -isystem $(CUDA_PREFIX)/include $(if $(filter $(CUDA_PREFIX),$(NCCL_PREFIX)),,-isystem $(NCCL_PREFIX)/include) \
-                $(if $(wildcard $(CUDA_PREFIX)/include/cccl/nv/target),-isystem $(CUDA_PREFIX)/include/cccl)
+                $(if $(wildcard $(CUDA_PREFIX)/include/cccl/nv/target),-isystem $(CUDA_PREFIX)/include/cccl) \
+                $(if $(and $(AREAL_CUBLASLT),$(filter-out $(CUDA_PREFIX),$(CUBLAS_PREFIX))),-isystem $(CUBLAS_PREFIX)/include)
 # pip's NCCL ships only libnccl.so.2: link it by file name then
-GPU_LIBDIRS := $(CUDA_LIBDIR) $(filter-out $(CUDA_LIBDIR),$(NCCL_LIBDIR))
+GPU_LIBDIRS := $(CUDA_LIBDIR) $(filter-out $(CUDA_LIBDIR),$(NCCL_LIBDIR)) \
+               $(if $(AREAL_CUBLASLT),$(filter-out $(CUDA_LIBDIR) $(NCCL_LIBDIR),$(CUBLAS_LIBDIR)))
 GPU_LINK := $(addprefix -L,$(GPU_LIBDIRS)) $(addprefix -Wl$(gpu_comma)-rpath$(gpu_comma),$(GPU_LIBDIRS)) \
-            -Wl,--push-state,--as-needed -lcudart $(if $(AREAL_CUBLASLT),-lcublasLt) \
+            -Wl,--push-state,--as-needed -lcudart $(if $(AREAL_CUBLASLT),-l:$(notdir $(CUBLAS_LIB))) \
             $(if $(wildcard $(NCCL_LIBDIR)/libnccl.so),-lnccl,-l:libnccl.so.2) -Wl,--pop-state
 
 # The kernels component: CUDA sources and their host-side headers; only where nvcc is.
@@ -151,6 +158,7 @@ MODULE_RULES += kernels_gpu_rules
 
 gpu-info:
 	@echo "CUDA: $(CUDA_PREFIX) (lib $(CUDA_LIBDIR))"; echo "NCCL: $(NCCL_PREFIX) (lib $(NCCL_LIBDIR))"; \
+	echo "cuBLASLt: $(or $(CUBLAS_LIB),not found: the GEMM kernel, its test and bench-gpu's kernels are not built)"; \
 	echo "nvcc: $(or $(NVCC),not found: the CUDA kernels are not built)"
 
 # every GPU test and bench program (what scripts/gpu-check.sh builds)
