@@ -22,7 +22,11 @@
 # toolkit (gigabytes; the NCCL backend is plain C against cuda_runtime_api.h
 # and nccl.h, and nvcc with cicc comes as two wheels of ~100 MB). cuDNN (nvidia-cudnn-cu13) is left out: its
 # wheel alone is 349 MB (9.13.0.50) against 202 MB for all of the above, and
-# nothing uses it yet. The wheels are deleted once unpacked (234 MB stay).
+# nothing uses it yet. nvidia-cublas (421 MB download, 567 MB unpacked, most of
+# it libcublasLt) is in: kernels/'s bf16 GEMM is the bulk of a training step,
+# and writing our own Hopper GEMM to spare the download is not worth it.
+# Its cu13 wheels are tagged manylinux_2_27, hence that platform below. The
+# wheels are deleted once unpacked (about 1.1 GB stay).
 set -euo pipefail
 
 # ---- pins: CUDA 13.0 to match the 580 driver of the GPU machine --------------
