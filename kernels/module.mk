@@ -11,6 +11,7 @@
 #   NAME_GPU_TESTS    test programs that need a GPU (make test-gpu), NAME_GPU_BENCHES (make bench-gpu)
 #   NAME_GPU_INC      extra include folders of its GPU sources and GPU tests
 #   NAME_GPU_SKIP     sources left out of the bare GPU build (they need packages it lacks)
+#   NAME_GPU_TEST_ARCHIVES extra archives its GPU tests and benches link (built by its own rules)
 #
 # Where from: CUDA_HOME and NCCL_HOME when set (NCCL_HOME defaults to
 # CUDA_HOME when that holds nccl.h), else the prefix that
@@ -46,17 +47,26 @@ NCCL_LIBDIR := $(call gpu_libdir,$(NCCL_PREFIX),lib lib64,nccl)
 AREAL_NCCL := $(and $(CUDA_PREFIX),$(NCCL_PREFIX),$(CUDA_LIBDIR),$(NCCL_LIBDIR),$(wildcard $(CUDA_PREFIX)/include/cuda_runtime_api.h),$(wildcard $(NCCL_PREFIX)/include/nccl.h))
 NVCC ?= $(wildcard $(CUDA_PREFIX)/bin/nvcc)
 AREAL_NVCC := $(and $(AREAL_NCCL),$(NVCC))
+# cuBLASLt (the nvidia-cublas wheel, or CUBLAS_HOME, else CUDA's own): the GEMM
+# kernel, its test and the bench need it. A pip wheel ships only
+# libcublasLt.so.N: linked by file name then, as NCCL is.
+CUBLAS_PREFIX := $(or $(CUBLAS_HOME),$(CUDA_PREFIX))
+CUBLAS_LIBDIR := $(call gpu_libdir,$(CUBLAS_PREFIX),lib64 lib targets/x86_64-linux/lib,cublasLt)
+CUBLAS_LIB := $(firstword $(wildcard $(CUBLAS_LIBDIR)/libcublasLt.so) $(wildcard $(CUBLAS_LIBDIR)/libcublasLt.so.*))
+AREAL_CUBLASLT := $(and $(AREAL_NVCC),$(wildcard $(CUBLAS_PREFIX)/include/cublasLt.h),$(CUBLAS_LIB))
 
 .PHONY: test-gpu bench-gpu gpu-bins gpu-info
 
 ifneq ($(AREAL_NCCL),)
 # CUDA 13 keeps CCCL (nv/target, needed by cuda_fp16.h) in include/cccl, which nvcc adds itself
 GPU_INCLUDES := -isystem $(CUDA_PREFIX)/include $(if $(filter $(CUDA_PREFIX),$(NCCL_PREFIX)),,-isystem $(NCCL_PREFIX)/include) \
-                $(if $(wildcard $(CUDA_PREFIX)/include/cccl/nv/target),-isystem $(CUDA_PREFIX)/include/cccl)
+                $(if $(wildcard $(CUDA_PREFIX)/include/cccl/nv/target),-isystem $(CUDA_PREFIX)/include/cccl) \
+                $(if $(and $(AREAL_CUBLASLT),$(filter-out $(CUDA_PREFIX),$(CUBLAS_PREFIX))),-isystem $(CUBLAS_PREFIX)/include)
 # pip's NCCL ships only libnccl.so.2: link it by file name then
-GPU_LIBDIRS := $(CUDA_LIBDIR) $(filter-out $(CUDA_LIBDIR),$(NCCL_LIBDIR))
+GPU_LIBDIRS := $(CUDA_LIBDIR) $(filter-out $(CUDA_LIBDIR),$(NCCL_LIBDIR)) \
+               $(if $(AREAL_CUBLASLT),$(filter-out $(CUDA_LIBDIR) $(NCCL_LIBDIR),$(CUBLAS_LIBDIR)))
 GPU_LINK := $(addprefix -L,$(GPU_LIBDIRS)) $(addprefix -Wl$(gpu_comma)-rpath$(gpu_comma),$(GPU_LIBDIRS)) \
-            -Wl,--push-state,--as-needed -lcudart \
+            -Wl,--push-state,--as-needed -lcudart $(if $(AREAL_CUBLASLT),-l:$(notdir $(CUBLAS_LIB))) \
             $(if $(wildcard $(NCCL_LIBDIR)/libnccl.so),-lnccl,-l:libnccl.so.2) -Wl,--pop-state
 
 # The kernels component: CUDA sources and their host-side headers; only where nvcc is.
@@ -65,8 +75,24 @@ COMPONENTS     += kernels
 kernels_DIR    := kernels
 kernels_DEPS   := base
 kernels_SRC    := $(wildcard kernels/src/*.c)
-kernels_CUDA_SRC := $(wildcard kernels/src/*.cu)
-kernels_GPU_TESTS := $(wildcard kernels/gpu/gpu_test_*.c)
+kernels_GPU_INC := worker/model/include
+kernels_NEED_LT := kernels/src/k_gemm.cu kernels/gpu/gpu_test_gemm.c kernels/gpu/gpu_bench_kernels.c
+kernels_CUDA_SRC := $(filter-out $(if $(AREAL_CUBLASLT),,$(kernels_NEED_LT)),$(wildcard kernels/src/*.cu))
+kernels_GPU_TESTS := $(filter-out $(if $(AREAL_CUBLASLT),,$(kernels_NEED_LT)),$(wildcard kernels/gpu/gpu_test_*.c))
+kernels_GPU_BENCHES := $(filter-out $(if $(AREAL_CUBLASLT),,$(kernels_NEED_LT)),$(wildcard kernels/gpu/gpu_bench_*.c))
+# The GPU tests check each kernel against the CPU model's own layer kernels
+# (worker/model/src/k_*.c, internal to the model): those few files are built
+# into a small archive of their own here, rather than the whole model
+# component, whose closure (OpenBLAS, jansson, ...) a bare GPU machine lacks.
+kernels_REF_SRC := $(addprefix worker/model/src/,k_rmsnorm.c k_rope.c k_swiglu.c pool.c)
+kernels_REF_OBJS := $(patsubst %.c,$(BUILD)/gpu/kref/%.o,$(kernels_REF_SRC))
+kernels_GPU_TEST_ARCHIVES := $(BUILD)/gpu/libareal_kref.a
+$(kernels_REF_OBJS): $(BUILD)/gpu/kref/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(GPU_CFLAGS) -Iworker/model/include -Ilib/base/include -c $< -o $@
+$(BUILD)/gpu/libareal_kref.a: $(kernels_REF_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
 endif
 
 # sm_90 (H100/H200) code plus PTX for later chips; NVCC_ARCH overrides.
@@ -121,7 +147,7 @@ define gpu_program_rule
 $(call objs,gpu,$(2)): $(GPU_BUILD)/%.o: %.c
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(GPU_CFLAGS) $$(call gpu_inc_of,$(1)) $$(CMOCKA_CFLAGS) -c $$< -o $$@
-$(GPU_BUILD)/$(notdir $(basename $(2))): $(call objs,gpu,$(2)) $(foreach d,$(call closure_of,$(1)),$(GPU_BUILD)/libareal_$(d).a)
+$(GPU_BUILD)/$(notdir $(basename $(2))): $(call objs,gpu,$(2)) $($(1)_GPU_TEST_ARCHIVES) $(foreach d,$(call closure_of,$(1)),$(GPU_BUILD)/libareal_$(d).a)
 	$$(CC) -O2 -g -o $$@ $$^ $(GPU_LINK) $(if $(strip $(foreach d,$(call closure_of,$(1)),$($(d)_CUDA_SRC))),-lstdc++) $(3) -lpthread -lm
 endef
 kernels_gpu_rules = $(if $(AREAL_NVCC),$(foreach c,$(GPU_COMPONENTS),$(foreach m,rel san gpu,$(eval $(call nvcc_rule,$(c),$(m))))))\
@@ -132,6 +158,7 @@ MODULE_RULES += kernels_gpu_rules
 
 gpu-info:
 	@echo "CUDA: $(CUDA_PREFIX) (lib $(CUDA_LIBDIR))"; echo "NCCL: $(NCCL_PREFIX) (lib $(NCCL_LIBDIR))"; \
+	echo "cuBLASLt: $(or $(CUBLAS_LIB),not found: the GEMM kernel, its test and bench-gpu's kernels are not built)"; \
 	echo "nvcc: $(or $(NVCC),not found: the CUDA kernels are not built)"
 
 # every GPU test and bench program (what scripts/gpu-check.sh builds)

@@ -12,6 +12,11 @@
 # CUDA_HOME: the environment's, else /usr/local/cuda, else nvcc's parent.
 # NCCL_HOME: the environment's, else the Python package nvidia.nccl (the
 # nvidia-nccl-cu13 wheel: include/ and lib/libnccl.so.2), else CUDA_HOME.
+# CUBLAS_HOME: the environment's, else CUDA_HOME when it holds cublasLt.h,
+# else the Python package nvidia.cu13 / nvidia.cublas (the nvidia-cublas wheel).
+# The kernels' tests (gpu_test_layers, _vocab, _optim, _gemm) and
+# gpu_bench_kernels (GEMM TFLOP/s at the Qwen2 shapes, memory-bound GB/s) run
+# inside make test-gpu / bench-gpu.
 # Exit status: 0 when the tests passed (or were skipped loudly for lack of a
 # device), else the first failing step's.
 set -uo pipefail
@@ -66,6 +71,18 @@ main() {
     step "NCCL_HOME=$NCCL_HOME"
     ls "$NCCL_HOME/include/nccl.h" "$NCCL_HOME"/lib/libnccl.so* 2>&1
     grep -hE '^#define NCCL_(MAJOR|MINOR|PATCH) ' "$NCCL_HOME/include/nccl.h" 2>/dev/null | awk '{printf "%s=%s ", $2, $3} END {print ""}'
+
+    # cuBLASLt for kernels/'s GEMM: CUDA's own, else the python nvidia-cublas wheel
+    export CUBLAS_HOME=${CUBLAS_HOME:-}
+    if [ -z "$CUBLAS_HOME" ] && [ ! -f "$CUDA_HOME/include/cublasLt.h" ]; then
+        local nv
+        nv=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])' 2>/dev/null || true)
+        for d in "$nv/cu13" "$nv/cublas"; do
+            if [ -n "$nv" ] && [ -f "$d/include/cublasLt.h" ]; then CUBLAS_HOME=$d; break; fi
+        done
+    fi
+    step "CUBLAS_HOME=${CUBLAS_HOME:-$CUDA_HOME}"
+    ls "${CUBLAS_HOME:-$CUDA_HOME}"/lib*/libcublasLt.so* 2>&1 | head -n 2
 
     step "cmocka"
     if ls .gpu-carry/debs/*.deb >/dev/null 2>&1 && unpack_debs; then

@@ -22,7 +22,11 @@
 # toolkit (gigabytes; the NCCL backend is plain C against cuda_runtime_api.h
 # and nccl.h, and nvcc with cicc comes as two wheels of ~100 MB). cuDNN (nvidia-cudnn-cu13) is left out: its
 # wheel alone is 349 MB (9.13.0.50) against 202 MB for all of the above, and
-# nothing uses it yet. The wheels are deleted once unpacked (234 MB stay).
+# nothing uses it yet. nvidia-cublas (421 MB download, 567 MB unpacked, most of
+# it libcublasLt) is in: kernels/'s bf16 GEMM is the bulk of a training step,
+# and writing our own Hopper GEMM to spare the download is not worth it.
+# Its cu13 wheels are tagged manylinux_2_27, hence that platform below. The
+# wheels are deleted once unpacked (about 1.1 GB stay).
 set -euo pipefail
 
 # ---- pins: CUDA 13.0 to match the 580 driver of the GPU machine --------------
@@ -33,6 +37,7 @@ WHEELS=(
     nvidia-nccl-cu13==2.28.9
     nvidia-cuda-nvcc==13.0.88
     nvidia-nvvm==13.0.88
+    nvidia-cublas==13.0.2.14
 )
 
 mode=${1:-}
@@ -57,7 +62,7 @@ python3 -m pip --version >/dev/null 2>&1 || skip "pip is not installed (python3 
 mkdir -p "$dir/wheels" || skip "cannot create the cache $dir"
 echo "install-cuda.sh: downloading ${WHEELS[*]} into $dir" >&2
 if ! python3 -m pip download --no-deps --only-binary=:all: --disable-pip-version-check -q \
-    --platform manylinux_2_28_x86_64 --platform manylinux_2_18_x86_64 \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_18_x86_64 \
     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
     -d "$dir/wheels" "${WHEELS[@]}" >"$dir/pip.log" 2>&1; then
     skip "the CUDA/NCCL wheels could not be downloaded from PyPI ($(tail -n 1 "$dir/pip.log"))"
@@ -68,7 +73,7 @@ mkdir -p "$dir/unpack" "$prefix/include" "$prefix/lib" || skip "cannot write $di
 for w in "$dir"/wheels/*.whl; do
     python3 -m zipfile -e "$w" "$dir/unpack" || skip "cannot unpack $(basename "$w")"
 done
-# nvidia/cu13/{include,lib,bin,nvvm} (runtime, crt, cccl, nvcc, cicc) and nvidia/nccl/{include,lib}
+# nvidia/cu13/{include,lib,bin,nvvm} (runtime, crt, cccl, nvcc, cicc, cuBLAS/cuBLASLt) and nvidia/nccl/{include,lib}
 for sub in "$dir"/unpack/nvidia/*/; do
     for part in include lib bin nvvm; do
         if [ -d "$sub/$part" ]; then
@@ -77,12 +82,12 @@ for sub in "$dir"/unpack/nvidia/*/; do
     done
 done
 rm -rf "$dir/unpack"
-for lib in cudart nccl; do
+for lib in cudart nccl cublas cublasLt; do
     real=$(cd "$prefix/lib" && ls "lib$lib.so."* 2>/dev/null | head -n 1)
     [ -n "$real" ] || skip "the wheels hold no lib$lib.so.N"
     ln -sf "$real" "$prefix/lib/lib$lib.so" || skip "cannot link lib$lib.so"
 done
-for h in cuda_runtime_api.h nccl.h crt/host_defines.h nv/target; do
+for h in cuda_runtime_api.h nccl.h cublasLt.h crt/host_defines.h nv/target; do
     [ -e "$prefix/include/$h" ] || skip "the wheels hold no $h"
 done
 # zipfile drops the execute bits of nvcc's tools
