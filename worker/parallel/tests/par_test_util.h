@@ -15,8 +15,9 @@
  * every updated parameter it holds (the slice of the reference's tensor).
  *
  * Why each rank computes the reference: the parent process never touches
- * the model, so no OpenBLAS or pool thread exists before fork() (ranks.h
- * forks after the store's thread only).
+ * the model and runs the store in a child of its own (pt_ranks_run), so it
+ * runs no thread that allocates (store, pool) when it forks the ranks
+ * (OpenBLAS's idle workers are re-made after fork by its own atfork hook).
  *
  * Tolerances (relative to the reference's scale, tensor by tensor,
  * pt_rel_err): 1e-5 for logits, loss, grad norm, every gradient tensor and
@@ -38,6 +39,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "areal/comm/comm.h"
 #include "areal/comm/role_groups.h"
@@ -64,6 +67,7 @@ typedef struct pt_layout {
     int n_mb;          /* micro-batches per dp rank */
     int zero1;         /* ZeRO-1 over dp instead of a plain all-reduce */
     const char *model; /* a fixture directory under PT_FIX, or NULL: the synthetic model */
+    int skip_partial;  /* the harness's own check: leave out the partial gradients' sum */
 } pt_layout;
 
 /* ---- the synthetic model: Qwen3, 4 layers, 8 query and 4 key/value heads, tied */
@@ -355,7 +359,8 @@ static inline int pt_rank(areal_comm *c, void *arg) {
         PT_CHECK("loss sum",
                  areal_coll_all_reduce(g.dp, lv, 2, AREAL_DT_F32, AREAL_SUM, &e) == AREAL_OK);
     loss = (double)lv[0] + (double)lv[1];
-    PT_CHECK("partial grads", areal_par_reduce_partial_grads(&m, &g, &e) == AREAL_OK);
+    if (!L->skip_partial)
+        PT_CHECK("partial grads", areal_par_reduce_partial_grads(&m, &g, &e) == AREAL_OK);
     PT_CHECK("tied embedding", areal_par_reduce_tied_embed(&m, &g, &e) == AREAL_OK);
     const char *gworst = "-";
     double ge =
@@ -403,10 +408,75 @@ out:
     return rc;
 }
 
+/*
+ * Forks `world` ranks running fn and returns the worst exit code (signals:
+ * 100 + signal). Unlike ranks.h's ranks_run, the store runs in a forked
+ * process of its own, so this process has no thread when it forks the ranks:
+ * a rank forked while the parent's store thread held the allocator's lock
+ * (ASan's, under make test-san) inherits it locked and hangs in its first
+ * large malloc (seen: the dp all-reduce's worker thread).
+ */
+static inline int pt_ranks_run(int world, int timeout_ms, rank_fn fn, void *arg) {
+    int up[2], stop[2];
+    if (world > RANKS_MAX || pipe(up) != 0)
+        return RANK_COMM_FAIL;
+    if (pipe(stop) != 0) {
+        close(up[0]), close(up[1]);
+        return RANK_COMM_FAIL;
+    }
+    fflush(NULL);
+    pid_t store = fork();
+    if (store == 0) {
+        close(up[0]), close(stop[1]);
+        areal_store_server *srv = NULL;
+        areal_error e;
+        int port = 0;
+        if (areal_store_server_start("127.0.0.1", 0, &srv, &port, &e) != AREAL_OK) {
+            fprintf(stderr, "store: %s\n", e.msg);
+            port = -1;
+        }
+        ssize_t w = write(up[1], &port, sizeof port);
+        char ch;
+        while (w == (ssize_t)sizeof port && read(stop[0], &ch, 1) > 0) {
+        } /* until the parent closes its end */
+        if (port > 0)
+            areal_store_server_stop(srv);
+        _exit(0);
+    }
+    close(up[1]), close(stop[0]);
+    int port = -1;
+    if (store < 0 || read(up[0], &port, sizeof port) != (ssize_t)sizeof port)
+        port = -1;
+    close(up[0]);
+    pid_t pids[RANKS_MAX];
+    int started = 0;
+    for (; port > 0 && started < world; started++) {
+        pids[started] = fork();
+        if (pids[started] == 0) {
+            close(stop[1]);
+            areal_comm_config cfg = rank_config(started, world, port, timeout_ms);
+            areal_comm *c = NULL;
+            areal_error e;
+            if (areal_comm_init(&cfg, &c, &e) != AREAL_OK) {
+                fprintf(stderr, "rank %d: init: %s\n", started, e.msg);
+                _exit(RANK_COMM_FAIL);
+            }
+            int rc = fn(c, arg);
+            areal_comm_destroy(c);
+            fflush(NULL);
+            _exit(rc);
+        }
+    }
+    int worst = port > 0 ? ranks_wait(world, pids) : RANK_COMM_FAIL;
+    close(stop[1]);
+    if (store > 0)
+        waitpid(store, NULL, 0);
+    return worst;
+}
+
 /* Runs layout L on dp * tp * pp forked ranks; the worst exit code (0: every rank equal). */
 static inline int pt_run(const pt_layout *L) {
-    fflush(NULL);
-    return ranks_run(L->dp * L->tp * L->pp, 30000, pt_rank, (void *)L);
+    return pt_ranks_run(L->dp * L->tp * L->pp, 30000, pt_rank, (void *)L);
 }
 
 #endif
