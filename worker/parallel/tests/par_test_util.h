@@ -64,6 +64,7 @@
 typedef struct pt_layout {
     const char *name;  /* for messages */
     int dp, tp, pp;    /* the strategy */
+    int ep;            /* expert parallel (0: 1); its ranks hold the same tokens, see pt_rank */
     int n_mb;          /* micro-batches per dp rank */
     int zero1;         /* ZeRO-1 over dp instead of a plain all-reduce */
     const char *model; /* a fixture directory under PT_FIX, or NULL: the synthetic model */
@@ -326,7 +327,7 @@ static inline int pt_rank(areal_comm *c, void *arg) {
                                             &max_norm, &e) == AREAL_OK);
 
     areal_strategy s = areal_strategy_single();
-    s.dp = L->dp, s.tp = L->tp, s.pp = L->pp, s.edp = 0;
+    s.dp = L->dp, s.tp = L->tp, s.pp = L->pp, s.ep = L->ep > 1 ? L->ep : 1, s.edp = 0;
     areal_role_plan role;
     areal_coll_factory f = areal_comm_coll_factory(c);
     PT_CHECK("role", areal_comm_role_of_strategy(&s, &role, &e) == AREAL_OK);
@@ -338,7 +339,14 @@ static inline int pt_rank(areal_comm *c, void *arg) {
     areal_par_bind(&m, &g);
 
     /* this dp rank's sequences, in n_mb micro-batches */
-    int D = areal_par_size(g.dp), d = areal_par_rank(g.dp);
+    /*
+     * The data split: over dp, except that the model's expert parallelism
+     * replicates the dispatch (every ep rank routes the same tokens and the
+     * routed sum is reduced over ep), so the ep ranks, carved out of dp, hold
+     * one data shard together; layouts here take ep == dp.
+     */
+    areal_coll *data = L->ep > 1 ? NULL : g.dp;
+    int D = areal_par_size(data), d = areal_par_rank(data);
     int s0 = d * PT_SEQS / D, s1 = (d + 1) * PT_SEQS / D, nmb = L->n_mb;
     pt_mb mbs[PT_MAX_MB];
     areal_batch bs[PT_MAX_MB];
@@ -349,15 +357,15 @@ static inline int pt_rank(areal_comm *c, void *arg) {
         for (int t = 0; t < bs[i].n_tokens; t++)
             local += b.targets[mbs[i].tok0 + t] >= 0;
     }
-    PT_CHECK("token count", areal_par_global_count(g.dp, local, &n_total, &e) == AREAL_OK);
+    PT_CHECK("token count", areal_par_global_count(data, local, &n_total, &e) == AREAL_OK);
     pt_loss pl = {.b = &b, .mbs = mbs, .n_total = n_total, .ref_logits = ref_logits};
     PT_CHECK("1f1b",
              areal_par_pipe_1f1b(&m, g.pp, bs, nmb, pt_loss_fn, &pl, &loss, &e) == AREAL_OK);
     float lv[2] = {(float)loss, 0};
     lv[1] = (float)(loss - (double)lv[0]);
-    if (g.dp != NULL && D > 1)
+    if (D > 1)
         PT_CHECK("loss sum",
-                 areal_coll_all_reduce(g.dp, lv, 2, AREAL_DT_F32, AREAL_SUM, &e) == AREAL_OK);
+                 areal_coll_all_reduce(data, lv, 2, AREAL_DT_F32, AREAL_SUM, &e) == AREAL_OK);
     loss = (double)lv[0] + (double)lv[1];
     if (!L->skip_partial)
         PT_CHECK("partial grads", areal_par_reduce_partial_grads(&m, &g, &e) == AREAL_OK);
@@ -366,12 +374,12 @@ static inline int pt_rank(areal_comm *c, void *arg) {
     double ge =
         0; /* the summed gradient (ZeRO-1 never holds it whole: its norm and update speak) */
     if (L->zero1) {
-        PT_CHECK("zero1 init", areal_par_zero1_init(&z, &m, g.dp, &e) == AREAL_OK);
+        PT_CHECK("zero1 init", areal_par_zero1_init(&z, &m, data, &e) == AREAL_OK);
         PT_CHECK("zero1 step", areal_par_zero1_step(&z, &m, &g, &PT_ADAMW, PT_LR, max_norm, &norm,
                                                     NULL, &e) == AREAL_OK);
     } else {
         /* small buckets, so several are in flight at once */
-        PT_CHECK("dp grads", areal_par_dp_reduce_grads(&m, g.dp, 1000, &e) == AREAL_OK);
+        PT_CHECK("dp grads", areal_par_dp_reduce_grads(&m, data, 1000, &e) == AREAL_OK);
         ge = pt_tensors_err(&m, m.grads, &ref, ref_grads, &gworst);
         PT_CHECK("grad norm",
                  areal_par_grad_norm(&m, m.grads, 0, m.n_params, &g, NULL, &norm, &e) == AREAL_OK);
@@ -384,10 +392,11 @@ static inline int pt_rank(areal_comm *c, void *arg) {
     double le = fabs(loss - ref_loss) / fabs(ref_loss), ne = fabs(norm - ref_norm) / ref_norm;
     double we = pt_tensors_err(&m, m.params, &ref, ref.params, &worst);
     int last = sh.pp_stage == sh.pp - 1;
-    printf("%-8s rank %d (tp %d/%d pp %d/%d dp %d/%d): loss %.6f (rel err %.1e), grad norm %.6f "
+    printf("%-8s rank %d (tp %d/%d pp %d/%d ep %d/%d dp %d/%d): loss %.6f (rel err %.1e), grad "
+           "norm %.6f "
            "(%.1e), grads %.1e (%s), weights %.1e (%s)%s",
-           L->name, rank, sh.tp_rank, sh.tp, sh.pp_stage, sh.pp, d, D, loss, le, norm, ne, ge,
-           gworst, we, worst, last ? "" : "\n");
+           L->name, rank, sh.tp_rank, sh.tp, sh.pp_stage, sh.pp, sh.ep_rank, sh.ep, d, D, loss, le,
+           norm, ne, ge, gworst, we, worst, last ? "" : "\n");
     if (last)
         printf(", logits %.1e\n", pl.logits_err);
     if (n_total != b.n_targets || !(le <= PT_TOL) || !(ne <= PT_TOL) || !(we <= PT_TOL) ||
