@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "areal/kube/watch.h"
+#include "areal/log.h"
 #include "areal/operator/cache.h"
 #include "areal/operator/cached.h"
 #include "areal/operator/keyset.h"
@@ -172,8 +173,8 @@ static void *informer_main(void *arg) {
         int rc = kube_reflector_run(inf->watch, &inf->res, &opts, &fns, &err);
         if (rc == KUBE_ESTOPPED || atomic_load(&inf->ctl->stopping))
             break;
-        fprintf(stderr, "{\"level\":\"error\",\"msg\":\"informer %s stopped: %s; restarting\"}\n",
-                inf->kind, err.msg);
+        areal_log(AREAL_LOG_ERROR, "controller", AREAL_FIELDS({"informer", inf->kind}),
+                  "informer %s stopped: %s; restarting", inf->kind, err.msg);
         struct timespec ts = {1, 0};
         nanosleep(&ts, NULL);
     }
@@ -376,8 +377,10 @@ static void *run_worker(void *arg) {
     while (!atomic_load(&r->failed) && (i = atomic_fetch_add(&r->next, 1)) < r->n) {
         kube_error kerr;
         if (apply(r->ctl, r->job, &r->actions[i], r->patched, &kerr) != KUBE_OK) {
-            fprintf(stderr, "{\"level\":\"warn\",\"job\":\"%s\",\"msg\":\"%s %s failed: %s\"}\n",
-                    r->key, r->actions[i].resource, r->actions[i].name, kerr.msg);
+            areal_log(AREAL_LOG_WARN, "controller",
+                      AREAL_FIELDS({"job", r->key}, {"resource", r->actions[i].resource},
+                                   {"name", r->actions[i].name}),
+                      "%s %s failed: %s", r->actions[i].resource, r->actions[i].name, kerr.msg);
             atomic_store(&r->failed, true); /* the rest of the run is not started */
         }
     }
@@ -458,7 +461,7 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
         *requeue_ms = r.requeue_after_ms;
         reconcile_result_free(&r);
     } else if (!retry) {
-        fprintf(stderr, "{\"level\":\"error\",\"job\":\"%s\",\"msg\":\"%s\"}\n", key, aerr.msg);
+        areal_log(AREAL_LOG_ERROR, "controller", AREAL_FIELDS({"job", key}), "%s", aerr.msg);
         retry = true;
     }
     for (int i = 0; i < g.n_pods; i++)
