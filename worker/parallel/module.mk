@@ -5,5 +5,5 @@
 LIB_SRC   += $(wildcard worker/parallel/src/*.c)
 INCLUDES  += -Iworker/parallel/include
 TEST_SRC  += $(wildcard worker/parallel/tests/test_*.c)
-# the parallel tests fork ranks with the comm tests' helper (worker/comm/tests/ranks.h)
-TEST_INCLUDES += -Iworker/comm/tests
+# the parallel tests fork ranks with the comm tests' helper, included by its
+# relative path (tests/par_test_util.h), so no include flag reaches other tests

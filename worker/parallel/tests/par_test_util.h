@@ -51,7 +51,7 @@
 #include "areal/parallel/groups.h"
 #include "areal/parallel/pipe.h"
 #include "areal/parallel/reduce.h"
-#include "ranks.h"
+#include "../../comm/tests/ranks.h" /* rank_config, ranks_wait, exit codes */
 
 #define PT_FIX      "worker/model/tests/fixtures/"
 #define PT_TOL      1e-5
