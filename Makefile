@@ -36,6 +36,9 @@ FUZZ_SECONDS ?= 60
 #                                                  and fuzz targets that name it
 #   TEST_SRC += $(wildcard COMPONENT/tests/test_*.c)
 #   FUZZ_SRC / BENCH_SRC likewise (fuzz_*.c / bench_*.c)
+#   SCRIPT_TESTS += COMPONENT/tests/test-x.sh     a script `make test` runs (it prints
+#                                                  "NAME: N passed, N failed", appends
+#                                                  "N N" to $COUNTS, skips with a message)
 PKGS       :=
 DEPS_GROUPS := build
 INCLUDES   :=
@@ -48,6 +51,7 @@ TEST_UTIL  := $(wildcard tests/util/*.c)
 TEST_INCLUDES := -Itests/util
 BENCH_SRC  := $(wildcard bench/bench_*.c)
 FUZZ_SRC   :=
+SCRIPT_TESTS :=
 -include $(wildcard */module.mk */*/module.mk)
 PKGS       := $(sort $(PKGS))
 
@@ -74,7 +78,7 @@ MODE_FLAGS = $(if $(filter san,$(1)),$(SAN_FLAGS),$(REL_FLAGS))
 .SECONDEXPANSION:
 .SECONDARY:
 
-.PHONY: all run test test-rel test-san test-oom bench fuzz fmt lint clean deps help
+.PHONY: all run test test-rel test-san test-scripts test-oom bench fuzz fmt lint clean deps help
 .DEFAULT_GOAL := all
 
 all: $(addprefix $(BUILD)/rel/,$(PROGRAMS)) $(BUILD)/rel/libareal.a
@@ -174,12 +178,19 @@ test: $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES)) $(addprefix $(BUILD)/rel/,$
 	    scripts/run-tests.sh sanitized \
 	    $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES)) || rc=1; \
 	COUNTS=$(BUILD)/test-counts scripts/run-tests.sh oom $(OOM_BINS) || rc=1; \
+	for t in $(SCRIPT_TESTS); do \
+	    AREAL_BIN=$(abspath $(BUILD)/rel) COUNTS=$(BUILD)/test-counts $$t || rc=1; \
+	done; \
 	AREAL_BIN=$(abspath $(BUILD)/rel) COUNTS=$(BUILD)/test-counts scripts/run-e2e.sh || rc=1; \
 	awk '{p += $$1; f += $$2} END {printf "test: %d passed, %d failed\n", p, f}' $(BUILD)/test-counts; \
 	exit $$rc
 
 test-rel: $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES)) $(addprefix $(BUILD)/rel/,$(PROGRAMS))
 	@AREAL_BIN=$(BUILD)/rel AREALCTL=$(BUILD)/rel/arealctl scripts/run-tests.sh release $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES))
+
+# make test-scripts: the SCRIPT_TESTS alone (the chart's lint, render and RBAC check).
+test-scripts: $(BUILD)/rel/areal-operator
+	@rc=0; for t in $(SCRIPT_TESTS); do AREAL_BIN=$(abspath $(BUILD)/rel) $$t || rc=1; done; exit $$rc
 
 # make test-oom: every allocation of the parsers, caches, reconcile and kube
 # client fails once (tests/oom/oom.h); part of `make test`.
