@@ -5,6 +5,7 @@
 #   make test       unit, property and CLI tests, built plain and with ASan+UBSan, then
 #                   the e2e suite when its control plane is built (see e2e/README.md)
 #   make bench      benchmarks (release build)
+#   make images     the operator and worker Docker images (not in CI)
 #   make fuzz       libFuzzer targets, FUZZ_SECONDS each (default 60)
 #   make fmt        clang-format in place;   make lint   check formatting
 #
@@ -78,13 +79,13 @@ MODE_FLAGS = $(if $(filter san,$(1)),$(SAN_FLAGS),$(REL_FLAGS))
 .SECONDEXPANSION:
 .SECONDARY:
 
-.PHONY: all run test test-rel test-san test-scripts test-oom bench fuzz fmt lint clean deps help
+.PHONY: all run test test-rel test-san test-scripts test-oom bench fuzz fmt lint clean deps help images
 .DEFAULT_GOAL := all
 
 all: $(addprefix $(BUILD)/rel/,$(PROGRAMS)) $(BUILD)/rel/libareal.a
 
 help:
-	@sed -n '3,13p' Makefile
+	@sed -n '3,14p' Makefile
 
 deps: $(DEPS_OK)
 
@@ -199,6 +200,14 @@ test-oom: $(OOM_BINS)
 
 test-san: $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES)) $(addprefix $(BUILD)/san/,$(PROGRAMS))
 	@AREAL_BIN=$(BUILD)/san AREALCTL=$(BUILD)/san/arealctl scripts/run-tests.sh sanitized $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES))
+
+# make images: the operator and worker images the chart names (areal/operator,
+# areal/worker, tagged VERSION), each built inside Docker by this Makefile
+# (operator/Dockerfile, worker/Dockerfile). Not part of test or CI.
+IMAGE_PREFIX ?= areal
+images:
+	docker build -f operator/Dockerfile -t $(IMAGE_PREFIX)/operator:$(AREAL_VERSION) .
+	docker build -f worker/Dockerfile -t $(IMAGE_PREFIX)/worker:$(AREAL_VERSION) .
 
 bench: $(BENCH_BINS)
 	@for b in $^; do echo "== $$b"; $$b || exit 1; done

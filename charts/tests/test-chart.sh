@@ -111,6 +111,20 @@ else
     bad "a ServiceMonitor only when enabled"
 fi
 
+# The default images are the ones the Dockerfiles build, at the repository's VERSION.
+version=$(cat VERSION)
+app=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$CHART/Chart.yaml")
+images=$(grep -ho 'image: "[^"]*"\|--default-image=[^ ]*' "$tmp/default.yaml" | sed 's/image: "//; s/"$//; s/--default-image=//' | sort | tr '\n' ' ')
+if [ "$app" = "$version" ] && [ "$images" = "areal/operator:$version areal/worker:$version " ] &&
+    grep -q '^IMAGE_PREFIX ?= areal$' Makefile &&
+    grep -q 'operator/Dockerfile -t $(IMAGE_PREFIX)/operator:$(AREAL_VERSION)' Makefile &&
+    grep -q 'worker/Dockerfile -t $(IMAGE_PREFIX)/worker:$(AREAL_VERSION)' Makefile; then
+    ok "the default images are make images' (areal/operator, areal/worker at VERSION $version)"
+else
+    echo "appVersion $app, VERSION $version, images: $images" >"$tmp/out"
+    bad "the default images are make images'"
+fi
+
 # Refused values: a clear message naming the value.
 refuse() { # refuse WHAT PATTERN HELM-ARGS...
     local what=$1 pat=$2
