@@ -37,9 +37,9 @@ FUZZ_SECONDS ?= 60
 #                                                  and fuzz targets that name it
 #   TEST_SRC += $(wildcard COMPONENT/tests/test_*.c)
 #   FUZZ_SRC / BENCH_SRC likewise (fuzz_*.c / bench_*.c)
-#   SCRIPT_TESTS += COMPONENT/tests/test-x.sh     a script `make test` runs (it prints
-#                                                  "NAME: N passed, N failed", appends
-#                                                  "N N" to $COUNTS, skips with a message)
+#   SCRIPT_TESTS += COMPONENT/tests/test_x.sh     a script `make test` runs once, with the
+#                                                  release build (it prints cmocka's closing
+#                                                  lines; it skips with a message)
 PKGS       :=
 DEPS_GROUPS := build
 INCLUDES   :=
@@ -174,24 +174,21 @@ test: $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES)) $(addprefix $(BUILD)/rel/,$
 	@rm -f $(BUILD)/test-counts; rc=0; \
 	AREAL_BIN=$(BUILD)/rel AREALCTL=$(BUILD)/rel/arealctl COUNTS=$(BUILD)/test-counts \
 	    scripts/run-tests.sh release \
-	    $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES)) || rc=1; \
+	    $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES)) $(SCRIPT_TESTS) || rc=1; \
 	AREAL_BIN=$(BUILD)/san AREALCTL=$(BUILD)/san/arealctl COUNTS=$(BUILD)/test-counts \
 	    scripts/run-tests.sh sanitized \
 	    $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES)) || rc=1; \
 	COUNTS=$(BUILD)/test-counts scripts/run-tests.sh oom $(OOM_BINS) || rc=1; \
-	for t in $(SCRIPT_TESTS); do \
-	    AREAL_BIN=$(abspath $(BUILD)/rel) COUNTS=$(BUILD)/test-counts $$t || rc=1; \
-	done; \
 	AREAL_BIN=$(abspath $(BUILD)/rel) COUNTS=$(BUILD)/test-counts scripts/run-e2e.sh || rc=1; \
 	awk '{p += $$1; f += $$2} END {printf "test: %d passed, %d failed\n", p, f}' $(BUILD)/test-counts; \
 	exit $$rc
 
 test-rel: $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES)) $(addprefix $(BUILD)/rel/,$(PROGRAMS))
-	@AREAL_BIN=$(BUILD)/rel AREALCTL=$(BUILD)/rel/arealctl scripts/run-tests.sh release $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES))
+	@AREAL_BIN=$(BUILD)/rel AREALCTL=$(BUILD)/rel/arealctl scripts/run-tests.sh release $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES)) $(SCRIPT_TESTS)
 
 # make test-scripts: the SCRIPT_TESTS alone (the chart's lint, render and RBAC check).
 test-scripts: $(BUILD)/rel/areal-operator
-	@rc=0; for t in $(SCRIPT_TESTS); do AREAL_BIN=$(abspath $(BUILD)/rel) $$t || rc=1; done; exit $$rc
+	@AREAL_BIN=$(BUILD)/rel scripts/run-tests.sh scripts $(SCRIPT_TESTS)
 
 # make test-oom: every allocation of the parsers, caches, reconcile and kube
 # client fails once (tests/oom/oom.h); part of `make test`.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test-chart.sh - the Helm chart's test, part of `make test`: helm lint, then
+# test_chart.sh - the Helm chart's test, part of `make test`: helm lint, then
 # helm template with the default values and with non-default ones (one watched
 # namespace, one replica without leader election, a ServiceMonitor), each render
 # checked by rbac_check.py (the operator's RBAC is exactly its API calls, the
@@ -8,7 +8,8 @@
 # Lease, writes cluster-wide for one namespace, a wrong probe, an unknown API
 # call in operator/src) and must refuse each, so it can fail.
 # Needs the pinned helm of the e2e cache (e2e/build-bins) and python3 with PyYAML;
-# without them it says so and passes nothing. COUNTS=FILE appends "PASSED FAILED".
+# without them it says so and passes nothing. Prints cmocka's lines ("[       OK ]",
+# "[  PASSED  ] N test(s).") so scripts/run-tests.sh counts it like a test binary.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=e2e/lib.sh
@@ -29,11 +30,11 @@ passed=0
 failed=0
 ok() {
     passed=$((passed + 1))
-    echo "  ok - $1"
+    echo "[       OK ] $1"
 }
 bad() {
     failed=$((failed + 1))
-    echo "  FAIL - $1"
+    echo "[  FAILED  ] $1"
     [ -f "$tmp/out" ] && sed 's/^/    /' "$tmp/out" | tail -n 20
 }
 # helm warns on stderr that crds/ holds a link (to the one CRD of crds/); that is the design
@@ -176,6 +177,6 @@ else
     bad "checker refuses an API call the RBAC does not know (message)"
 fi
 
-echo "chart: $passed passed, $failed failed"
-[ -n "${COUNTS:-}" ] && echo "$passed $failed" >>"$COUNTS"
+echo "[  PASSED  ] $passed test(s)."
+[ "$failed" -eq 0 ] || echo "[  FAILED  ] $failed test(s)."
 [ "$failed" -eq 0 ]
