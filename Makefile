@@ -8,6 +8,7 @@
 #                   the allocation-failure tests (make test-oom, tests/oom), then the e2e
 #                   suite when its control plane is built (see e2e/README.md)
 #   make bench      benchmarks (release build)
+#   make images     the operator and worker Docker images (not in CI)
 #   make fuzz       libFuzzer targets, FUZZ_SECONDS each (default 60)
 #   make fmt        clang-format in place;   make lint   check formatting
 #
@@ -50,6 +51,9 @@ PROGRAMS    :=
 TEST_SRC    :=
 FUZZ_SRC    :=
 BENCH_SRC   :=
+# scripts `make test` runs once with the release build (cmocka-style closing
+# lines; they skip with a message): SCRIPT_TESTS += COMPONENT/tests/test_x.sh
+SCRIPT_TESTS :=
 DEPS_GROUPS := build
 # hooks a module.mk registers: variables whose expansion $(eval)s, run once every
 # component is declared - MODULE_SETUP before the rules are made (to add to
@@ -185,7 +189,7 @@ $(foreach f,$(OOM_SRC),$(eval $(call binary_rule,san,$(BUILD)/san/oom/$(call bin
 # none is intermediate, and an object added to a component is built even when the
 # archive is newer than the objects it had.
 
-.PHONY: all run test test-rel test-san test-oom bench fuzz fmt lint clean deps help print-closure probe
+.PHONY: all run test test-rel test-san test-oom bench fuzz fmt lint clean deps help print-closure probe test-scripts images
 .DEFAULT_GOAL := all
 
 ARCHIVES_REL := $(foreach c,$(COMPONENTS),$(BUILD)/rel/libareal_$(c).a)
@@ -217,7 +221,7 @@ REL_TESTS := $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES))
 SAN_TESTS := $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES))
 BENCH_BINS := $(addprefix $(BUILD)/rel/bench/,$(notdir $(basename $(BENCH_SRC))))
 # Script tests (print cmocka's closing lines), run once, with the release build.
-SCRIPT_TESTS := $(wildcard tests/build/test_*.sh)
+SCRIPT_TESTS += $(wildcard tests/build/test_*.sh)
 
 # Both builds run even when the first fails; the last line sums them up.
 test: $(REL_TESTS) $(addprefix $(BUILD)/rel/,$(PROGRAMS)) $(SAN_TESTS) $(addprefix $(BUILD)/san/,$(PROGRAMS)) \
@@ -242,6 +246,18 @@ test-oom: $(OOM_BINS)
 
 test-san: $(SAN_TESTS) $(addprefix $(BUILD)/san/,$(PROGRAMS))
 	@AREAL_BIN=$(BUILD)/san AREALCTL=$(BUILD)/san/arealctl scripts/run-tests.sh sanitized $(SAN_TESTS)
+
+# make test-scripts: the SCRIPT_TESTS alone (build tests, the chart's lint, render and RBAC check).
+test-scripts: $(BUILD)/rel/areal-operator
+	@AREAL_BIN=$(BUILD)/rel scripts/run-tests.sh scripts $(SCRIPT_TESTS)
+
+# make images: the operator and worker images the chart names (areal/operator,
+# areal/worker, tagged VERSION), each built inside Docker by this Makefile
+# (operator/Dockerfile, worker/Dockerfile). Not part of test or CI.
+IMAGE_PREFIX ?= areal
+images:
+	docker build -f operator/Dockerfile -t $(IMAGE_PREFIX)/operator:$(AREAL_VERSION) .
+	docker build -f worker/Dockerfile -t $(IMAGE_PREFIX)/worker:$(AREAL_VERSION) .
 
 bench: $(BENCH_BINS)
 	@for b in $^; do echo "== $$b"; $$b || exit 1; done

@@ -11,6 +11,7 @@
  */
 #include "areal/operator/desired.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -234,6 +235,39 @@ static void extend(json_t *dst, const json_t *layer[2], const char *key) {
             json_array_extend(dst, json_object_get(layer[l], key));
 }
 
+/* True when a mount of `mounts` is at `path`. */
+static bool mounts_at(const json_t *mounts, const char *path) {
+    size_t i;
+    const json_t *m;
+    json_array_foreach(mounts, i, m) {
+        const char *at = json_string_value(json_object_get(m, "mountPath"));
+        if (at != NULL && strcmp(at, path) == 0)
+            return true;
+    }
+    return false;
+}
+
+/*
+ * A memory-backed /dev/shm for a pod of `gpus` GPUs, DESIRED_SHM_GIB_PER_GPU
+ * GiB each: NCCL's shared-memory transport (and this worker's own shm rings,
+ * worker/comm) map their buffers there, and the 64 MiB the container runtime
+ * gives /dev/shm makes NCCL fail at its first intra-node collective. A tmpfs
+ * is charged to the pod's memory as written, not at its size. A role override
+ * that mounts its own /dev/shm keeps it (the user sized it), so no second
+ * mount at one path is sent. Rejected: a CRD field for the size - a role's
+ * volumes and volumeMounts already say it.
+ */
+static void add_shm(json_t *volumes, json_t *mounts, int gpus) {
+    if (gpus <= 0 || mounts_at(mounts, "/dev/shm"))
+        return;
+    char size[32];
+    snprintf(size, sizeof size, "%dGi", gpus * DESIRED_SHM_GIB_PER_GPU);
+    json_array_append_new(volumes, json_pack("{s:s,s:{s:s,s:s}}", "name", "areal-shm", "emptyDir",
+                                             "medium", "Memory", "sizeLimit", size));
+    json_array_append_new(mounts,
+                          json_pack("{s:s,s:s}", "name", "areal-shm", "mountPath", "/dev/shm"));
+}
+
 json_t *desired_pod(const json_t *job, const areal_alloc *alloc, const areal_plan *plan,
                     const areal_cluster *cluster, int pod, const desired_config *cfg,
                     areal_error *err) {
@@ -297,6 +331,7 @@ json_t *desired_pod(const json_t *job, const areal_alloc *alloc, const areal_pla
     json_t *mounts = json_pack("[{s:s,s:s,s:b}]", "name", "areal-config", "mountPath", "/etc/areal",
                                "readOnly", 1);
     extend(mounts, layer, "volumeMounts");
+    add_shm(volumes, mounts, p->n_ranks);
     json_t *tolerations = json_array();
     extend(tolerations, layer, "tolerations");
     json_t *selector = json_object();

@@ -196,10 +196,87 @@ static void pods_carry_plan_environment_and_overrides(void **state) {
     json_decref(job);
 }
 
+/* The mounts of `pod` at `path`: how many, and the volume of the last one. */
+static int mounts_at(const json_t *pod, const char *path, const char **volume) {
+    const json_t *ctr =
+        json_array_get(json_object_get(json_object_get(pod, "spec"), "containers"), 0);
+    int n = 0;
+    size_t i;
+    json_t *m;
+    json_array_foreach(json_object_get(ctr, "volumeMounts"), i, m) {
+        if (strcmp(json_string_value(json_object_get(m, "mountPath")), path) == 0) {
+            n++;
+            *volume = json_string_value(json_object_get(m, "name"));
+        }
+    }
+    return n;
+}
+
+static const json_t *volume_named(const json_t *pod, const char *name) {
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(json_object_get(pod, "spec"), "volumes"), i, v) {
+        if (strcmp(json_string_value(json_object_get(v, "name")), name) == 0)
+            return v;
+    }
+    return NULL;
+}
+
+/* Every GPU pod gets a memory-backed /dev/shm of 1 GiB per GPU; a role that
+ * mounts its own there keeps only its own. */
+static void gpu_pods_get_a_memory_backed_dev_shm(void **state) {
+    (void)state;
+    json_t *job = load(JOB);
+    json_t *trainer = json_array_get(json_object_get(json_object_get(job, "spec"), "roles"), 0);
+    json_object_set_new(trainer, "volumes",
+                        load("[{\"name\":\"big-shm\",\"emptyDir\":{\"medium\":\"Memory\","
+                             "\"sizeLimit\":\"64Gi\"}}]"));
+    json_object_set_new(trainer, "volumeMounts",
+                        load("[{\"name\":\"big-shm\",\"mountPath\":\"/dev/shm\"}]"));
+    areal_alloc a;
+    assert_int_equal(desired_job_alloc(job, &a, NULL), AREAL_OK);
+    areal_job pj;
+    areal_job_init(&pj, "gsm8k", &a);
+    assert_int_equal(desired_job_constraints(job, &a, &pj, NULL), AREAL_OK);
+    areal_cluster c;
+    make_cluster(&c);
+    areal_plan plan;
+    areal_error e;
+    assert_int_equal(areal_place(&pj, &c, &plan, &e), AREAL_OK);
+    desired_config cfg = {0};
+    int rollouts = 0, trainers = 0;
+    for (int i = 0; i < plan.n_pods; i++) {
+        json_t *pod = desired_pod(job, &a, &plan, &c, i, &cfg, &e);
+        assert_non_null(pod);
+        const char *vol = NULL;
+        assert_int_equal(mounts_at(pod, "/dev/shm", &vol), 1);
+        if (plan.roles[plan.pods[i].role].inference) {
+            rollouts++;
+            assert_string_equal(vol, "areal-shm");
+            const json_t *dir = json_object_get(volume_named(pod, "areal-shm"), "emptyDir");
+            assert_string_equal(json_string_value(json_object_get(dir, "medium")), "Memory");
+            char want[16];
+            snprintf(want, sizeof want, "%dGi", plan.pods[i].n_ranks * DESIRED_SHM_GIB_PER_GPU);
+            assert_string_equal(json_string_value(json_object_get(dir, "sizeLimit")), want);
+        } else {
+            trainers++;
+            assert_string_equal(vol, "big-shm");
+            assert_null(volume_named(pod, "areal-shm"));
+            assert_non_null(volume_named(pod, "big-shm"));
+        }
+        json_decref(pod);
+    }
+    assert_true(rollouts > 0 && trainers > 0);
+    areal_plan_free(&plan);
+    areal_cluster_free(&c);
+    json_decref(job);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(alloc_takes_rollout_replicas),
         cmocka_unit_test(pods_carry_plan_environment_and_overrides),
+        cmocka_unit_test(gpu_pods_get_a_memory_backed_dev_shm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -28,6 +28,9 @@
 #define AREAL_LABEL_MANAGED_BY "app.kubernetes.io/managed-by"
 #define AREAL_ANNOTATION_NODE  "areal.io/planned-node"
 
+/* The memory-backed /dev/shm of a GPU pod: this many GiB per GPU (NCCL). */
+#define DESIRED_SHM_GIB_PER_GPU 1
+
 typedef struct desired_config {
     const char *scheduler_name; /* pods name it as their scheduler; default "areal-operator" */
     const char *default_image;  /* when the job gives none; default "areal-worker:latest" */
@@ -62,7 +65,9 @@ json_t *desired_configmap(const json_t *job, const areal_alloc *alloc, const are
  * The Pod of plan.pods[pod]: name, labels, owner reference, the planned node
  * as an annotation (binding happens separately, for the whole gang), the
  * worker container with the environment of areal/podenv.h, GPU limits, the
- * role's overrides, the config volume. NULL and `err` set on failure.
+ * role's overrides, the config volume, and a memory-backed /dev/shm of
+ * DESIRED_SHM_GIB_PER_GPU GiB per GPU unless an override mounts its own
+ * there. NULL and `err` set on failure.
  */
 json_t *desired_pod(const json_t *job, const areal_alloc *alloc, const areal_plan *plan,
                     const areal_cluster *cluster, int pod, const desired_config *cfg,
