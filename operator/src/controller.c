@@ -29,6 +29,7 @@
 #include "areal/operator/cache.h"
 #include "areal/operator/cached.h"
 #include "areal/operator/keyset.h"
+#include "areal/operator/ledger.h"
 #include "areal/operator/reconcile.h"
 #include "areal/operator/workqueue.h"
 
@@ -71,6 +72,9 @@ struct controller {
      * otherwise see the same transition again and repeat the Event. */
     pthread_mutex_t events_mu;
     keyset last_event;
+    /* Planned pods not yet observed bound, charged to every worker's cluster;
+     * its lock serialises planning (see areal/operator/ledger.h). */
+    ledger ledger;
 };
 
 static long long wall_ms(void) {
@@ -188,6 +192,7 @@ typedef struct gather {
     int n_pods, cap_pods;
     areal_cluster *cluster;
     keyset node_index; /* node name -> index in cluster */
+    ledger *ledger;    /* locked by the caller: bound pods it counts are marked seen */
     bool oom;
 } gather;
 
@@ -237,6 +242,74 @@ static void gather_pod(void *ud, const void *entry) {
     n->gpus_used = n->gpus_used + pod->gpus > n->gpus ? n->gpus : n->gpus_used + pod->gpus;
     n->cpu_used_milli += (long)pod->cpu_milli;
     n->mem_used_bytes += pod->mem_bytes;
+    if (ledger_len(g->ledger) > 0 && pod->ns && pod->name) {
+        char key[WORKQUEUE_KEY_MAX];
+        snprintf(key, sizeof key, "%s/%s", pod->ns, pod->name);
+        ledger_seen(g->ledger, key); /* counted here: its claim is not charged again */
+    }
+}
+
+/* The room pod `name` of a decision asks for: from its create in the same
+ * decision, else from the pod cache. False when neither knows the pod (it is
+ * then claimed with no room: its bind fails and the gang is replanned). */
+static bool claim_room(controller *ctl, const char *ns, const reconcile_result *r, const char *name,
+                       ledger_claim *c) {
+    for (int i = 0; i < r->n_actions; i++) {
+        const reconcile_action *a = &r->actions[i];
+        if (a->kind != RECONCILE_CREATE || strcmp(a->resource, "pods") != 0 ||
+            strcmp(a->name, name) != 0)
+            continue;
+        cached_pod *p = cached_pod_new(a->obj);
+        if (p == NULL)
+            return false;
+        c->gpus = p->gpus;
+        c->cpu_milli = p->cpu_milli;
+        c->mem_bytes = p->mem_bytes;
+        cached_pod_release(p);
+        return true;
+    }
+    char key[WORKQUEUE_KEY_MAX];
+    snprintf(key, sizeof key, "%s/%s", ns, name);
+    cached_pod *p = cache_get(ctl->pods.cache, key);
+    if (p == NULL)
+        return false;
+    c->gpus = p->gpus;
+    c->cpu_milli = p->cpu_milli;
+    c->mem_bytes = p->mem_bytes;
+    cache_release(ctl->pods.cache, p);
+    return true;
+}
+
+/* Records the binds of decision `r` as the job's claims (replacing its old
+ * ones; a decision without binds drops them). Ledger locked. False when out
+ * of memory. */
+static bool record_claims(controller *ctl, const char *key, const char *ns,
+                          const reconcile_result *r) {
+    int n = 0;
+    for (int i = 0; i < r->n_actions; i++)
+        n += r->actions[i].kind == RECONCILE_BIND;
+    ledger_claim *claims = n ? calloc((size_t)n, sizeof *claims) : NULL;
+    if (n && claims == NULL) {
+        ledger_set(&ctl->ledger, key, NULL, 0);
+        return false;
+    }
+    char(*pods)[WORKQUEUE_KEY_MAX] = n ? calloc((size_t)n, sizeof *pods) : NULL;
+    bool ok = n == 0 || pods != NULL;
+    int k = 0;
+    for (int i = 0; ok && i < r->n_actions; i++) {
+        const reconcile_action *a = &r->actions[i];
+        if (a->kind != RECONCILE_BIND)
+            continue;
+        snprintf(pods[k], sizeof pods[k], "%s/%s", ns, a->name);
+        claims[k].pod = pods[k];
+        claims[k].node = (char *)a->node;
+        claim_room(ctl, ns, r, a->name, &claims[k]);
+        k++;
+    }
+    ok = ok && ledger_set(&ctl->ledger, key, claims, ok ? k : 0) == 0;
+    free(pods);
+    free(claims);
+    return ok;
 }
 
 static kube_resource resource_for(const char *kind, const char *ns) {
@@ -325,6 +398,8 @@ static int apply(controller *ctl, const json_t *job, const reconcile_action *a, 
     }
     case RECONCILE_BIND:
         rc = kube_bind_pod(ctl->kc, ns, a->name, NULL, a->node, err);
+        if (rc == KUBE_ECONFLICT)
+            rc = KUBE_OK; /* bound already (our bind, observed late): the next pass sees where */
         break;
     case RECONCILE_PATCH_JOB:
         json_decref(*patched);
@@ -407,19 +482,30 @@ static bool apply_run(controller *ctl, const json_t *job, const char *key,
 static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
     *requeue_ms = 0;
     json_t *job = cache_get(ctl->jobs.cache, key);
-    if (job == NULL)
+    if (job == NULL) {
+        ledger_lock(&ctl->ledger); /* its plan, if any, is dropped */
+        ledger_set(&ctl->ledger, key, NULL, 0);
+        ledger_unlock(&ctl->ledger);
         return false; /* deleted: owner references take the children */
+    }
     const json_t *meta = json_object_get(job, "metadata");
     areal_cluster cluster;
     areal_cluster_init(&cluster);
     gather g = {.ns = json_string_value(json_object_get(meta, "namespace")),
                 .job = json_string_value(json_object_get(meta, "name")),
-                .cluster = &cluster};
+                .cluster = &cluster,
+                .ledger = &ctl->ledger};
     if (g.ns == NULL)
         g.ns = "default";
     keyset_init(&g.node_index);
+    /* Planning is serialised: from reading the caches until this decision's
+     * binds are claimed, no other worker plans (the reconcile itself is pure
+     * and short; the API writes below run outside the lock). */
+    ledger_lock(&ctl->ledger);
+    ledger_begin(&ctl->ledger);
     cache_each(ctl->nodes.cache, gather_node, &g);
     cache_each(ctl->pods.cache, gather_pod, &g);
+    ledger_charge(&ctl->ledger, key, &cluster, &g.node_index);
     reconcile_input in = {.job = job,
                           .pods = (const json_t *const *)g.pods,
                           .n_pods = g.n_pods,
@@ -429,7 +515,13 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
     reconcile_result r;
     areal_error aerr;
     bool retry = g.oom;
-    if (!retry && reconcile_job(&in, &r, &aerr) == AREAL_OK) {
+    int decided = retry ? AREAL_ENOMEM : reconcile_job(&in, &r, &aerr);
+    if (decided == AREAL_OK && !record_claims(ctl, key, g.ns, &r))
+        retry = true; /* no claim, no binds: they would be invisible to other workers */
+    ledger_unlock(&ctl->ledger);
+    if (decided == AREAL_OK && retry)
+        reconcile_result_free(&r);
+    if (!retry && decided == AREAL_OK) {
         kube_error kerr;
         json_t *patched = NULL; /* the job after this pass's own patch (finalizer) */
         for (int i = 0, j; i < r.n_actions && !retry; i = j) {
@@ -522,6 +614,7 @@ int controller_new(kube_client *kc, const controller_config *cfg, metrics_regist
     pthread_cond_init(&ctl->stop_cond, NULL);
     pthread_mutex_init(&ctl->events_mu, NULL);
     keyset_init(&ctl->last_event);
+    ledger_init(&ctl->ledger);
     int rc = workqueue_new(NULL, &ctl->q) == 0 ? AREAL_OK
                                                : areal_error_set(err, AREAL_ENOMEM, -1, "oom");
     if (rc == AREAL_OK)
@@ -605,6 +698,7 @@ void controller_free(controller *ctl) {
     }
     workqueue_free(ctl->q);
     keyset_free(&ctl->last_event);
+    ledger_free(&ctl->ledger);
     pthread_mutex_destroy(&ctl->events_mu);
     pthread_cond_destroy(&ctl->stop_cond);
     pthread_mutex_destroy(&ctl->stop_mu);

@@ -30,9 +30,21 @@ typedef struct evlog {
     size_t n, cap;
 } evlog;
 
-static const char *const COUNTERS[] = {"list",   "watch", "create", "bind", "patch",
-                                       "delete", "gone",  "event",  "get",  NULL};
-#define N_COUNTERS 9
+static const char *const COUNTERS[] = {"list",          "watch",  "create", "bind", "patch",
+                                       "delete",        "gone",   "event",  "get",  "bind-missing",
+                                       "bind-conflict", "failed", NULL};
+#define N_COUNTERS 12
+
+/* An injected failure: the next `times` requests of `what` on resource r (-1: all). */
+typedef struct fault {
+    char what[16]; /* "create", "bind", "patch", "delete" */
+    int r;
+    int code;
+    char reason[64];
+    char msg[256];
+    int times;
+} fault;
+#define MAX_FAULTS 8
 
 struct fake_api {
     kts *srv;
@@ -44,6 +56,8 @@ struct fake_api {
     bool gone[R_COUNT];
     int gen_pods, gen_nodes;
     long counts[N_COUNTERS];
+    fault faults[MAX_FAULTS];
+    int n_faults;
 };
 
 /* ---- store and events (lock held) --------------------------------------------- */
@@ -345,9 +359,14 @@ static int do_create(fake_api *f, const route *rt, const kts_request *rq, kts_an
         json_t *pod = json_deep_copy(json_object_get(f->store[R_PODS], key));
         const char *node =
             json_string_value(json_object_get(json_object_get(body, "target"), "name"));
+        const char *bound =
+            json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
         if (pod == NULL || node == NULL) {
             count(f, "bind-missing");
             rc = answer_status(a, 404, "NotFound", "fake_api: no such pod");
+        } else if (bound != NULL) { /* as the real server: a pod is bound once */
+            count(f, "bind-conflict");
+            rc = answer_status(a, 409, "Conflict", "fake_api: the pod is already assigned");
         } else {
             json_t *spec = json_object_get(pod, "spec");
             if (!json_is_object(spec))
@@ -443,6 +462,26 @@ static int do_delete(fake_api *f, const route *rt, kts_answer *a) {
     return 1;
 }
 
+/* The injected failure that answers this request, or NULL (lock held). */
+static fault *injected(fake_api *f, const route *rt, const char *method) {
+    const char *what = NULL;
+    if (strcmp(method, "POST") == 0)
+        what = rt->r == R_PODS && strcmp(rt->sub, "binding") == 0 ? "bind" : "create";
+    else if (strcmp(method, "PATCH") == 0)
+        what = "patch";
+    else if (strcmp(method, "DELETE") == 0)
+        what = "delete";
+    for (int i = 0; what && i < f->n_faults; i++) {
+        fault *ft = &f->faults[i];
+        if (ft->times != 0 && ft->r == rt->r && strcmp(ft->what, what) == 0) {
+            if (ft->times > 0)
+                ft->times--;
+            return ft;
+        }
+    }
+    return NULL;
+}
+
 static int handle(void *ud, const kts_request *rq, kts_answer *a) {
     fake_api *f = ud;
     route rt;
@@ -451,7 +490,11 @@ static int handle(void *ud, const kts_request *rq, kts_answer *a) {
         return answer_status(a, 404, "NotFound", "fake_api: unknown resource");
     pthread_mutex_lock(&f->mu);
     int rc;
-    if (strcmp(rq->method, "GET") == 0 && rt.watch) {
+    fault *ft = injected(f, &rt, rq->method);
+    if (ft != NULL) {
+        count(f, "failed");
+        rc = answer_status(a, ft->code, ft->reason, ft->msg);
+    } else if (strcmp(rq->method, "GET") == 0 && rt.watch) {
         rc = do_watch(f, &rt, a);
     } else if (strcmp(rq->method, "GET") == 0 && rt.name[0] == '\0') {
         rc = do_list(f, &rt, a);
@@ -568,6 +611,33 @@ long fake_api_count(fake_api *f, const char *what) {
             n = f->counts[i];
     pthread_mutex_unlock(&f->mu);
     return n;
+}
+
+json_t *fake_api_list(fake_api *f, const char *res) {
+    pthread_mutex_lock(&f->mu);
+    json_t *o = json_deep_copy(f->store[resource(res)]);
+    pthread_mutex_unlock(&f->mu);
+    return o;
+}
+
+void fake_api_fail(fake_api *f, const char *what, const char *res, int code, const char *reason,
+                   const char *msg, int times) {
+    pthread_mutex_lock(&f->mu);
+    fault *ft = NULL;
+    for (int i = 0; i < f->n_faults && ft == NULL; i++)
+        if (f->faults[i].r == resource(res) && strcmp(f->faults[i].what, what) == 0)
+            ft = &f->faults[i];
+    if (ft == NULL && f->n_faults < MAX_FAULTS)
+        ft = &f->faults[f->n_faults++];
+    if (ft != NULL) {
+        snprintf(ft->what, sizeof ft->what, "%s", what);
+        ft->r = resource(res);
+        ft->code = code;
+        snprintf(ft->reason, sizeof ft->reason, "%s", reason);
+        snprintf(ft->msg, sizeof ft->msg, "%s", msg);
+        ft->times = times;
+    }
+    pthread_mutex_unlock(&f->mu);
 }
 
 int fake_api_len(fake_api *f, const char *res) {

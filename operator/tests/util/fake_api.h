@@ -62,8 +62,23 @@ json_t *fake_api_get(fake_api *f, const char *resource, const char *key);
 void fake_api_expire(fake_api *f, const char *resource);
 
 /* Requests seen, by kind: "list", "watch", "create", "bind", "patch", "delete", "gone",
- * "event", "get", and "bind-missing" (a bind of a pod that does not exist). */
+ * "event", "get", "bind-missing" (a bind of a pod that does not exist),
+ * "bind-conflict" (a bind of a pod already bound: 409, as the real server) and
+ * "failed" (answered by an injected failure, see fake_api_fail). */
 long fake_api_count(fake_api *f, const char *what);
+
+/* Every object of `resource`, as an object keyed by ns/name (a copy; caller decrefs). */
+json_t *fake_api_list(fake_api *f, const char *resource);
+
+/*
+ * The next `times` requests (-1: every one, 0: none, which clears it) of
+ * `what` ("create", "bind", "patch", "delete") on `resource` ("pods",
+ * "services", "configmaps", "arealjobs") are answered with a Status of HTTP
+ * `code`, `reason` and `msg` instead of being served. One failure per
+ * (what, resource); a new call replaces it.
+ */
+void fake_api_fail(fake_api *f, const char *what, const char *resource, int code,
+                   const char *reason, const char *msg, int times);
 
 /* Objects stored in `resource`. */
 int fake_api_len(fake_api *f, const char *resource);
