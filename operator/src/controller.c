@@ -647,8 +647,15 @@ int controller_run(controller *ctl) {
     informer *infs[] = {&ctl->nodes, &ctl->pods, &ctl->jobs};
     for (int i = 0; i < 3; i++)
         infs[i]->started = pthread_create(&infs[i]->thread, NULL, informer_main, infs[i]) == 0;
+    /* No reconcile before every cache has listed once: a job reconciled on an
+     * empty node cache would be told "the cluster has no nodes", and one on an
+     * empty pod cache would create its gang again. Keys queue up meanwhile. */
+    while (!atomic_load(&ctl->stopping) && !controller_synced(ctl)) {
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     int started = 0;
-    for (; started < ctl->n_workers; started++)
+    for (; started < ctl->n_workers && !atomic_load(&ctl->stopping); started++)
         if (pthread_create(&ctl->workers[started], NULL, worker_main, ctl) != 0)
             break;
     pthread_mutex_lock(&ctl->stop_mu);

@@ -321,6 +321,9 @@ json_t *desired_pod(const json_t *job, const areal_alloc *alloc, const areal_pla
             json_object_update(annotations, json_object_get(layer[l], "annotations"));
     json_object_set_new(annotations, AREAL_ANNOTATION_NODE,
                         json_string(cluster->nodes[p->node].name));
+    char gang[16];
+    snprintf(gang, sizeof gang, "%d", plan->n_pods);
+    json_object_set_new(annotations, AREAL_ANNOTATION_GANG, json_string(gang));
     json_object_set_new(meta, "annotations", annotations);
 
     const char *pull = json_string_value(json_object_get(spec, "imagePullPolicy"));

@@ -258,7 +258,28 @@ static void write_placement(pass *p, const areal_plan *plan) {
                         json_pack("{s:o,s:o}", "pods", pods, "quality", quality));
 }
 
-/* Plans, creates and binds the whole gang. */
+static const char *annotation(const json_t *pod, const char *key) {
+    return json_string_value(
+        json_object_get(json_object_get(json_object_get(pod, "metadata"), "annotations"), key));
+}
+
+/* The index in `plan` of the pod named `name`, or -1. */
+static int plan_pod(const areal_plan *plan, const char *name) {
+    for (int i = 0; name != NULL && i < plan->n_pods; i++)
+        if (strcmp(plan->pods[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+/*
+ * Plans the gang, creates what is missing of it, then binds every pod. The
+ * job may have unbound pods already: an earlier pass created part of the gang
+ * and was cut short (the API server or the operator restarted). They are kept
+ * when the new plan has them on the nodes they were planned for (the missing
+ * ones are created first, then the whole gang is bound); otherwise they are
+ * deleted and the gang is planned afresh once they are gone. Never binds a
+ * part of a gang: every bind follows every create of the same pass.
+ */
 static void start_gang(pass *p, const areal_alloc *alloc, areal_error *err) {
     const reconcile_input *in = p->in;
     const json_t *spec = json_object_get(in->job, "spec");
@@ -284,6 +305,37 @@ static void start_gang(pass *p, const areal_alloc *alloc, areal_error *err) {
         set_phase(p, "Pending");
         if (set_condition(p, "Scheduled", false, "Unschedulable", perr.msg))
             event(p, true, "Unschedulable", "%s", perr.msg);
+        if (in->n_pods > 0)
+            delete_pods(p, false); /* a partial gang of an earlier plan holds nothing */
+        return;
+    }
+    bool *exists = calloc((size_t)plan.n_pods + 1, sizeof *exists);
+    if (exists == NULL) {
+        areal_plan_free(&plan);
+        p->oom = true;
+        return;
+    }
+    bool consistent = true;
+    for (int i = 0; i < in->n_pods; i++) {
+        const json_t *pod = in->pods[i];
+        int k = plan_pod(&plan, str_at(pod, "metadata", "name"));
+        const char *node = annotation(pod, AREAL_ANNOTATION_NODE);
+        if (k < 0 || node == NULL || str_at(pod, "spec", "nodeName") != NULL ||
+            strcmp(node, in->cluster->nodes[plan.pods[k].node].name) != 0)
+            consistent = false;
+        else
+            exists[k] = true;
+    }
+    if (!consistent) {
+        free(exists);
+        areal_plan_free(&plan);
+        delete_pods(p, false);
+        set_phase(p, "Pending");
+        if (set_condition(p, "Scheduled", false, "Replanning",
+                          "pods of an earlier plan do not match a new one; they are deleted and "
+                          "the gang is planned again"))
+            event(p, false, "Replanning", "deleting %d pods of an unfinished earlier plan",
+                  in->n_pods);
         return;
     }
     if (!in->has_service) {
@@ -299,6 +351,8 @@ static void start_gang(pass *p, const areal_alloc *alloc, areal_error *err) {
             a->obj = desired_configmap(in->job, alloc, &plan, in->cluster, &in->cfg);
     }
     for (int i = 0; i < plan.n_pods && !p->oom; i++) {
+        if (exists[i])
+            continue; /* created by an earlier pass of the same plan */
         reconcile_action *a = push(p->out, RECONCILE_CREATE, "pods", plan.pods[i].name);
         if (a == NULL ||
             (a->obj = desired_pod(in->job, alloc, &plan, in->cluster, i, &in->cfg, NULL)) == NULL)
@@ -320,6 +374,7 @@ static void start_gang(pass *p, const areal_alloc *alloc, areal_error *err) {
     snprintf(msg, sizeof msg, "%d pods bound as one gang on %ld GPUs", plan.n_pods, plan.gpus);
     if (set_condition(p, "Scheduled", true, "GangBound", msg))
         event(p, false, "GangBound", "%s", msg);
+    free(exists);
     areal_plan_free(&plan);
 }
 
@@ -433,6 +488,16 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
             master_succeeded = 1;
     }
     json_object_set_new(p.status, "readyPods", json_integer(ready));
+    /* The gang's size as its pods say (written into each at creation): a lost
+     * status write must not make a partial gang look whole. */
+    for (int i = 0; i < in->n_pods; i++) {
+        const char *g = annotation(in->pods[i], AREAL_ANNOTATION_GANG);
+        long long n = g ? strtoll(g, NULL, 10) : 0;
+        if (n > planned && str_at(in->pods[i], "metadata", "deletionTimestamp") == NULL)
+            planned = n;
+    }
+    if (planned > 0)
+        json_object_set_new(p.status, "pods", json_integer(planned));
 
     if (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0) {
         set_phase(&p, phase); /* terminal: only clean up what still runs */
@@ -500,9 +565,14 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
         } else {
             start_gang(&p, &alloc, err);
         }
+    } else if (bound == 0 && (planned == 0 || in->n_pods < planned)) {
+        /* Part of a gang created, none of it bound (the API server or the operator
+         * restarted mid-create): create the rest first, then bind it whole. */
+        start_gang(&p, &alloc, err);
     } else if (bound < in->n_pods) {
-        /* Created but not all bound (a crash between create and bind, or a failed bind):
-         * bind the rest to their planned nodes; a pod without a plan restarts the gang. */
+        /* Every planned pod exists but not all are bound (a crash between binds, or a
+         * failed bind): bind the rest to their planned nodes; a pod without a plan
+         * restarts the gang. */
         bool planned_all = true;
         for (int i = 0; i < in->n_pods; i++) {
             const json_t *pod = in->pods[i];
@@ -528,7 +598,8 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
             set_condition(&p, "Scheduled", false, "Replanning", "pods without a planned node");
         }
     } else {
-        bool all_running = in->n_pods > 0;
+        /* Running only with every planned pod bound and running. */
+        bool all_running = in->n_pods > 0 && in->n_pods >= planned;
         for (int i = 0; i < in->n_pods; i++) {
             const char *ph = str_at(in->pods[i], "status", "phase");
             all_running = all_running && ph && strcmp(ph, "Running") == 0;

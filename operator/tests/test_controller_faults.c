@@ -2,7 +2,9 @@
  * test_controller_faults.c - the whole controller against the in-memory API
  * server (operator/tests/util/fake_api.h) where issue 11 found it breaking:
  * many jobs reconciled at once by several workers must never put more GPUs
- * on a node than it has (the reservation ledger).
+ * on a node than it has (the reservation ledger); a gang cut short mid-create
+ * is completed before any of it is bound, after the operator restarts; no
+ * reconcile runs before the caches have listed.
  *
  * The invariant is checked from the API server's side (the pods it stores
  * and their spec.nodeName), not from the operator's caches, while the
@@ -192,8 +194,130 @@ static void concurrent_jobs_never_overcommit(void **state) {
     fake_api_stop(h.f);
 }
 
+/* The job's pods as the API server has them: count, how many bound. */
+static int job_pods(fake_api *f, const char *job, int *bound) {
+    json_t *pods = fake_api_list(f, "pods");
+    const char *key;
+    json_t *pod;
+    int n = 0;
+    *bound = 0;
+    json_object_foreach(pods, key, pod) {
+        cached_pod *p = cached_pod_new(pod);
+        assert_non_null(p);
+        if (p->job && strcmp(p->job, job) == 0 && p->deletion_timestamp == NULL) {
+            n++;
+            *bound += p->node_name != NULL;
+        }
+        cached_pod_release(p);
+    }
+    json_decref(pods);
+    return n;
+}
+
+static json_t *job_status(fake_api *f, const char *name) {
+    char key[128];
+    snprintf(key, sizeof key, "team/%s", name);
+    json_t *j = fake_api_get(f, "arealjobs", key);
+    json_t *st = json_incref(json_object_get(j, "status"));
+    json_decref(j);
+    return st;
+}
+
+static bool all_bound(fake_api *f, const char *job, int want) {
+    int bound, n = job_pods(f, job, &bound);
+    return n == want && bound == want;
+}
+
+/* Issue 11, item 2: binds fail while the gang is created (3 pods, none bound);
+ * the operator stops; the API server has lost one pod. A new operator creates
+ * the missing pod first and then binds all three, keeping the two that were
+ * there (same uids), with no gang restart. */
+static void a_partial_gang_is_completed_after_a_restart(void **state) {
+    (void)state;
+    harness h = {.f = fake_api_start()};
+    assert_non_null(h.f);
+    for (int i = 0; i < 2; i++)
+        put_node(h.f, i, 4);
+    fake_api_fail(h.f, "bind", "pods", 503, "ServiceUnavailable", "fake_api: binds are down", -1);
+    harness_start(&h, 2);
+    put_job(h.f, "p", "sglang:d2+megatron:d1t2");
+    int bound;
+    WAIT_FOR(job_pods(h.f, "p", &bound) == 3, "the gang's pods to be created");
+    harness_stop(&h);
+    assert_int_equal(job_pods(h.f, "p", &bound), 3);
+    assert_int_equal(bound, 0);
+
+    json_t *pods = fake_api_list(h.f, "pods");
+    const char *key, *lost = NULL;
+    json_t *pod;
+    json_object_foreach(pods, key, pod) lost = key; /* any one of them */
+    char lost_key[128];
+    snprintf(lost_key, sizeof lost_key, "%s", lost);
+    fake_api_delete(h.f, "pods", lost_key);
+    fake_api_fail(h.f, "bind", "pods", 0, "", "", 0); /* binds work again */
+    long missing_before = fake_api_count(h.f, "bind-missing");
+
+    harness_start(&h, 2);
+    WAIT_FOR(all_bound(h.f, "p", 3), "the whole gang to be bound");
+    json_object_foreach(pods, key, pod) {
+        if (strcmp(key, lost_key) == 0)
+            continue;
+        json_t *now = fake_api_get(h.f, "pods", key);
+        assert_non_null(now); /* kept, not deleted and recreated */
+        assert_string_equal(
+            json_string_value(json_object_get(json_object_get(now, "metadata"), "uid")),
+            json_string_value(json_object_get(json_object_get(pod, "metadata"), "uid")));
+        json_decref(now);
+    }
+    json_t *recreated = fake_api_get(h.f, "pods", lost_key);
+    assert_non_null(recreated);
+    json_decref(recreated);
+    assert_int_equal(fake_api_count(h.f, "bind-missing"), missing_before);
+    json_t *st = job_status(h.f, "p");
+    WAIT_FOR((json_decref(st), st = job_status(h.f, "p"),
+              json_integer_value(json_object_get(st, "pods")) == 3),
+             "status.pods to say 3");
+    assert_int_equal(json_integer_value(json_object_get(st, "restarts")), 0);
+    json_decref(st);
+    json_decref(pods);
+    harness_stop(&h);
+    fake_api_stop(h.f);
+}
+
+static void nap_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Issue 11, item 2: while the node list fails the operator does nothing (a
+ * reconcile on an empty node cache would report "the cluster has no nodes");
+ * once it succeeds, the job is placed. */
+static void nothing_is_done_before_the_caches_sync(void **state) {
+    (void)state;
+    harness h = {.f = fake_api_start()};
+    assert_non_null(h.f);
+    for (int i = 0; i < 2; i++)
+        put_node(h.f, i, 4);
+    put_job(h.f, "s", "sglang:d2+megatron:d1t2");
+    fake_api_fail(h.f, "list", "nodes", 503, "ServiceUnavailable", "fake_api: nodes are down", -1);
+    harness_start(&h, 2);
+    nap_ms(600);
+    assert_false(controller_synced(h.ctl));
+    assert_true(fake_api_count(h.f, "failed") > 0);
+    assert_int_equal(fake_api_count(h.f, "patch"), 0);
+    assert_int_equal(fake_api_count(h.f, "create"), 0);
+    json_t *st = job_status(h.f, "s");
+    assert_null(st);
+    fake_api_fail(h.f, "list", "nodes", 0, "", "", 0);
+    WAIT_FOR(all_bound(h.f, "s", 3), "the gang to be bound once the nodes are listed");
+    harness_stop(&h);
+    fake_api_stop(h.f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_partial_gang_is_completed_after_a_restart),
+        cmocka_unit_test(nothing_is_done_before_the_caches_sync),
         cmocka_unit_test(concurrent_jobs_never_overcommit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

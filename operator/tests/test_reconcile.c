@@ -408,8 +408,67 @@ static void a_crash_between_create_and_bind_is_repaired(void **state) {
     world_free(&w);
 }
 
+/* Issue 11: the API server restarted mid-create and kept only part of the gang;
+ * none of it is bound. The missing pod is created first, then the whole gang
+ * is bound; the pods that exist are kept (no restart). */
+static void a_partial_gang_is_completed_before_any_bind(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    reconcile_result r = step(&w);
+    reconcile_result_free(&r);
+    assert_int_equal(w.n_pods, 3);
+    for (int i = 0; i < w.n_pods; i++)
+        json_object_del(json_object_get(w.pods[i], "spec"), "nodeName");
+    char lost[128];
+    snprintf(lost, sizeof lost, "%s",
+             json_string_value(json_object_get(json_object_get(w.pods[1], "metadata"), "name")));
+    json_decref(w.pods[1]);
+    w.pods[1] = w.pods[--w.n_pods];
+    r = step(&w); /* the world asserts no pod is created twice, none bound twice */
+    assert_int_equal(count_kind(&r, RECONCILE_DELETE), 0);
+    assert_int_equal(count_kind(&r, RECONCILE_CREATE), 1);
+    assert_int_equal(count_kind(&r, RECONCILE_BIND), 3);
+    int create = -1, first_bind = -1;
+    for (int i = 0; i < r.n_actions; i++) {
+        if (r.actions[i].kind == RECONCILE_CREATE) {
+            assert_string_equal(r.actions[i].name, lost);
+            create = i;
+        }
+        if (r.actions[i].kind == RECONCILE_BIND && first_bind < 0)
+            first_bind = i;
+    }
+    assert_true(create >= 0 && create < first_bind);
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(w.job, "status"), "restarts")), 0);
+    reconcile_result_free(&r);
+    world_free(&w);
+}
+
+/* Issue 11: a gang whose pods are not all there is never Running, even when
+ * the status that counted them was lost: the pods carry the gang's size. */
+static void running_needs_every_planned_pod(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    reconcile_result r = step(&w);
+    reconcile_result_free(&r);
+    json_object_del(json_object_get(w.job, "status"), "pods"); /* a lost status write */
+    json_decref(w.pods[0]);
+    w.pods[0] = w.pods[--w.n_pods];
+    kubelet_sets(&w, "Running", true);
+    r = step(&w);
+    assert_string_not_equal(phase(&w), "Running");
+    assert_string_equal(phase(&w), "Restarting");
+    assert_int_equal(count_kind(&r, RECONCILE_DELETE), 2);
+    reconcile_result_free(&r);
+    world_free(&w);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_partial_gang_is_completed_before_any_bind),
+        cmocka_unit_test(running_needs_every_planned_pod),
         cmocka_unit_test(creates_and_binds_the_gang_where_the_planner_says),
         cmocka_unit_test(failed_pod_restarts_the_gang_with_backoff_then_fails),
         cmocka_unit_test(stopping_pods_are_not_a_new_failure),

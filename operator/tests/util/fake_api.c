@@ -37,7 +37,7 @@ static const char *const COUNTERS[] = {"list",          "watch",  "create", "bin
 
 /* An injected failure: the next `times` requests of `what` on resource r (-1: all). */
 typedef struct fault {
-    char what[16]; /* "create", "bind", "patch", "delete" */
+    char what[16]; /* "list", "create", "bind", "patch", "delete" */
     int r;
     int code;
     char reason[64];
@@ -465,7 +465,9 @@ static int do_delete(fake_api *f, const route *rt, kts_answer *a) {
 /* The injected failure that answers this request, or NULL (lock held). */
 static fault *injected(fake_api *f, const route *rt, const char *method) {
     const char *what = NULL;
-    if (strcmp(method, "POST") == 0)
+    if (strcmp(method, "GET") == 0 && !rt->watch && rt->name[0] == '\0')
+        what = "list";
+    else if (strcmp(method, "POST") == 0)
         what = rt->r == R_PODS && strcmp(rt->sub, "binding") == 0 ? "bind" : "create";
     else if (strcmp(method, "PATCH") == 0)
         what = "patch";

@@ -72,8 +72,8 @@ json_t *fake_api_list(fake_api *f, const char *resource);
 
 /*
  * The next `times` requests (-1: every one, 0: none, which clears it) of
- * `what` ("create", "bind", "patch", "delete") on `resource` ("pods",
- * "services", "configmaps", "arealjobs") are answered with a Status of HTTP
+ * `what` ("list", "create", "bind", "patch", "delete") on `resource` ("pods",
+ * "nodes", "services", "configmaps", "arealjobs") are answered with a Status of HTTP
  * `code`, `reason` and `msg` instead of being served. One failure per
  * (what, resource); a new call replaces it.
  */

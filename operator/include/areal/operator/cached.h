@@ -44,6 +44,7 @@ typedef struct cached_pod {
     const char *node_name;                          /* spec.nodeName: bound */
     const char *job, *role, *pod_index, *role_kind; /* areal.io/ labels */
     const char *planned_node;                       /* annotation areal.io/planned-node */
+    const char *gang_size;                          /* annotation areal.io/gang-size */
     cached_pod_phase phase;
     bool master;      /* label areal.io/master=true */
     bool ready;       /* condition Ready=True */
@@ -76,7 +77,7 @@ void cached_pod_release(cached_pod *p); /* NULL is allowed */
 
 /*
  * The pod as the JSON shape reconcile reads (metadata: name, namespace, uid,
- * the areal.io labels, the planned-node annotation, deletionTimestamp; spec:
+ * the areal.io labels, the planned-node and gang-size annotations, deletionTimestamp; spec:
  * nodeName; status: phase, the Ready condition, the exit code), a new
  * reference, or NULL when out of memory.
  */

@@ -27,6 +27,9 @@
 #define AREAL_LABEL_MASTER     "areal.io/master"    /* "true" on the trainer rank-0 pod */
 #define AREAL_LABEL_MANAGED_BY "app.kubernetes.io/managed-by"
 #define AREAL_ANNOTATION_NODE  "areal.io/planned-node"
+/* The number of pods of the plan a pod belongs to: the gang's size is observed
+ * from its pods, so a lost status write never makes a partial gang look whole. */
+#define AREAL_ANNOTATION_GANG "areal.io/gang-size"
 
 typedef struct desired_config {
     const char *scheduler_name; /* pods name it as their scheduler; default "areal-operator" */
@@ -60,7 +63,7 @@ json_t *desired_configmap(const json_t *job, const areal_alloc *alloc, const are
 
 /*
  * The Pod of plan.pods[pod]: name, labels, owner reference, the planned node
- * as an annotation (binding happens separately, for the whole gang), the
+ * and the gang's size as annotations (binding happens separately, for the whole gang), the
  * worker container with the environment of areal/podenv.h, GPU limits, the
  * role's overrides, the config volume. NULL and `err` set on failure.
  */
