@@ -443,6 +443,9 @@ typedef struct run_ctx {
     json_t **patched; /* a job patch is a run of its own: only one thread writes it */
     atomic_int next;
     atomic_bool failed;
+    atomic_flag claimed;  /* the first failure is kept: */
+    int failed_at;        /* its action's index in actions */
+    kube_error first_err; /* and the API's answer */
 } run_ctx;
 
 static void *run_worker(void *arg) {
@@ -453,6 +456,10 @@ static void *run_worker(void *arg) {
         if (apply(r->ctl, r->job, &r->actions[i], r->patched, &kerr) != KUBE_OK) {
             fprintf(stderr, "{\"level\":\"warn\",\"job\":\"%s\",\"msg\":\"%s %s failed: %s\"}\n",
                     r->key, r->actions[i].resource, r->actions[i].name, kerr.msg);
+            if (!atomic_flag_test_and_set(&r->claimed)) {
+                r->failed_at = i;
+                r->first_err = kerr;
+            }
             atomic_store(&r->failed, true); /* the rest of the run is not started */
         }
     }
@@ -460,11 +467,18 @@ static void *run_worker(void *arg) {
 }
 
 /* Applies n actions of one run, up to APPLY_PARALLEL at once; false when one
- * failed. A job patch leaves the patched job in *patched (see apply). */
+ * failed (then *failed_at is its index in `actions` and *ferr the API's answer).
+ * A job patch leaves the patched job in *patched (see apply). */
 static bool apply_run(controller *ctl, const json_t *job, const char *key,
-                      const reconcile_action *actions, int n, json_t **patched) {
-    run_ctx r = {
-        .ctl = ctl, .job = job, .key = key, .actions = actions, .n = n, .patched = patched};
+                      const reconcile_action *actions, int n, json_t **patched, int *failed_at,
+                      kube_error *ferr) {
+    run_ctx r = {.ctl = ctl,
+                 .job = job,
+                 .key = key,
+                 .actions = actions,
+                 .n = n,
+                 .patched = patched,
+                 .claimed = ATOMIC_FLAG_INIT};
     atomic_init(&r.next, 0);
     atomic_init(&r.failed, false);
     pthread_t helpers[APPLY_PARALLEL];
@@ -475,7 +489,52 @@ static bool apply_run(controller *ctl, const json_t *job, const char *key,
     run_worker(&r);
     for (int h = 0; h < started; h++)
         pthread_join(helpers[h], NULL);
-    return !atomic_load(&r.failed);
+    if (atomic_load(&r.failed)) {
+        *failed_at = r.failed_at;
+        *ferr = r.first_err;
+        return false;
+    }
+    return true;
+}
+
+/* The API server refused a child of the job for good: the job says so (a
+ * condition with the API's message and an Event) and is not retried until its
+ * spec changes. Returns true when that could not be written (retry). */
+static bool report_rejected(controller *ctl, const char *key, const json_t *job,
+                            const reconcile_input *in, const reconcile_action *a,
+                            const kube_error *kerr) {
+    char msg[KUBE_ERROR_MSG_MAX + 600];
+    /* kerr->msg has the request, the HTTP status and the API's own message */
+    snprintf(msg, sizeof msg, "the API server rejected %s %s%s: %s", a->resource, a->name,
+             a->kind == RECONCILE_BIND ? "'s binding" : "", kerr->msg);
+    fprintf(stderr,
+            "{\"level\":\"error\",\"job\":\"%s\",\"msg\":\"not retried until the spec "
+            "changes\",\"cause\":\"HTTP %d\"}\n",
+            key, kerr->http_status);
+    reconcile_result r;
+    areal_error aerr;
+    if (reconcile_rejected(in, msg, &r, &aerr) != AREAL_OK)
+        return true;
+    bool retry = false;
+    for (int i = 0; i < r.n_actions; i++) {
+        kube_error e;
+        if (r.actions[i].kind == RECONCILE_EVENT)
+            record_event(ctl, job, &r.actions[i], &e);
+    }
+    const json_t *meta = json_object_get(job, "metadata");
+    kube_resource res =
+        resource_for("arealjobs", json_string_value(json_object_get(meta, "namespace")));
+    json_t *patch = json_pack("{s:O}", "status", r.status);
+    kube_error e;
+    if (kube_patch(ctl->kc, &res, json_string_value(json_object_get(meta, "name")),
+                   KUBE_PATCH_MERGE, patch, "status", NULL, &e) != KUBE_OK) {
+        fprintf(stderr, "{\"level\":\"warn\",\"job\":\"%s\",\"msg\":\"status write failed: %s\"}\n",
+                key, e.msg);
+        retry = true;
+    }
+    json_decref(patch);
+    reconcile_result_free(&r);
+    return retry;
 }
 
 /* Returns true when the key should be retried with backoff. */
@@ -524,10 +583,28 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
     if (!retry && decided == AREAL_OK) {
         kube_error kerr;
         json_t *patched = NULL; /* the job after this pass's own patch (finalizer) */
+        bool rejected = false;
         for (int i = 0, j; i < r.n_actions && !retry; i = j) {
             for (j = i + 1; j < r.n_actions && same_run(&r.actions[i], &r.actions[j]); j++) {
             }
-            retry = !apply_run(ctl, job, key, &r.actions[i], j - i, &patched);
+            int at = 0;
+            retry = !apply_run(ctl, job, key, &r.actions[i], j - i, &patched, &at, &kerr);
+            const reconcile_action *fa = &r.actions[i + at];
+            if (retry && (fa->kind == RECONCILE_CREATE || fa->kind == RECONCILE_BIND) &&
+                kerr.code == KUBE_EHTTP && reconcile_error_is_permanent(kerr.http_status)) {
+                /* A retry would be refused the same way: say so once, then wait
+                 * for a new spec. The job's claims go: this plan is dropped. */
+                rejected = true;
+                ledger_lock(&ctl->ledger);
+                ledger_set(&ctl->ledger, key, NULL, 0);
+                ledger_unlock(&ctl->ledger);
+                retry = report_rejected(ctl, key, patched ? patched : job, &in, fa, &kerr);
+            }
+        }
+        if (rejected) {
+            r.requeue_after_ms = 0;
+            json_decref(r.status); /* the rejection's status was written instead */
+            r.status = NULL;
         }
         if (!retry && r.status != NULL) {
             /* A merge patch of the status subresource, guarded by the resourceVersion
@@ -542,8 +619,15 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
                                : json_pack("{s:O}", "status", r.status);
             kube_resource res = resource_for("arealjobs", g.ns);
             if (kube_patch(ctl->kc, &res, g.job, KUBE_PATCH_MERGE, patch, "status", NULL, &kerr) !=
-                KUBE_OK)
+                KUBE_OK) {
+                /* 409: the pass read an older job than the server has; the retry
+                 * runs on the newer one (never writing stale counters back). */
+                fprintf(stderr,
+                        "{\"level\":\"warn\",\"job\":\"%s\",\"msg\":\"status write failed, "
+                        "retrying: %s\"}\n",
+                        key, kerr.msg);
                 retry = true;
+            }
             json_decref(patch);
         }
         json_decref(patched);

@@ -413,6 +413,47 @@ static long backoff_ms(const json_t *spec, long long restarts) {
     return (long)((d < max ? d : max) * 1000);
 }
 
+bool reconcile_error_is_permanent(int http_status) {
+    return http_status == 400 || http_status == 403 || http_status == 422;
+}
+
+int reconcile_rejected(const reconcile_input *in, const char *message, reconcile_result *out,
+                       areal_error *err) {
+    memset(out, 0, sizeof *out);
+    pass p = {.in = in,
+              .out = out,
+              .old_status = json_object_get(in->job, "status"),
+              .name = str_at(in->job, "metadata", "name")};
+    if (p.name == NULL)
+        return areal_error_set(err, AREAL_EINVAL, -1, "the job has no metadata.name");
+    reconcile_format_time(in->now_ms, p.now);
+    p.status = json_is_object(p.old_status) ? json_deep_copy(p.old_status) : json_object();
+    if (p.status == NULL)
+        return areal_error_set(err, AREAL_ENOMEM, -1, "out of memory");
+    /* every other condition stays; Scheduled is set anew */
+    json_t *conds = json_array();
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(p.old_status, "conditions"), i, c) {
+        const char *t = str_at(c, "type", NULL);
+        if (t == NULL || strcmp(t, "Scheduled") != 0)
+            json_array_append(conds, c);
+    }
+    json_object_set_new(p.status, "conditions", conds);
+    set_phase(&p, "Failed");
+    json_object_set_new(p.status, "observedGeneration",
+                        json_integer(int_at(in->job, "metadata", "generation", 0)));
+    if (set_condition(&p, "Scheduled", false, "ChildRejected", message))
+        event(&p, true, "ChildRejected", "%s", message);
+    if (p.oom) {
+        reconcile_result_free(out);
+        json_decref(p.status);
+        return areal_error_set(err, AREAL_ENOMEM, -1, "out of memory");
+    }
+    out->status = p.status;
+    return AREAL_OK;
+}
+
 int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error *err) {
     memset(out, 0, sizeof *out);
     const json_t *job = in->job;
@@ -461,6 +502,12 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
         patch_finalizers(&p, true);
 
     const char *phase = old_phase(&p);
+    const json_t *sched = old_condition(&p, "Scheduled");
+    const char *sched_reason = str_at(sched, "reason", NULL);
+    if (strcmp(phase, "Failed") == 0 && sched_reason &&
+        strcmp(sched_reason, "ChildRejected") == 0 &&
+        int_at(sched, "observedGeneration", NULL, -1) != int_at(job, "metadata", "generation", 0))
+        phase = ""; /* the spec changed since a child was rejected: try again */
     areal_alloc alloc;
     areal_error perr;
     bool alloc_ok = desired_job_alloc(job, &alloc, &perr) == AREAL_OK;

@@ -4,7 +4,10 @@
  * many jobs reconciled at once by several workers must never put more GPUs
  * on a node than it has (the reservation ledger); a gang cut short mid-create
  * is completed before any of it is bound, after the operator restarts; no
- * reconcile runs before the caches have listed.
+ * reconcile runs before the caches have listed; a child the API server
+ * rejects for good (422) fails the job with the API's message and stops the
+ * retries until the spec changes, while transient errors (503, a 409 on the
+ * status write) are retried until they pass.
  *
  * The invariant is checked from the API server's side (the pods it stores
  * and their spec.nodeName), not from the operator's caches, while the
@@ -314,8 +317,111 @@ static void nothing_is_done_before_the_caches_sync(void **state) {
     fake_api_stop(h.f);
 }
 
+static const char *status_str(const json_t *st, const char *key) {
+    return json_string_value(json_object_get(st, key));
+}
+
+/* The Scheduled condition's reason (or ""), copied. */
+static void scheduled(fake_api *f, const char *job, char *reason, size_t cap, char *msg,
+                      size_t mcap) {
+    json_t *st = job_status(f, job);
+    size_t i;
+    json_t *c;
+    reason[0] = '\0';
+    if (msg)
+        msg[0] = '\0';
+    json_array_foreach(json_object_get(st, "conditions"), i, c) {
+        if (strcmp(status_str(c, "type"), "Scheduled") == 0) {
+            snprintf(reason, cap, "%s", status_str(c, "reason"));
+            if (msg)
+                snprintf(msg, mcap, "%s", status_str(c, "message"));
+        }
+    }
+    json_decref(st);
+}
+
+static bool reason_is(fake_api *f, const char *job, const char *want) {
+    char reason[64];
+    scheduled(f, job, reason, sizeof reason, NULL, 0);
+    return strcmp(reason, want) == 0;
+}
+
+#define INVALID_ENV                                                                                \
+    "Pod \"r-trainer-0\" is invalid: spec.containers[0].env[3].name: Invalid value: \"1BAD\": a "  \
+    "valid environment variable name must consist of alphabetic characters"
+
+/* Issue 11, item 3: every pod create answered 422. The job ends Failed with
+ * a ChildRejected condition carrying the API's message (which names the
+ * field), the operator stops creating, and a new spec (generation 2) that
+ * the API accepts is placed. */
+static void a_rejected_child_fails_the_job_until_the_spec_changes(void **state) {
+    (void)state;
+    harness h = {.f = fake_api_start()};
+    assert_non_null(h.f);
+    for (int i = 0; i < 2; i++)
+        put_node(h.f, i, 4);
+    fake_api_fail(h.f, "create", "pods", 422, "Invalid", INVALID_ENV, -1);
+    harness_start(&h, 2);
+    put_job(h.f, "r", "sglang:d2+megatron:d1t2");
+    WAIT_FOR(reason_is(h.f, "r", "ChildRejected"), "the ChildRejected condition");
+    char reason[64], msg[1024];
+    scheduled(h.f, "r", reason, sizeof reason, msg, sizeof msg);
+    assert_non_null(strstr(msg, "spec.containers[0].env[3].name"));
+    assert_non_null(strstr(msg, "422"));
+    json_t *st = job_status(h.f, "r");
+    assert_string_equal(status_str(st, "phase"), "Failed");
+    json_decref(st);
+    assert_true(fake_api_count(h.f, "event") >= 1);
+
+    /* idle: no more creates, no more writes */
+    nap_ms(300);
+    long failed = fake_api_count(h.f, "failed"), patches = fake_api_count(h.f, "patch");
+    nap_ms(700);
+    assert_int_equal(fake_api_count(h.f, "failed"), failed);
+    assert_int_equal(fake_api_count(h.f, "patch"), patches);
+    int bound;
+    assert_int_equal(job_pods(h.f, "r", &bound), 0);
+
+    /* a new spec the API accepts */
+    fake_api_fail(h.f, "create", "pods", 0, "", "", 0);
+    json_t *job = fake_api_get(h.f, "arealjobs", "team/r");
+    json_object_set_new(json_object_get(job, "metadata"), "generation", json_integer(2));
+    json_object_set_new(json_object_get(job, "spec"), "image", json_string("img:2"));
+    fake_api_put(h.f, "arealjobs", job);
+    json_decref(job);
+    WAIT_FOR(all_bound(h.f, "r", 3), "the new spec to be placed");
+    WAIT_FOR(reason_is(h.f, "r", "GangBound"), "the GangBound condition");
+    harness_stop(&h);
+    fake_api_stop(h.f);
+}
+
+/* Issue 11, item 3: transient failures (503 on three pod creates, 409 on
+ * three job patches) are retried; the gang is bound and its status written. */
+static void transient_errors_are_retried(void **state) {
+    (void)state;
+    harness h = {.f = fake_api_start()};
+    assert_non_null(h.f);
+    for (int i = 0; i < 2; i++)
+        put_node(h.f, i, 4);
+    fake_api_fail(h.f, "create", "pods", 503, "ServiceUnavailable", "fake_api: try again", 3);
+    fake_api_fail(h.f, "patch", "arealjobs", 409, "Conflict", "fake_api: the object changed", 3);
+    harness_start(&h, 2);
+    put_job(h.f, "t", "sglang:d2+megatron:d1t2");
+    WAIT_FOR(all_bound(h.f, "t", 3), "the gang to be bound");
+    WAIT_FOR(reason_is(h.f, "t", "GangBound"), "the status to be written");
+    json_t *st = job_status(h.f, "t");
+    assert_int_equal(json_integer_value(json_object_get(st, "pods")), 3);
+    assert_int_equal(json_integer_value(json_object_get(st, "gpus")), 4);
+    json_decref(st);
+    assert_int_equal(fake_api_count(h.f, "failed"), 6);
+    harness_stop(&h);
+    fake_api_stop(h.f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_rejected_child_fails_the_job_until_the_spec_changes),
+        cmocka_unit_test(transient_errors_are_retried),
         cmocka_unit_test(a_partial_gang_is_completed_after_a_restart),
         cmocka_unit_test(nothing_is_done_before_the_caches_sync),
         cmocka_unit_test(concurrent_jobs_never_overcommit),

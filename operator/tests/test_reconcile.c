@@ -465,8 +465,49 @@ static void running_needs_every_planned_pod(void **state) {
     world_free(&w);
 }
 
+/* Issue 11: a child rejected for good fails the job with the API's message;
+ * reconciles then only clean up, until the spec (generation) changes. */
+static void a_rejected_child_waits_for_a_new_spec(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    reconcile_result r = step(&w); /* the gang is created */
+    reconcile_result_free(&r);
+    reconcile_input in = {.job = w.job, .cluster = &w.cluster, .now_ms = w.now};
+    areal_error e;
+    assert_int_equal(
+        reconcile_rejected(&in, "spec.containers[0].env[0].name: Invalid value", &r, &e), AREAL_OK);
+    assert_int_equal(count_kind(&r, RECONCILE_EVENT), 1);
+    assert_non_null(r.status);
+    json_object_set(w.job, "status", r.status);
+    reconcile_result_free(&r);
+    assert_string_equal(phase(&w), "Failed");
+
+    r = step(&w); /* the rejected gang's pods go; nothing is created */
+    assert_int_equal(count_kind(&r, RECONCILE_CREATE), 0);
+    assert_int_equal(count_kind(&r, RECONCILE_DELETE), 3);
+    reconcile_result_free(&r);
+    assert_int_equal(w.n_pods, 0);
+    r = step(&w);
+    assert_int_equal(r.n_actions, 0);
+    assert_null(r.status); /* idle */
+    reconcile_result_free(&r);
+    const json_t *c =
+        json_array_get(json_object_get(json_object_get(w.job, "status"), "conditions"), 0);
+    assert_string_equal(json_string_value(json_object_get(c, "reason")), "ChildRejected");
+    assert_non_null(strstr(json_string_value(json_object_get(c, "message")), "env[0].name"));
+
+    json_object_set_new(json_object_get(w.job, "metadata"), "generation", json_integer(2));
+    r = step(&w); /* a new spec: planned again */
+    assert_int_equal(count_kind(&r, RECONCILE_BIND), 3);
+    assert_string_equal(phase(&w), "Pending");
+    reconcile_result_free(&r);
+    world_free(&w);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_rejected_child_waits_for_a_new_spec),
         cmocka_unit_test(a_partial_gang_is_completed_before_any_bind),
         cmocka_unit_test(running_needs_every_planned_pod),
         cmocka_unit_test(creates_and_binds_the_gang_where_the_planner_says),

@@ -75,6 +75,24 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
 
 void reconcile_result_free(reconcile_result *r);
 
+/*
+ * The decision when the API server refused a child of the job for good (HTTP
+ * 400, 403 or 422 on a create or bind: an invalid name, env var or volume, a
+ * forbidden request): phase Failed, condition Scheduled=False with reason
+ * ChildRejected and `message` (the API's own words, which name the field),
+ * and a warning Event. Nothing is retried until the job's spec changes
+ * (metadata.generation moves past the condition's observedGeneration); the
+ * next reconcile meanwhile only removes the pods the gang left. `out` is
+ * filled as by reconcile_job (free with reconcile_result_free).
+ */
+int reconcile_rejected(const reconcile_input *in, const char *message, reconcile_result *out,
+                       areal_error *err);
+
+/* True when a failed API write of HTTP `http_status` will not succeed on a
+ * retry of the same request (400, 403, 422); others (409, 429, 5xx, no
+ * answer) are transient. */
+bool reconcile_error_is_permanent(int http_status);
+
 /* RFC 3339 UTC text of `ms` since the epoch ("2026-11-29T19:53:53Z"). */
 void reconcile_format_time(long long ms, char buf[32]);
 
