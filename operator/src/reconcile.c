@@ -309,6 +309,16 @@ static void start_gang(pass *p, const areal_alloc *alloc, areal_error *err) {
             delete_pods(p, false); /* a partial gang of an earlier plan holds nothing */
         return;
     }
+    for (int i = 0; i < plan.n_pods; i++) {
+        if (desired_check_name(plan.pods[i].name, "pod", p->name, &perr) != AREAL_OK) {
+            areal_plan_free(&plan);
+            set_phase(p, "Failed");
+            if (set_condition(p, "Scheduled", false, "InvalidSpec", perr.msg))
+                event(p, true, "InvalidSpec", "%s", perr.msg);
+            delete_pods(p, false);
+            return;
+        }
+    }
     bool *exists = calloc((size_t)plan.n_pods + 1, sizeof *exists);
     if (exists == NULL) {
         areal_plan_free(&plan);
@@ -504,13 +514,20 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
     const char *phase = old_phase(&p);
     const json_t *sched = old_condition(&p, "Scheduled");
     const char *sched_reason = str_at(sched, "reason", NULL);
-    if (strcmp(phase, "Failed") == 0 && sched_reason &&
-        strcmp(sched_reason, "ChildRejected") == 0 &&
+    bool spec_failure = sched_reason && (strcmp(sched_reason, "ChildRejected") == 0 ||
+                                         strcmp(sched_reason, "InvalidSpec") == 0 ||
+                                         strcmp(sched_reason, "InvalidAllocation") == 0);
+    if (strcmp(phase, "Failed") == 0 && spec_failure &&
         int_at(sched, "observedGeneration", NULL, -1) != int_at(job, "metadata", "generation", 0))
-        phase = ""; /* the spec changed since a child was rejected: try again */
+        phase = ""; /* the spec changed since it was refused: try again */
     areal_alloc alloc;
     areal_error perr;
     bool alloc_ok = desired_job_alloc(job, &alloc, &perr) == AREAL_OK;
+    areal_error verr;
+    bool spec_ok = desired_job_validate(job, &verr) == AREAL_OK;
+    char canonical[4096] = "";
+    if (alloc_ok)
+        areal_alloc_format(&alloc, canonical, sizeof canonical);
     if (alloc_ok) {
         long rollout = 0;
         for (int i = 0; i < alloc.n_components; i++)
@@ -535,6 +552,15 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
             master_succeeded = 1;
     }
     json_object_set_new(p.status, "readyPods", json_integer(ready));
+    /* A gang planned from another allocation (spec.rollout.replicas scaled, or
+     * the allocation changed while suspended) is replaced whole. */
+    bool rescale = false;
+    for (int i = 0; alloc_ok && i < in->n_pods; i++) {
+        const char *was = annotation(in->pods[i], AREAL_ANNOTATION_ALLOC);
+        if (was != NULL && strcmp(was, canonical) != 0 &&
+            str_at(in->pods[i], "metadata", "deletionTimestamp") == NULL)
+            rescale = true;
+    }
     /* The gang's size as its pods say (written into each at creation): a lost
      * status write must not make a partial gang look whole. */
     for (int i = 0; i < in->n_pods; i++) {
@@ -554,6 +580,11 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
         if (set_condition(&p, "Scheduled", false, "InvalidAllocation", perr.msg))
             event(&p, true, "InvalidAllocation", "%s", perr.msg);
         delete_pods(&p, false);
+    } else if (!spec_ok) {
+        set_phase(&p, "Failed");
+        if (set_condition(&p, "Scheduled", false, "InvalidSpec", verr.msg))
+            event(&p, true, "InvalidSpec", "%s", verr.msg);
+        delete_pods(&p, false);
     } else if (json_is_true(json_object_get(spec, "suspend"))) {
         set_phase(&p, "Suspended");
         if (set_condition(&p, "Scheduled", false, "Suspended", "spec.suspend is true"))
@@ -571,6 +602,16 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
          * end of the last restart, not a new failure. Act once they are gone;
          * their deletion events bring the job back. */
         set_phase(&p, phase);
+    } else if (rescale) {
+        /* Not a failure: no restart is counted; the new gang is planned once
+         * the old one is gone (their deletion events bring the job back). */
+        delete_pods(&p, false);
+        json_object_set_new(p.status, "pods", json_integer(0));
+        set_phase(&p, "Pending");
+        char msg[4200];
+        snprintf(msg, sizeof msg, "the allocation is now %s; the gang is planned again", canonical);
+        if (set_condition(&p, "Scheduled", false, "Rescaling", msg))
+            event(&p, false, "Rescaling", "%s", msg);
     } else if (failed >= 0 || (planned > 0 && bound > 0 && in->n_pods < planned)) {
         /* One pod failed or vanished: the gang restarts, same ranks, after a backoff. */
         long long max_restarts = int_at(json_object_get(spec, "failurePolicy"), "maxRestarts", NULL,

@@ -505,8 +505,111 @@ static void a_rejected_child_waits_for_a_new_spec(void **state) {
     world_free(&w);
 }
 
+static int rollout_pods(const world *w) {
+    int n = 0;
+    for (int i = 0; i < w->n_pods; i++) {
+        const char *kind = json_string_value(
+            json_object_get(json_object_get(json_object_get(w->pods[i], "metadata"), "labels"),
+                            "areal.io/role-kind"));
+        n += kind && strcmp(kind, "rollout") == 0;
+    }
+    return n;
+}
+
+static long long restarts_of(const world *w) {
+    return json_integer_value(json_object_get(json_object_get(w->job, "status"), "restarts"));
+}
+
+static void set_replicas(world *w, int n) {
+    json_t *spec = json_object_get(w->job, "spec");
+    json_object_set_new(spec, "rollout", json_pack("{s:i}", "replicas", n));
+}
+
+/* Issue 11: scaling 2 -> 0 -> 2 never fails the job: at zero the trainer runs
+ * alone; each change replaces the gang without counting a restart. */
+static void scaling_to_zero_and_back_never_fails(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    reconcile_result r = step(&w);
+    reconcile_result_free(&r);
+    assert_int_equal(rollout_pods(&w), 2);
+    kubelet_sets(&w, "Running", true);
+    reconcile_result_free((r = step(&w), &r));
+    assert_string_equal(phase(&w), "Running");
+
+    set_replicas(&w, 0);
+    r = step(&w); /* the old gang goes */
+    assert_string_equal(phase(&w), "Pending");
+    assert_string_equal(w.last_event, "Rescaling");
+    assert_int_equal(w.n_pods, 0);
+    reconcile_result_free(&r);
+    r = step(&w); /* the trainer alone */
+    assert_true(count_kind(&r, RECONCILE_BIND) > 0);
+    reconcile_result_free(&r);
+    assert_true(w.n_pods > 0);
+    assert_int_equal(rollout_pods(&w), 0);
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(w.job, "status"), "rolloutReplicas")),
+        0);
+    kubelet_sets(&w, "Running", true);
+    reconcile_result_free((r = step(&w), &r));
+    assert_string_equal(phase(&w), "Running");
+
+    set_replicas(&w, 2);
+    reconcile_result_free((r = step(&w), &r));
+    assert_string_equal(phase(&w), "Pending");
+    assert_int_equal(w.n_pods, 0);
+    reconcile_result_free((r = step(&w), &r));
+    assert_int_equal(rollout_pods(&w), 2);
+    assert_int_equal(restarts_of(&w), 0);
+    world_free(&w);
+}
+
+/* Issue 11: a role override that names no role, or a name too long for the
+ * pods' hostnames, fails the job with the field named and creates nothing;
+ * a fixed spec (a new generation) is placed. */
+static void refused_names_fail_with_the_field(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    json_object_set_new(json_object_get(w.job, "spec"), "roles",
+                        json_pack("[{s:s}]", "name", "trainr"));
+    reconcile_result r = step(&w);
+    assert_int_equal(count_kind(&r, RECONCILE_CREATE), 0);
+    reconcile_result_free(&r);
+    assert_string_equal(phase(&w), "Failed");
+    assert_string_equal(w.last_event, "InvalidSpec");
+    const json_t *c =
+        json_array_get(json_object_get(json_object_get(w.job, "status"), "conditions"), 0);
+    assert_non_null(strstr(json_string_value(json_object_get(c, "message")), "spec.roles[0].name"));
+
+    json_object_del(json_object_get(w.job, "spec"), "roles");
+    json_object_set_new(json_object_get(w.job, "metadata"), "generation", json_integer(2));
+    r = step(&w);
+    assert_true(count_kind(&r, RECONCILE_BIND) > 0);
+    reconcile_result_free(&r);
+    world_free(&w);
+
+    /* 60 characters: a valid Service name, but "<name>-rollout-0" has 70 */
+    world_init(&w, 3);
+    char name[61];
+    memset(name, 'n', 60);
+    name[60] = '\0';
+    json_object_set_new(json_object_get(w.job, "metadata"), "name", json_string(name));
+    r = step(&w);
+    assert_int_equal(count_kind(&r, RECONCILE_CREATE), 0);
+    reconcile_result_free(&r);
+    assert_string_equal(phase(&w), "Failed");
+    c = json_array_get(json_object_get(json_object_get(w.job, "status"), "conditions"), 0);
+    assert_non_null(strstr(json_string_value(json_object_get(c, "message")), "too long"));
+    world_free(&w);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(scaling_to_zero_and_back_never_fails),
+        cmocka_unit_test(refused_names_fail_with_the_field),
         cmocka_unit_test(a_rejected_child_waits_for_a_new_spec),
         cmocka_unit_test(a_partial_gang_is_completed_before_any_bind),
         cmocka_unit_test(running_needs_every_planned_pod),

@@ -45,6 +45,7 @@ typedef struct cached_pod {
     const char *job, *role, *pod_index, *role_kind; /* areal.io/ labels */
     const char *planned_node;                       /* annotation areal.io/planned-node */
     const char *gang_size;                          /* annotation areal.io/gang-size */
+    const char *allocation;                         /* annotation areal.io/allocation */
     cached_pod_phase phase;
     bool master;      /* label areal.io/master=true */
     bool ready;       /* condition Ready=True */
@@ -77,9 +78,9 @@ void cached_pod_release(cached_pod *p); /* NULL is allowed */
 
 /*
  * The pod as the JSON shape reconcile reads (metadata: name, namespace, uid,
- * the areal.io labels, the planned-node and gang-size annotations, deletionTimestamp; spec:
- * nodeName; status: phase, the Ready condition, the exit code), a new
- * reference, or NULL when out of memory.
+ * the areal.io labels, the planned-node, gang-size and allocation annotations, deletionTimestamp;
+ * spec: nodeName; status: phase, the Ready condition, the exit code), a new reference, or NULL when
+ * out of memory.
  */
 json_t *cached_pod_to_json(const cached_pod *p);
 
