@@ -121,7 +121,34 @@ static void enqueue_job(void *ud, const void *entry) {
         workqueue_add(ctl->q, key);
 }
 
-static void route(informer *inf, const json_t *obj) {
+typedef struct on_node {
+    controller *ctl;
+    const char *node;
+} on_node;
+
+static void enqueue_if_on_node(void *ud, const void *entry) {
+    const on_node *o = ud;
+    const cached_pod *pod = entry;
+    if (pod->node_name && pod->job && pod->ns && strcmp(pod->node_name, o->node) == 0) {
+        char key[WORKQUEUE_KEY_MAX];
+        snprintf(key, sizeof key, "%s/%s", pod->ns, pod->job);
+        workqueue_add(o->ctl->q, key);
+    }
+}
+
+static bool node_ready(const json_t *node) {
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(json_object_get(node, "status"), "conditions"), i, c) {
+        const char *t = json_string_value(json_object_get(c, "type"));
+        const char *s = json_string_value(json_object_get(c, "status"));
+        if (t && strcmp(t, "Ready") == 0)
+            return s && strcmp(s, "True") == 0;
+    }
+    return false;
+}
+
+static void route(informer *inf, const json_t *obj, bool deleted) {
     controller *ctl = inf->ctl;
     if (inf == &ctl->jobs) {
         enqueue_job(ctl, obj);
@@ -129,6 +156,13 @@ static void route(informer *inf, const json_t *obj) {
     }
     if (inf == &ctl->pods)
         enqueue_job_of_pod(ctl, obj);
+    if (inf == &ctl->nodes && (deleted || !node_ready(obj))) {
+        /* the jobs with pods there look again (and requeue for the end of the grace) */
+        on_node o = {ctl,
+                     json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"))};
+        if (o.node != NULL)
+            cache_each(ctl->pods.cache, enqueue_if_on_node, &o);
+    }
     /* room may have changed: jobs that wait for it look again */
     cache_each(ctl->jobs.cache, enqueue_waiting, ctl);
 }
@@ -159,7 +193,7 @@ static int on_event(void *ud, const kube_event *ev) {
         return KUBE_OK;
     if (cache_apply(inf->cache, ev->object, ev->type == KUBE_EVENT_DELETED) != 0)
         return KUBE_ENOMEM;
-    route(inf, ev->object);
+    route(inf, ev->object, ev->type == KUBE_EVENT_DELETED);
     return KUBE_OK;
 }
 
@@ -191,14 +225,40 @@ typedef struct gather {
     json_t **pods; /* the job's pods, as the JSON shape reconcile reads */
     int n_pods, cap_pods;
     areal_cluster *cluster;
-    keyset node_index; /* node name -> index in cluster */
-    ledger *ledger;    /* locked by the caller: bound pods it counts are marked seen */
+    keyset node_index;         /* node name -> index in cluster */
+    keyset all_nodes;          /* every node name, also those placement is not offered */
+    reconcile_down_node *down; /* nodes not Ready (names owned) */
+    int n_down, cap_down;
+    ledger *ledger; /* locked by the caller: bound pods it counts are marked seen */
     bool oom;
 } gather;
+
+static void add_down(gather *g, const char *name, long long since_ms) {
+    if (g->n_down == g->cap_down) {
+        int cap = g->cap_down ? 2 * g->cap_down : 8;
+        reconcile_down_node *grown = realloc(g->down, (size_t)cap * sizeof *grown);
+        if (grown == NULL) {
+            g->oom = true;
+            return;
+        }
+        g->down = grown;
+        g->cap_down = cap;
+    }
+    char *copy = strdup(name);
+    if (copy == NULL) {
+        g->oom = true;
+        return;
+    }
+    g->down[g->n_down++] = (reconcile_down_node){copy, since_ms};
+}
 
 static void gather_node(void *ud, const void *entry) {
     gather *g = ud;
     const cached_node *node = entry;
+    if (keyset_add(&g->all_nodes, node->name) < 0)
+        g->oom = true;
+    if (!node->ready)
+        add_down(g, node->name, node->not_ready_since_ms);
     int at = cached_node_add_to(node, g->cluster, NULL);
     if (at == AREAL_ENOMEM)
         g->oom = true;
@@ -388,9 +448,11 @@ static int apply(controller *ctl, const json_t *job, const reconcile_action *a, 
             rc = KUBE_OK; /* it exists: done already */
         break;
     case RECONCILE_DELETE: {
+        /* force: grace 0, the API server removes the pod without waiting for a
+         * kubelet (its node is lost) */
         kube_delete_opts opts = {.uid = a->uid[0] ? a->uid : NULL,
                                  .propagation_policy = "Background",
-                                 .grace_period_seconds = -1};
+                                 .grace_period_seconds = a->force ? 0 : -1};
         rc = kube_delete(ctl->kc, &res, a->name, &opts, NULL, err);
         if (rc == KUBE_ENOTFOUND)
             rc = KUBE_OK;
@@ -557,6 +619,7 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
     if (g.ns == NULL)
         g.ns = "default";
     keyset_init(&g.node_index);
+    keyset_init(&g.all_nodes);
     /* Planning is serialised: from reading the caches until this decision's
      * binds are claimed, no other worker plans (the reconcile itself is pure
      * and short; the API writes below run outside the lock). */
@@ -565,9 +628,22 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
     cache_each(ctl->nodes.cache, gather_node, &g);
     cache_each(ctl->pods.cache, gather_pod, &g);
     ledger_charge(&ctl->ledger, key, &cluster, &g.node_index);
+    for (int i = 0; i < g.n_pods; i++) { /* a node that is gone has no kubelet either */
+        const char *node =
+            json_string_value(json_object_get(json_object_get(g.pods[i], "spec"), "nodeName"));
+        if (node != NULL && !keyset_has(&g.all_nodes, node)) {
+            bool listed = false;
+            for (int d = 0; d < g.n_down && !listed; d++)
+                listed = strcmp(g.down[d].name, node) == 0;
+            if (!listed)
+                add_down(&g, node, 0);
+        }
+    }
     reconcile_input in = {.job = job,
                           .pods = (const json_t *const *)g.pods,
                           .n_pods = g.n_pods,
+                          .down = g.down,
+                          .n_down = g.n_down,
                           .cluster = &cluster,
                           .now_ms = wall_ms(),
                           .cfg = ctl->cfg.desired};
@@ -640,7 +716,11 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
     for (int i = 0; i < g.n_pods; i++)
         json_decref(g.pods[i]);
     free(g.pods);
+    for (int i = 0; i < g.n_down; i++)
+        free((char *)g.down[i].name);
+    free(g.down);
     keyset_free(&g.node_index);
+    keyset_free(&g.all_nodes);
     areal_cluster_free(&cluster);
     cache_release(ctl->jobs.cache, job);
     return retry;

@@ -22,6 +22,10 @@
 #define DEFAULT_MAX_RESTARTS  3
 #define DEFAULT_BACKOFF_S     10
 #define DEFAULT_BACKOFF_MAX_S 300
+/* A node NotReady this long loses its pods. Kubernetes evicts after 300 s
+ * (tolerationSeconds of node.kubernetes.io/not-ready); a gang with a lost
+ * member makes no progress at all, so it is replanned much sooner. */
+#define DEFAULT_NODE_LOST_S 30
 
 void reconcile_format_time(long long ms, char buf[32]) {
     time_t t = (time_t)(ms / 1000);
@@ -161,13 +165,38 @@ static bool pod_terminated(const json_t *pod) {
     return ph && (strcmp(ph, "Succeeded") == 0 || strcmp(ph, "Failed") == 0);
 }
 
+/* How long the node of `pod` has not been Ready (ms), or -1 when it is (or
+ * the pod is not bound). */
+static long long down_for_ms(const pass *p, const json_t *pod) {
+    const char *node = str_at(pod, "spec", "nodeName");
+    for (int i = 0; node != NULL && i < p->in->n_down; i++)
+        if (strcmp(p->in->down[i].name, node) == 0) {
+            long long d = p->in->now_ms - p->in->down[i].since_ms;
+            return d < 0 ? 0 : d;
+        }
+    return -1;
+}
+
+static long long node_lost_ms(const pass *p) {
+    const json_t *fp = json_object_get(json_object_get(p->in->job, "spec"), "failurePolicy");
+    return int_at(fp, "nodeLostSeconds", NULL, DEFAULT_NODE_LOST_S) * 1000;
+}
+
+/* A pod on a node that has not been Ready for the job's grace: it will not
+ * run again, and no kubelet will confirm its deletion. */
+static bool pod_lost(const pass *p, const json_t *pod) {
+    long long d = down_for_ms(p, pod);
+    return d >= 0 && d >= node_lost_ms(p);
+}
+
 static void delete_pods(pass *p, bool keep_finished) {
     for (int i = 0; i < p->in->n_pods; i++) {
         const json_t *pod = p->in->pods[i];
         if (keep_finished && pod_terminated(pod))
             continue;
-        if (str_at(pod, "metadata", "deletionTimestamp") != NULL)
-            continue; /* already going */
+        bool lost = pod_lost(p, pod);
+        if (str_at(pod, "metadata", "deletionTimestamp") != NULL && !lost)
+            continue; /* already going (a lost one would stay Terminating forever) */
         reconcile_action *a =
             push(p->out, RECONCILE_DELETE, "pods", str_at(pod, "metadata", "name"));
         if (a == NULL) {
@@ -176,6 +205,7 @@ static void delete_pods(pass *p, bool keep_finished) {
         }
         const char *uid = str_at(pod, "metadata", "uid");
         snprintf(a->uid, sizeof a->uid, "%s", uid ? uid : "");
+        a->force = lost;
     }
 }
 
@@ -538,10 +568,23 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
 
     /* Count the pods. */
     int ready = 0, bound = 0, failed = -1, master_succeeded = 0, terminating = 0;
+    int lost = -1, lost_terminating = 0;
+    long long lost_in = -1; /* ms until the first pod on a down node is lost */
     for (int i = 0; i < in->n_pods; i++) {
         const json_t *pod = in->pods[i];
         const char *ph = str_at(pod, "status", "phase");
-        terminating += str_at(pod, "metadata", "deletionTimestamp") != NULL;
+        bool going = str_at(pod, "metadata", "deletionTimestamp") != NULL;
+        terminating += going;
+        long long down = down_for_ms(&p, pod);
+        if (down >= 0 && !pod_terminated(pod)) {
+            if (down >= node_lost_ms(&p)) {
+                lost_terminating += going;
+                if (lost < 0 && !going)
+                    lost = i;
+            } else if (lost_in < 0 || node_lost_ms(&p) - down < lost_in) {
+                lost_in = node_lost_ms(&p) - down;
+            }
+        }
         ready += pod_ready(pod);
         bound += str_at(pod, "spec", "nodeName") != NULL;
         if (ph && strcmp(ph, "Failed") == 0 && failed < 0)
@@ -600,8 +643,11 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
         /* Pods of this gang are stopping (their kubelets send SIGTERM and wait
          * out the grace period; a stopped pod may report Failed): that is the
          * end of the last restart, not a new failure. Act once they are gone;
-         * their deletion events bring the job back. */
+         * their deletion events bring the job back. One on a lost node has no
+         * kubelet to confirm: it is deleted with grace 0. */
         set_phase(&p, phase);
+        if (lost_terminating > 0)
+            delete_pods(&p, false);
     } else if (rescale) {
         /* Not a failure: no restart is counted; the new gang is planned once
          * the old one is gone (their deletion events bring the job back). */
@@ -612,7 +658,7 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
         snprintf(msg, sizeof msg, "the allocation is now %s; the gang is planned again", canonical);
         if (set_condition(&p, "Scheduled", false, "Rescaling", msg))
             event(&p, false, "Rescaling", "%s", msg);
-    } else if (failed >= 0 || (planned > 0 && bound > 0 && in->n_pods < planned)) {
+    } else if (failed >= 0 || lost >= 0 || (planned > 0 && bound > 0 && in->n_pods < planned)) {
         /* One pod failed or vanished: the gang restarts, same ranks, after a backoff. */
         long long max_restarts = int_at(json_object_get(spec, "failurePolicy"), "maxRestarts", NULL,
                                         DEFAULT_MAX_RESTARTS);
@@ -620,6 +666,11 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
         if (failed >= 0)
             snprintf(why, sizeof why, "pod %s failed (exit code %d)",
                      str_at(in->pods[failed], "metadata", "name"), pod_exit_code(in->pods[failed]));
+        else if (lost >= 0)
+            snprintf(why, sizeof why, "pod %s is lost: node %s has not been Ready for %llds",
+                     str_at(in->pods[lost], "metadata", "name"),
+                     str_at(in->pods[lost], "spec", "nodeName"),
+                     down_for_ms(&p, in->pods[lost]) / 1000);
         else
             snprintf(why, sizeof why, "%d of %lld pods are gone", (int)planned - in->n_pods,
                      planned);
@@ -697,6 +748,9 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
         if (all_running && strcmp(phase, "Running") != 0)
             event(&p, false, "Running", "all %d pods are running", in->n_pods);
     }
+    /* a pod on a node that went down is lost when the grace ends: look again then */
+    if (lost_in >= 0 && (out->requeue_after_ms <= 0 || lost_in + 100 < out->requeue_after_ms))
+        out->requeue_after_ms = (long)lost_in + 100;
     if (json_object_get(p.status, "conditions") == NULL) {
         json_t *old = json_object_get(p.old_status, "conditions");
         if (old != NULL)

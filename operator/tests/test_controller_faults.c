@@ -7,7 +7,9 @@
  * reconcile runs before the caches have listed; a child the API server
  * rejects for good (422) fails the job with the API's message and stops the
  * retries until the spec changes, while transient errors (503, a 409 on the
- * status write) are retried until they pass.
+ * status write) are retried until they pass; a node that stops under a
+ * running gang has its pods deleted with grace 0 and the gang replanned on
+ * the healthy nodes.
  *
  * The invariant is checked from the API server's side (the pods it stores
  * and their spec.nodeName), not from the operator's caches, while the
@@ -418,8 +420,111 @@ static void transient_errors_are_retried(void **state) {
     fake_api_stop(h.f);
 }
 
+static void put_dead_node(fake_api *f, int i, int gpus) {
+    char name[16], g[8], since[32];
+    snprintf(name, sizeof name, "n%d", i);
+    snprintf(g, sizeof g, "%d", gpus);
+    time_t t = time(NULL) - 120; /* NotReady for two minutes */
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(since, sizeof since, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    json_t *n =
+        json_pack("{s:{s:s,s:{s:s}},s:{s:{s:s,s:s,s:s},s:[{s:s,s:s,s:s}]}}", "metadata", "name",
+                  name, "labels", "kubernetes.io/hostname", name, "status", "allocatable",
+                  "nvidia.com/gpu", g, "cpu", "96", "memory", "512Gi", "conditions", "type",
+                  "Ready", "status", "Unknown", "lastTransitionTime", since);
+    fake_api_put(f, "nodes", n);
+    json_decref(n);
+}
+
+/* The kubelets of live nodes: pods Running; a deleted pod on a live node is
+ * confirmed gone. Pods on node `dead` get nothing. */
+static void kubelets(fake_api *f, const char *dead) {
+    json_t *pods = fake_api_list(f, "pods");
+    const char *key;
+    json_t *pod;
+    json_object_foreach(pods, key, pod) {
+        const char *node =
+            json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
+        if (node == NULL || (dead && strcmp(node, dead) == 0))
+            continue;
+        if (json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp")) {
+            fake_api_delete(f, "pods", key);
+        } else if (!json_object_get(pod, "status")) {
+            json_object_set_new(pod, "status",
+                                json_pack("{s:s,s:[{s:s,s:s}]}", "phase", "Running", "conditions",
+                                          "type", "Ready", "status", "True"));
+            fake_api_put(f, "pods", pod);
+        }
+    }
+    json_decref(pods);
+}
+
+/* Pods of `job` bound to node `node`. */
+static int pods_on(fake_api *f, const char *job, const char *node) {
+    json_t *pods = fake_api_list(f, "pods");
+    const char *key;
+    json_t *pod;
+    int n = 0;
+    json_object_foreach(pods, key, pod) {
+        cached_pod *p = cached_pod_new(pod);
+        n += p->job && strcmp(p->job, job) == 0 && p->node_name && strcmp(p->node_name, node) == 0;
+        cached_pod_release(p);
+    }
+    json_decref(pods);
+    return n;
+}
+
+static bool job_phase_is(fake_api *f, const char *job, const char *want) {
+    json_t *st = job_status(f, job);
+    const char *ph = status_str(st, "phase");
+    bool same = ph && strcmp(ph, want) == 0;
+    json_decref(st);
+    return same;
+}
+
+/* Issue 11, item 5: the node under a running gang stops (no kubelet confirms
+ * anything there). The gang restarts: the pod there is deleted with grace 0,
+ * the others normally, and the new gang runs on the healthy nodes. */
+static void a_dead_node_is_replanned_around(void **state) {
+    (void)state;
+    harness h = {.f = fake_api_start()};
+    assert_non_null(h.f);
+    fake_api_graceful_pods(h.f, true);
+    for (int i = 0; i < 3; i++)
+        put_node(h.f, i, 4);
+    harness_start(&h, 2);
+    json_t *j =
+        json_pack("{s:s,s:s,s:{s:s,s:s,s:i},s:{s:s,s:s,s:{s:{s:i,s:i}}}}", "apiVersion",
+                  "areal.io/v1alpha1", "kind", "AReaLJob", "metadata", "name", "d", "namespace",
+                  "team", "generation", 1, "spec", "allocation", "sglang:d2+megatron:d1t2", "image",
+                  "img", "failurePolicy", "backoff", "initialSeconds", 1, "maxSeconds", 1);
+    fake_api_put(h.f, "arealjobs", j);
+    json_decref(j);
+    WAIT_FOR((kubelets(h.f, NULL), job_phase_is(h.f, "d", "Running")), "the job to run");
+    char dead[16] = "";
+    for (int i = 0; i < 3 && !dead[0]; i++) {
+        char n[16];
+        snprintf(n, sizeof n, "n%d", i);
+        if (pods_on(h.f, "d", n) > 0)
+            snprintf(dead, sizeof dead, "%s", n);
+    }
+    int i_dead = dead[1] - '0';
+    put_dead_node(h.f, i_dead, 4);
+    WAIT_FOR((kubelets(h.f, dead), pods_on(h.f, "d", dead) == 0 && all_bound(h.f, "d", 3) &&
+                                       job_phase_is(h.f, "d", "Running")),
+             "the gang to run again without the dead node");
+    assert_true(fake_api_count(h.f, "force-delete") >= 1);
+    json_t *st = job_status(h.f, "d");
+    assert_int_equal(json_integer_value(json_object_get(st, "restarts")), 1);
+    json_decref(st);
+    harness_stop(&h);
+    fake_api_stop(h.f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_dead_node_is_replanned_around),
         cmocka_unit_test(a_rejected_child_fails_the_job_until_the_spec_changes),
         cmocka_unit_test(transient_errors_are_retried),
         cmocka_unit_test(a_partial_gang_is_completed_after_a_restart),

@@ -31,6 +31,8 @@ typedef struct world {
     long long now;
     int events;
     char last_event[64];
+    reconcile_down_node down[4];
+    int n_down;
 } world;
 
 static const char *JOB = "{\"apiVersion\":\"areal.io/v1alpha1\",\"kind\":\"AReaLJob\","
@@ -77,6 +79,8 @@ static reconcile_result step(world *w) {
                           .has_service = w->service,
                           .has_configmap = w->configmap,
                           .cluster = &w->cluster,
+                          .down = w->down,
+                          .n_down = w->n_down,
                           .now_ms = w->now};
     reconcile_result r;
     areal_error e;
@@ -606,8 +610,123 @@ static void refused_names_fail_with_the_field(void **state) {
     world_free(&w);
 }
 
+static const char *node_of(const json_t *pod) {
+    return json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
+}
+
+/* Issue 11: a node stops under a running gang. Within the grace nothing
+ * happens (but the job looks again when it ends); past it, the gang
+ * restarts: the pod on the dead node is deleted with grace 0, the others
+ * normally, and the new gang avoids the node (it is not ready). */
+static void a_dead_node_restarts_the_gang_elsewhere(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 4);
+    reconcile_result r = step(&w);
+    reconcile_result_free(&r);
+    kubelet_sets(&w, "Running", true);
+    reconcile_result_free((r = step(&w), &r));
+    assert_string_equal(phase(&w), "Running");
+    static char dead[64];
+    snprintf(dead, sizeof dead, "%s", node_of(w.pods[0]));
+    for (int i = 0; i < w.cluster.n_nodes; i++)
+        if (strcmp(w.cluster.nodes[i].name, dead) == 0)
+            w.cluster.nodes[i].ready = false;
+    w.down[0] = (reconcile_down_node){dead, w.now - 10000};
+    w.n_down = 1;
+
+    r = step(&w); /* 10 s of the default 30: wait, and look again when it ends */
+    assert_int_equal(count_kind(&r, RECONCILE_DELETE), 0);
+    assert_true(r.requeue_after_ms >= 20000 && r.requeue_after_ms <= 21000);
+    reconcile_result_free(&r);
+    assert_string_equal(phase(&w), "Running");
+
+    w.now += 21000;
+    int on_dead = 0;
+    for (int i = 0; i < w.n_pods; i++)
+        on_dead += strcmp(node_of(w.pods[i]), dead) == 0;
+    int n = w.n_pods;
+    reconcile_input in = {.job = w.job,
+                          .pods = (const json_t *const *)w.pods,
+                          .n_pods = w.n_pods,
+                          .has_service = true,
+                          .has_configmap = true,
+                          .cluster = &w.cluster,
+                          .down = w.down,
+                          .n_down = 1,
+                          .now_ms = w.now};
+    areal_error e;
+    assert_int_equal(reconcile_job(&in, &r, &e), AREAL_OK);
+    int forced = 0, deletes = 0;
+    for (int i = 0; i < r.n_actions; i++) {
+        if (r.actions[i].kind != RECONCILE_DELETE)
+            continue;
+        deletes++;
+        int k = find_pod(&w, r.actions[i].name);
+        assert_true(k >= 0);
+        bool there = strcmp(node_of(w.pods[k]), dead) == 0;
+        assert_int_equal(r.actions[i].force, there); /* grace 0 only where no kubelet is */
+        forced += r.actions[i].force;
+    }
+    assert_int_equal(deletes, n);
+    assert_int_equal(forced, on_dead);
+    reconcile_result_free(&r);
+    reconcile_result_free((r = step(&w), &r)); /* applied */
+    assert_string_equal(phase(&w), "Restarting");
+    assert_string_equal(w.last_event, "GangRestarting");
+    assert_int_equal(w.n_pods, 0);
+
+    w.now += 60000; /* past the backoff */
+    reconcile_result_free((r = step(&w), &r));
+    assert_true(w.n_pods > 0);
+    for (int i = 0; i < w.n_pods; i++)
+        assert_string_not_equal(node_of(w.pods[i]), dead);
+    world_free(&w);
+}
+
+/* Issue 11: a pod already Terminating on a dead node (deleted before its node
+ * died) would wait forever for a kubelet: it is deleted again with grace 0. */
+static void a_terminating_pod_on_a_dead_node_is_forced(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    reconcile_result r = step(&w);
+    reconcile_result_free(&r);
+    json_object_set_new(json_object_get(w.pods[0], "metadata"), "deletionTimestamp",
+                        json_string("2026-11-29T21:00:00Z"));
+    r = step(&w); /* a live node: it is going, wait */
+    assert_int_equal(count_kind(&r, RECONCILE_DELETE), 0);
+    reconcile_result_free(&r);
+    static char dead[64];
+    snprintf(dead, sizeof dead, "%s", node_of(w.pods[0]));
+    w.down[0] = (reconcile_down_node){dead, 0};
+    w.n_down = 1;
+    reconcile_input in = {.job = w.job,
+                          .pods = (const json_t *const *)w.pods,
+                          .n_pods = w.n_pods,
+                          .has_service = true,
+                          .has_configmap = true,
+                          .cluster = &w.cluster,
+                          .down = w.down,
+                          .n_down = 1,
+                          .now_ms = w.now};
+    areal_error e;
+    assert_int_equal(reconcile_job(&in, &r, &e), AREAL_OK);
+    bool forced = false;
+    for (int i = 0; i < r.n_actions; i++)
+        if (r.actions[i].kind == RECONCILE_DELETE && r.actions[i].force)
+            forced |= strcmp(r.actions[i].name,
+                             json_string_value(json_object_get(
+                                 json_object_get(w.pods[0], "metadata"), "name"))) == 0;
+    assert_true(forced);
+    reconcile_result_free(&r);
+    world_free(&w);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_dead_node_restarts_the_gang_elsewhere),
+        cmocka_unit_test(a_terminating_pod_on_a_dead_node_is_forced),
         cmocka_unit_test(scaling_to_zero_and_back_never_fails),
         cmocka_unit_test(refused_names_fail_with_the_field),
         cmocka_unit_test(a_rejected_child_waits_for_a_new_spec),

@@ -30,10 +30,10 @@ typedef struct evlog {
     size_t n, cap;
 } evlog;
 
-static const char *const COUNTERS[] = {"list",          "watch",  "create", "bind", "patch",
-                                       "delete",        "gone",   "event",  "get",  "bind-missing",
-                                       "bind-conflict", "failed", NULL};
-#define N_COUNTERS 12
+static const char *const COUNTERS[] = {
+    "list",  "watch", "create",       "bind",          "patch",  "delete",       "gone",
+    "event", "get",   "bind-missing", "bind-conflict", "failed", "force-delete", NULL};
+#define N_COUNTERS 13
 
 /* An injected failure: the next `times` requests of `what` on resource r (-1: all). */
 typedef struct fault {
@@ -58,6 +58,7 @@ struct fake_api {
     long counts[N_COUNTERS];
     fault faults[MAX_FAULTS];
     int n_faults;
+    bool graceful_pods;
 };
 
 /* ---- store and events (lock held) --------------------------------------------- */
@@ -442,8 +443,14 @@ static void mark_deleting(fake_api *f, int r, const char *key) {
     json_decref(o);
 }
 
-static int do_delete(fake_api *f, const route *rt, kts_answer *a) {
+static int do_delete(fake_api *f, const route *rt, const kts_request *rq, kts_answer *a) {
     count(f, "delete");
+    json_t *opts = rq->body && rq->body_len ? json_loads(rq->body, 0, NULL) : NULL;
+    const json_t *grace = json_object_get(opts, "gracePeriodSeconds");
+    bool force = json_is_integer(grace) && json_integer_value(grace) == 0;
+    json_decref(opts);
+    if (force)
+        count(f, "force-delete");
     char key[512];
     if (rt->ns[0])
         snprintf(key, sizeof key, "%s/%s", rt->ns, rt->name);
@@ -452,7 +459,10 @@ static int do_delete(fake_api *f, const route *rt, kts_answer *a) {
     json_t *o = json_object_get(f->store[rt->r], key);
     if (o == NULL)
         return answer_status(a, 404, "NotFound", "fake_api: no such object");
-    if (has_finalizers(o))
+    bool kubelet_confirms =
+        rt->r == R_PODS && f->graceful_pods && !force &&
+        json_string_value(json_object_get(json_object_get(o, "spec"), "nodeName"));
+    if (has_finalizers(o) || kubelet_confirms)
         mark_deleting(f, rt->r, key);
     else
         store_del(f, rt->r, key);
@@ -511,7 +521,7 @@ static int handle(void *ud, const kts_request *rq, kts_answer *a) {
     } else if (strcmp(rq->method, "PATCH") == 0) {
         rc = do_patch(f, &rt, rq, a);
     } else if (strcmp(rq->method, "DELETE") == 0) {
-        rc = do_delete(f, &rt, a);
+        rc = do_delete(f, &rt, rq, a);
     } else {
         rc = answer_status(a, 405, "MethodNotAllowed", "fake_api: method not served");
     }
@@ -639,6 +649,12 @@ void fake_api_fail(fake_api *f, const char *what, const char *res, int code, con
         snprintf(ft->msg, sizeof ft->msg, "%s", msg);
         ft->times = times;
     }
+    pthread_mutex_unlock(&f->mu);
+}
+
+void fake_api_graceful_pods(fake_api *f, bool on) {
+    pthread_mutex_lock(&f->mu);
+    f->graceful_pods = on;
     pthread_mutex_unlock(&f->mu);
 }
 

@@ -63,8 +63,9 @@ void fake_api_expire(fake_api *f, const char *resource);
 
 /* Requests seen, by kind: "list", "watch", "create", "bind", "patch", "delete", "gone",
  * "event", "get", "bind-missing" (a bind of a pod that does not exist),
- * "bind-conflict" (a bind of a pod already bound: 409, as the real server) and
- * "failed" (answered by an injected failure, see fake_api_fail). */
+ * "bind-conflict" (a bind of a pod already bound: 409, as the real server),
+ * "failed" (answered by an injected failure, see fake_api_fail) and
+ * "force-delete" (a delete with gracePeriodSeconds 0). */
 long fake_api_count(fake_api *f, const char *what);
 
 /* Every object of `resource`, as an object keyed by ns/name (a copy; caller decrefs). */
@@ -79,6 +80,12 @@ json_t *fake_api_list(fake_api *f, const char *resource);
  */
 void fake_api_fail(fake_api *f, const char *what, const char *resource, int code,
                    const char *reason, const char *msg, int times);
+
+/* On: a bound pod deleted through the API without gracePeriodSeconds 0 only
+ * gets a deletionTimestamp (it is Terminating until its kubelet confirms: the
+ * test calls fake_api_delete); a delete with grace 0 removes it at once, as
+ * the real server does. Off (the default): every delete removes the pod. */
+void fake_api_graceful_pods(fake_api *f, bool on);
 
 /* Objects stored in `resource`. */
 int fake_api_len(fake_api *f, const char *resource);

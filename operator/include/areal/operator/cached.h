@@ -61,6 +61,9 @@ typedef struct cached_node {
     const char *name, *resource_version;
     bool valid; /* false: the node could not be read; it is not offered to placement */
     bool unschedulable, ready;
+    /* When not ready: ms since the epoch of the Ready condition's last
+     * transition (0 when the node says nothing: not ready since long ago). */
+    long long not_ready_since_ms;
     int gpus; /* allocatable */
     long cpu_milli;
     long long mem_bytes;
