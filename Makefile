@@ -74,7 +74,7 @@ MODE_FLAGS = $(if $(filter san,$(1)),$(SAN_FLAGS),$(REL_FLAGS))
 .SECONDEXPANSION:
 .SECONDARY:
 
-.PHONY: all run test test-rel test-san bench fuzz fmt lint clean deps help
+.PHONY: all run test test-rel test-san test-oom bench fuzz fmt lint clean deps help
 .DEFAULT_GOAL := all
 
 all: $(addprefix $(BUILD)/rel/,$(PROGRAMS)) $(BUILD)/rel/libareal.a
@@ -96,6 +96,13 @@ $(BUILD)/rel/%.o: %.c | $(DEPS_OK)
 $(BUILD)/san/%.o: %.c | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(PKG_CFLAGS) -c $< -o $@
+
+# The version of every program (areal/version.h) comes from VERSION; only
+# version.o is compiled with it, so a new version rebuilds one object.
+AREAL_VERSION := $(shell cat VERSION)
+VERSION_OBJS := $(foreach m,rel san,$(call objs,$(m),$(filter %/version.c,$(LIB_SRC))))
+$(VERSION_OBJS): VERSION
+$(VERSION_OBJS): BASE_CFLAGS += -DAREAL_VERSION='"$(AREAL_VERSION)"'
 
 $(BUILD)/%/libareal.a: $$(call objs,$$*,$(LIB_SRC))
 	@rm -f $@
@@ -137,6 +144,19 @@ $(BENCH_BINS): $(BUILD)/rel/bench/%: $$(call objs,rel,$$(call bench_src,$$*)) $(
 	@mkdir -p $(dir $@)
 	$(CC) $(REL_FLAGS) -o $@ $^ $(PKG_LIBS)
 
+# test-oom binaries: build/san/oom/NAME from tests/oom/NAME.c, the torture
+# harness and the sanitized library, linked so that every malloc, calloc,
+# realloc, strdup and strndup of the project's objects goes through the
+# harness's failure counter (tests/oom/oom.h explains why a link-time wrap and
+# not a source conversion). ASan+UBSan catch the crashes, LeakSanitizer the leaks.
+OOM_SRC  := $(wildcard tests/oom/test_oom_*.c)
+OOM_BINS := $(addprefix $(BUILD)/san/oom/,$(notdir $(basename $(OOM_SRC))))
+OOM_WRAP := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,--wrap=strndup
+oom_src = $(filter %/$(1).c,$(OOM_SRC))
+$(OOM_BINS): $(BUILD)/san/oom/%: $$(call objs,san,$$(call oom_src,$$*) tests/oom/oom.c $(TEST_UTIL)) $(BUILD)/san/libareal.a
+	@mkdir -p $(dir $@)
+	$(CC) $(SAN_FLAGS) $(OOM_WRAP) -o $@ $^ $(PKG_LIBS) $(TEST_LIBS)
+
 # ---- targets ---------------------------------------------------------------
 run: $(BUILD)/rel/arealctl $(BUILD)/rel/areal-worker
 	$(BUILD)/rel/arealctl plan
@@ -144,7 +164,8 @@ run: $(BUILD)/rel/arealctl $(BUILD)/rel/areal-worker
 
 # Both builds run even when the first fails; the last line sums them up.
 test: $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES)) $(addprefix $(BUILD)/rel/,$(PROGRAMS)) \
-      $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES)) $(addprefix $(BUILD)/san/,$(PROGRAMS))
+      $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES)) $(addprefix $(BUILD)/san/,$(PROGRAMS)) \
+      $(OOM_BINS)
 	@rm -f $(BUILD)/test-counts; rc=0; \
 	AREAL_BIN=$(BUILD)/rel AREALCTL=$(BUILD)/rel/arealctl COUNTS=$(BUILD)/test-counts \
 	    scripts/run-tests.sh release \
@@ -152,12 +173,18 @@ test: $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES)) $(addprefix $(BUILD)/rel/,$
 	AREAL_BIN=$(BUILD)/san AREALCTL=$(BUILD)/san/arealctl COUNTS=$(BUILD)/test-counts \
 	    scripts/run-tests.sh sanitized \
 	    $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES)) || rc=1; \
+	COUNTS=$(BUILD)/test-counts scripts/run-tests.sh oom $(OOM_BINS) || rc=1; \
 	AREAL_BIN=$(abspath $(BUILD)/rel) COUNTS=$(BUILD)/test-counts scripts/run-e2e.sh || rc=1; \
 	awk '{p += $$1; f += $$2} END {printf "test: %d passed, %d failed\n", p, f}' $(BUILD)/test-counts; \
 	exit $$rc
 
 test-rel: $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES)) $(addprefix $(BUILD)/rel/,$(PROGRAMS))
 	@AREAL_BIN=$(BUILD)/rel AREALCTL=$(BUILD)/rel/arealctl scripts/run-tests.sh release $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES))
+
+# make test-oom: every allocation of the parsers, caches, reconcile and kube
+# client fails once (tests/oom/oom.h); part of `make test`.
+test-oom: $(OOM_BINS)
+	@scripts/run-tests.sh oom $(OOM_BINS)
 
 test-san: $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES)) $(addprefix $(BUILD)/san/,$(PROGRAMS))
 	@AREAL_BIN=$(BUILD)/san AREALCTL=$(BUILD)/san/arealctl scripts/run-tests.sh sanitized $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES))

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "areal/version.h"
 #include "cli.h"
 
 static void usage(FILE *out) {
@@ -17,7 +18,10 @@ static void usage(FILE *out) {
             "         embedded 8-node cluster. See README.md for the JSON format.\n"
             "\n"
             "usage: arealctl run [--alloc STRING] [--slots N] [--timeout SECONDS] [-- ARGS...]\n"
-            "  run    run the job on this machine: every pod an areal-worker process on CPU.\n");
+            "  run    run the job on this machine: every pod an areal-worker process on CPU.\n"
+            "\n"
+            "arealctl SUBCOMMAND --help shows a subcommand's options; --version the "
+            "version.\n" AREAL_EXIT_HELP);
 }
 
 int main(int argc, char **argv) {
@@ -30,10 +34,9 @@ int main(int argc, char **argv) {
         usage(stdout);
         return CLI_OK;
     }
+    if (argc >= 2 && strcmp(argv[1], "--version") == 0)
+        return areal_print_version(stdout, "arealctl");
     if (argc < 2)
-        fprintf(stderr, "arealctl: a subcommand is required (plan or run); try arealctl --help\n");
-    else
-        fprintf(stderr, "arealctl: unknown subcommand '%s'; the subcommands are plan and run\n",
-                argv[1]);
-    return CLI_BAD_INPUT;
+        return cli_bad_input("a subcommand is required (plan or run); try arealctl --help");
+    return cli_bad_input("unknown subcommand '%s'; the subcommands are plan and run", argv[1]);
 }

@@ -3,8 +3,9 @@
  *
  * Exit codes of every subcommand: 0 success, 1 an internal failure (out of
  * memory), 2 bad input - a usage error, an allocation string that does not
- * parse, a layout the cluster cannot hold, a malformed cluster file. Bad input
- * always prints exactly one "arealctl: ..." line on stderr.
+ * parse, a layout the cluster cannot hold, a malformed cluster file. Every
+ * error is exactly one "arealctl: ..." line on stderr (areal_print_line
+ * escapes the control bytes of the input it quotes).
  */
 #ifndef AREAL_CLI_H
 #define AREAL_CLI_H
@@ -18,6 +19,9 @@ enum { CLI_OK = 0, CLI_FAILURE = 1, CLI_BAD_INPUT = 2 };
 
 /* Prints one "arealctl: ..." line on stderr and returns CLI_BAD_INPUT. */
 int cli_bad_input(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Prints one "arealctl: ..." line on stderr and returns CLI_FAILURE. */
+int cli_failure(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* `arealctl plan ...`; argv[0] is "plan". */
 int cmd_plan(int argc, char **argv);

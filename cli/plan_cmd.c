@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "areal/alloc.h"
+#include "areal/escape.h"
+#include "areal/version.h"
 #include "cli.h"
 
 #define DEFAULT_ALLOC "sglang:d4t2+megatron:d2p2t4e2"
@@ -29,15 +31,44 @@ typedef struct plan_args {
     const char *rule_text[AREAL_MAX_RULES];
 } plan_args;
 
+static void cli_vline(const char *fmt, va_list ap) {
+    char msg[4096];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    areal_print_line(stderr, "arealctl: %s", msg);
+}
+
 int cli_bad_input(const char *fmt, ...) {
     va_list ap;
-    fputs("arealctl: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    cli_vline(fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
     return CLI_BAD_INPUT;
 }
+
+int cli_failure(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    cli_vline(fmt, ap);
+    va_end(ap);
+    return CLI_FAILURE;
+}
+
+static const char plan_usage[] =
+    "usage: arealctl plan [--alloc STRING] [--cluster FILE] [--gpus-per-node N]\n"
+    "                     [--rank R] [--role NAME] [--job NAME] [--json]\n"
+    "                     [--require KIND=LEVEL] [--prefer KIND=LEVEL]\n"
+    "Places a job's pods by parallel-group topology and prints the layout.\n"
+    "  --alloc STRING        the allocation (default " DEFAULT_ALLOC ")\n"
+    "  --cluster FILE        inventory (YAML/JSON, or kubectl get nodes -o json);\n"
+    "                        default: an embedded 8-node cluster\n"
+    "  --gpus-per-node N     GPUs of nodes that state none (default 8)\n"
+    "  --rank R, --role NAME also print the groups of rank R of a role\n"
+    "  --require KIND=LEVEL, --prefer KIND=LEVEL\n"
+    "                        every group of KIND inside one LEVEL (node, clique,\n"
+    "                        leaf, spine, zone or a label key)\n"
+    "  --job NAME            pod name prefix (default " DEFAULT_JOB ")\n"
+    "  --json                the plan as one JSON document (README.md)\n"
+    "  --help, --version\n" AREAL_EXIT_HELP;
 
 static int parse_long(const char *text, long lo, long hi, long *out) {
     char *end = NULL;
@@ -82,6 +113,7 @@ static int parse_args(int argc, char **argv, plan_args *a) {
         {"require", required_argument, NULL, 'q'},
         {"prefer", required_argument, NULL, 'p'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     *a = (plan_args){
@@ -130,9 +162,10 @@ static int parse_args(int argc, char **argv, plan_args *a) {
             rc = add_rule(a, optarg, AREAL_TOPO_PREFERRED, "--prefer");
             break;
         case 'h':
-            printf("usage: arealctl plan [--alloc STRING] [--cluster FILE] [--gpus-per-node N]\n"
-                   "                     [--rank R] [--role NAME] [--job NAME] [--json]\n"
-                   "                     [--require KIND=LEVEL] [--prefer KIND=LEVEL]\n");
+            fputs(plan_usage, stdout);
+            return -1;
+        case 'V':
+            areal_print_version(stdout, "arealctl");
             return -1;
         default:
             if (optopt != 0)
@@ -168,7 +201,7 @@ int cmd_plan(int argc, char **argv) {
     plan_args a;
     int rc = parse_args(argc, argv, &a);
     if (rc < 0)
-        return CLI_OK; /* --help */
+        return CLI_OK; /* --help, --version */
     if (rc != CLI_OK)
         return rc;
 
@@ -177,8 +210,9 @@ int cmd_plan(int argc, char **argv) {
     if (areal_alloc_parse(a.alloc, &alloc, &err) != AREAL_OK)
         return cli_bad_input("--alloc '%s': %s", a.alloc, err.msg);
     if (alloc.legacy)
-        fprintf(stderr, "arealctl: warning: '%s' uses legacy syntax; today it is written %s\n",
-                a.alloc, alloc.legacy_hint[0] ? alloc.legacy_hint : "in the colon form");
+        areal_print_line(stderr,
+                         "arealctl: warning: '%s' uses legacy syntax; today it is written %s",
+                         a.alloc, alloc.legacy_hint[0] ? alloc.legacy_hint : "in the colon form");
 
     areal_cluster cluster;
     if (a.cluster != NULL)
@@ -186,7 +220,7 @@ int cmd_plan(int argc, char **argv) {
     else
         rc = default_cluster(&cluster, a.gpus_per_node, &err);
     if (rc == AREAL_ENOMEM)
-        return fprintf(stderr, "arealctl: %s\n", err.msg), CLI_FAILURE;
+        return cli_failure("%s", err.msg);
     if (rc != AREAL_OK)
         return cli_bad_input("--cluster: %s", err.msg);
 
@@ -210,7 +244,7 @@ int cmd_plan(int argc, char **argv) {
     if (rc != AREAL_OK) {
         areal_cluster_free(&cluster);
         if (rc == AREAL_ENOMEM)
-            return fprintf(stderr, "arealctl: %s\n", err.msg), CLI_FAILURE;
+            return cli_failure("%s", err.msg);
         return cli_bad_input("cannot place '%s': %s", a.alloc, err.msg);
     }
 

@@ -134,7 +134,7 @@ int plan_print_json(FILE *out, const plan_view *v) {
         rc = CLI_OK;
     }
     if (rc != CLI_OK)
-        fprintf(stderr, "arealctl: out of memory writing JSON\n");
+        cli_failure("out of memory writing JSON");
     json_decref(doc);
     free(members);
     free(canonical);

@@ -23,7 +23,9 @@
 #include <unistd.h>
 
 #include "areal/alloc.h"
+#include "areal/escape.h"
 #include "areal/podenv.h"
+#include "areal/version.h"
 #include "cli.h"
 
 #define DEFAULT_RUN_ALLOC "sglang:d2+fsdp:d2t2"
@@ -94,17 +96,15 @@ static pid_t start_pod(const char *worker, char *const *args, const areal_plan *
         putenv(buf[k]);
     setenv(AREAL_ENV_ALLOCATION, canonical, 1);
     execv(worker, args);
-    fprintf(stderr, "arealctl: cannot start %s: %s\n", worker, strerror(errno));
+    areal_print_line(stderr, "arealctl: cannot start %s: %s", worker, strerror(errno));
     _exit(127);
 }
 
 int cmd_run(int argc, char **argv, const char *self) {
     static const struct option options[] = {
-        {"alloc", required_argument, NULL, 'a'},
-        {"slots", required_argument, NULL, 's'},
-        {"timeout", required_argument, NULL, 't'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"alloc", required_argument, NULL, 'a'},   {"slots", required_argument, NULL, 's'},
+        {"timeout", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},       {NULL, 0, NULL, 0},
     };
     const char *alloc_text = DEFAULT_RUN_ALLOC;
     long slots = 0, timeout = 120;
@@ -132,9 +132,17 @@ int cmd_run(int argc, char **argv, const char *self) {
         case 'h':
             printf("usage: arealctl run [--alloc STRING] [--slots N] [--timeout SECONDS] "
                    "[-- WORKER-ARGS...]\n"
-                   "  plans the job on one local node of N CPU slots and runs every pod as an\n"
-                   "  areal-worker process (default worker arguments: --selftest)\n");
+                   "Plans the job on one local node of N CPU slots and runs every pod as an\n"
+                   "areal-worker process (beside arealctl, or $AREAL_WORKER).\n"
+                   "  --alloc STRING     the allocation (default " DEFAULT_RUN_ALLOC ")\n"
+                   "  --slots N          local slots, 1 to 256 (default: the GPUs the job needs)\n"
+                   "  --timeout SECONDS  deadline of the whole run (default 120)\n"
+                   "  -- WORKER-ARGS     the workers' arguments (default --selftest)\n"
+                   "  --help, --version\n" AREAL_EXIT_HELP
+                   "(1 also when a pod fails or the run passes --timeout)\n");
             return CLI_OK;
+        case 'V':
+            return areal_print_version(stdout, "arealctl");
         default:
             return cli_bad_input("run: unknown or incomplete option '%s'; see arealctl run --help",
                                  argv[optind - 1]);
@@ -225,15 +233,12 @@ int cmd_run(int argc, char **argv, const char *self) {
     }
     rc = CLI_OK;
     if (pods == NULL) {
-        rc = CLI_FAILURE;
+        rc = cli_failure("run: out of memory for %d pods", plan.n_pods);
     } else if (timed_out) {
-        fprintf(stderr, "arealctl: run: the job did not finish within %ld s (--timeout)\n",
-                timeout);
-        rc = CLI_FAILURE;
+        rc = cli_failure("run: the job did not finish within %ld s (--timeout)", timeout);
     } else if (failed >= 0) {
-        fprintf(stderr, "arealctl: run: pod %s exited with status %d; the gang was stopped\n",
-                plan.pods[failed].name, pods[failed].status);
-        rc = CLI_FAILURE;
+        rc = cli_failure("run: pod %s exited with status %d; the gang was stopped",
+                         plan.pods[failed].name, pods[failed].status);
     } else {
         printf("arealctl run: all %d pods succeeded\n", plan.n_pods);
     }

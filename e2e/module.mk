@@ -7,12 +7,14 @@
 ARCHIVES += e2e
 e2e_ARCHIVE_SRC := $(wildcard e2e/src/*.c)
 INCLUDES += -Ie2e/include
-PROGRAMS += areal-e2e-nodes areal-e2e-kubelet
+PROGRAMS += areal-e2e-nodes areal-e2e-kubelet areal-e2e-logcheck
 areal-e2e-nodes_ARCHIVES := e2e
 areal-e2e-kubelet_ARCHIVES := e2e
 $(foreach t,$(notdir $(basename $(wildcard e2e/tests/test_*.c e2e/fuzz/fuzz_*.c))),$(eval $(t)_ARCHIVES := e2e))
 areal-e2e-nodes_SRC := $(wildcard e2e/cmd/*.c)
 areal-e2e-kubelet_SRC := $(wildcard e2e/kubelet/*.c)
+# areal-e2e-logcheck: every line of the operator's log is a JSON record (e2e/run).
+areal-e2e-logcheck_SRC := $(wildcard e2e/logcheck/*.c)
 TEST_SRC += $(wildcard e2e/tests/test_*.c)
 FUZZ_SRC += $(wildcard e2e/fuzz/fuzz_*.c)
 

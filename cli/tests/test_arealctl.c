@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "child.h"
+#include "cli_check.h"
 #include <jansson.h>
 
 #include "areal/alloc.h"
@@ -164,6 +165,44 @@ static void bad_input_is_one_line_and_exit_2(void **state) {
     expect_bad_input(run(NULL), "subcommand is required");
 }
 
+/* Input with control bytes is echoed escaped, so the error stays one line. */
+static void control_bytes_are_escaped(void **state) {
+    (void)state;
+    run_result *r = run("plan", "--alloc", "sglang:d4\nx2", NULL);
+    expect_bad_input(r, "--alloc 'sglang:d4\\nx2'");
+    r = run("plan", "--alloc", "megatron:d2\x1b[31m\t\r\x7f", NULL);
+    expect_bad_input(r, "'megatron:d2\\x1b[31m\\t\\r\\x7f'");
+    assert_null(strchr(r->err, '\x1b'));
+    r = run("plan", "--cluster", "no\nsuch\nfile", NULL);
+    expect_bad_input(r, "no\\nsuch\\nfile");
+    r = run("plan", "--require", "pp=le\naf", NULL);
+    expect_bad_input(r, "le\\naf");
+    r = run("run", "--slots", "1\n2", NULL);
+    expect_bad_input(r, "--slots '1\\n2'");
+    r = run("pl\nan", NULL);
+    expect_bad_input(r, "unknown subcommand 'pl\\nan'");
+    /* a long input is cut, still on one line */
+    char big[6000];
+    memset(big, 'd', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    big[100] = '\n';
+    r = run("plan", "--alloc", big, NULL);
+    expect_bad_input(r, "...");
+}
+
+/* Every subcommand answers --help and --version (stdout, exit 0). */
+static void help_and_version(void **state) {
+    (void)state;
+    const char *bin = getenv("AREALCTL") ? getenv("AREALCTL") : "build/rel/arealctl";
+    cli_check_help_version(bin, NULL, "arealctl");
+    cli_check_help_version(bin, "plan", "arealctl");
+    cli_check_help_version(bin, "run", "arealctl");
+    run_result *r = run("plan", "--alloc", "megatron:t2", "--help", NULL);
+    assert_int_equal(r->status, 0);
+    assert_non_null(strstr(r->out, "--require KIND=LEVEL"));
+    assert_string_equal(r->err, "");
+}
+
 static void required_rule_from_the_command_line(void **state) {
     (void)state;
     /* pp4 x tp8 needs 4 nodes; each leaf of the default cluster has 4, one partly used */
@@ -244,6 +283,8 @@ int main(void) {
         cmocka_unit_test(default_job_runs),
         cmocka_unit_test(json_agrees_with_the_library),
         cmocka_unit_test(bad_input_is_one_line_and_exit_2),
+        cmocka_unit_test(control_bytes_are_escaped),
+        cmocka_unit_test(help_and_version),
         cmocka_unit_test(required_rule_from_the_command_line),
         cmocka_unit_test(legacy_string_warns_and_plans),
         cmocka_unit_test(examples_plan),

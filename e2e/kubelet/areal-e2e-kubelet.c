@@ -20,13 +20,30 @@
 
 #include "areal/kube/client.h"
 #include "areal/kube/config.h"
+#include "areal/escape.h"
+#include "areal/log.h"
 #include "areal/simkubelet.h"
+#include "areal/version.h"
 
-static int usage(void) {
-    fprintf(stderr, "usage: areal-e2e-kubelet --kubeconfig FILE --state-dir DIR --nodes-file FILE\n"
-                    "                         [--stopped-file FILE] [--pod-cidr CIDR]\n"
-                    "                         [--image REPOSITORY=DIR]... [--cluster-domain D]\n");
-    return 2;
+static const char usage_text[] =
+    "usage: areal-e2e-kubelet --kubeconfig FILE --state-dir DIR --nodes-file FILE\n"
+    "                         [--stopped-file FILE] [--pod-cidr CIDR]\n"
+    "                         [--image REPOSITORY=DIR]... [--cluster-domain D]\n"
+    "The e2e suite's node simulator: runs the pods bound to the nodes named in\n"
+    "--nodes-file as local processes until SIGTERM (e2e/README.md).\n"
+    "  --kubeconfig FILE       the API server\n"
+    "  --state-dir DIR         where pod directories and logs go\n"
+    "  --nodes-file FILE       the simulated nodes, one name a line (re-read)\n"
+    "  --stopped-file FILE     nodes whose pods are stopped\n"
+    "  --pod-cidr CIDR         pod IPs on loopback\n"
+    "  --image REPOSITORY=DIR  what an image runs\n"
+    "  --cluster-domain D      for pods' host names\n"
+    "  --help, --version\n" AREAL_EXIT_HELP;
+
+/* One error line quoting `arg`, then a pointer to --help. Returns 2. */
+static int usage(const char *why, const char *arg) {
+    areal_print_line(stderr, "areal-e2e-kubelet: %s '%s'; see areal-e2e-kubelet --help", why, arg);
+    return AREAL_EXIT_USAGE;
 }
 
 int main(int argc, char **argv) {
@@ -51,9 +68,12 @@ int main(int argc, char **argv) {
         {"pod-cidr", required_argument, NULL, 'c'},
         {"image", required_argument, NULL, 'i'},
         {"cluster-domain", required_argument, NULL, 'd'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     int ch;
+    opterr = 0; /* one message of our own instead of getopt's */
     while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1) {
         switch (ch) {
         case 'k':
@@ -76,22 +96,33 @@ int main(int argc, char **argv) {
             break;
         case 'i':
             if (sim_image_add(&o.images, optarg, &err) != AREAL_OK) {
-                fprintf(stderr, "areal-e2e-kubelet: --image: %s\n", err.msg);
-                return 2;
+                areal_print_line(stderr, "areal-e2e-kubelet: --image: %s", err.msg);
+                return AREAL_EXIT_USAGE;
             }
             break;
+        case 'h':
+            fputs(usage_text, stdout);
+            return AREAL_EXIT_OK;
+        case 'V':
+            return areal_print_version(stdout, "areal-e2e-kubelet");
         default:
-            return usage();
+            return usage("unknown or incomplete option", argv[optind - 1]);
         }
     }
-    if (optind != argc || kubeconfig == NULL || o.state_dir == NULL || o.nodes_file == NULL)
-        return usage();
+    if (optind != argc)
+        return usage("unexpected argument", argv[optind]);
+    if (kubeconfig == NULL || o.state_dir == NULL || o.nodes_file == NULL)
+        return usage("--kubeconfig, --state-dir and --nodes-file are required; missing",
+                     kubeconfig == NULL    ? "--kubeconfig"
+                     : o.state_dir == NULL ? "--state-dir"
+                                           : "--nodes-file");
 
+    areal_log_setup();
     kube_config cfg;
     kube_config_init(&cfg);
     kube_error kerr;
     if (kube_config_load_kubeconfig(&cfg, kubeconfig, NULL, &kerr) != KUBE_OK) {
-        fprintf(stderr, "areal-e2e-kubelet: %s\n", kerr.msg);
+        areal_log(AREAL_LOG_ERROR, "kubelet", NULL, "%s", kerr.msg);
         kube_config_free(&cfg);
         return 1;
     }
@@ -105,12 +136,12 @@ int main(int argc, char **argv) {
     kube_client *c = kube_client_new(&cfg, &kerr);
     kube_config_free(&cfg);
     if (c == NULL) {
-        fprintf(stderr, "areal-e2e-kubelet: %s\n", kerr.msg);
+        areal_log(AREAL_LOG_ERROR, "kubelet", NULL, "%s", kerr.msg);
         return 1;
     }
     int rc = sim_kubelet_run(c, &o, &err);
     if (rc != AREAL_OK)
-        fprintf(stderr, "areal-e2e-kubelet: %s\n", err.msg);
+        areal_log(AREAL_LOG_ERROR, "kubelet", NULL, "%s", err.msg);
     kube_client_free(c);
     return rc == AREAL_OK ? 0 : 1;
 }

@@ -13,7 +13,7 @@ k() { kubectl -n $NS "$@"; }
 BIN=${AREAL_BIN:-$REPO/build/rel}
 [ -x "$BIN/areal-operator" ] && [ -x "$BIN/arealctl" ] || fail "build areal-operator and arealctl first (make)"
 
-log=$(mktemp)
+log=$(operator_log b_operator)
 start_operator "$log" --leader-elect --lease-namespace $NS --id e2e-operator
 cleanup() {
     kill "$OP_PID" 2>/dev/null || true
@@ -23,7 +23,7 @@ cleanup() {
         tail -n 40 "$log"
         k get pods -o wide 2>&1 || true
     fi
-    rm -f "$log"
+    drop_operator_log "$log"
 }
 trap cleanup EXIT
 

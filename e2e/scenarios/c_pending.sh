@@ -8,7 +8,7 @@ fresh_namespace $NS
 k() { kubectl -n $NS "$@"; }
 BIN=${AREAL_BIN:-$REPO/build/rel}
 [ -x "$BIN/areal-operator" ] || fail "build areal-operator first (make)"
-log=$(mktemp)
+log=$(operator_log c_pending)
 "$BIN/areal-operator" --kubeconfig "$KUBECONFIG" --metrics-address 127.0.0.1:0 >"$log" 2>&1 &
 op=$!
 cleanup() {
@@ -16,7 +16,7 @@ cleanup() {
     wait "$op" 2>/dev/null || true
     "$REPO/e2e/cluster" remove-node gpu-node-2 >/dev/null 2>&1 || true
     [ "${ok:-0}" = 1 ] || { echo "--- operator log"; tail -n 30 "$log"; }
-    rm -f "$log"
+    drop_operator_log "$log"
 }
 trap cleanup EXIT
 

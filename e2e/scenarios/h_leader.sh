@@ -10,7 +10,7 @@ k() { kubectl -n $NS "$@"; }
 BIN=${AREAL_BIN:-$REPO/build/rel}
 [ -x "$BIN/areal-operator" ] || fail "build areal-operator first (make)"
 
-logs=$(mktemp -d)
+logs=${AREAL_E2E_OPERATOR_LOGS:-$(mktemp -d)}
 start_op() { # start_op ID: runs a replica, prints its pid
     "$BIN/areal-operator" --kubeconfig "$KUBECONFIG" --metrics-address 127.0.0.1:0 \
         --leader-elect --lease-namespace $NS --id "$1" >"$logs/$1.log" 2>&1 &
@@ -25,7 +25,7 @@ cleanup() {
     if [ "${ok:-0}" != 1 ]; then
         for f in "$logs"/*.log; do echo "--- $f"; tail -n 20 "$f"; done
     fi
-    rm -rf "$logs"
+    [ -n "${AREAL_E2E_OPERATOR_LOGS:-}" ] || rm -rf "$logs"
 }
 trap cleanup EXIT
 

@@ -57,6 +57,20 @@ wait_until() {
     done
 }
 
+# operator_log NAME: a new file for an operator's output. Under e2e/run it lies
+# in $AREAL_E2E_OPERATOR_LOGS, whose every line e2e/run checks to be a JSON log
+# record (areal-e2e-logcheck) after the scenario, and then removes; a scenario
+# run alone gets a temporary file. drop_operator_log FILE removes it unless
+# e2e/run has yet to check it.
+operator_log() {
+    if [ -n "${AREAL_E2E_OPERATOR_LOGS:-}" ]; then
+        mktemp --suffix=.log "$AREAL_E2E_OPERATOR_LOGS/$1-XXXXXX"
+    else
+        mktemp
+    fi
+}
+drop_operator_log() { [ -n "${AREAL_E2E_OPERATOR_LOGS:-}" ] || rm -f "$1"; }
+
 # start_operator LOG [ARGS...]: runs areal-operator in the background, its
 # output in LOG; OP_PID is its pid.
 start_operator() {
@@ -76,7 +90,7 @@ scenario_with_operator() {
     shift
     fresh_namespace "$NS"
     k() { kubectl -n "$NS" "$@"; }
-    log=$(mktemp)
+    log=$(operator_log "$NS")
     start_operator "$log" "$@"
     trap stop_scenario_operator EXIT
 }
@@ -84,7 +98,7 @@ stop_scenario_operator() {
     kill "$OP_PID" 2>/dev/null || true
     wait "$OP_PID" 2>/dev/null || true
     [ "${ok:-0}" = 1 ] || { echo "--- operator log (tail)"; tail -n 30 "$log"; }
-    rm -f "$log"
+    drop_operator_log "$log"
 }
 
 # job_phase NS NAME

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "areal/kube/watch.h"
+#include "areal/log.h"
 #include "areal/simkubelet.h"
 
 #define HOSTS_MAX  (256 * 1024)
@@ -103,22 +104,6 @@ typedef struct sim {
     areal_error watch_err;
     kube_watch *w;
 } sim;
-
-static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void logf_(const char *fmt, ...) {
-    char ts[32];
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    struct tm tm;
-    gmtime_r(&now.tv_sec, &tm);
-    strftime(ts, sizeof ts, "%H:%M:%S", &tm);
-    fprintf(stderr, "%s.%03ld areal-e2e-kubelet: ", ts, now.tv_nsec / 1000000);
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-}
 
 static int64_t now_ms(void) {
     struct timespec t;
@@ -281,7 +266,8 @@ static void kill_now(pod *p) {
 /* The pod object is gone from the API: stop its process, free its IP. */
 static void forget(sim *s, pod *p) {
     if (p->st == P_RUNNING)
-        logf_("pod %s/%s deleted while running: killing pid %d", p->ns, p->name, (int)p->pid);
+        areal_log(AREAL_LOG_INFO, "kubelet", NULL,
+                  "pod %s/%s deleted while running: killing pid %d", p->ns, p->name, (int)p->pid);
     kill_now(p);
     release_ip(s, p);
     p->st = P_LOST;
@@ -396,9 +382,11 @@ static void write_hosts(sim *s) {
         char path[DIR_MAX + 16];
         snprintf(path, sizeof path, "%s/hosts", p->dir);
         if (sim_hosts_render(&self, e, n, s->o->cluster_domain, buf, HOSTS_MAX, &len, &err) != 0)
-            logf_("hosts file of %s/%s: %s", p->ns, p->name, err.msg);
+            areal_log(AREAL_LOG_WARN, "kubelet", NULL, "hosts file of %s/%s: %s", p->ns, p->name,
+                      err.msg);
         else if (write_in_place(path, buf, len) != 0)
-            logf_("cannot write %s: %s", path, strerror(errno));
+            areal_log(AREAL_LOG_WARN, "kubelet", NULL, "cannot write %s: %s", path,
+                      strerror(errno));
     }
     free(buf);
     free(e);
@@ -415,7 +403,8 @@ static void wait_with(pod *p, const char *reason, const char *msg) {
     snprintf(p->reason, sizeof p->reason, "%s", reason);
     snprintf(p->message, sizeof p->message, "%s", msg);
     p->dirty = true;
-    logf_("pod %s/%s waiting: %s: %s", p->ns, p->name, reason, msg);
+    areal_log(AREAL_LOG_INFO, "kubelet", NULL, "pod %s/%s waiting: %s: %s", p->ns, p->name, reason,
+              msg);
 }
 
 /* The container was created but did not start: terminated 128, StartError. */
@@ -428,7 +417,8 @@ static void start_error(sim *s, pod *p, const char *msg) {
     now_text(p->started_at, sizeof p->started_at);
     now_text(p->finished_at, sizeof p->finished_at);
     p->dirty = true;
-    logf_("pod %s/%s failed to start: %s", p->ns, p->name, msg);
+    areal_log(AREAL_LOG_WARN, "kubelet", NULL, "pod %s/%s failed to start: %s", p->ns, p->name,
+              msg);
 }
 
 static void start(sim *s, pod *p) {
@@ -501,9 +491,10 @@ static void start(sim *s, pod *p) {
             snprintf(pidfile, sizeof pidfile, "%s/pid", p->dir);
             int n = snprintf(text, sizeof text, "%d\n", (int)p->pid);
             if (write_in_place(pidfile, text, (size_t)n) != 0)
-                logf_("cannot write %s: %s", pidfile, strerror(errno));
-            logf_("pod %s/%s started on %s: pid %d, ip %s, %s", p->ns, p->name, p->node,
-                  (int)p->pid, p->ip, path);
+                areal_log(AREAL_LOG_WARN, "kubelet", NULL, "cannot write %s: %s", pidfile,
+                          strerror(errno));
+            areal_log(AREAL_LOG_INFO, "kubelet", NULL, "pod %s/%s started on %s: pid %d, ip %s, %s",
+                      p->ns, p->name, p->node, (int)p->pid, p->ip, path);
         }
     }
     sim_strv_free(&argv);
@@ -531,7 +522,8 @@ static void reap(sim *s, pod *p) {
     now_text(p->finished_at, sizeof p->finished_at);
     release_ip(s, p);
     p->dirty = true;
-    logf_("pod %s/%s exited with code %d", p->ns, p->name, p->exit_code);
+    areal_log(AREAL_LOG_INFO, "kubelet", NULL, "pod %s/%s exited with code %d", p->ns, p->name,
+              p->exit_code);
 }
 
 /* A 4xx other than conflict or throttling: asking again cannot help. */
@@ -576,10 +568,13 @@ static void report(sim *s, pod *p) {
         p->dirty = false; /* (not found: the DELETED event follows) */
     } else if (permanent(&ke)) {
         p->dirty = false;
-        logf_("status of %s/%s refused, not retried: %s", p->ns, p->name, ke.msg);
+        areal_log(AREAL_LOG_WARN, "kubelet", NULL, "status of %s/%s refused, not retried: %s",
+                  p->ns, p->name, ke.msg);
     } else {
         p->retry_at_ms = now_ms() + RETRY_MS;
-        logf_("status of %s/%s not written (retry in %d ms): %s", p->ns, p->name, RETRY_MS, ke.msg);
+        areal_log(AREAL_LOG_INFO, "kubelet", NULL,
+                  "status of %s/%s not written (retry in %d ms): %s", p->ns, p->name, RETRY_MS,
+                  ke.msg);
     }
 }
 
@@ -591,10 +586,12 @@ static void delete_now(sim *s, pod *p) {
     if (rc == KUBE_OK || rc == KUBE_ENOTFOUND || rc == KUBE_ECONFLICT || permanent(&ke)) {
         p->delete_sent = true;
         if (rc != KUBE_OK && rc != KUBE_ENOTFOUND && rc != KUBE_ECONFLICT)
-            logf_("delete of %s/%s refused, not retried: %s", p->ns, p->name, ke.msg);
+            areal_log(AREAL_LOG_WARN, "kubelet", NULL, "delete of %s/%s refused, not retried: %s",
+                      p->ns, p->name, ke.msg);
     } else {
         p->retry_at_ms = now_ms() + RETRY_MS;
-        logf_("delete of %s/%s failed (retry in %d ms): %s", p->ns, p->name, RETRY_MS, ke.msg);
+        areal_log(AREAL_LOG_WARN, "kubelet", NULL, "delete of %s/%s failed (retry in %d ms): %s",
+                  p->ns, p->name, RETRY_MS, ke.msg);
     }
 }
 
@@ -605,7 +602,8 @@ static void step(sim *s, pod *p, int64_t now) {
         return;
     if (has_name(&s->stopped, p->node)) {
         if (p->st == P_RUNNING)
-            logf_("node %s died: killing pod %s/%s (pid %d)", p->node, p->ns, p->name, (int)p->pid);
+            areal_log(AREAL_LOG_WARN, "kubelet", NULL, "node %s died: killing pod %s/%s (pid %d)",
+                      p->node, p->ns, p->name, (int)p->pid);
         kill_now(p);
         release_ip(s, p);
         p->st = P_LOST;
@@ -624,13 +622,15 @@ static void step(sim *s, pod *p, int64_t now) {
     if (p->st == P_RUNNING) {
         reap(s, p);
         if (p->st == P_RUNNING && p->deleting && !p->term_sent) {
-            logf_("pod %s/%s deleted: SIGTERM to pid %d, grace %lds", p->ns, p->name, (int)p->pid,
-                  p->grace_s);
+            areal_log(AREAL_LOG_INFO, "kubelet", NULL,
+                      "pod %s/%s deleted: SIGTERM to pid %d, grace %lds", p->ns, p->name,
+                      (int)p->pid, p->grace_s);
             kill(-p->pid, SIGTERM);
             p->term_sent = true;
             p->kill_at_ms = now + p->grace_s * 1000;
         } else if (p->st == P_RUNNING && p->term_sent && !p->killed && now >= p->kill_at_ms) {
-            logf_("pod %s/%s outlived its grace period: SIGKILL", p->ns, p->name);
+            areal_log(AREAL_LOG_WARN, "kubelet", NULL,
+                      "pod %s/%s outlived its grace period: SIGKILL", p->ns, p->name);
             kill(-p->pid, SIGKILL);
             p->killed = true;
         }
@@ -720,8 +720,8 @@ int sim_kubelet_run(kube_client *c, const sim_kubelet_opts *o, areal_error *err)
         free(s);
         return areal_error_set(err, AREAL_EIO, -1, "cannot start the watch thread");
     }
-    logf_("watching bound pods; pod IPs from %s, state in %s",
-          o->pod_cidr ? o->pod_cidr : "127.20.0.0/16", o->state_dir);
+    areal_log(AREAL_LOG_INFO, "kubelet", NULL, "watching bound pods; pod IPs from %s, state in %s",
+              o->pod_cidr ? o->pod_cidr : "127.20.0.0/16", o->state_dir);
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
@@ -741,9 +741,10 @@ int sim_kubelet_run(kube_client *c, const sim_kubelet_opts *o, areal_error *err)
             int n = 0;
             areal_error nerr;
             if (sim_nodes_revive(c, node_alive, s, &n, &nerr) != AREAL_OK)
-                logf_("node status: %s", nerr.msg);
+                areal_log(AREAL_LOG_WARN, "kubelet", NULL, "node status: %s", nerr.msg);
             else if (n > 0)
-                logf_("posted Ready=True for %d node(s) marked Unknown", n);
+                areal_log(AREAL_LOG_INFO, "kubelet", NULL,
+                          "posted Ready=True for %d node(s) marked Unknown", n);
             revive_at = now + 2000;
         }
         for (size_t i = 0; i < s->n; i++)
@@ -763,7 +764,7 @@ int sim_kubelet_run(kube_client *c, const sim_kubelet_opts *o, areal_error *err)
         struct timespec ts = {tick / 1000, (tick % 1000) * 1000000L};
         int sig = sigtimedwait(&set, NULL, &ts);
         if (sig == SIGTERM || sig == SIGINT) {
-            logf_("signal %d: stopping every pod", sig);
+            areal_log(AREAL_LOG_INFO, "kubelet", NULL, "signal %d: stopping every pod", sig);
             break;
         }
     }

@@ -9,6 +9,7 @@
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,18 +17,23 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "areal/escape.h"
 #include "areal/kube/client.h"
 #include "areal/kube/config.h"
+#include "areal/log.h"
 #include "areal/operator/controller.h"
 #include "areal/operator/httpd.h"
 #include "areal/operator/lease.h"
-#include "areal/operator/metrics.h"
+#include "areal/http/metrics.h"
+#include "areal/version.h"
 
 typedef struct options {
     const char *kubeconfig, *context, *ns, *scheduler, *image, *metrics_addr;
     const char *lease_ns, *lease_name, *identity;
     double qps;
     int burst, workers;
+    char metrics_host[128];
+    int metrics_port;
     bool leader_elect;
 } options;
 
@@ -41,13 +47,37 @@ typedef struct app {
 } app;
 
 static void usage(FILE *out) {
-    fprintf(out,
-            "usage: areal-operator [--kubeconfig PATH] [--context NAME] [--namespace NS]\n"
-            "                      [--qps N] [--burst N] [--workers N] [--scheduler-name NAME]\n"
-            "                      [--default-image IMAGE] [--metrics-address HOST:PORT]\n"
-            "                      [--leader-elect] [--lease-namespace NS] [--lease-name NAME]\n"
-            "                      [--id IDENTITY]\n"
-            "Without --kubeconfig it uses $KUBECONFIG, else the in-cluster service account.\n");
+    fprintf(
+        out,
+        "usage: areal-operator [--kubeconfig PATH] [--context NAME] [--namespace NS]\n"
+        "                      [--qps N] [--burst N] [--workers N] [--scheduler-name NAME]\n"
+        "                      [--default-image IMAGE] [--metrics-address HOST:PORT]\n"
+        "                      [--leader-elect] [--lease-namespace NS] [--lease-name NAME]\n"
+        "                      [--id IDENTITY]\n"
+        "Reconciles AReaLJobs: gang-plans, creates and binds their pods (README.md).\n"
+        "  --kubeconfig PATH      else $KUBECONFIG, else the in-cluster service account\n"
+        "  --context NAME         a context of the kubeconfig\n"
+        "  --namespace NS         watch the AReaLJobs of one namespace (default all)\n"
+        "  --qps N, --burst N     client-side rate limits (default 100, 300)\n"
+        "  --workers N            reconcile workers, 1 to 16 (default 2)\n"
+        "  --scheduler-name NAME  the scheduler the pods name (default areal-operator)\n"
+        "  --default-image IMAGE  the worker image (default areal-worker:latest)\n"
+        "  --metrics-address HOST:PORT  /metrics, /healthz, /readyz (default 0.0.0.0:8080)\n"
+        "  --leader-elect         hold a Lease before reconciling (--lease-namespace,\n"
+        "                         --lease-name, --id)\n"
+        "  --help, --version\n"
+        "Logs are JSON lines on stderr (AREAL_LOG_FORMAT=text for a terminal).\n" AREAL_EXIT_HELP);
+}
+
+/* One "areal-operator: ..." error line (control bytes escaped); returns 2. */
+__attribute__((format(printf, 1, 2))) static int bad_usage(const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    areal_print_line(stderr, "areal-operator: %s", msg);
+    return AREAL_EXIT_USAGE;
 }
 
 static int parse(int argc, char **argv, options *o) {
@@ -66,6 +96,7 @@ static int parse(int argc, char **argv, options *o) {
         {"lease-name", required_argument, NULL, 'E'},
         {"id", required_argument, NULL, 'I'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     *o = (options){.scheduler = "areal-operator",
@@ -76,7 +107,9 @@ static int parse(int argc, char **argv, options *o) {
                     * the burst lets one gang through without waiting on the rate */
                    .qps = 100,
                    .burst = 300,
-                   .workers = 2};
+                   .workers = 2,
+                   .metrics_host = "0.0.0.0",
+                   .metrics_port = 8080};
     opterr = 0;
     for (;;) {
         int c = getopt_long(argc, argv, "", opts, NULL);
@@ -96,24 +129,17 @@ static int parse(int argc, char **argv, options *o) {
         case 'q':
             o->qps = strtod(optarg, &end);
             if (end == optarg || *end || o->qps <= 0)
-                return fprintf(stderr, "areal-operator: --qps '%s': expected a positive number\n",
-                               optarg),
-                       2;
+                return bad_usage("--qps '%s': expected a positive number", optarg);
             break;
         case 'b':
             o->burst = (int)strtol(optarg, &end, 10);
             if (end == optarg || *end || o->burst <= 0)
-                return fprintf(stderr,
-                               "areal-operator: --burst '%s': expected a positive whole number\n",
-                               optarg),
-                       2;
+                return bad_usage("--burst '%s': expected a positive whole number", optarg);
             break;
         case 'w':
             o->workers = (int)strtol(optarg, &end, 10);
             if (end == optarg || *end || o->workers <= 0 || o->workers > 16)
-                return fprintf(stderr, "areal-operator: --workers '%s': expected 1 to 16\n",
-                               optarg),
-                       2;
+                return bad_usage("--workers '%s': expected 1 to 16", optarg);
             break;
         case 's':
             o->scheduler = optarg;
@@ -121,9 +147,19 @@ static int parse(int argc, char **argv, options *o) {
         case 'i':
             o->image = optarg;
             break;
-        case 'm':
+        case 'm': {
             o->metrics_addr = optarg;
+            const char *colon = strrchr(optarg, ':');
+            long port = colon ? strtol(colon + 1, &end, 10) : -1;
+            if (colon == NULL || end == colon + 1 || *end || port < 0 || port > 65535 ||
+                (size_t)(colon - optarg) >= sizeof o->metrics_host)
+                return bad_usage("--metrics-address '%s': expected HOST:PORT, e.g. 0.0.0.0:8080",
+                                 optarg);
+            snprintf(o->metrics_host, sizeof o->metrics_host, "%.*s", (int)(colon - optarg),
+                     optarg);
+            o->metrics_port = (int)port;
             break;
+        }
         case 'L':
             o->leader_elect = true;
             break;
@@ -139,10 +175,12 @@ static int parse(int argc, char **argv, options *o) {
         case 'h':
             usage(stdout);
             return -1;
+        case 'V':
+            areal_print_version(stdout, "areal-operator");
+            return -1;
         default:
-            fprintf(stderr, "areal-operator: unknown or incomplete option '%s'; see --help\n",
-                    argv[optind - 1]);
-            return 2;
+            return bad_usage("unknown or incomplete option '%s'; see areal-operator --help",
+                             argv[optind - 1]);
         }
     }
     return 0;
@@ -164,14 +202,14 @@ static void *run_controller(void *arg) {
 
 static void on_started(void *ud) {
     app *a = ud;
-    fprintf(stderr, "{\"level\":\"info\",\"msg\":\"leading: starting the controller\"}\n");
+    areal_log(AREAL_LOG_INFO, "operator", NULL, "leading: starting the controller");
     if (pthread_create(&a->ctl_thread, NULL, run_controller, a) == 0)
         atomic_store(&a->ctl_started, true);
 }
 
 static void on_lost(void *ud) {
     app *a = ud;
-    fprintf(stderr, "{\"level\":\"error\",\"msg\":\"lost the leader lease; stopping\"}\n");
+    areal_log(AREAL_LOG_ERROR, "operator", NULL, "lost the leader lease; stopping");
     atomic_store(&a->lost, true);
     kill(getpid(), SIGTERM); /* main's sigwait stops everything */
 }
@@ -181,6 +219,7 @@ int main(int argc, char **argv) {
     int rc = parse(argc, argv, &a.opt);
     if (rc != 0)
         return rc < 0 ? 0 : rc;
+    areal_log_setup();
 
     sigset_t sigs;
     sigemptyset(&sigs);
@@ -196,7 +235,7 @@ int main(int argc, char **argv) {
     rc = path ? kube_config_load_kubeconfig(&cfg, path, a.opt.context, &kerr)
               : kube_config_in_cluster(&cfg, NULL, &kerr);
     if (rc != KUBE_OK) {
-        fprintf(stderr, "areal-operator: %s\n", kerr.msg);
+        areal_log(AREAL_LOG_ERROR, "operator", NULL, "%s", kerr.msg);
         kube_config_free(&cfg);
         return 2;
     }
@@ -208,7 +247,7 @@ int main(int argc, char **argv) {
     snprintf(lease_ns_buf, sizeof lease_ns_buf, "%s", lease_ns);
     kube_config_free(&cfg);
     if (kc == NULL) {
-        fprintf(stderr, "areal-operator: %s\n", kerr.msg);
+        areal_log(AREAL_LOG_ERROR, "operator", NULL, "%s", kerr.msg);
         return 2;
     }
     a.metrics = metrics_registry_new();
@@ -218,20 +257,15 @@ int main(int argc, char **argv) {
         .desired = {.scheduler_name = a.opt.scheduler, .default_image = a.opt.image}};
     areal_error err;
     if (controller_new(kc, &ccfg, a.metrics, &a.ctl, &err) != AREAL_OK) {
-        fprintf(stderr, "areal-operator: %s\n", err.msg);
+        areal_log(AREAL_LOG_ERROR, "operator", NULL, "%s", err.msg);
         return 1;
     }
-    char host[128] = "0.0.0.0";
-    int port = 8080;
-    const char *colon = strrchr(a.opt.metrics_addr, ':');
-    if (colon != NULL) {
-        snprintf(host, sizeof host, "%.*s", (int)(colon - a.opt.metrics_addr), a.opt.metrics_addr);
-        port = atoi(colon + 1);
-    }
+    const char *host = a.opt.metrics_host;
+    int port = a.opt.metrics_port;
     httpd_handlers h = {.metrics = render_metrics, .ready = is_ready, .ud = &a};
     operator_httpd *httpd = NULL;
     if (httpd_start(host, port, &h, &httpd, &err) != AREAL_OK) {
-        fprintf(stderr, "areal-operator: --metrics-address: %s\n", err.msg);
+        areal_log(AREAL_LOG_ERROR, "operator", NULL, "--metrics-address: %s", err.msg);
         return 2;
     }
     if (a.opt.leader_elect) {
@@ -245,18 +279,20 @@ int main(int argc, char **argv) {
         }
         lease_config lc = {.ns = lease_ns_buf, .name = a.opt.lease_name, .identity = ident};
         if (leader_elector_start(kc, &lc, on_started, on_lost, &a, &a.le, &err) != AREAL_OK) {
-            fprintf(stderr, "areal-operator: %s\n", err.msg);
+            areal_log(AREAL_LOG_ERROR, "operator", NULL, "%s", err.msg);
             return 2;
         }
     } else {
         on_started(&a);
     }
-    fprintf(stderr,
-            "{\"level\":\"info\",\"msg\":\"areal-operator running\",\"metrics\":\"%s:%d\"}\n", host,
-            httpd_port(httpd));
+    char metrics[160];
+    snprintf(metrics, sizeof metrics, "%s:%d", host, httpd_port(httpd));
+    areal_log(AREAL_LOG_INFO, "operator",
+              AREAL_FIELDS({"metrics", metrics}, {"version", areal_version()}),
+              "areal-operator running");
     int sig = 0;
     sigwait(&sigs, &sig);
-    fprintf(stderr, "{\"level\":\"info\",\"msg\":\"signal %d: stopping\"}\n", sig);
+    areal_log(AREAL_LOG_INFO, "operator", NULL, "signal %d: stopping", sig);
     controller_stop(a.ctl);
     if (atomic_load(&a.ctl_started))
         pthread_join(a.ctl_thread, NULL);

@@ -74,8 +74,10 @@ cached_node *cached_node_new(const json_t *node) {
     areal_cluster_init(&scratch);
     areal_error err;
     int at = areal_cluster_add_kube_node(&scratch, node, "node", &err);
-    if (at == AREAL_ENOMEM)
+    if (at == AREAL_ENOMEM) {
+        areal_cluster_free(&scratch); /* the node may be in it, half decoded */
         return NULL;
+    }
     const areal_node *src = at >= 0 ? &scratch.nodes[at] : NULL;
     int n_labels = src ? src->n_labels : 0, n_taints = src ? src->n_taints : 0;
     cached_node probe;

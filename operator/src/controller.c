@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "areal/kube/watch.h"
+#include "areal/log.h"
 #include "areal/operator/cache.h"
 #include "areal/operator/cached.h"
 #include "areal/operator/keyset.h"
@@ -210,8 +211,8 @@ static void *informer_main(void *arg) {
         int rc = kube_reflector_run(inf->watch, &inf->res, &opts, &fns, &err);
         if (rc == KUBE_ESTOPPED || atomic_load(&inf->ctl->stopping))
             break;
-        fprintf(stderr, "{\"level\":\"error\",\"msg\":\"informer %s stopped: %s; restarting\"}\n",
-                inf->kind, err.msg);
+        areal_log(AREAL_LOG_ERROR, "controller", AREAL_FIELDS({"informer", inf->kind}),
+                  "informer %s stopped: %s; restarting", inf->kind, err.msg);
         struct timespec ts = {1, 0};
         nanosleep(&ts, NULL);
     }
@@ -516,8 +517,10 @@ static void *run_worker(void *arg) {
     while (!atomic_load(&r->failed) && (i = atomic_fetch_add(&r->next, 1)) < r->n) {
         kube_error kerr;
         if (apply(r->ctl, r->job, &r->actions[i], r->patched, &kerr) != KUBE_OK) {
-            fprintf(stderr, "{\"level\":\"warn\",\"job\":\"%s\",\"msg\":\"%s %s failed: %s\"}\n",
-                    r->key, r->actions[i].resource, r->actions[i].name, kerr.msg);
+            areal_log(AREAL_LOG_WARN, "controller",
+                      AREAL_FIELDS({"job", r->key}, {"resource", r->actions[i].resource},
+                                   {"name", r->actions[i].name}),
+                      "%s %s failed: %s", r->actions[i].resource, r->actions[i].name, kerr.msg);
             if (!atomic_flag_test_and_set(&r->claimed)) {
                 r->failed_at = i;
                 r->first_err = kerr;
@@ -569,10 +572,8 @@ static bool report_rejected(controller *ctl, const char *key, const json_t *job,
     /* kerr->msg has the request, the HTTP status and the API's own message */
     snprintf(msg, sizeof msg, "the API server rejected %s %s%s: %s", a->resource, a->name,
              a->kind == RECONCILE_BIND ? "'s binding" : "", kerr->msg);
-    fprintf(stderr,
-            "{\"level\":\"error\",\"job\":\"%s\",\"msg\":\"not retried until the spec "
-            "changes\",\"cause\":\"HTTP %d\"}\n",
-            key, kerr->http_status);
+    areal_log(AREAL_LOG_ERROR, "controller", AREAL_FIELDS({"job", key}),
+              "%s; not retried until the spec changes", msg);
     reconcile_result r;
     areal_error aerr;
     if (reconcile_rejected(in, msg, &r, &aerr) != AREAL_OK)
@@ -590,8 +591,8 @@ static bool report_rejected(controller *ctl, const char *key, const json_t *job,
     kube_error e;
     if (kube_patch(ctl->kc, &res, json_string_value(json_object_get(meta, "name")),
                    KUBE_PATCH_MERGE, patch, "status", NULL, &e) != KUBE_OK) {
-        fprintf(stderr, "{\"level\":\"warn\",\"job\":\"%s\",\"msg\":\"status write failed: %s\"}\n",
-                key, e.msg);
+        areal_log(AREAL_LOG_WARN, "controller", AREAL_FIELDS({"job", key}),
+                  "status write failed, retrying: %s", e.msg);
         retry = true;
     }
     json_decref(patch);
@@ -698,10 +699,8 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
                 KUBE_OK) {
                 /* 409: the pass read an older job than the server has; the retry
                  * runs on the newer one (never writing stale counters back). */
-                fprintf(stderr,
-                        "{\"level\":\"warn\",\"job\":\"%s\",\"msg\":\"status write failed, "
-                        "retrying: %s\"}\n",
-                        key, kerr.msg);
+                areal_log(AREAL_LOG_WARN, "controller", AREAL_FIELDS({"job", key}),
+                          "status write failed, retrying: %s", kerr.msg);
                 retry = true;
             }
             json_decref(patch);
@@ -710,7 +709,7 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
         *requeue_ms = r.requeue_after_ms;
         reconcile_result_free(&r);
     } else if (!retry) {
-        fprintf(stderr, "{\"level\":\"error\",\"job\":\"%s\",\"msg\":\"%s\"}\n", key, aerr.msg);
+        areal_log(AREAL_LOG_ERROR, "controller", AREAL_FIELDS({"job", key}), "%s", aerr.msg);
         retry = true;
     }
     for (int i = 0; i < g.n_pods; i++)

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "areal/comm/net.h"
+#include "areal/log.h"
 #include "worker_env.h"
 
 #define MAX_SLOTS 1024
@@ -52,7 +53,8 @@ static int spawn(char **argv, int rank, int local, int n, const sigset_t *old, p
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         sigprocmask(SIG_SETMASK, old, NULL);
         execv("/proc/self/exe", argv);
-        fprintf(stderr, "areal-worker: cannot start rank %d: %s\n", rank, strerror(errno));
+        areal_log(AREAL_LOG_ERROR, "worker", NULL, "cannot start rank %d: %s", rank,
+                  strerror(errno));
         _exit(127);
     }
     *out = pid;
@@ -67,14 +69,14 @@ int worker_pod_main(char **argv) {
         worker_env_int(AREAL_ENV_LOCAL_WORLD_SIZE, 1, 1, MAX_SLOTS, &lws, &e) != AREAL_OK ||
         worker_env_int(AREAL_ENV_POD_RANKS, lws, 1, MAX_SLOTS, &n, &e) != AREAL_OK ||
         worker_env_int(WORKER_ENV_GRACE_MS, 5000, 0, 600000, &grace, &e) != AREAL_OK) {
-        fprintf(stderr, "areal-worker: %s\n", e.msg);
+        areal_log(AREAL_LOG_ERROR, "worker", NULL, "%s", e.msg);
         return 2;
     }
     if (first + n > world) {
-        fprintf(stderr,
-                "areal-worker: the pod's ranks %d..%d do not fit WORLD_SIZE %d; check "
-                "AREAL_POD_FIRST_RANK and AREAL_POD_RANKS\n",
-                first, first + n - 1, world);
+        areal_log(AREAL_LOG_ERROR, "worker", NULL,
+                  "the pod's ranks %d..%d do not fit WORLD_SIZE %d; check "
+                  "AREAL_POD_FIRST_RANK and AREAL_POD_RANKS",
+                  first, first + n - 1, world);
         return 2;
     }
     /* ranks of this pod share an id: they connect through Unix-domain sockets */
@@ -97,7 +99,8 @@ int worker_pod_main(char **argv) {
     int64_t kill_at = -1;
     for (int i = 0; i < n; i++) {
         if (spawn(argv, first + i, i, n, &old, &s[i].pid) != 0) {
-            fprintf(stderr, "areal-worker: cannot fork rank %d: %s\n", first + i, strerror(errno));
+            areal_log(AREAL_LOG_ERROR, "worker", NULL, "cannot fork rank %d: %s", first + i,
+                      strerror(errno));
             code = 1;
             stopping = 1;
             signal_all(s, i, SIGTERM);
@@ -117,8 +120,8 @@ int worker_pod_main(char **argv) {
         siginfo_t si;
         int sig = sigtimedwait(&set, &si, &ts);
         if (sig == SIGTERM || sig == SIGINT) {
-            fprintf(stderr, "areal-worker: %s received, stopping %d rank(s)\n",
-                    sig == SIGTERM ? "SIGTERM" : "SIGINT", alive);
+            areal_log(AREAL_LOG_INFO, "worker", NULL, "%s received, stopping %d rank(s)",
+                      sig == SIGTERM ? "SIGTERM" : "SIGINT", alive);
             signal_all(s, n, sig);
             if (code == 0)
                 code = 128 + sig;
@@ -140,15 +143,15 @@ int worker_pod_main(char **argv) {
             int failed = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
             if (failed && !stopping) {
                 if (WIFEXITED(st))
-                    fprintf(stderr,
-                            "areal-worker: rank %d (local rank %d) exited with status %d; "
-                            "stopping the pod\n",
-                            first + i, i, WEXITSTATUS(st));
+                    areal_log(AREAL_LOG_ERROR, "worker", NULL,
+                              "rank %d (local rank %d) exited with status %d; "
+                              "stopping the pod",
+                              first + i, i, WEXITSTATUS(st));
                 else
-                    fprintf(stderr,
-                            "areal-worker: rank %d (local rank %d) was killed by signal %d "
-                            "(%s); stopping the pod\n",
-                            first + i, i, WTERMSIG(st), strsignal(WTERMSIG(st)));
+                    areal_log(AREAL_LOG_ERROR, "worker", NULL,
+                              "rank %d (local rank %d) was killed by signal %d "
+                              "(%s); stopping the pod",
+                              first + i, i, WTERMSIG(st), strsignal(WTERMSIG(st)));
                 code = 1;
                 stopping = 1;
                 signal_all(s, n, SIGTERM);

@@ -21,6 +21,7 @@
 #include "areal/comm/comm.h"
 #include "areal/comm/net.h"
 #include "areal/comm/role_groups.h"
+#include "areal/log.h"
 #include "worker_env.h"
 #include "worker_selftest.h"
 
@@ -46,7 +47,7 @@ static int pick_component(const areal_alloc *a, const char *role, areal_error *e
 }
 
 static int fail(int rank, const areal_error *e) {
-    fprintf(stderr, "areal-worker rank %d: %s\n", rank, e->msg);
+    areal_log(AREAL_LOG_ERROR, "worker", NULL, "rank %d: %s", rank, e->msg);
     return 1;
 }
 
@@ -86,8 +87,8 @@ static int leave_store(areal_comm *c, const areal_alloc *a, int ci, int host_ci,
         snprintf(key, sizeof key, "areal/c%d/done", i);
         int64_t left = end - areal_now_ms();
         if (areal_store_wait(st, key, left > 0 ? (int)left : 0, &e) != AREAL_OK)
-            fprintf(stderr, "areal-worker rank 0: component %d never reported done: %s\n", i,
-                    e.msg);
+            areal_log(AREAL_LOG_WARN, "worker", NULL,
+                      "rank 0: component %d never reported done: %s", i, e.msg);
     }
     return 0;
 }
@@ -138,6 +139,13 @@ int worker_rank_main(const worker_opts *o) {
         }
         have_role = 1;
         host_ci = store_host_component(alloc);
+        if (o->model != NULL && areal_backend_is_inference(alloc->comp[ci].backend)) {
+            /* a rollout server: it meets the trainer through the store (registration),
+             * not through the role's process groups */
+            free(alloc);
+            char *argv0[] = {"serve", NULL};
+            return worker_serve_main(1, argv0, o->model);
+        }
     }
     char prefix[32];
     snprintf(prefix, sizeof prefix, "c%d", ci);

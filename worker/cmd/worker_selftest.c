@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "areal/comm/role_groups.h"
+#include "areal/log.h"
 
 #define N_CHECKS 8
 #define CNT      1000
@@ -147,7 +148,7 @@ static int check_one(areal_comm *c, areal_coll *g, const int *m, int64_t *a, int
     for (int w = 0; w < N_CHECKS; w++) {
         int r = run_check(&k, w, &e);
         if (r < 0) {
-            fprintf(stderr, "areal-worker rank %d: selftest: %s\n", k.gr, e.msg);
+            areal_log(AREAL_LOG_ERROR, "worker", NULL, "rank %d: selftest: %s", k.gr, e.msg);
             return -1;
         }
         if (r > 0) {
@@ -157,11 +158,11 @@ static int check_one(areal_comm *c, areal_coll *g, const int *m, int64_t *a, int
         }
     }
     if (bad)
-        fprintf(stderr, "areal-worker rank %d: selftest group %s: wrong result in%s\n", k.gr,
-                areal_coll_name(g), failed);
+        areal_log(AREAL_LOG_ERROR, "worker", NULL, "rank %d: selftest group %s: wrong result in%s",
+                  k.gr, areal_coll_name(g), failed);
     int32_t total = bad;
     if (areal_coll_all_reduce(g, &total, 1, AREAL_DT_I32, AREAL_SUM, &e)) {
-        fprintf(stderr, "areal-worker rank %d: selftest: %s\n", k.gr, e.msg);
+        areal_log(AREAL_LOG_ERROR, "worker", NULL, "rank %d: selftest: %s", k.gr, e.msg);
         return -1;
     }
     if (k.me == 0) {
@@ -184,7 +185,7 @@ int worker_selftest(areal_comm *c, const areal_role_plan *role, areal_coll *cons
     int *m = malloc(sizeof *m * (size_t)world);
     int bad = 0, ngroups = 0;
     if (a == NULL || b == NULL || m == NULL) {
-        fprintf(stderr, "areal-worker rank %d: selftest: out of memory\n", rank);
+        areal_log(AREAL_LOG_ERROR, "worker", NULL, "rank %d: selftest: out of memory", rank);
         bad = -1;
     }
     for (int k = 0; role != NULL && bad >= 0 && k < AREAL_GROUP_KIND_COUNT; k++) {
@@ -215,7 +216,7 @@ int worker_selftest(areal_comm *c, const areal_role_plan *role, areal_coll *cons
     int32_t total[2] = {bad, ngroups};
     areal_error e;
     if (areal_coll_all_reduce(wg, total, 2, AREAL_DT_I32, AREAL_SUM, &e)) {
-        fprintf(stderr, "areal-worker rank %d: selftest: %s\n", rank, e.msg);
+        areal_log(AREAL_LOG_ERROR, "worker", NULL, "rank %d: selftest: %s", rank, e.msg);
         return 1;
     }
     if (rank == 0) {

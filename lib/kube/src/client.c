@@ -241,9 +241,11 @@ int kube_handle_setup(kube_client *c, CURL *h, const char *path_query, long time
     kbuf url;
     kbuf_init(&url, KUBE_PATH_MAX + strlen(c->cfg.server));
     if (kbuf_puts(&url, c->cfg.server) != 0 || kbuf_puts(&url, path_query) != 0) {
+        int oom = url.oom;
         kbuf_free(&url);
-        return kube_error_set(err, KUBE_EINVAL, "request path is longer than %d bytes",
-                              KUBE_PATH_MAX);
+        return oom ? kube_error_set(err, KUBE_ENOMEM, "out of memory building the request URL")
+                   : kube_error_set(err, KUBE_EINVAL, "request path is longer than %d bytes",
+                                    KUBE_PATH_MAX);
     }
     curl_easy_setopt(h, CURLOPT_URL, url.data); /* libcurl copies strings */
     kbuf_free(&url);

@@ -113,6 +113,9 @@ int kube_event_decode(const char *line, size_t len, kube_event *ev, kube_error *
     ev->type = KUBE_EVENT_ERROR;
     json_error_t je;
     json_t *root = json_loadb(line, len, 0, &je);
+    /* jansson leaves the error text empty when its first allocation fails */
+    if (root == NULL && (json_error_code(&je) == json_error_out_of_memory || je.text[0] == '\0'))
+        return kube_error_set(err, KUBE_ENOMEM, "out of memory decoding a watch event");
     if (root == NULL)
         return kube_error_set(err, KUBE_EDECODE,
                               "a watch event is not valid JSON (column %d: %s); the server or a "

@@ -124,6 +124,10 @@ int kube_decode_body(const char *method, const char *path, const kbuf *body, jso
     }
     json_error_t je;
     *out = json_loadb(body->data, body->len, JSON_DECODE_ANY, &je);
+    /* jansson leaves the error text empty when its first allocation fails */
+    if (*out == NULL && (json_error_code(&je) == json_error_out_of_memory || je.text[0] == '\0'))
+        return kube_error_set(err, KUBE_ENOMEM, "%s %s: out of memory decoding the answer", method,
+                              path);
     if (*out == NULL)
         return kube_error_set(err, KUBE_EDECODE,
                               "%s %s: the server's answer is not valid JSON (line %d, column %d: "
@@ -188,6 +192,9 @@ int kube_http_do(kube_client *c, const char *method, const char *path_query, con
         kube_handle_put(c, h);
 
         int can_retry = attempt < c->cfg.max_retries;
+        if (x.too_big && x.body->oom)
+            return kube_error_set(err, KUBE_ENOMEM, "%s %s: out of memory reading the answer",
+                                  method, path_query);
         if (x.too_big)
             return kube_error_set(err, KUBE_ETOOBIG,
                                   "%s %s: the answer is larger than max_body (%zu bytes); narrow "

@@ -11,6 +11,7 @@ void kbuf_init(kbuf *b, size_t max) {
     b->len = 0;
     b->cap = 0;
     b->max = max;
+    b->oom = 0;
 }
 
 void kbuf_free(kbuf *b) {
@@ -30,8 +31,10 @@ static int reserve(kbuf *b, size_t extra) {
     while (cap < need)
         cap = cap > ((size_t)-1) / 2 ? need : cap * 2;
     char *p = realloc(b->data, cap);
-    if (p == NULL)
+    if (p == NULL) {
+        b->oom = 1;
         return -2;
+    }
     b->data = p;
     b->cap = cap;
     return 0;

@@ -19,6 +19,8 @@ typedef struct kbuf {
     size_t len; /* bytes used, excluding the NUL */
     size_t cap; /* bytes allocated */
     size_t max; /* the most `len` may ever be */
+    int oom;    /* set once an append ran out of memory (so a chain of appends
+                 * joined with || can still tell "too long" from "no memory") */
 } kbuf;
 
 /* An empty buffer that may hold up to `max` bytes. Allocates nothing. */

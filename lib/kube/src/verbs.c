@@ -56,9 +56,13 @@ char *kube_resource_path(const kube_resource *res, const char *name, const char 
     if (!bad && subresource)
         bad = put_seg(&b, subresource);
     if (bad) {
+        if (b.oom)
+            kube_error_set(err, KUBE_ENOMEM, "out of memory building the path of %s",
+                           res->resource);
+        else
+            kube_error_set(err, KUBE_EINVAL, "the path of %s is longer than %d bytes",
+                           res->resource, KUBE_PATH_MAX);
         kbuf_free(&b);
-        kube_error_set(err, KUBE_EINVAL, "the path of %s is longer than %d bytes", res->resource,
-                       KUBE_PATH_MAX);
         return NULL;
     }
     return b.data;
@@ -121,9 +125,11 @@ static int walk_pages(kube_client *c, const kube_resource *res, const kube_list_
                   (opts->limit > 0 && add_query(&q, &first, "limit", num)) ||
                   (cont && add_query(&q, &first, "continue", cont));
         if (bad) {
+            rc = q.oom ? kube_error_set(err, KUBE_ENOMEM, "list %s: out of memory", base)
+                       : kube_error_set(err, KUBE_EINVAL,
+                                        "list %s: the query is longer than %d bytes", base,
+                                        KUBE_PATH_MAX);
             kbuf_free(&q);
-            rc = kube_error_set(err, KUBE_EINVAL, "list %s: the query is longer than %d bytes",
-                                base, KUBE_PATH_MAX);
             break;
         }
         json_decref(page);

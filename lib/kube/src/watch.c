@@ -188,8 +188,12 @@ static char *watch_path(kube_watch *w, const kube_resource *res, const kube_watc
         bad = kbuf_puts(&q, "&fieldSelector=") || kbuf_put_escaped(&q, o->field_selector);
     free(base);
     if (bad) {
+        if (q.oom)
+            kube_error_set(err, KUBE_ENOMEM, "out of memory building the watch query");
+        else
+            kube_error_set(err, KUBE_EINVAL, "the watch query is longer than %d bytes",
+                           KUBE_PATH_MAX);
         kbuf_free(&q);
-        kube_error_set(err, KUBE_EINVAL, "the watch query is longer than %d bytes", KUBE_PATH_MAX);
         return NULL;
     }
     return q.data;

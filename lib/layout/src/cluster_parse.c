@@ -558,6 +558,10 @@ int areal_cluster_parse(const char *text, size_t len, const char *source, int de
     if (looks_like_json(text, len)) {
         json_error_t jerr;
         root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+        /* jansson leaves the error text empty when its first allocation fails */
+        if (root == NULL &&
+            (json_error_code(&jerr) == json_error_out_of_memory || jerr.text[0] == '\0'))
+            return areal_error_set(err, AREAL_ENOMEM, -1, "out of memory reading %s", source);
         if (root == NULL)
             return areal_error_set(err, AREAL_EINVAL, jerr.position, "%s:%d:%d: invalid JSON: %s",
                                    source, jerr.line, jerr.column, jerr.text);

@@ -52,10 +52,12 @@ static int attach(frame *top, json_t *v, const char *source, const yaml_event_t 
                   areal_error *err) {
     int line = (int)ev->start_mark.line + 1, col = (int)ev->start_mark.column + 1;
     int pos = (int)ev->start_mark.index;
-    if (json_is_array(top->value)) {
-        json_array_append_new(top->value, v);
-        return AREAL_OK;
-    }
+    /* json_*_new steal v even when they fail (out of memory): then it is gone,
+     * and the caller must not keep it as the new top frame */
+    if (json_is_array(top->value))
+        return json_array_append_new(top->value, v) == 0
+                   ? AREAL_OK
+                   : areal_error_set(err, AREAL_ENOMEM, pos, "out of memory");
     if (top->key == NULL) {
         if (!json_is_string(v)) {
             json_decref(v);
@@ -73,10 +75,10 @@ static int attach(frame *top, json_t *v, const char *source, const yaml_event_t 
         json_decref(v);
         return rc;
     }
-    json_object_set_new(top->value, top->key, v);
+    int rc = json_object_set_new(top->value, top->key, v);
     free(top->key);
     top->key = NULL;
-    return AREAL_OK;
+    return rc == 0 ? AREAL_OK : areal_error_set(err, AREAL_ENOMEM, pos, "out of memory");
 }
 
 json_t *areal_yaml_to_json(const char *text, size_t len, const char *source, areal_error *err) {

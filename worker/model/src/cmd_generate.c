@@ -34,16 +34,26 @@ typedef struct gen_opts {
     int n_stop, have_stop;
 } gen_opts;
 
+#define GENERATE_SYNOPSIS                                                                          \
+    "generate --model DIR (--prompt TEXT [--chat] | --input FILE.jsonl) [--max-new-tokens N] "     \
+    "[--greedy | --temperature T --top-p P --top-k K --seed S] [--stop ID,...] [--threads N] "     \
+    "[--json]"
+
+static const char help_text[] =
+    "usage: areal-worker " GENERATE_SYNOPSIS "\n"
+    "Generates on the CPU model with a KV cache and seeded sampling (default greedy).\n"
+    "  --prompt TEXT       encoded with DIR/tokenizer.json; --chat wraps it as a user\n"
+    "                      message in the model's chat template (--chat-template FILE\n"
+    "                      instead; --no-thinking for Qwen3)\n"
+    "  --input FILE        JSONL requests in one batch; prints JSON lines\n"
+    "  --max-new-tokens N  default 16 (sampling defaults: generation_config.json)\n"
+    "  --stop ID,...       stop ids (default with --prompt: <|im_end|>, <|endoftext|>)\n"
+    "  --json              one line {text, ids, logprobs, finish_reason}\n"
+    "  --help, --version\n";
+
 /* One line: what is wrong, then the usage. Returns 2. */
 static int usage(FILE *err, const char *why, const char *arg) {
-    fprintf(
-        err,
-        "%s generate: %s%s; usage: generate --model DIR (--prompt TEXT [--chat [--chat-template "
-        "FILE] [--no-thinking]] | --input "
-        "FILE.jsonl) [--max-new-tokens N] [--greedy | --temperature T --top-p P --top-k K "
-        "--seed S] [--stop ID,...] [--sample-padding] [--threads N] [--json]\n",
-        CMD_PROG, why, arg);
-    return 2;
+    return cmd_usage_error(err, "generate", why, arg, GENERATE_SYNOPSIS);
 }
 
 static int parse_stop(const char *s, gen_opts *o) {
@@ -89,7 +99,8 @@ static int value_opt(gen_opts *o, const char *a, const char *v) {
     return 0;
 }
 
-static int parse(int argc, char **argv, gen_opts *o, FILE *err) {
+/* 0, 2 (bad usage, printed) or -1 (--help or --version printed). */
+static int parse(int argc, char **argv, gen_opts *o, FILE *out, FILE *err) {
     memset(o, 0, sizeof *o);
     o->threads = 1;
     o->top_p = 1.0f;
@@ -99,6 +110,8 @@ static int parse(int argc, char **argv, gen_opts *o, FILE *err) {
         "--top-p", "--seed",  "--max-new-tokens", "--stop",    "--chat-template"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (cmd_help(a, help_text, out))
+            return -1;
         if (strcmp(a, "--sample-padding") == 0 || strcmp(a, "--no-thinking") == 0) {
             *(a[2] == 's' ? &o->sample_padding : &o->no_thinking) = 1;
             continue;
@@ -111,13 +124,13 @@ static int parse(int argc, char **argv, gen_opts *o, FILE *err) {
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++)
             known |= strcmp(a, valued[k]) == 0;
         if (!known) {
-            return usage(err, "unknown option ", a);
+            return usage(err, "unknown option", a);
         }
         if (i + 1 == argc) {
-            return usage(err, "a value is missing after ", a);
+            return usage(err, "a value is missing after", a);
         }
         if (value_opt(o, a, argv[++i]) != 0)
-            return usage(err, "bad value for ", a);
+            return usage(err, "bad value for", a);
     }
     const char *why = NULL;
     if (o->model == NULL)
@@ -152,7 +165,7 @@ static int prompt_request(const gen_opts *o, const areal_tokenizer *tok, int voc
         areal_chat_msg msg = {"user", text, NULL};
         if ((rc = areal_chat_render(&tmpl, &msg, 1, true, !o->no_thinking, &rendered, &len, &e)) !=
             AREAL_OK) {
-            fprintf(err, "%s generate: --chat: %s\n", CMD_PROG, e.msg);
+            areal_print_line(err, "%s generate: --chat: %s\n", CMD_PROG, e.msg);
             return cmd_code(rc);
         }
         text = rendered;
@@ -160,20 +173,22 @@ static int prompt_request(const gen_opts *o, const areal_tokenizer *tok, int voc
     rc = areal_tokenizer_encode(tok, text, len, &r->ids, &n, &e);
     free(rendered);
     if (rc != AREAL_OK) {
-        fprintf(err, "%s generate: --prompt: %s\n", CMD_PROG, e.msg);
+        areal_print_line(err, "%s generate: --prompt: %s\n", CMD_PROG, e.msg);
         return cmd_code(rc);
     }
     r->n = (int)n;
     if (n == 0) {
-        fprintf(err, "%s generate: --prompt encodes to no tokens; give some text\n", CMD_PROG);
+        areal_print_line(err, "%s generate: --prompt encodes to no tokens; give some text\n",
+                         CMD_PROG);
         return 2;
     }
     for (size_t i = 0; i < n; i++)
         if (r->ids[i] >= vocab) {
-            fprintf(err,
-                    "%s generate: --prompt encodes to token %d, outside the model's vocabulary "
-                    "of %d (tokenizer.json does not belong to this model)\n",
-                    CMD_PROG, (int)r->ids[i], vocab);
+            areal_print_line(
+                err,
+                "%s generate: --prompt encodes to token %d, outside the model's vocabulary "
+                "of %d (tokenizer.json does not belong to this model)\n",
+                CMD_PROG, (int)r->ids[i], vocab);
             return 2;
         }
     return 0;
@@ -187,7 +202,7 @@ static int print_result(const gen_opts *o, const areal_tokenizer *tok, const are
     int r = tok != NULL ? areal_tokenizer_decode(tok, g->tokens, (size_t)g->n, true, &text, &tl, &e)
                         : AREAL_OK;
     if (r != AREAL_OK) {
-        fprintf(err, "%s generate: decoding the output: %s\n", CMD_PROG, e.msg);
+        areal_print_line(err, "%s generate: decoding the output: %s\n", CMD_PROG, e.msg);
         return cmd_code(r);
     }
     int rc = 0;
@@ -209,7 +224,7 @@ static int print_result(const gen_opts *o, const areal_tokenizer *tok, const are
         json_object_set_new(line, "logprobs", cmd_floats(g->logprobs, g->n));
         json_object_set_new(line, "finish_reason", json_string(g->stopped ? "stop" : "length"));
         if (cmd_print(out, line) != 0) {
-            fprintf(err, "%s generate: out of memory printing a result\n", CMD_PROG);
+            areal_print_line(err, "%s generate: out of memory printing a result\n", CMD_PROG);
             rc = 1;
         }
     }
@@ -229,7 +244,7 @@ static int apply_defaults(gen_opts *o, const areal_model *m, const areal_tokeniz
     areal_error e;
     int r = areal_gen_config_load(o->model, &g, &e);
     if (r != AREAL_OK) {
-        fprintf(err, "%s generate: %s\n", CMD_PROG, e.msg);
+        areal_print_line(err, "%s generate: %s\n", CMD_PROG, e.msg);
         return cmd_code(r);
     }
     if (!o->have_stop && g.n_eos > 0) {
@@ -248,10 +263,11 @@ static int apply_defaults(gen_opts *o, const areal_model *m, const areal_tokeniz
         o->top_p = g.top_p;
         o->top_k = g.top_k;
         if (g.repetition_penalty != 1.0f)
-            fprintf(err,
-                    "%s generate: note: generation_config.json's repetition_penalty %g is not "
-                    "applied (not implemented)\n",
-                    CMD_PROG, (double)g.repetition_penalty);
+            areal_print_line(
+                err,
+                "%s generate: note: generation_config.json's repetition_penalty %g is not "
+                "applied (not implemented)\n",
+                CMD_PROG, (double)g.repetition_penalty);
     }
     return 0;
 }
@@ -263,7 +279,7 @@ static int run(areal_model *m, const areal_tokenizer *tok, gen_opts *o, const cm
     areal_gen_out *res = calloc((size_t)n, sizeof *res);
     int rc = 1, ns = 0, bad = 0;
     if (prompts == NULL || lens == NULL || res == NULL) {
-        fprintf(err, "%s generate: out of memory for %d requests\n", CMD_PROG, n);
+        areal_print_line(err, "%s generate: out of memory for %d requests\n", CMD_PROG, n);
         goto done;
     }
     for (int i = 0; i < n; i++) {
@@ -289,7 +305,7 @@ static int run(areal_model *m, const areal_tokenizer *tok, gen_opts *o, const cm
     areal_error e;
     int r = ns > 0 ? areal_generate(m, prompts, lens, ns, &s, res, &e) : AREAL_OK;
     if (r != AREAL_OK) {
-        fprintf(err, "%s generate: %s\n", CMD_PROG, e.msg);
+        areal_print_line(err, "%s generate: %s\n", CMD_PROG, e.msg);
         rc = cmd_code(r);
         goto done;
     }
@@ -316,8 +332,9 @@ done:
 
 int areal_cmd_generate(int argc, char **argv, FILE *out, FILE *err) {
     gen_opts o;
-    if (parse(argc, argv, &o, err) != 0)
-        return 2;
+    int prc = parse(argc, argv, &o, out, err);
+    if (prc != 0)
+        return prc < 0 ? 0 : prc;
     areal_tokenizer *tok = NULL;
     areal_pool *pool = NULL;
     areal_model m;

@@ -13,10 +13,24 @@
 #include <stdio.h>
 
 #include "areal/model/chat.h"
+#include "areal/escape.h"
 #include "areal/model/model.h"
 #include "areal/model/tokenizer.h"
 
 #define CMD_PROG "areal-worker"
+
+/*
+ * When `arg` is --help or --version: prints `help` (the command's usage, the
+ * exit-status lines appended) or the version to `out` and returns 1; else 0.
+ */
+int cmd_help(const char *arg, const char *help, FILE *out);
+
+/*
+ * One usage error line: "areal-worker CMD: WHY 'ARG'; usage: SYNOPSIS" (no
+ * quotes when arg is ""), control bytes escaped. Returns 2.
+ */
+int cmd_usage_error(FILE *err, const char *cmd, const char *why, const char *arg,
+                    const char *synopsis);
 
 /* 0 when s is a whole number in [lo, hi] (*v set), else -1. */
 int cmd_num(const char *s, double lo, double hi, double *v);

@@ -4,6 +4,7 @@
  */
 #include <string.h>
 
+#include "areal/escape.h"
 #include "areal/model/cmd.h"
 
 typedef int (*cmd_fn)(int argc, char **argv, FILE *out, FILE *err);
@@ -27,10 +28,10 @@ bool areal_cmd_is_model(const char *name) {
 int areal_cmd_run(int argc, char **argv, FILE *out, FILE *err) {
     cmd_fn f = argc > 0 ? lookup(argv[0]) : NULL;
     if (f == NULL) {
-        fprintf(err,
-                "areal-worker: unknown command %s; the model commands are tokenize, score "
-                "and generate\n",
-                argc > 0 && argv[0] != NULL ? argv[0] : "(none)");
+        areal_print_line(err,
+                         "areal-worker: unknown command '%s'; the model commands are tokenize, "
+                         "score and generate",
+                         argc > 0 && argv[0] != NULL ? argv[0] : "");
         return 2;
     }
     return f(argc, argv, out, err);

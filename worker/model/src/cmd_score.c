@@ -21,27 +21,40 @@ typedef struct score_opts {
     float temperature;
 } score_opts;
 
+#define SCORE_SYNOPSIS                                                                             \
+    "score --model DIR --input FILE.jsonl [--top N] [--temperature T] [--threads N]"
+
+static const char help_text[] =
+    "usage: areal-worker " SCORE_SYNOPSIS "\n"
+    "Per JSONL request ({\"input_ids\": [...]} or {\"text\": ...}) one line with the\n"
+    "logprobs and entropy of every position >= 1 and the top N logits of the last.\n"
+    "  --model DIR        a HuggingFace model directory\n"
+    "  --input FILE       JSONL requests (\"-\": stdin)\n"
+    "  --top N            how many final-position logits (default 5)\n"
+    "  --temperature T    for the logprobs and entropy (default 1)\n"
+    "  --threads N        CPU threads (default 1)\n"
+    "  --help, --version\n";
+
 /* One line: what is wrong, then the usage. Returns 2. */
 static int usage(FILE *err, const char *why, const char *arg) {
-    fprintf(err,
-            "%s score: %s%s; usage: score --model DIR --input FILE.jsonl [--top N] "
-            "[--temperature T] [--threads N]\n",
-            CMD_PROG, why, arg);
-    return 2;
+    return cmd_usage_error(err, "score", why, arg, SCORE_SYNOPSIS);
 }
 
-static int parse(int argc, char **argv, score_opts *o, FILE *err) {
+/* 0, 2 (bad usage, printed) or -1 (--help or --version printed). */
+static int parse(int argc, char **argv, score_opts *o, FILE *out, FILE *err) {
     *o = (score_opts){NULL, NULL, 1, 5, 1.0f};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         double d = 0;
+        if (cmd_help(a, help_text, out))
+            return -1;
         if (strncmp(a, "--", 2) != 0 ||
             (strcmp(a, "--model") && strcmp(a, "--input") && strcmp(a, "--threads") &&
              strcmp(a, "--top") && strcmp(a, "--temperature"))) {
-            return usage(err, "unknown option ", a);
+            return usage(err, "unknown option", a);
         }
         if (v == NULL) {
-            return usage(err, "a value is missing after ", a);
+            return usage(err, "a value is missing after", a);
         }
         i++;
         if (strcmp(a, "--model") == 0)
@@ -55,7 +68,7 @@ static int parse(int argc, char **argv, score_opts *o, FILE *err) {
         else if (strcmp(a, "--temperature") == 0 && cmd_num(v, 1e-6, 1e6, &d) == 0)
             o->temperature = (float)d;
         else {
-            return usage(err, "bad value for ", a);
+            return usage(err, "bad value for", a);
         }
     }
     if (o->model == NULL || o->input == NULL) {
@@ -99,7 +112,7 @@ static int run(areal_model *m, const score_opts *o, const cmd_request *reqs, int
     int rc = 1;
     areal_acts a = {0};
     if (tok == NULL || cu == NULL || lp == NULL) {
-        fprintf(err, "%s score: out of memory for %d tokens\n", CMD_PROG, T);
+        areal_print_line(err, "%s score: out of memory for %d tokens\n", CMD_PROG, T);
         goto done;
     }
     int32_t *top_ids = tgt + T;
@@ -120,7 +133,7 @@ static int run(areal_model *m, const score_opts *o, const cmd_request *reqs, int
         areal_batch b = {tok, cu, T, ns};
         int r = areal_model_forward(m, &b, &a, &e);
         if (r != AREAL_OK) {
-            fprintf(err, "%s score: %s\n", CMD_PROG, e.msg);
+            areal_print_line(err, "%s score: %s\n", CMD_PROG, e.msg);
             rc = cmd_code(r);
             goto done;
         }
@@ -141,7 +154,7 @@ static int run(areal_model *m, const score_opts *o, const cmd_request *reqs, int
         json_object_set_new(line, "top_logits", cmd_floats(top_vals, K));
         s++;
         if (cmd_print(out, line) != 0) {
-            fprintf(err, "%s score: out of memory printing request %d\n", CMD_PROG, i + 1);
+            areal_print_line(err, "%s score: out of memory printing request %d\n", CMD_PROG, i + 1);
             rc = 1;
         }
     }
@@ -157,8 +170,9 @@ done:
 
 int areal_cmd_score(int argc, char **argv, FILE *out, FILE *err) {
     score_opts o;
-    if (parse(argc, argv, &o, err) != 0)
-        return 2;
+    int prc = parse(argc, argv, &o, out, err);
+    if (prc != 0)
+        return prc < 0 ? 0 : prc;
     areal_tokenizer *tok = NULL;
     areal_pool *pool = NULL;
     areal_model m;

@@ -12,13 +12,22 @@
 #include "areal/model/cmd.h"
 #include "cmd_internal.h"
 
+#define TOKENIZE_SYNOPSIS                                                                          \
+    "tokenize --model DIR (--text TEXT | --file PATH) [--chat ROLE] [--decode]"
+
+static const char help_text[] =
+    "usage: areal-worker " TOKENIZE_SYNOPSIS "\n"
+    "Prints the ids of TEXT under DIR/tokenizer.json as one JSON array line.\n"
+    "  --model DIR   a HuggingFace model directory (or its tokenizer.json)\n"
+    "  --text TEXT   the text; --file PATH reads it from a file (\"-\": stdin)\n"
+    "  --chat ROLE   wrap the text as one message of ROLE in the model's chat template\n"
+    "  --chat-template FILE  the template to use instead (chat_template.jinja)\n"
+    "  --decode      read TEXT as a JSON array of ids and print the text\n"
+    "  --help, --version\n";
+
 /* One line: what is wrong, then the usage. Returns 2. */
 static int usage(FILE *err, const char *why, const char *arg) {
-    fprintf(err,
-            "%s tokenize: %s%s; usage: tokenize --model DIR (--text TEXT | --file PATH) "
-            "[--chat ROLE [--chat-template FILE]] [--decode]\n",
-            CMD_PROG, why, arg);
-    return 2;
+    return cmd_usage_error(err, "tokenize", why, arg, TOKENIZE_SYNOPSIS);
 }
 
 static char *read_all(const char *path, size_t *len) {
@@ -55,19 +64,20 @@ static int decode(const areal_tokenizer *tok, const char *text, FILE *out, FILE 
     int32_t *ids = calloc(n + 1, sizeof *ids);
     int rc = 2;
     if (!json_is_array(arr)) {
-        fprintf(err, "%s tokenize: --decode needs --text to be a JSON array of ids (%s)\n",
-                CMD_PROG, arr == NULL ? je.text : "not an array");
+        areal_print_line(err, "%s tokenize: --decode needs --text to be a JSON array of ids (%s)\n",
+                         CMD_PROG, arr == NULL ? je.text : "not an array");
         goto done;
     }
     if (ids == NULL) {
-        fprintf(err, "%s tokenize: out of memory for %zu ids\n", CMD_PROG, n);
+        areal_print_line(err, "%s tokenize: out of memory for %zu ids\n", CMD_PROG, n);
         rc = 1;
         goto done;
     }
     for (size_t i = 0; i < n; i++) {
         json_t *v = json_array_get(arr, i);
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) {
-            fprintf(err, "%s tokenize: --decode: element %zu is not a token id\n", CMD_PROG, i);
+            areal_print_line(err, "%s tokenize: --decode: element %zu is not a token id\n",
+                             CMD_PROG, i);
             goto done;
         }
         ids[i] = (int32_t)json_integer_value(v);
@@ -77,7 +87,7 @@ static int decode(const areal_tokenizer *tok, const char *text, FILE *out, FILE 
     size_t len;
     int r = areal_tokenizer_decode(tok, ids, n, false, &s, &len, &e);
     if (r != AREAL_OK) {
-        fprintf(err, "%s tokenize: %s\n", CMD_PROG, e.msg);
+        areal_print_line(err, "%s tokenize: %s\n", CMD_PROG, e.msg);
         rc = cmd_code(r);
         goto done;
     }
@@ -107,7 +117,7 @@ static int encode(const areal_tokenizer *tok, const char *text, size_t len, cons
         areal_chat_msg msg = {chat, text, NULL};
         r = areal_chat_render(tmpl, &msg, 1, true, true, &rendered, &len, &e);
         if (r != AREAL_OK) {
-            fprintf(err, "%s tokenize: --chat: %s\n", CMD_PROG, e.msg);
+            areal_print_line(err, "%s tokenize: --chat: %s\n", CMD_PROG, e.msg);
             return cmd_code(r);
         }
         text = rendered;
@@ -117,7 +127,7 @@ static int encode(const areal_tokenizer *tok, const char *text, size_t len, cons
     r = areal_tokenizer_encode(tok, text, len, &ids, &n, &e);
     free(rendered);
     if (r != AREAL_OK) {
-        fprintf(err, "%s tokenize: %s\n", CMD_PROG, e.msg);
+        areal_print_line(err, "%s tokenize: %s\n", CMD_PROG, e.msg);
         return cmd_code(r);
     }
     fputc('[', out);
@@ -138,16 +148,18 @@ int areal_cmd_tokenize(int argc, char **argv, FILE *out, FILE *err) {
             dec = true;
             continue;
         }
+        if (cmd_help(a, help_text, out))
+            return 0;
         if (strcmp(a, "--chat-template") == 0 && has) {
             tmpl_file = argv[++i];
             continue;
         }
         if (strcmp(a, "--model") != 0 && strcmp(a, "--text") != 0 && strcmp(a, "--file") != 0 &&
             strcmp(a, "--chat") != 0 && strcmp(a, "--chat-template") != 0) {
-            return usage(err, "unknown option ", a);
+            return usage(err, "unknown option", a);
         }
         if (!has) {
-            return usage(err, "a value is missing after ", a);
+            return usage(err, "a value is missing after", a);
         }
         const char **dst = a[2] == 'm' ? &model : a[2] == 't' ? &text : a[2] == 'f' ? &file : &chat;
         *dst = argv[++i];
@@ -169,7 +181,7 @@ int areal_cmd_tokenize(int argc, char **argv, FILE *out, FILE *err) {
     if (file != NULL) {
         owned = read_all(file, &len);
         if (owned == NULL) {
-            fprintf(err, "%s tokenize: cannot read --file %s\n", CMD_PROG, file);
+            areal_print_line(err, "%s tokenize: cannot read --file %s\n", CMD_PROG, file);
             areal_tokenizer_free(tok);
             return 2;
         }

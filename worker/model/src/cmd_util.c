@@ -12,11 +12,33 @@
  * such text silently.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "areal/version.h"
 #include "cmd_internal.h"
+
+int cmd_help(const char *arg, const char *help, FILE *out) {
+    if (strcmp(arg, "--version") == 0) {
+        areal_print_version(out, CMD_PROG);
+        return 1;
+    }
+    if (strcmp(arg, "--help") != 0 && strcmp(arg, "-h") != 0)
+        return 0;
+    fputs(help, out);
+    fputs(AREAL_EXIT_HELP, out);
+    return 1;
+}
+
+int cmd_usage_error(FILE *err, const char *cmd, const char *why, const char *arg,
+                    const char *synopsis) {
+    bool quote = arg[0] != '\0';
+    areal_print_line(err, "%s %s: %s%s%s%s; usage: %s (see %s %s --help)", CMD_PROG, cmd, why,
+                     quote ? " '" : "", arg, quote ? "'" : "", synopsis, CMD_PROG, cmd);
+    return AREAL_EXIT_USAGE;
+}
 
 int cmd_num(const char *s, double lo, double hi, double *v) {
     char *end;
@@ -35,8 +57,9 @@ int cmd_tokenizer(const char *cmd, const char *dir, int required, areal_tokenize
     struct stat st;
     *tok = NULL;
     if (stat(dir, &st) != 0) {
-        fprintf(err, "%s %s: --model %s: no such directory; give a HuggingFace model directory\n",
-                CMD_PROG, cmd, dir);
+        areal_print_line(
+            err, "%s %s: --model %s: no such directory; give a HuggingFace model directory\n",
+            CMD_PROG, cmd, dir);
         return 2;
     }
     if (S_ISDIR(st.st_mode))
@@ -46,14 +69,14 @@ int cmd_tokenizer(const char *cmd, const char *dir, int required, areal_tokenize
     if (stat(path, &st) != 0) {
         if (!required)
             return 0;
-        fprintf(err, "%s %s: %s is missing; this needs the model's tokenizer.json\n", CMD_PROG, cmd,
-                path);
+        areal_print_line(err, "%s %s: %s is missing; this needs the model's tokenizer.json\n",
+                         CMD_PROG, cmd, path);
         return 2;
     }
     areal_error e;
     int rc = areal_tokenizer_load(path, tok, &e);
     if (rc != AREAL_OK) {
-        fprintf(err, "%s %s: %s\n", CMD_PROG, cmd, e.msg);
+        areal_print_line(err, "%s %s: %s\n", CMD_PROG, cmd, e.msg);
         return cmd_code(rc);
     }
     return 0;
@@ -65,8 +88,9 @@ int cmd_model(const char *cmd, const char *dir, int threads, areal_model *m, are
     struct stat st;
     *pool = NULL;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        fprintf(err, "%s %s: --model %s: no such directory; give a HuggingFace model directory\n",
-                CMD_PROG, cmd, dir);
+        areal_print_line(
+            err, "%s %s: --model %s: no such directory; give a HuggingFace model directory\n",
+            CMD_PROG, cmd, dir);
         return 2;
     }
     int rc = threads > 1 ? areal_pool_create(threads, pool, &e) : AREAL_OK;
@@ -78,7 +102,7 @@ int cmd_model(const char *cmd, const char *dir, int threads, areal_model *m, are
         }
     }
     if (rc != AREAL_OK) {
-        fprintf(err, "%s %s: %s\n", CMD_PROG, cmd, e.msg);
+        areal_print_line(err, "%s %s: %s\n", CMD_PROG, cmd, e.msg);
         return cmd_code(rc);
     }
     return 0;
@@ -98,7 +122,7 @@ int cmd_chat_template(const char *cmd, const char *dir, const char *file, areal_
     if (rc == AREAL_OK && file == NULL && !found)
         *t = areal_chat_chatml;
     if (rc != AREAL_OK) {
-        fprintf(err, "%s %s: %s\n", CMD_PROG, cmd, e.msg);
+        areal_print_line(err, "%s %s: %s\n", CMD_PROG, cmd, e.msg);
         return cmd_code(rc);
     }
     return 0;
@@ -126,7 +150,7 @@ static int parse_line_kept(const char *cmd, json_t *d, const areal_tokenizer *to
     size_t len = 0;
     FILE *m = open_memstream(&msg, &len);
     if (m == NULL)
-        return fprintf(err, "%s %s: out of memory\n", CMD_PROG, cmd), 1;
+        return areal_print_line(err, "%s %s: out of memory\n", CMD_PROG, cmd), 1;
     int rc = d != NULL ? parse_line(cmd, d, tok, vocab, lineno, r, m) : 2;
     fclose(m);
     if (rc == 2) {
@@ -135,7 +159,7 @@ static int parse_line_kept(const char *cmd, json_t *d, const areal_tokenizer *to
         r->n = 0;
         if (len > 0 && msg[len - 1] == '\n')
             msg[len - 1] = '\0';
-        fprintf(err, "%s\n", msg);
+        areal_print_line(err, "%s\n", msg);
         r->error = msg;
         return 0;
     }
@@ -152,21 +176,23 @@ static int parse_line(const char *cmd, json_t *d, const areal_tokenizer *tok, in
     if (json_is_array(ids)) {
         size_t n = json_array_size(ids);
         if (n == 0 || n > INT32_MAX / 2) {
-            fprintf(err, "%s %s: line %d: input_ids is empty; give at least one token\n", CMD_PROG,
-                    cmd, lineno);
+            areal_print_line(err, "%s %s: line %d: input_ids is empty; give at least one token\n",
+                             CMD_PROG, cmd, lineno);
             return 2;
         }
         r->ids = malloc(sizeof(int32_t) * n);
         if (r->ids == NULL)
-            return fprintf(err, "%s %s: line %d: out of memory\n", CMD_PROG, cmd, lineno), 1;
+            return areal_print_line(err, "%s %s: line %d: out of memory\n", CMD_PROG, cmd, lineno),
+                   1;
         for (size_t i = 0; i < n; i++) {
             json_t *v = json_array_get(ids, i);
             if (!json_is_integer(v) || json_integer_value(v) < 0 ||
                 json_integer_value(v) >= vocab) {
-                fprintf(err,
-                        "%s %s: line %d: input_ids[%zu] is not a token id in 0..%d (the model's "
-                        "vocabulary)\n",
-                        CMD_PROG, cmd, lineno, i, vocab - 1);
+                areal_print_line(
+                    err,
+                    "%s %s: line %d: input_ids[%zu] is not a token id in 0..%d (the model's "
+                    "vocabulary)\n",
+                    CMD_PROG, cmd, lineno, i, vocab - 1);
                 return 2;
             }
             r->ids[i] = (int32_t)json_integer_value(v);
@@ -176,36 +202,39 @@ static int parse_line(const char *cmd, json_t *d, const areal_tokenizer *tok, in
     }
     if (text != NULL) {
         if (tok == NULL) {
-            fprintf(err,
-                    "%s %s: line %d: \"text\" needs tokenizer.json in the model directory; give "
-                    "\"input_ids\" instead\n",
-                    CMD_PROG, cmd, lineno);
+            areal_print_line(
+                err,
+                "%s %s: line %d: \"text\" needs tokenizer.json in the model directory; give "
+                "\"input_ids\" instead\n",
+                CMD_PROG, cmd, lineno);
             return 2;
         }
         size_t n = 0;
         areal_error e;
         int rc = areal_tokenizer_encode(tok, text, strlen(text), &r->ids, &n, &e);
         if (rc != AREAL_OK) {
-            fprintf(err, "%s %s: line %d: %s\n", CMD_PROG, cmd, lineno, e.msg);
+            areal_print_line(err, "%s %s: line %d: %s\n", CMD_PROG, cmd, lineno, e.msg);
             return cmd_code(rc);
         }
         r->n = (int)n;
         for (size_t i = 0; i < n; i++)
             if (r->ids[i] >= vocab) {
-                fprintf(err,
-                        "%s %s: line %d: the text encodes to token %d, outside the model's "
-                        "vocabulary of %d\n",
-                        CMD_PROG, cmd, lineno, (int)r->ids[i], vocab);
+                areal_print_line(
+                    err,
+                    "%s %s: line %d: the text encodes to token %d, outside the model's "
+                    "vocabulary of %d\n",
+                    CMD_PROG, cmd, lineno, (int)r->ids[i], vocab);
                 return 2;
             }
         if (n == 0) {
-            fprintf(err, "%s %s: line %d: \"text\" encodes to no tokens\n", CMD_PROG, cmd, lineno);
+            areal_print_line(err, "%s %s: line %d: \"text\" encodes to no tokens\n", CMD_PROG, cmd,
+                             lineno);
             return 2;
         }
         return 0;
     }
-    fprintf(err, "%s %s: line %d: needs \"input_ids\" (array) or \"text\" (string)\n", CMD_PROG,
-            cmd, lineno);
+    areal_print_line(err, "%s %s: line %d: needs \"input_ids\" (array) or \"text\" (string)\n",
+                     CMD_PROG, cmd, lineno);
     return 2;
 }
 
@@ -226,7 +255,7 @@ int cmd_read_requests_f(const char *cmd, FILE *f, const char *name, const areal_
             have = have ? 2 * have : 8;
             cmd_request *p = realloc(*reqs, sizeof **reqs * (size_t)have);
             if (p == NULL) {
-                fprintf(err, "%s %s: out of memory at line %d\n", CMD_PROG, cmd, lineno);
+                areal_print_line(err, "%s %s: out of memory at line %d\n", CMD_PROG, cmd, lineno);
                 json_decref(d);
                 rc = 1;
                 break;
@@ -240,7 +269,7 @@ int cmd_read_requests_f(const char *cmd, FILE *f, const char *name, const areal_
             char msg[400];
             snprintf(msg, sizeof msg, "%s %s: %s line %d: not a JSON object (%s)", CMD_PROG, cmd,
                      name, lineno, d == NULL ? je.text : "wrong type");
-            fprintf(err, "%s\n", msg);
+            areal_print_line(err, "%s\n", msg);
             r->error = strdup(msg);
             rc = r->error == NULL ? 1 : 0;
         } else {
@@ -250,8 +279,8 @@ int cmd_read_requests_f(const char *cmd, FILE *f, const char *name, const areal_
     }
     free(line);
     if (rc == 0 && *n == 0) {
-        fprintf(err, "%s %s: %s holds no requests; give one JSON object per line\n", CMD_PROG, cmd,
-                name);
+        areal_print_line(err, "%s %s: %s holds no requests; give one JSON object per line\n",
+                         CMD_PROG, cmd, name);
         rc = 2;
     }
     if (rc != 0) {
@@ -268,7 +297,8 @@ int cmd_read_requests(const char *cmd, const char *path, const areal_tokenizer *
     *reqs = NULL;
     *n = 0;
     if (f == NULL) {
-        fprintf(err, "%s %s: cannot read --input %s: %s\n", CMD_PROG, cmd, path, strerror(errno));
+        areal_print_line(err, "%s %s: cannot read --input %s: %s\n", CMD_PROG, cmd, path,
+                         strerror(errno));
         return 2;
     }
     int rc = cmd_read_requests_f(cmd, f, path, tok, vocab, reqs, n, err);

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "child.h"
+#include "cli_check.h"
 
 #include "model_test_util.h"
 
@@ -132,6 +133,23 @@ static void errors_and_usage(void **state) {
     assert_int_equal(r->status, 2);
     assert_non_null(strstr(r->err, "UTF-8"));
     one_error_line(r);
+    /* an option with a newline and an escape byte: still one line, bytes escaped */
+    r = run("--model", FIX "tok", "--text", "x", "--col\nour\x1b", NULL);
+    assert_int_equal(r->status, 2);
+    assert_non_null(strstr(r->err, "unknown option '--col\\nour\\x1b'"));
+    one_error_line(r);
+}
+
+/* --help (stdout, exit 0, anywhere among the options) and --version. */
+static void help_and_version(void **state) {
+    (void)state;
+    char bin[512];
+    cli_bin("areal-worker", bin, sizeof bin);
+    cli_check_help_version(bin, "tokenize", "areal-worker");
+    run_result *r = run("--model", FIX "tok", "--help", NULL);
+    assert_int_equal(r->status, 0);
+    assert_non_null(strstr(r->out, "--decode"));
+    assert_string_equal(r->err, "");
 }
 
 int main(void) {
@@ -139,6 +157,7 @@ int main(void) {
         cmocka_unit_test(ids_equal_hf_for_corpus_lines),
         cmocka_unit_test(chat_and_decode),
         cmocka_unit_test(errors_and_usage),
+        cmocka_unit_test(help_and_version),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

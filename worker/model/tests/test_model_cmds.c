@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "child.h"
+#include "cli_check.h"
 
 #include "model_ref_util.h"
 #include "model_test_util.h"
@@ -183,6 +184,18 @@ static void one_error_line(const run_result *r) {
         fail_msg("expected one error line, got: %s", r->err);
 }
 
+/* score and generate answer --help and --version, also after other options. */
+static void help_and_version(void **s) {
+    (void)s;
+    char bin[512];
+    cli_bin("areal-worker", bin, sizeof bin);
+    cli_check_help_version(bin, "score", "areal-worker");
+    cli_check_help_version(bin, "generate", "areal-worker");
+    run_result *r = run("generate", "--model", FIX "ref-qwen2", "--greedy", "--help", NULL);
+    assert_int_equal(r->status, 0);
+    assert_non_null(strstr(r->out, "--max-new-tokens"));
+}
+
 static void bad_input_and_usage(void **s) {
     (void)s;
     char dir[128], p[200];
@@ -229,7 +242,15 @@ static void bad_input_and_usage(void **s) {
     one_error_line(r);
     r = run("score", "--model", FIX "ref-qwen2", "--input", p, "--fast", NULL);
     assert_int_equal(r->status, 2);
-    assert_non_null(strstr(r->err, "unknown option --fast"));
+    assert_non_null(strstr(r->err, "unknown option '--fast'"));
+    one_error_line(r);
+    r = run("generate", "--model", FIX "ref-qwen2", "--input", p, "--top-k", "x\r\ny", NULL);
+    assert_int_equal(r->status, 2);
+    assert_non_null(strstr(r->err, "bad value for '--top-k'"));
+    one_error_line(r);
+    r = run("frobnicate\n", NULL);
+    assert_int_equal(r->status, 2);
+    assert_non_null(strstr(r->err, "unknown argument 'frobnicate\\n'"));
     one_error_line(r);
     r = run("score", "--model", FIX "ref-qwen2", "--input", "no-such-file.jsonl", NULL);
     assert_int_equal(r->status, 2);
@@ -313,6 +334,7 @@ int main(void) {
         cmocka_unit_test(greedy_generate_and_score_match_references),
         cmocka_unit_test(sampled_logprobs_equal_score),
         cmocka_unit_test(bad_input_and_usage),
+        cmocka_unit_test(help_and_version),
         cmocka_unit_test(prompt_agrees_with_tokenize_and_ids),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
