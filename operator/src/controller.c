@@ -46,6 +46,8 @@
  * (KUBE_POOL_MAX), so no request pays a new TLS handshake; the client's
  * QPS/burst limiter still bounds the rate. */
 #define APPLY_PARALLEL 8
+/* How long a job waits for the pod cache to show the binds of its last pass. */
+#define EXPECT_WINDOW_MS 5000
 
 typedef struct informer {
     struct controller *ctl;
@@ -601,6 +603,22 @@ static bool report_rejected(controller *ctl, const char *key, const json_t *job,
 }
 
 /* Returns true when the key should be retried with backoff. */
+static bool has_binds(const reconcile_result *r) {
+    for (int i = 0; i < r->n_actions; i++)
+        if (r->actions[i].kind == RECONCILE_BIND)
+            return true;
+    return false;
+}
+
+/* True when the pod cache shows pod `pod_key` bound. */
+static bool pod_observed_bound(void *ud, const char *pod_key) {
+    controller *ctl = ud;
+    cached_pod *p = cache_get(ctl->pods.cache, pod_key);
+    bool bound = p != NULL && p->node_name != NULL;
+    cache_release(ctl->pods.cache, p);
+    return bound;
+}
+
 static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
     *requeue_ms = 0;
     json_t *job = cache_get(ctl->jobs.cache, key);
@@ -609,6 +627,18 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
         ledger_set(&ctl->ledger, key, NULL, 0);
         ledger_unlock(&ctl->ledger);
         return false; /* deleted: owner references take the children */
+    }
+    /* The last pass bound a gang the pod cache does not show bound yet: a pass
+     * now would see it unbound and could plan it anew. Wait for the watch
+     * (usually milliseconds); after EXPECT_WINDOW_MS act on what is seen. */
+    ledger_lock(&ctl->ledger);
+    int unobserved =
+        ledger_unobserved(&ctl->ledger, key, wall_ms(), EXPECT_WINDOW_MS, pod_observed_bound, ctl);
+    ledger_unlock(&ctl->ledger);
+    if (unobserved > 0) {
+        cache_release(ctl->jobs.cache, job);
+        *requeue_ms = 20;
+        return false;
     }
     const json_t *meta = json_object_get(job, "metadata");
     areal_cluster cluster;
@@ -661,7 +691,7 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
         kube_error kerr;
         json_t *patched = NULL; /* the job after this pass's own patch (finalizer) */
         bool rejected = false;
-        for (int i = 0, j; i < r.n_actions && !retry; i = j) {
+        for (int i = 0, j; i < r.n_actions && !retry && !rejected; i = j) {
             for (j = i + 1; j < r.n_actions && same_run(&r.actions[i], &r.actions[j]); j++) {
             }
             int at = 0;
@@ -677,6 +707,11 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
                 ledger_unlock(&ctl->ledger);
                 retry = report_rejected(ctl, key, patched ? patched : job, &in, fa, &kerr);
             }
+        }
+        if (!retry && !rejected && has_binds(&r)) {
+            ledger_lock(&ctl->ledger); /* expectations: wait to observe them */
+            ledger_bound(&ctl->ledger, key, wall_ms());
+            ledger_unlock(&ctl->ledger);
         }
         if (rejected) {
             r.requeue_after_ms = 0;

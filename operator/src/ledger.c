@@ -124,6 +124,24 @@ int ledger_set(ledger *l, const char *job_key, const ledger_claim *claims, int n
     return rc;
 }
 
+void ledger_bound(ledger *l, const char *job_key, long long now_ms) {
+    for (int i = 0; i < l->n; i++)
+        if (strcmp(l->claims[i].job, job_key) == 0)
+            l->claims[i].bound_ms = now_ms;
+}
+
+int ledger_unobserved(ledger *l, const char *job_key, long long now_ms, long long window_ms,
+                      bool (*observed)(void *ud, const char *pod_key), void *ud) {
+    int n = 0;
+    for (int i = 0; i < l->n; i++) {
+        const ledger_claim *c = &l->claims[i];
+        if (c->bound_ms > 0 && now_ms - c->bound_ms < window_ms && strcmp(c->job, job_key) == 0 &&
+            !observed(ud, c->pod))
+            n++;
+    }
+    return n;
+}
+
 int ledger_len(const ledger *l) {
     return l->n;
 }

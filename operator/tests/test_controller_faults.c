@@ -514,8 +514,8 @@ static void a_dead_node_is_replanned_around(void **state) {
     WAIT_FOR((kubelets(h.f, dead), pods_on(h.f, "d", dead) == 0 && all_bound(h.f, "d", 3) &&
                                        job_phase_is(h.f, "d", "Running")),
              "the gang to run again without the dead node");
-    assert_true(fake_api_count(h.f, "force-delete") >= 1);
     json_t *st = job_status(h.f, "d");
+    assert_true(fake_api_count(h.f, "force-delete") >= 1);
     assert_int_equal(json_integer_value(json_object_get(st, "restarts")), 1);
     json_decref(st);
     harness_stop(&h);

@@ -2,12 +2,14 @@
  * test_ledger.c - the reservation ledger (areal/operator/ledger.h): a claim
  * is charged to every other job's cluster until it is seen bound, never to
  * its own job, is replaced whole by its job's next set, and is capped at a
- * node's allocatable GPUs.
+ * node's allocatable GPUs; a job's answered binds are expected in the cache
+ * for a window.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -117,8 +119,34 @@ static void set_replaces_and_caps(void **state) {
     fixture_free(&f);
 }
 
+static bool only_a0_observed(void *ud, const char *pod) {
+    (void)ud;
+    return strcmp(pod, "ns/a-0") == 0;
+}
+
+static void answered_binds_are_expected(void **state) {
+    (void)state;
+    ledger l;
+    ledger_init(&l);
+    ledger_claim a[] = {{.pod = "ns/a-0", .node = "n0", .gpus = 1},
+                        {.pod = "ns/a-1", .node = "n1", .gpus = 1}};
+    assert_int_equal(ledger_set(&l, "ns/a", a, 2), 0);
+    /* not bound yet: nothing to expect */
+    assert_int_equal(ledger_unobserved(&l, "ns/a", 1000, 5000, only_a0_observed, NULL), 0);
+    ledger_bound(&l, "ns/a", 1000);
+    assert_int_equal(ledger_unobserved(&l, "ns/a", 1001, 5000, only_a0_observed, NULL), 1);
+    assert_int_equal(ledger_unobserved(&l, "ns/b", 1001, 5000, only_a0_observed, NULL), 0);
+    /* past the window the job acts on what it sees */
+    assert_int_equal(ledger_unobserved(&l, "ns/a", 6000, 5000, only_a0_observed, NULL), 0);
+    /* a new plan starts unanswered */
+    assert_int_equal(ledger_set(&l, "ns/a", a, 2), 0);
+    assert_int_equal(ledger_unobserved(&l, "ns/a", 1001, 5000, only_a0_observed, NULL), 0);
+    ledger_free(&l);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(answered_binds_are_expected),
         cmocka_unit_test(charged_until_seen),
         cmocka_unit_test(set_replaces_and_caps),
     };

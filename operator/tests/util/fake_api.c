@@ -410,6 +410,18 @@ static int do_patch(fake_api *f, const route *rt, const kts_request *rq, kts_ans
         json_decref(patch);
         return answer_status(a, 404, "NotFound", "fake_api: no such object");
     }
+    /* optimistic concurrency, as the real server: a patch naming a
+     * resourceVersion applies only to that version */
+    const char *want =
+        json_string_value(json_object_get(json_object_get(patch, "metadata"), "resourceVersion"));
+    const char *have =
+        json_string_value(json_object_get(json_object_get(cur, "metadata"), "resourceVersion"));
+    if (want != NULL && (have == NULL || strcmp(want, have) != 0)) {
+        json_decref(patch);
+        return answer_status(a, 409, "Conflict",
+                             "fake_api: the object has been modified; apply your changes to the "
+                             "latest version and try again");
+    }
     json_t *next = json_deep_copy(cur);
     if (strcmp(rt->sub, "status") == 0) {
         json_t *st = json_object_get(patch, "status");

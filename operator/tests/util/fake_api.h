@@ -5,7 +5,8 @@
  *
  * What it serves: lists (paginated with limit/continue) and watches of pods,
  * nodes and arealjobs; creates (pods, services, configmaps, events), pod
- * bindings, merge patches of arealjobs and their status, deletes. Every write
+ * bindings, merge patches of arealjobs and their status (409 when the patch
+ * names a metadata.resourceVersion that is not the current one), deletes. Every write
  * bumps one resourceVersion counter and is appended to the resource's event
  * log, which watches read from, as the real server does. A watch with nothing
  * new waits up to 100 ms, then sends a BOOKMARK and ends (the client rewatches

@@ -34,7 +34,8 @@ typedef struct ledger_claim {
     char *node; /* the planned node (owned) */
     int gpus;
     long long cpu_milli, mem_bytes;
-    bool seen; /* observed bound (and counted by the caller) in this pass */
+    bool seen;          /* observed bound (and counted by the caller) in this pass */
+    long long bound_ms; /* when its bind was answered (0: not yet) */
 } ledger_claim;
 
 typedef struct ledger {
@@ -67,10 +68,23 @@ void ledger_charge(ledger *l, const char *job_key, areal_cluster *c, keyset *nod
 
 /*
  * Replaces every claim of job `job_key` with the n claims given (their
- * strings are copied; `job` and `seen` of the entries are ignored). n = 0
+ * strings are copied; `job`, `seen` and `bound_ms` of the entries are ignored). n = 0
  * drops the job's claims. -1 when out of memory (the job then has no claims).
  */
 int ledger_set(ledger *l, const char *job_key, const ledger_claim *claims, int n);
+
+/* The binds of job `job_key`'s claims were all answered (at `now_ms`). */
+void ledger_bound(ledger *l, const char *job_key, long long now_ms);
+
+/*
+ * Expectations (as the ReplicaSet controller's): the number of job
+ * `job_key`'s claims whose bind was answered less than `window_ms` ago but
+ * that `observed(ud, pod_key)` says the caller's cache does not show yet. A
+ * pass of the job waits while it is not 0: on a cache that has not caught up
+ * with its own binds it would see an unbound gang and plan it again.
+ */
+int ledger_unobserved(ledger *l, const char *job_key, long long now_ms, long long window_ms,
+                      bool (*observed)(void *ud, const char *pod_key), void *ud);
 
 /* Number of claims (all jobs). */
 int ledger_len(const ledger *l);
