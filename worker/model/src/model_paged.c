@@ -76,6 +76,10 @@ typedef struct paged_buf {
 static int check_paged(const areal_model *m, const areal_paged_kv *c, const int32_t *tokens,
                        const int32_t *cu, const areal_paged_seq *seqs, int n_seqs,
                        const int32_t *out_rows, int n_out, areal_error *err) {
+    if (!areal_model_shard_is_whole(&m->cfg, &m->shard)) /* full-size layers only */
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "paged step: the KV-cache path runs the whole model only; load it "
+                               "without a shard (tp, pp and ep 1)");
     if (n_seqs < 1 || cu[0] != 0)
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "paged step: %d sequences (need >= 1) and cu[0] = %d (must be 0)",

@@ -30,19 +30,20 @@ static int check_config(const areal_engine_config *c, areal_error *err) {
     if (c->tensor_parallel > 1)
         return areal_error_set(
             err, AREAL_EINVAL, -1,
-            "tensor_parallel %d: the rollout engine cannot shard the model yet (the "
-            "tensor-parallel model layers of the parallel-training work do not exist); "
-            "serve with t = 1 (e.g. sglang:d2t1) instead of running t = 1 silently",
+            "tensor_parallel %d: the rollout engine cannot serve a tensor-parallel model yet "
+            "(its paged KV-cache forward runs the whole model; the tensor-parallel shards of "
+            "areal/model/shard.h are not wired into serving); use t = 1 (e.g. sglang:d2t1) "
+            "instead of running t = 1 silently",
             c->tensor_parallel);
     if (c->tensor_parallel < 0 || c->block_tokens < 0 || c->block_tokens > 1024 ||
         c->max_running < 0 || c->max_queued < 0 || c->max_step_tokens < 0 || c->threads < 0 ||
-        c->threads > 256 || c->n_eos_token_ids < 0)
+        c->threads > 256 || c->n_eos_token_ids < 0 || c->vocab_limit < 0)
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "engine config: block_tokens must be 0..1024 (got %d), "
                                "threads 0..256 (%d), and max_running (%d), max_queued (%d), "
-                               "max_step_tokens (%d), tensor_parallel (%d) >= 0",
+                               "max_step_tokens (%d), tensor_parallel (%d), vocab_limit (%d) >= 0",
                                c->block_tokens, c->threads, c->max_running, c->max_queued,
-                               c->max_step_tokens, c->tensor_parallel);
+                               c->max_step_tokens, c->tensor_parallel, c->vocab_limit);
     if (c->weight_version != NULL && strlen(c->weight_version) >= AREAL_ENGINE_VERSION_MAX)
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "engine config: weight_version is longer than %d bytes",
@@ -97,6 +98,13 @@ int areal_engine_create(areal_model *model, const areal_engine_config *cfg, area
                                "(%d tokens x %d layers); give at least %zu bytes (--kv-memory)",
                                cfg->kv_bytes, n_blocks, bb, bt, model->cfg.num_layers, bb);
     }
+    if (!areal_model_shard_is_whole(&model->cfg, &model->shard)) {
+        free(e);
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "engine: the model is a shard (tp %d, pp %d, ep %d); the engine "
+                               "serves whole models only (areal_model_load)",
+                               model->shard.tp, model->shard.pp, model->shard.ep);
+    }
     int V = model->cfg.vocab_size, R = c->max_running;
     if (cfg->n_eos_token_ids > 0) {
         int32_t *eos = malloc(sizeof(int32_t) * (size_t)cfg->n_eos_token_ids);
@@ -134,6 +142,7 @@ int areal_engine_create(areal_model *model, const areal_engine_config *cfg, area
     *e->model = *model;
     e->model->pool = e->pool;
     e->mcfg = model->cfg;
+    e->v_draw = cfg->vocab_limit > 0 && cfg->vocab_limit < V ? cfg->vocab_limit : V;
     e->max_context = (int)(model->cfg.max_position_embeddings > 0 &&
                                    model->cfg.max_position_embeddings < (1 << 30)
                                ? model->cfg.max_position_embeddings

@@ -89,6 +89,7 @@ struct areal_engine {
     kv_blocks blocks;
     size_t block_bytes;
     int max_context;
+    int v_draw;     /* ids a draw, a logprob or a top list may use: cfg.vocab_limit or all */
     uint64_t epoch; /* bumped by every swap */
     pthread_t thread;
     bool thread_started;
@@ -141,8 +142,9 @@ areal_engine_result *req_result(eng_req *q, const char *version);
  * areal_sample does, plus min_p; writes its logprob. */
 int32_t eng_sample(const float *logits, int V, const areal_engine_params *p, areal_rng *rng,
                    float *scratch, float *logprob);
-/* log softmax(logits / T) (T <= 0: raw logits) at id, and the k best
- * (best first, padded with id -1) into top[k] when k > 0. */
+/* log softmax(logits / T) (T <= 0: raw logits) over ids [0, V) at id (-inf
+ * for id >= V), and the k best (best first, padded with id -1) into top[k]
+ * when k > 0. */
 float eng_logprob(const float *logits, int V, float temperature, int32_t id, int k,
                   areal_engine_top *top);
 

@@ -117,6 +117,8 @@ float eng_logprob(const float *logits, int V, float temperature, int32_t id, int
         for (int i = n; i < k; i++)
             top[i] = (areal_engine_top){-INFINITY, -1};
     }
+    if (id >= V)
+        return -INFINITY; /* a padding id past the vocabulary limit */
     float z = temperature > 0 ? logits[id] * inv_t : logits[id];
     return (float)((double)z - lse);
 }

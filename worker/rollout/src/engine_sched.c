@@ -345,7 +345,7 @@ static void index_full(areal_engine *e, eng_seq *s) {
 static int next_token(areal_engine *e, eng_seq *s, const float *row, int32_t *matched) {
     eng_req *q = s->req;
     const areal_engine_params *p = &q->p;
-    int V = e->model->cfg.vocab_size, top_n = p->top_logprobs_num;
+    int V = e->v_draw, top_n = p->top_logprobs_num;
     if (s->n_out >= p->max_new_tokens)
         return AREAL_FINISH_LENGTH;
     float lp;
@@ -421,9 +421,9 @@ static int run_step(areal_engine *e, int nb, int *fin, int32_t *matched, int *n_
                 to = s->n_computed + s->chunk < hi ? s->n_computed + s->chunk : hi;
             for (int pos = q->score_next - 1; pos < to; pos++, k++) {
                 int at = pos + 1 - q->score_from;
-                q->in_lp[at] =
-                    eng_logprob(e->logits + (size_t)k * V, V, q->p.temperature, q->input[pos + 1],
-                                top_n, top_n > 0 ? q->in_top + (size_t)at * top_n : NULL);
+                q->in_lp[at] = eng_logprob(e->logits + (size_t)k * V, e->v_draw, q->p.temperature,
+                                           q->input[pos + 1], top_n,
+                                           top_n > 0 ? q->in_top + (size_t)at * top_n : NULL);
                 q->score_next = pos + 2;
             }
         }

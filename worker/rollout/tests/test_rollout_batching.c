@@ -198,12 +198,55 @@ static void min_p_near_one_is_greedy(void **state) {
     areal_model_free(&ref);
 }
 
+/* vocab_limit: padding ids are never drawn; equal to areal_generate with the same limit. */
+static void vocab_limit_masks_padding(void **state) {
+    (void)state;
+    areal_model ref;
+    et_load(&ref, "ref-llama");
+    areal_engine_config cfg = {.kv_bytes = 4u << 20, .vocab_limit = 40};
+    areal_engine *e = et_engine("ref-llama", &cfg);
+    et_coll c;
+    et_coll_init(&c, 2, e);
+    uint64_t rs = 17;
+    for (int i = 0; i < 2; i++) {
+        c.slots[i].n_ids = 12;
+        c.slots[i].ids = et_prompt(&rs, 12, ref.cfg.vocab_size); /* prompt ids may be any */
+        areal_engine_params p = et_greedy(20);
+        p.temperature = i == 0 ? 0.0f : 1.2f;
+        p.has_seed = true;
+        p.sampling_seed = 4;
+        et_submit_ok(e, &c.slots[i], &p);
+    }
+    et_wait_done(&c, 2);
+    for (int i = 0; i < 2; i++) {
+        areal_sampling sp = {.temperature = i == 0 ? 0.0f : 1.2f,
+                             .top_p = 1,
+                             .seed = 4,
+                             .max_new_tokens = 20,
+                             .vocab_limit = 40};
+        areal_gen_out o;
+        et_generate(&ref, c.slots[i].ids, 12, &sp, &o);
+        areal_engine_sample *x = &c.slots[i].res->samples[0];
+        assert_int_equal(x->n_output, o.n);
+        for (int j = 0; j < o.n; j++) {
+            assert_true(x->output_ids[j] < 40);
+            assert_int_equal(x->output_ids[j], o.tokens[j]);
+            assert_true(fabsf(x->output_logprobs[j] - o.logprobs[j]) <= 1e-5f);
+        }
+        areal_gen_out_free(&o);
+    }
+    et_coll_free(&c);
+    areal_engine_destroy(e);
+    areal_model_free(&ref);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(greedy_equals_generate_every_arch),
         cmocka_unit_test(greedy_with_preemption_and_threads),
         cmocka_unit_test(seeded_sampling_independent_of_batch),
         cmocka_unit_test(min_p_near_one_is_greedy),
+        cmocka_unit_test(vocab_limit_masks_padding),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

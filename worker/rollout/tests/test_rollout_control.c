@@ -6,8 +6,11 @@
  * swap); pause in both modes and continue; weight swaps (abort or in place,
  * the wrong architecture refused, the prefix cache flushed); queue-full
  * backpressure and draining; stop tokens, EOS, the caller's stop; prompt
- * scoring; bad requests and settings named in the error.
+ * scoring; bad requests and settings named in the error; requests flowing
+ * while another thread pauses, flushes, aborts and swaps.
  */
+#include <stdatomic.h>
+
 #include "engine_test_util.h"
 
 #define ARCH "ref-qwen2"
@@ -494,6 +497,15 @@ static void bad_requests_and_settings(void **state) {
     assert_int_equal(areal_engine_create(&m, &tp, &e, &err), AREAL_EINVAL);
     assert_non_null(strstr(err.msg, "tensor-parallel"));
     assert_non_null(m.params); /* still the caller's */
+    areal_model half; /* a tensor-parallel shard is refused: the engine serves whole models */
+    areal_model_shard sh = areal_model_shard_whole(&m.cfg);
+    sh.tp = 2;
+    if (areal_model_init_shard(&half, &m.cfg, &sh, NULL, &err) != AREAL_OK)
+        fail_msg("%s", err.msg);
+    areal_engine_config ok = {.kv_bytes = 4u << 20};
+    assert_int_equal(areal_engine_create(&half, &ok, &e, &err), AREAL_EINVAL);
+    assert_non_null(strstr(err.msg, "shard"));
+    areal_model_free(&half);
     areal_engine_config tiny = {.kv_bytes = 100};
     assert_int_equal(areal_engine_create(&m, &tiny, &e, &err), AREAL_EINVAL);
     assert_non_null(strstr(err.msg, "kv_bytes"));
@@ -574,6 +586,113 @@ static void destroy_aborts_live_requests(void **state) {
     et_coll_free(&c);
 }
 
+typedef struct stress_ctl {
+    areal_engine *e;
+    atomic_int stop;
+    int swaps, pauses;
+} stress_ctl;
+
+/* Pauses (both modes), continues, flushes, aborts everything and swaps weights at random. */
+static void *stress_controller(void *arg) {
+    stress_ctl *x = arg;
+    uint64_t rs = 99;
+    static const int script[] = {0, 3, 1, 0, 4, 2, 0, 3}; /* each kind at least once first */
+    for (int it = 0; !atomic_load(&x->stop) || it < 8; it++) {
+        switch (it < 8 ? script[it] : (int)et_rand(&rs, 8)) {
+        case 0:
+            areal_engine_pause(x->e,
+                               et_rand(&rs, 4) == 0 ? AREAL_PAUSE_ABORT : AREAL_PAUSE_IN_PLACE);
+            x->pauses++;
+            et_sleep_ms(1);
+            areal_engine_continue(x->e);
+            break;
+        case 1:
+            areal_engine_flush_cache(x->e);
+            break;
+        case 2:
+            if (et_rand(&rs, 8) == 0)
+                areal_engine_abort_all(x->e);
+            break;
+        case 3:
+        case 4: {
+            areal_model m;
+            areal_error err;
+            if (areal_engine_copy_model(x->e, &m, &err) == AREAL_OK) {
+                char v[16];
+                snprintf(v, sizeof v, "s%d", x->swaps);
+                if (areal_engine_swap_model(x->e, &m, v, et_rand(&rs, 4) == 0, &err) == AREAL_OK)
+                    x->swaps++;
+                else
+                    areal_model_free(&m);
+            }
+            break;
+        }
+        default: {
+            areal_engine_stats st;
+            areal_engine_get_stats(x->e, &st);
+            break;
+        }
+        }
+        et_sleep_ms(1);
+    }
+    return NULL;
+}
+
+/* Requests flow while another thread pauses, flushes, aborts and swaps: every request is
+ * answered exactly once, nothing deadlocks, every block comes back. */
+static void control_under_load(void **state) {
+    (void)state;
+    areal_engine_config cfg = {.kv_bytes = 4u << 20, .max_running = 16, .max_queued = 4000};
+    areal_engine *e = et_engine(ARCH, &cfg);
+    const int N = 300;
+    et_coll c;
+    et_coll_init(&c, N, e);
+    stress_ctl x = {.e = e};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, stress_controller, &x), 0);
+    uint64_t rs = 5;
+    for (int i = 0; i < N; i++) {
+        et_slot *s = &c.slots[i];
+        make_prompt(s, 600 + (uint64_t)i, 1 + (int)et_rand(&rs, 50), 96);
+        areal_engine_params p = et_greedy(1 + (int)et_rand(&rs, 60));
+        p.n = 1 + (int)et_rand(&rs, 3);
+        p.temperature = et_rand(&rs, 2) ? 0.7f : 0.0f;
+        p.logprob_start_len = et_rand(&rs, 4) == 0 ? (int)et_rand(&rs, (uint32_t)s->n_ids) : -1;
+        p.top_logprobs_num = (int)et_rand(&rs, 3);
+        if (et_rand(&rs, 8) == 0)
+            s->stop_at = (int)et_rand(&rs, 5);
+        if (et_rand(&rs, 8) == 0)
+            s->abort_at = 1 + (int)et_rand(&rs, 5);
+        et_submit_ok(e, s, &p);
+        if (i % 10 == 9)
+            et_sleep_ms(2);
+    }
+    et_wait_done(&c, N);
+    atomic_store(&x.stop, 1);
+    pthread_join(th, NULL);
+    areal_engine_continue(e);
+    areal_engine_drain(e, false);
+    areal_engine_stats st;
+    areal_engine_get_stats(e, &st);
+    print_message("under load: %d pauses, %d swaps, %llu aborted, %llu finished\n", x.pauses,
+                  x.swaps, (unsigned long long)st.requests_aborted,
+                  (unsigned long long)st.requests_finished);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(c.slots[i].done_calls, 1);
+        areal_engine_result *r = c.slots[i].res;
+        for (int k = 0; k < r->n; k++)
+            assert_true(r->samples[k].finish >= AREAL_FINISH_STOP &&
+                        r->samples[k].finish <= AREAL_FINISH_ABORT);
+    }
+    assert_int_equal(st.requests_finished + st.requests_aborted, (uint64_t)N);
+    assert_true(x.swaps >= 3 && x.pauses >= 3);
+    assert_int_equal(st.weight_updates, (uint64_t)x.swaps);
+    assert_int_equal(st.blocks_used, 0);
+    assert_int_equal(st.live_requests, 0);
+    et_coll_free(&c);
+    areal_engine_destroy(e);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(abort_and_resubmit_greedy),
@@ -586,6 +705,7 @@ int main(void) {
         cmocka_unit_test(prompt_scoring),
         cmocka_unit_test(bad_requests_and_settings),
         cmocka_unit_test(destroy_aborts_live_requests),
+        cmocka_unit_test(control_under_load),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

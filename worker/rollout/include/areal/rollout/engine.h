@@ -61,8 +61,8 @@
  * sit far below error.h's range so that codes appended there never collide.
  */
 enum {
-    AREAL_ENGINE_EFULL =
-        -100, /* the queue bound is reached: retry later (HTTP 503 + Retry-After) */
+    /* the queue bound is reached: retry later (HTTP 503 + Retry-After) */
+    AREAL_ENGINE_EFULL = -100,
     AREAL_ENGINE_ESTOPPED = -101, /* the engine is draining or shutting down (HTTP 503) */
     AREAL_ENGINE_ENOENT = -102,   /* no live request has that rid (abort / stop) */
 };
@@ -79,13 +79,17 @@ typedef struct areal_engine_config {
     int max_queued;      /* queued sequences (samples) at most before submit says EFULL; 0: 1024 */
     int max_step_tokens; /* new tokens per forward (prefill is chunked to fit); 0: 2048 */
     int threads;         /* threads of the model's pool (the scheduler is one of them); 0: 1 */
-    int tensor_parallel; /* t of the server's allocation; 0 or 1. > 1 is refused (no TP layers yet)
-                          */
+    /* t of the server's allocation; 0 or 1. > 1 is refused (no TP layers yet) */
+    int tensor_parallel;
     const int32_t *eos_token_ids; /* end a sample unless ignore_eos (copied); may be NULL */
     int n_eos_token_ids;
     const char *weight_version; /* the initial version string (copied); NULL: "0" */
-    bool disable_prefix_cache;  /* no block is shared or reused (SGLang's --disable-radix-cache;
-                                 * for benchmarks and debugging) */
+    /* ids >= vocab_limit (the padding rows of a padded vocabulary past the
+     * tokenizer's) are never drawn and count as -inf in every logprob, as
+     * areal_sampling.vocab_limit; 0: all ids */
+    int vocab_limit;
+    bool disable_prefix_cache; /* no block is shared or reused (SGLang's --disable-radix-cache;
+                                * for benchmarks and debugging) */
 } areal_engine_config;
 
 /* SGLang's sampling_params plus the logprob options of /generate. */
@@ -95,8 +99,8 @@ typedef struct areal_engine_params {
     float top_p;        /* (0, 1]; callers pass 1 for "off" */
     int top_k;          /* >= 0; 0 or -1 (SGLang's "off") mean all tokens */
     float min_p;        /* [0, 1); 0 is off: keep tokens with p >= min_p * p_max */
-    const int32_t
-        *stop_token_ids; /* end a sample after any of these (kept in the output); copied */
+    /* end a sample after any of these (kept in the output); copied */
+    const int32_t *stop_token_ids;
     int n_stop_token_ids;
     bool ignore_eos; /* do not end on cfg.eos_token_ids (stop_token_ids still end) */
     int n;           /* samples of this prompt, >= 1; 0 means 1 */
@@ -104,7 +108,9 @@ typedef struct areal_engine_params {
     uint64_t sampling_seed;
     bool return_logprob;   /* fill output_logprobs (and the top lists) */
     int logprob_start_len; /* with return_logprob: input logprobs from this position; -1: none */
-    int top_logprobs_num;  /* with return_logprob: also the k best (logprob, id) per position */
+    /* with return_logprob: also the k best (logprob, id) per position, under the
+     * unfiltered log softmax(logits / T) (T 0: raw logits), best first */
+    int top_logprobs_num;
 } areal_engine_params;
 
 /* Fills p with SGLang's defaults: max_new_tokens 128, temperature 1, top_p 1,
