@@ -14,6 +14,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "areal/cluster_kube.h"
 #include "cached_pack.h"
@@ -43,6 +44,24 @@ static void pack_node(cached_node *n, const areal_node *src, const char *name, c
             n->taints[3 * i + 2] = effect;
         }
     }
+}
+
+/* The Ready condition's lastTransitionTime (RFC 3339, UTC) in ms, or 0. */
+static long long ready_since_ms(const json_t *node) {
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(json_object_get(node, "status"), "conditions"), i, c) {
+        const char *t = json_string_value(json_object_get(c, "type"));
+        const char *at = json_string_value(json_object_get(c, "lastTransitionTime"));
+        if (t == NULL || strcmp(t, "Ready") != 0 || at == NULL)
+            continue;
+        struct tm tm;
+        memset(&tm, 0, sizeof tm);
+        if (strptime(at, "%Y-%m-%dT%H:%M:%S", &tm) == NULL)
+            return 0;
+        return (long long)timegm(&tm) * 1000;
+    }
+    return 0;
 }
 
 cached_node *cached_node_new(const json_t *node) {
@@ -85,6 +104,7 @@ cached_node *cached_node_new(const json_t *node) {
         n->unschedulable = src->unschedulable;
         n->ready = src->ready;
     }
+    n->not_ready_since_ms = n->ready ? 0 : ready_since_ms(node);
     atomic_init(&n->refs, 1);
     areal_cluster_free(&scratch);
     return n;

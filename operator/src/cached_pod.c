@@ -58,6 +58,8 @@ static void pack_strings(cached_pod *p, const json_t *pod, cached_packer *k) {
     p->role_kind =
         cached_pack(k, json_string_value(json_object_get(labels, AREAL_LABEL_ROLE_KIND)));
     p->planned_node = cached_pack(k, str2(meta, "annotations", AREAL_ANNOTATION_NODE));
+    p->gang_size = cached_pack(k, str2(meta, "annotations", AREAL_ANNOTATION_GANG));
+    p->allocation = cached_pack(k, str2(meta, "annotations", AREAL_ANNOTATION_ALLOC));
 }
 
 /* Ready condition, first terminated exit code, phase, requests. */
@@ -130,7 +132,9 @@ json_t *cached_pod_to_json(const cached_pod *p) {
          put(labels, AREAL_LABEL_POD_INDEX, p->pod_index) &&
          put(labels, AREAL_LABEL_ROLE_KIND, p->role_kind) &&
          put(labels, AREAL_LABEL_MASTER, p->master ? "true" : NULL) &&
-         put(annotations, AREAL_ANNOTATION_NODE, p->planned_node);
+         put(annotations, AREAL_ANNOTATION_NODE, p->planned_node) &&
+         put(annotations, AREAL_ANNOTATION_GANG, p->gang_size) &&
+         put(annotations, AREAL_ANNOTATION_ALLOC, p->allocation);
     ok = ok && put(meta, "name", p->name) && put(meta, "namespace", p->ns) &&
          put(meta, "uid", p->uid) && put(meta, "resourceVersion", p->resource_version) &&
          put(meta, "deletionTimestamp", p->deletion_timestamp) &&

@@ -31,6 +31,7 @@
 #include "areal/operator/cache.h"
 #include "areal/operator/cached.h"
 #include "areal/keyset.h"
+#include "areal/operator/ledger.h"
 #include "areal/operator/reconcile.h"
 #include "areal/operator/workqueue.h"
 
@@ -46,6 +47,8 @@
  * (KUBE_POOL_MAX), so no request pays a new TLS handshake; the client's
  * QPS/burst limiter still bounds the rate. */
 #define APPLY_PARALLEL 8
+/* How long a job waits for the pod cache to show the binds of its last pass. */
+#define EXPECT_WINDOW_MS 5000
 
 typedef struct informer {
     struct controller *ctl;
@@ -73,6 +76,9 @@ struct controller {
      * otherwise see the same transition again and repeat the Event. */
     pthread_mutex_t events_mu;
     areal_keyset last_event;
+    /* Planned pods not yet observed bound, charged to every worker's cluster;
+     * its lock serialises planning (see areal/operator/ledger.h). */
+    ledger ledger;
 };
 
 /* ---- event routing -------------------------------------------------------- */
@@ -107,7 +113,34 @@ static void enqueue_job(void *ud, const void *entry) {
         workqueue_add(ctl->q, key);
 }
 
-static void route(informer *inf, const json_t *obj) {
+typedef struct on_node {
+    controller *ctl;
+    const char *node;
+} on_node;
+
+static void enqueue_if_on_node(void *ud, const void *entry) {
+    const on_node *o = ud;
+    const cached_pod *pod = entry;
+    if (pod->node_name && pod->job && pod->ns && strcmp(pod->node_name, o->node) == 0) {
+        char key[WORKQUEUE_KEY_MAX];
+        snprintf(key, sizeof key, "%s/%s", pod->ns, pod->job);
+        workqueue_add(o->ctl->q, key);
+    }
+}
+
+static bool node_ready(const json_t *node) {
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(json_object_get(node, "status"), "conditions"), i, c) {
+        const char *t = json_string_value(json_object_get(c, "type"));
+        const char *s = json_string_value(json_object_get(c, "status"));
+        if (t && strcmp(t, "Ready") == 0)
+            return s && strcmp(s, "True") == 0;
+    }
+    return false;
+}
+
+static void route(informer *inf, const json_t *obj, bool deleted) {
     controller *ctl = inf->ctl;
     if (inf == &ctl->jobs) {
         enqueue_job(ctl, obj);
@@ -115,6 +148,13 @@ static void route(informer *inf, const json_t *obj) {
     }
     if (inf == &ctl->pods)
         enqueue_job_of_pod(ctl, obj);
+    if (inf == &ctl->nodes && (deleted || !node_ready(obj))) {
+        /* the jobs with pods there look again (and requeue for the end of the grace) */
+        on_node o = {ctl,
+                     json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"))};
+        if (o.node != NULL)
+            cache_each(ctl->pods.cache, enqueue_if_on_node, &o);
+    }
     /* room may have changed: jobs that wait for it look again */
     cache_each(ctl->jobs.cache, enqueue_waiting, ctl);
 }
@@ -145,7 +185,7 @@ static int on_event(void *ud, const kube_event *ev) {
         return KUBE_OK;
     if (cache_apply(inf->cache, ev->object, ev->type == KUBE_EVENT_DELETED) != 0)
         return KUBE_ENOMEM;
-    route(inf, ev->object);
+    route(inf, ev->object, ev->type == KUBE_EVENT_DELETED);
     return KUBE_OK;
 }
 
@@ -177,13 +217,40 @@ typedef struct gather {
     json_t **pods; /* the job's pods, as the JSON shape reconcile reads */
     int n_pods, cap_pods;
     areal_cluster *cluster;
-    areal_keyset node_index; /* node name -> index in cluster */
+    areal_keyset node_index;   /* node name -> index in cluster */
+    areal_keyset all_nodes;    /* every node name, also those placement is not offered */
+    reconcile_down_node *down; /* nodes not Ready (names owned) */
+    int n_down, cap_down;
+    ledger *ledger; /* locked by the caller: bound pods it counts are marked seen */
     bool oom;
 } gather;
+
+static void add_down(gather *g, const char *name, long long since_ms) {
+    if (g->n_down == g->cap_down) {
+        int cap = g->cap_down ? 2 * g->cap_down : 8;
+        reconcile_down_node *grown = realloc(g->down, (size_t)cap * sizeof *grown);
+        if (grown == NULL) {
+            g->oom = true;
+            return;
+        }
+        g->down = grown;
+        g->cap_down = cap;
+    }
+    char *copy = strdup(name);
+    if (copy == NULL) {
+        g->oom = true;
+        return;
+    }
+    g->down[g->n_down++] = (reconcile_down_node){copy, since_ms};
+}
 
 static void gather_node(void *ud, const void *entry) {
     gather *g = ud;
     const cached_node *node = entry;
+    if (areal_keyset_add(&g->all_nodes, node->name) < 0)
+        g->oom = true;
+    if (!node->ready)
+        add_down(g, node->name, node->not_ready_since_ms);
     int at = cached_node_add_to(node, g->cluster, NULL);
     if (at == AREAL_ENOMEM)
         g->oom = true;
@@ -227,6 +294,74 @@ static void gather_pod(void *ud, const void *entry) {
     n->gpus_used = n->gpus_used + pod->gpus > n->gpus ? n->gpus : n->gpus_used + pod->gpus;
     n->cpu_used_milli += (long)pod->cpu_milli;
     n->mem_used_bytes += pod->mem_bytes;
+    if (ledger_len(g->ledger) > 0 && pod->ns && pod->name) {
+        char key[WORKQUEUE_KEY_MAX];
+        snprintf(key, sizeof key, "%s/%s", pod->ns, pod->name);
+        ledger_seen(g->ledger, key); /* counted here: its claim is not charged again */
+    }
+}
+
+/* The room pod `name` of a decision asks for: from its create in the same
+ * decision, else from the pod cache. False when neither knows the pod (it is
+ * then claimed with no room: its bind fails and the gang is replanned). */
+static bool claim_room(controller *ctl, const char *ns, const reconcile_result *r, const char *name,
+                       ledger_claim *c) {
+    for (int i = 0; i < r->n_actions; i++) {
+        const reconcile_action *a = &r->actions[i];
+        if (a->kind != RECONCILE_CREATE || strcmp(a->resource, "pods") != 0 ||
+            strcmp(a->name, name) != 0)
+            continue;
+        cached_pod *p = cached_pod_new(a->obj);
+        if (p == NULL)
+            return false;
+        c->gpus = p->gpus;
+        c->cpu_milli = p->cpu_milli;
+        c->mem_bytes = p->mem_bytes;
+        cached_pod_release(p);
+        return true;
+    }
+    char key[WORKQUEUE_KEY_MAX];
+    snprintf(key, sizeof key, "%s/%s", ns, name);
+    cached_pod *p = cache_get(ctl->pods.cache, key);
+    if (p == NULL)
+        return false;
+    c->gpus = p->gpus;
+    c->cpu_milli = p->cpu_milli;
+    c->mem_bytes = p->mem_bytes;
+    cache_release(ctl->pods.cache, p);
+    return true;
+}
+
+/* Records the binds of decision `r` as the job's claims (replacing its old
+ * ones; a decision without binds drops them). Ledger locked. False when out
+ * of memory. */
+static bool record_claims(controller *ctl, const char *key, const char *ns,
+                          const reconcile_result *r) {
+    int n = 0;
+    for (int i = 0; i < r->n_actions; i++)
+        n += r->actions[i].kind == RECONCILE_BIND;
+    ledger_claim *claims = n ? calloc((size_t)n, sizeof *claims) : NULL;
+    if (n && claims == NULL) {
+        ledger_set(&ctl->ledger, key, NULL, 0);
+        return false;
+    }
+    char(*pods)[WORKQUEUE_KEY_MAX] = n ? calloc((size_t)n, sizeof *pods) : NULL;
+    bool ok = n == 0 || pods != NULL;
+    int k = 0;
+    for (int i = 0; ok && i < r->n_actions; i++) {
+        const reconcile_action *a = &r->actions[i];
+        if (a->kind != RECONCILE_BIND)
+            continue;
+        snprintf(pods[k], sizeof pods[k], "%s/%s", ns, a->name);
+        claims[k].pod = pods[k];
+        claims[k].node = (char *)a->node;
+        claim_room(ctl, ns, r, a->name, &claims[k]);
+        k++;
+    }
+    ok = ok && ledger_set(&ctl->ledger, key, claims, ok ? k : 0) == 0;
+    free(pods);
+    free(claims);
+    return ok;
 }
 
 static kube_resource resource_for(const char *kind, const char *ns) {
@@ -305,9 +440,11 @@ static int apply(controller *ctl, const json_t *job, const reconcile_action *a, 
             rc = KUBE_OK; /* it exists: done already */
         break;
     case RECONCILE_DELETE: {
+        /* force: grace 0, the API server removes the pod without waiting for a
+         * kubelet (its node is lost) */
         kube_delete_opts opts = {.uid = a->uid[0] ? a->uid : NULL,
                                  .propagation_policy = "Background",
-                                 .grace_period_seconds = -1};
+                                 .grace_period_seconds = a->force ? 0 : -1};
         rc = kube_delete(ctl->kc, &res, a->name, &opts, NULL, err);
         if (rc == KUBE_ENOTFOUND)
             rc = KUBE_OK;
@@ -315,6 +452,8 @@ static int apply(controller *ctl, const json_t *job, const reconcile_action *a, 
     }
     case RECONCILE_BIND:
         rc = kube_bind_pod(ctl->kc, ns, a->name, NULL, a->node, err);
+        if (rc == KUBE_ECONFLICT)
+            rc = KUBE_OK; /* bound already (our bind, observed late): the next pass sees where */
         break;
     case RECONCILE_PATCH_JOB:
         json_decref(*patched);
@@ -358,6 +497,9 @@ typedef struct run_ctx {
     json_t **patched; /* a job patch is a run of its own: only one thread writes it */
     atomic_int next;
     atomic_bool failed;
+    atomic_flag claimed;  /* the first failure is kept: */
+    int failed_at;        /* its action's index in actions */
+    kube_error first_err; /* and the API's answer */
 } run_ctx;
 
 static void *run_worker(void *arg) {
@@ -370,6 +512,10 @@ static void *run_worker(void *arg) {
                       AREAL_FIELDS({"job", r->key}, {"resource", r->actions[i].resource},
                                    {"name", r->actions[i].name}),
                       "%s %s failed: %s", r->actions[i].resource, r->actions[i].name, kerr.msg);
+            if (!atomic_flag_test_and_set(&r->claimed)) {
+                r->failed_at = i;
+                r->first_err = kerr;
+            }
             atomic_store(&r->failed, true); /* the rest of the run is not started */
         }
     }
@@ -377,11 +523,18 @@ static void *run_worker(void *arg) {
 }
 
 /* Applies n actions of one run, up to APPLY_PARALLEL at once; false when one
- * failed. A job patch leaves the patched job in *patched (see apply). */
+ * failed (then *failed_at is its index in `actions` and *ferr the API's answer).
+ * A job patch leaves the patched job in *patched (see apply). */
 static bool apply_run(controller *ctl, const json_t *job, const char *key,
-                      const reconcile_action *actions, int n, json_t **patched) {
-    run_ctx r = {
-        .ctl = ctl, .job = job, .key = key, .actions = actions, .n = n, .patched = patched};
+                      const reconcile_action *actions, int n, json_t **patched, int *failed_at,
+                      kube_error *ferr) {
+    run_ctx r = {.ctl = ctl,
+                 .job = job,
+                 .key = key,
+                 .actions = actions,
+                 .n = n,
+                 .patched = patched,
+                 .claimed = ATOMIC_FLAG_INIT};
     atomic_init(&r.next, 0);
     atomic_init(&r.failed, false);
     pthread_t helpers[APPLY_PARALLEL];
@@ -392,42 +545,167 @@ static bool apply_run(controller *ctl, const json_t *job, const char *key,
     run_worker(&r);
     for (int h = 0; h < started; h++)
         pthread_join(helpers[h], NULL);
-    return !atomic_load(&r.failed);
+    if (atomic_load(&r.failed)) {
+        *failed_at = r.failed_at;
+        *ferr = r.first_err;
+        return false;
+    }
+    return true;
+}
+
+/* The API server refused a child of the job for good: the job says so (a
+ * condition with the API's message and an Event) and is not retried until its
+ * spec changes. Returns true when that could not be written (retry). */
+static bool report_rejected(controller *ctl, const char *key, const json_t *job,
+                            const reconcile_input *in, const reconcile_action *a,
+                            const kube_error *kerr) {
+    char msg[KUBE_ERROR_MSG_MAX + 600];
+    /* kerr->msg has the request, the HTTP status and the API's own message */
+    snprintf(msg, sizeof msg, "the API server rejected %s %s%s: %s", a->resource, a->name,
+             a->kind == RECONCILE_BIND ? "'s binding" : "", kerr->msg);
+    areal_log(AREAL_LOG_ERROR, "controller", AREAL_FIELDS({"job", key}),
+              "%s; not retried until the spec changes", msg);
+    reconcile_result r;
+    areal_error aerr;
+    if (reconcile_rejected(in, msg, &r, &aerr) != AREAL_OK)
+        return true;
+    bool retry = false;
+    for (int i = 0; i < r.n_actions; i++) {
+        kube_error e;
+        if (r.actions[i].kind == RECONCILE_EVENT)
+            record_event(ctl, job, &r.actions[i], &e);
+    }
+    const json_t *meta = json_object_get(job, "metadata");
+    kube_resource res =
+        resource_for("arealjobs", json_string_value(json_object_get(meta, "namespace")));
+    json_t *patch = json_pack("{s:O}", "status", r.status);
+    kube_error e;
+    if (kube_patch(ctl->kc, &res, json_string_value(json_object_get(meta, "name")),
+                   KUBE_PATCH_MERGE, patch, "status", NULL, &e) != KUBE_OK) {
+        areal_log(AREAL_LOG_WARN, "controller", AREAL_FIELDS({"job", key}),
+                  "status write failed, retrying: %s", e.msg);
+        retry = true;
+    }
+    json_decref(patch);
+    reconcile_result_free(&r);
+    return retry;
 }
 
 /* Returns true when the key should be retried with backoff. */
+static bool has_binds(const reconcile_result *r) {
+    for (int i = 0; i < r->n_actions; i++)
+        if (r->actions[i].kind == RECONCILE_BIND)
+            return true;
+    return false;
+}
+
+/* True when the pod cache shows pod `pod_key` bound. */
+static bool pod_observed_bound(void *ud, const char *pod_key) {
+    controller *ctl = ud;
+    cached_pod *p = cache_get(ctl->pods.cache, pod_key);
+    bool bound = p != NULL && p->node_name != NULL;
+    cache_release(ctl->pods.cache, p);
+    return bound;
+}
+
 static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
     *requeue_ms = 0;
     json_t *job = cache_get(ctl->jobs.cache, key);
-    if (job == NULL)
+    if (job == NULL) {
+        ledger_lock(&ctl->ledger); /* its plan, if any, is dropped */
+        ledger_set(&ctl->ledger, key, NULL, 0);
+        ledger_unlock(&ctl->ledger);
         return false; /* deleted: owner references take the children */
+    }
+    /* The last pass bound a gang the pod cache does not show bound yet: a pass
+     * now would see it unbound and could plan it anew. Wait for the watch
+     * (usually milliseconds); after EXPECT_WINDOW_MS act on what is seen. */
+    ledger_lock(&ctl->ledger);
+    int unobserved = ledger_unobserved(&ctl->ledger, key, areal_wall_ms(), EXPECT_WINDOW_MS,
+                                       pod_observed_bound, ctl);
+    ledger_unlock(&ctl->ledger);
+    if (unobserved > 0) {
+        cache_release(ctl->jobs.cache, job);
+        *requeue_ms = 20;
+        return false;
+    }
     const json_t *meta = json_object_get(job, "metadata");
     areal_cluster cluster;
     areal_cluster_init(&cluster);
     gather g = {.ns = json_string_value(json_object_get(meta, "namespace")),
                 .job = json_string_value(json_object_get(meta, "name")),
-                .cluster = &cluster};
+                .cluster = &cluster,
+                .ledger = &ctl->ledger};
     if (g.ns == NULL)
         g.ns = "default";
     areal_keyset_init(&g.node_index);
+    areal_keyset_init(&g.all_nodes);
+    /* Planning is serialised: from reading the caches until this decision's
+     * binds are claimed, no other worker plans (the reconcile itself is pure
+     * and short; the API writes below run outside the lock). */
+    ledger_lock(&ctl->ledger);
+    ledger_begin(&ctl->ledger);
     cache_each(ctl->nodes.cache, gather_node, &g);
     cache_each(ctl->pods.cache, gather_pod, &g);
+    ledger_charge(&ctl->ledger, key, &cluster, &g.node_index);
+    for (int i = 0; i < g.n_pods; i++) { /* a node that is gone has no kubelet either */
+        const char *node =
+            json_string_value(json_object_get(json_object_get(g.pods[i], "spec"), "nodeName"));
+        if (node != NULL && !areal_keyset_has(&g.all_nodes, node)) {
+            bool listed = false;
+            for (int d = 0; d < g.n_down && !listed; d++)
+                listed = strcmp(g.down[d].name, node) == 0;
+            if (!listed)
+                add_down(&g, node, 0);
+        }
+    }
     reconcile_input in = {.job = job,
                           .pods = (const json_t *const *)g.pods,
                           .n_pods = g.n_pods,
+                          .down = g.down,
+                          .n_down = g.n_down,
                           .cluster = &cluster,
                           .now_ms = areal_wall_ms(),
                           .cfg = ctl->cfg.desired};
     reconcile_result r;
     areal_error aerr;
     bool retry = g.oom;
-    if (!retry && reconcile_job(&in, &r, &aerr) == AREAL_OK) {
+    int decided = retry ? AREAL_ENOMEM : reconcile_job(&in, &r, &aerr);
+    if (decided == AREAL_OK && !record_claims(ctl, key, g.ns, &r))
+        retry = true; /* no claim, no binds: they would be invisible to other workers */
+    ledger_unlock(&ctl->ledger);
+    if (decided == AREAL_OK && retry)
+        reconcile_result_free(&r);
+    if (!retry && decided == AREAL_OK) {
         kube_error kerr;
         json_t *patched = NULL; /* the job after this pass's own patch (finalizer) */
-        for (int i = 0, j; i < r.n_actions && !retry; i = j) {
+        bool rejected = false;
+        for (int i = 0, j; i < r.n_actions && !retry && !rejected; i = j) {
             for (j = i + 1; j < r.n_actions && same_run(&r.actions[i], &r.actions[j]); j++) {
             }
-            retry = !apply_run(ctl, job, key, &r.actions[i], j - i, &patched);
+            int at = 0;
+            retry = !apply_run(ctl, job, key, &r.actions[i], j - i, &patched, &at, &kerr);
+            const reconcile_action *fa = &r.actions[i + at];
+            if (retry && (fa->kind == RECONCILE_CREATE || fa->kind == RECONCILE_BIND) &&
+                kerr.code == KUBE_EHTTP && reconcile_error_is_permanent(kerr.http_status)) {
+                /* A retry would be refused the same way: say so once, then wait
+                 * for a new spec. The job's claims go: this plan is dropped. */
+                rejected = true;
+                ledger_lock(&ctl->ledger);
+                ledger_set(&ctl->ledger, key, NULL, 0);
+                ledger_unlock(&ctl->ledger);
+                retry = report_rejected(ctl, key, patched ? patched : job, &in, fa, &kerr);
+            }
+        }
+        if (!retry && !rejected && has_binds(&r)) {
+            ledger_lock(&ctl->ledger); /* expectations: wait to observe them */
+            ledger_bound(&ctl->ledger, key, areal_wall_ms());
+            ledger_unlock(&ctl->ledger);
+        }
+        if (rejected) {
+            r.requeue_after_ms = 0;
+            json_decref(r.status); /* the rejection's status was written instead */
+            r.status = NULL;
         }
         if (!retry && r.status != NULL) {
             /* A merge patch of the status subresource, guarded by the resourceVersion
@@ -442,8 +720,13 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
                                : json_pack("{s:O}", "status", r.status);
             kube_resource res = resource_for("arealjobs", g.ns);
             if (kube_patch(ctl->kc, &res, g.job, KUBE_PATCH_MERGE, patch, "status", NULL, &kerr) !=
-                KUBE_OK)
+                KUBE_OK) {
+                /* 409: the pass read an older job than the server has; the retry
+                 * runs on the newer one (never writing stale counters back). */
+                areal_log(AREAL_LOG_WARN, "controller", AREAL_FIELDS({"job", key}),
+                          "status write failed, retrying: %s", kerr.msg);
                 retry = true;
+            }
             json_decref(patch);
         }
         json_decref(patched);
@@ -456,7 +739,11 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
     for (int i = 0; i < g.n_pods; i++)
         json_decref(g.pods[i]);
     free(g.pods);
+    for (int i = 0; i < g.n_down; i++)
+        free((char *)g.down[i].name);
+    free(g.down);
     areal_keyset_free(&g.node_index);
+    areal_keyset_free(&g.all_nodes);
     areal_cluster_free(&cluster);
     cache_release(ctl->jobs.cache, job);
     return retry;
@@ -514,6 +801,7 @@ int controller_new(kube_client *kc, const controller_config *cfg, metrics_regist
     pthread_cond_init(&ctl->stop_cond, NULL);
     pthread_mutex_init(&ctl->events_mu, NULL);
     areal_keyset_init(&ctl->last_event);
+    ledger_init(&ctl->ledger);
     int rc = workqueue_new(NULL, &ctl->q) == 0 ? AREAL_OK
                                                : areal_error_set(err, AREAL_ENOMEM, -1, "oom");
     if (rc == AREAL_OK)
@@ -546,8 +834,15 @@ int controller_run(controller *ctl) {
     informer *infs[] = {&ctl->nodes, &ctl->pods, &ctl->jobs};
     for (int i = 0; i < 3; i++)
         infs[i]->started = pthread_create(&infs[i]->thread, NULL, informer_main, infs[i]) == 0;
+    /* No reconcile before every cache has listed once: a job reconciled on an
+     * empty node cache would be told "the cluster has no nodes", and one on an
+     * empty pod cache would create its gang again. Keys queue up meanwhile. */
+    while (!atomic_load(&ctl->stopping) && !controller_synced(ctl)) {
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     int started = 0;
-    for (; started < ctl->n_workers; started++)
+    for (; started < ctl->n_workers && !atomic_load(&ctl->stopping); started++)
         if (pthread_create(&ctl->workers[started], NULL, worker_main, ctl) != 0)
             break;
     pthread_mutex_lock(&ctl->stop_mu);
@@ -597,6 +892,7 @@ void controller_free(controller *ctl) {
     }
     workqueue_free(ctl->q);
     areal_keyset_free(&ctl->last_event);
+    ledger_free(&ctl->ledger);
     pthread_mutex_destroy(&ctl->events_mu);
     pthread_cond_destroy(&ctl->stop_cond);
     pthread_mutex_destroy(&ctl->stop_mu);

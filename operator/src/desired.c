@@ -75,13 +75,96 @@ int desired_job_alloc(const json_t *job, areal_alloc *out, areal_error *err) {
                                "spec.rollout.replicas is set but spec.allocation has no "
                                "inference component (sglang or vllm)");
     long r = (long)json_integer_value(replicas);
-    if (r == 0)
-        return areal_error_set(err, AREAL_EINVAL, -1,
-                               "spec.rollout.replicas 0: suspend the job instead of scaling the "
-                               "rollout to zero");
+    if (r == 0) {
+        /* Zero rollout servers: the gang is the trainer alone (it waits for
+         * servers); scaling never fails a job. */
+        for (int i = 0; i < out->n_components; i++)
+            if (out->comp[i].colocate_with == inference)
+                return areal_error_set(err, AREAL_EINVAL, -1,
+                                       "spec.rollout.replicas 0: component %d of spec.allocation "
+                                       "is colocated with the rollout; write its own GPUs first",
+                                       i + 1);
+        for (int i = inference; i + 1 < out->n_components; i++)
+            out->comp[i] = out->comp[i + 1];
+        out->n_components--;
+        for (int i = 0; i < out->n_components; i++)
+            if (out->comp[i].colocate_with > inference)
+                out->comp[i].colocate_with--;
+        return AREAL_OK;
+    }
     areal_strategy *s = &out->comp[inference].strategy;
     s->dp = (int)r;
     s->edp = (int)(areal_strategy_world(s) / ((long)s->pp * s->etp * s->ep));
+    return AREAL_OK;
+}
+
+/* True when `s` is a DNS-1035 label: [a-z]([-a-z0-9]*[a-z0-9])?, at most 63 bytes. */
+static bool dns_label(const char *s, bool digit_first) {
+    size_t n = strlen(s);
+    if (n == 0 || n > DESIRED_DNS_LABEL_MAX)
+        return false;
+    if (!(s[0] >= 'a' && s[0] <= 'z') && !(digit_first && s[0] >= '0' && s[0] <= '9'))
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'))
+            return false;
+    }
+    return s[n - 1] != '-';
+}
+
+int desired_check_name(const char *child, const char *what, const char *job, areal_error *err) {
+    if (dns_label(child, strcmp(what, "pod") == 0))
+        return AREAL_OK;
+    size_t n = strlen(child), over = n > DESIRED_DNS_LABEL_MAX ? n - DESIRED_DNS_LABEL_MAX : 0;
+    if (over > 0)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "metadata.name \"%s\" is too long: its %s would be \"%s\" (%zu "
+                               "characters), more than the %d of a DNS label; shorten the job's "
+                               "name by %zu characters",
+                               job, what, child, n, DESIRED_DNS_LABEL_MAX, over);
+    return areal_error_set(err, AREAL_EINVAL, -1,
+                           "metadata.name \"%s\": its %s \"%s\" must be a DNS label (lowercase "
+                           "letters, digits and '-', starting with a letter, ending with a letter "
+                           "or digit); rename the job",
+                           job, what, child);
+}
+
+int desired_job_validate(const json_t *job, areal_error *err) {
+    const char *name = job_name(job);
+    if (name == NULL)
+        return areal_error_set(err, AREAL_EINVAL, -1, "metadata.name is required");
+    /* the headless Service is named like the job and is each pod's subdomain */
+    if (desired_check_name(name, "Service", name, err) != AREAL_OK)
+        return AREAL_EINVAL;
+    const char *text = json_string_value(json_object_get(spec_of(job), "allocation"));
+    areal_alloc a;
+    if (text == NULL || areal_alloc_parse(text, &a, NULL) != AREAL_OK)
+        return AREAL_OK; /* desired_job_alloc says what is wrong with it */
+    char names[AREAL_ALLOC_MAX_COMPONENTS][AREAL_ALLOC_NAME_MAX];
+    areal_role_names(&a, names);
+    size_t i;
+    json_t *entry;
+    json_array_foreach(json_object_get(spec_of(job), "roles"), i, entry) {
+        const char *role = json_string_value(json_object_get(entry, "name"));
+        if (role == NULL)
+            return areal_error_set(err, AREAL_EINVAL, -1, "spec.roles[%zu].name is required", i);
+        bool known = strcmp(role, "trainer") == 0 || strcmp(role, "rollout") == 0;
+        for (int r = 0; r < a.n_components && !known; r++)
+            known = strcmp(role, names[r]) == 0;
+        if (!known) {
+            char list[AREAL_ALLOC_MAX_COMPONENTS * (AREAL_ALLOC_NAME_MAX + 2)] = "";
+            for (int r = 0; r < a.n_components; r++) {
+                if (r > 0)
+                    strcat(list, ", ");
+                strcat(list, names[r]);
+            }
+            return areal_error_set(err, AREAL_EINVAL, -1,
+                                   "spec.roles[%zu].name \"%s\" matches no role of "
+                                   "spec.allocation (%s) nor the kinds trainer and rollout",
+                                   i, role, list);
+        }
+    }
     return AREAL_OK;
 }
 
@@ -356,6 +439,10 @@ json_t *desired_pod(const json_t *job, const areal_alloc *alloc, const areal_pla
             json_object_update(annotations, json_object_get(layer[l], "annotations"));
     json_object_set_new(annotations, AREAL_ANNOTATION_NODE,
                         json_string(cluster->nodes[p->node].name));
+    char gang[16];
+    snprintf(gang, sizeof gang, "%d", plan->n_pods);
+    json_object_set_new(annotations, AREAL_ANNOTATION_GANG, json_string(gang));
+    json_object_set_new(annotations, AREAL_ANNOTATION_ALLOC, json_string(canonical));
     json_object_set_new(meta, "annotations", annotations);
 
     const char *pull = json_string_value(json_object_get(spec, "imagePullPolicy"));

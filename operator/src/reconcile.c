@@ -22,6 +22,10 @@
 #define DEFAULT_MAX_RESTARTS  3
 #define DEFAULT_BACKOFF_S     10
 #define DEFAULT_BACKOFF_MAX_S 300
+/* A node NotReady this long loses its pods. Kubernetes evicts after 300 s
+ * (tolerationSeconds of node.kubernetes.io/not-ready); a gang with a lost
+ * member makes no progress at all, so it is replanned much sooner. */
+#define DEFAULT_NODE_LOST_S 30
 
 void reconcile_format_time(long long ms, char buf[32]) {
     time_t t = (time_t)(ms / 1000);
@@ -161,13 +165,38 @@ static bool pod_terminated(const json_t *pod) {
     return ph && (strcmp(ph, "Succeeded") == 0 || strcmp(ph, "Failed") == 0);
 }
 
+/* How long the node of `pod` has not been Ready (ms), or -1 when it is (or
+ * the pod is not bound). */
+static long long down_for_ms(const pass *p, const json_t *pod) {
+    const char *node = str_at(pod, "spec", "nodeName");
+    for (int i = 0; node != NULL && i < p->in->n_down; i++)
+        if (strcmp(p->in->down[i].name, node) == 0) {
+            long long d = p->in->now_ms - p->in->down[i].since_ms;
+            return d < 0 ? 0 : d;
+        }
+    return -1;
+}
+
+static long long node_lost_ms(const pass *p) {
+    const json_t *fp = json_object_get(json_object_get(p->in->job, "spec"), "failurePolicy");
+    return int_at(fp, "nodeLostSeconds", NULL, DEFAULT_NODE_LOST_S) * 1000;
+}
+
+/* A pod on a node that has not been Ready for the job's grace: it will not
+ * run again, and no kubelet will confirm its deletion. */
+static bool pod_lost(const pass *p, const json_t *pod) {
+    long long d = down_for_ms(p, pod);
+    return d >= 0 && d >= node_lost_ms(p);
+}
+
 static void delete_pods(pass *p, bool keep_finished) {
     for (int i = 0; i < p->in->n_pods; i++) {
         const json_t *pod = p->in->pods[i];
         if (keep_finished && pod_terminated(pod))
             continue;
-        if (str_at(pod, "metadata", "deletionTimestamp") != NULL)
-            continue; /* already going */
+        bool lost = pod_lost(p, pod);
+        if (str_at(pod, "metadata", "deletionTimestamp") != NULL && !lost)
+            continue; /* already going (a lost one would stay Terminating forever) */
         reconcile_action *a =
             push(p->out, RECONCILE_DELETE, "pods", str_at(pod, "metadata", "name"));
         if (a == NULL) {
@@ -176,6 +205,7 @@ static void delete_pods(pass *p, bool keep_finished) {
         }
         const char *uid = str_at(pod, "metadata", "uid");
         snprintf(a->uid, sizeof a->uid, "%s", uid ? uid : "");
+        a->force = lost;
     }
 }
 
@@ -258,7 +288,28 @@ static void write_placement(pass *p, const areal_plan *plan) {
                         json_pack("{s:o,s:o}", "pods", pods, "quality", quality));
 }
 
-/* Plans, creates and binds the whole gang. */
+static const char *annotation(const json_t *pod, const char *key) {
+    return json_string_value(
+        json_object_get(json_object_get(json_object_get(pod, "metadata"), "annotations"), key));
+}
+
+/* The index in `plan` of the pod named `name`, or -1. */
+static int plan_pod(const areal_plan *plan, const char *name) {
+    for (int i = 0; name != NULL && i < plan->n_pods; i++)
+        if (strcmp(plan->pods[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+/*
+ * Plans the gang, creates what is missing of it, then binds every pod. The
+ * job may have unbound pods already: an earlier pass created part of the gang
+ * and was cut short (the API server or the operator restarted). They are kept
+ * when the new plan has them on the nodes they were planned for (the missing
+ * ones are created first, then the whole gang is bound); otherwise they are
+ * deleted and the gang is planned afresh once they are gone. Never binds a
+ * part of a gang: every bind follows every create of the same pass.
+ */
 static void start_gang(pass *p, const areal_alloc *alloc, areal_error *err) {
     const reconcile_input *in = p->in;
     const json_t *spec = json_object_get(in->job, "spec");
@@ -284,6 +335,47 @@ static void start_gang(pass *p, const areal_alloc *alloc, areal_error *err) {
         set_phase(p, "Pending");
         if (set_condition(p, "Scheduled", false, "Unschedulable", perr.msg))
             event(p, true, "Unschedulable", "%s", perr.msg);
+        if (in->n_pods > 0)
+            delete_pods(p, false); /* a partial gang of an earlier plan holds nothing */
+        return;
+    }
+    for (int i = 0; i < plan.n_pods; i++) {
+        if (desired_check_name(plan.pods[i].name, "pod", p->name, &perr) != AREAL_OK) {
+            areal_plan_free(&plan);
+            set_phase(p, "Failed");
+            if (set_condition(p, "Scheduled", false, "InvalidSpec", perr.msg))
+                event(p, true, "InvalidSpec", "%s", perr.msg);
+            delete_pods(p, false);
+            return;
+        }
+    }
+    bool *exists = calloc((size_t)plan.n_pods + 1, sizeof *exists);
+    if (exists == NULL) {
+        areal_plan_free(&plan);
+        p->oom = true;
+        return;
+    }
+    bool consistent = true;
+    for (int i = 0; i < in->n_pods; i++) {
+        const json_t *pod = in->pods[i];
+        int k = plan_pod(&plan, str_at(pod, "metadata", "name"));
+        const char *node = annotation(pod, AREAL_ANNOTATION_NODE);
+        if (k < 0 || node == NULL || str_at(pod, "spec", "nodeName") != NULL ||
+            strcmp(node, in->cluster->nodes[plan.pods[k].node].name) != 0)
+            consistent = false;
+        else
+            exists[k] = true;
+    }
+    if (!consistent) {
+        free(exists);
+        areal_plan_free(&plan);
+        delete_pods(p, false);
+        set_phase(p, "Pending");
+        if (set_condition(p, "Scheduled", false, "Replanning",
+                          "pods of an earlier plan do not match a new one; they are deleted and "
+                          "the gang is planned again"))
+            event(p, false, "Replanning", "deleting %d pods of an unfinished earlier plan",
+                  in->n_pods);
         return;
     }
     if (!in->has_service) {
@@ -299,6 +391,8 @@ static void start_gang(pass *p, const areal_alloc *alloc, areal_error *err) {
             a->obj = desired_configmap(in->job, alloc, &plan, in->cluster, &in->cfg);
     }
     for (int i = 0; i < plan.n_pods && !p->oom; i++) {
+        if (exists[i])
+            continue; /* created by an earlier pass of the same plan */
         reconcile_action *a = push(p->out, RECONCILE_CREATE, "pods", plan.pods[i].name);
         if (a == NULL ||
             (a->obj = desired_pod(in->job, alloc, &plan, in->cluster, i, &in->cfg, NULL)) == NULL)
@@ -320,6 +414,7 @@ static void start_gang(pass *p, const areal_alloc *alloc, areal_error *err) {
     snprintf(msg, sizeof msg, "%d pods bound as one gang on %ld GPUs", plan.n_pods, plan.gpus);
     if (set_condition(p, "Scheduled", true, "GangBound", msg))
         event(p, false, "GangBound", "%s", msg);
+    free(exists);
     areal_plan_free(&plan);
 }
 
@@ -356,6 +451,47 @@ static long backoff_ms(const json_t *spec, long long restarts) {
     for (long long i = 1; i < restarts && d < max; i++)
         d *= 2;
     return (long)((d < max ? d : max) * 1000);
+}
+
+bool reconcile_error_is_permanent(int http_status) {
+    return http_status == 400 || http_status == 403 || http_status == 422;
+}
+
+int reconcile_rejected(const reconcile_input *in, const char *message, reconcile_result *out,
+                       areal_error *err) {
+    memset(out, 0, sizeof *out);
+    pass p = {.in = in,
+              .out = out,
+              .old_status = json_object_get(in->job, "status"),
+              .name = str_at(in->job, "metadata", "name")};
+    if (p.name == NULL)
+        return areal_error_set(err, AREAL_EINVAL, -1, "the job has no metadata.name");
+    reconcile_format_time(in->now_ms, p.now);
+    p.status = json_is_object(p.old_status) ? json_deep_copy(p.old_status) : json_object();
+    if (p.status == NULL)
+        return areal_error_set(err, AREAL_ENOMEM, -1, "out of memory");
+    /* every other condition stays; Scheduled is set anew */
+    json_t *conds = json_array();
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(p.old_status, "conditions"), i, c) {
+        const char *t = str_at(c, "type", NULL);
+        if (t == NULL || strcmp(t, "Scheduled") != 0)
+            json_array_append(conds, c);
+    }
+    json_object_set_new(p.status, "conditions", conds);
+    set_phase(&p, "Failed");
+    json_object_set_new(p.status, "observedGeneration",
+                        json_integer(int_at(in->job, "metadata", "generation", 0)));
+    if (set_condition(&p, "Scheduled", false, "ChildRejected", message))
+        event(&p, true, "ChildRejected", "%s", message);
+    if (p.oom) {
+        reconcile_result_free(out);
+        json_decref(p.status);
+        return areal_error_set(err, AREAL_ENOMEM, -1, "out of memory");
+    }
+    out->status = p.status;
+    return AREAL_OK;
 }
 
 int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error *err) {
@@ -406,9 +542,22 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
         patch_finalizers(&p, true);
 
     const char *phase = old_phase(&p);
+    const json_t *sched = old_condition(&p, "Scheduled");
+    const char *sched_reason = str_at(sched, "reason", NULL);
+    bool spec_failure = sched_reason && (strcmp(sched_reason, "ChildRejected") == 0 ||
+                                         strcmp(sched_reason, "InvalidSpec") == 0 ||
+                                         strcmp(sched_reason, "InvalidAllocation") == 0);
+    if (strcmp(phase, "Failed") == 0 && spec_failure &&
+        int_at(sched, "observedGeneration", NULL, -1) != int_at(job, "metadata", "generation", 0))
+        phase = ""; /* the spec changed since it was refused: try again */
     areal_alloc alloc;
     areal_error perr;
     bool alloc_ok = desired_job_alloc(job, &alloc, &perr) == AREAL_OK;
+    areal_error verr;
+    bool spec_ok = desired_job_validate(job, &verr) == AREAL_OK;
+    char canonical[4096] = "";
+    if (alloc_ok)
+        areal_alloc_format(&alloc, canonical, sizeof canonical);
     if (alloc_ok) {
         long rollout = 0;
         for (int i = 0; i < alloc.n_components; i++)
@@ -419,10 +568,23 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
 
     /* Count the pods. */
     int ready = 0, bound = 0, failed = -1, master_succeeded = 0, terminating = 0;
+    int lost = -1, lost_terminating = 0;
+    long long lost_in = -1; /* ms until the first pod on a down node is lost */
     for (int i = 0; i < in->n_pods; i++) {
         const json_t *pod = in->pods[i];
         const char *ph = str_at(pod, "status", "phase");
-        terminating += str_at(pod, "metadata", "deletionTimestamp") != NULL;
+        bool going = str_at(pod, "metadata", "deletionTimestamp") != NULL;
+        terminating += going;
+        long long down = down_for_ms(&p, pod);
+        if (down >= 0 && !pod_terminated(pod)) {
+            if (down >= node_lost_ms(&p)) {
+                lost_terminating += going;
+                if (lost < 0 && !going)
+                    lost = i;
+            } else if (lost_in < 0 || node_lost_ms(&p) - down < lost_in) {
+                lost_in = node_lost_ms(&p) - down;
+            }
+        }
         ready += pod_ready(pod);
         bound += str_at(pod, "spec", "nodeName") != NULL;
         if (ph && strcmp(ph, "Failed") == 0 && failed < 0)
@@ -433,6 +595,25 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
             master_succeeded = 1;
     }
     json_object_set_new(p.status, "readyPods", json_integer(ready));
+    /* A gang planned from another allocation (spec.rollout.replicas scaled, or
+     * the allocation changed while suspended) is replaced whole. */
+    bool rescale = false;
+    for (int i = 0; alloc_ok && i < in->n_pods; i++) {
+        const char *was = annotation(in->pods[i], AREAL_ANNOTATION_ALLOC);
+        if (was != NULL && strcmp(was, canonical) != 0 &&
+            str_at(in->pods[i], "metadata", "deletionTimestamp") == NULL)
+            rescale = true;
+    }
+    /* The gang's size as its pods say (written into each at creation): a lost
+     * status write must not make a partial gang look whole. */
+    for (int i = 0; i < in->n_pods; i++) {
+        const char *g = annotation(in->pods[i], AREAL_ANNOTATION_GANG);
+        long long n = g ? strtoll(g, NULL, 10) : 0;
+        if (n > planned && str_at(in->pods[i], "metadata", "deletionTimestamp") == NULL)
+            planned = n;
+    }
+    if (planned > 0)
+        json_object_set_new(p.status, "pods", json_integer(planned));
 
     if (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0) {
         set_phase(&p, phase); /* terminal: only clean up what still runs */
@@ -441,6 +622,11 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
         set_phase(&p, "Failed");
         if (set_condition(&p, "Scheduled", false, "InvalidAllocation", perr.msg))
             event(&p, true, "InvalidAllocation", "%s", perr.msg);
+        delete_pods(&p, false);
+    } else if (!spec_ok) {
+        set_phase(&p, "Failed");
+        if (set_condition(&p, "Scheduled", false, "InvalidSpec", verr.msg))
+            event(&p, true, "InvalidSpec", "%s", verr.msg);
         delete_pods(&p, false);
     } else if (json_is_true(json_object_get(spec, "suspend"))) {
         set_phase(&p, "Suspended");
@@ -457,9 +643,22 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
         /* Pods of this gang are stopping (their kubelets send SIGTERM and wait
          * out the grace period; a stopped pod may report Failed): that is the
          * end of the last restart, not a new failure. Act once they are gone;
-         * their deletion events bring the job back. */
+         * their deletion events bring the job back. One on a lost node has no
+         * kubelet to confirm: it is deleted with grace 0. */
         set_phase(&p, phase);
-    } else if (failed >= 0 || (planned > 0 && bound > 0 && in->n_pods < planned)) {
+        if (lost_terminating > 0)
+            delete_pods(&p, false);
+    } else if (rescale) {
+        /* Not a failure: no restart is counted; the new gang is planned once
+         * the old one is gone (their deletion events bring the job back). */
+        delete_pods(&p, false);
+        json_object_set_new(p.status, "pods", json_integer(0));
+        set_phase(&p, "Pending");
+        char msg[4200];
+        snprintf(msg, sizeof msg, "the allocation is now %s; the gang is planned again", canonical);
+        if (set_condition(&p, "Scheduled", false, "Rescaling", msg))
+            event(&p, false, "Rescaling", "%s", msg);
+    } else if (failed >= 0 || lost >= 0 || (planned > 0 && bound > 0 && in->n_pods < planned)) {
         /* One pod failed or vanished: the gang restarts, same ranks, after a backoff. */
         long long max_restarts = int_at(json_object_get(spec, "failurePolicy"), "maxRestarts", NULL,
                                         DEFAULT_MAX_RESTARTS);
@@ -467,6 +666,11 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
         if (failed >= 0)
             snprintf(why, sizeof why, "pod %s failed (exit code %d)",
                      str_at(in->pods[failed], "metadata", "name"), pod_exit_code(in->pods[failed]));
+        else if (lost >= 0)
+            snprintf(why, sizeof why, "pod %s is lost: node %s has not been Ready for %llds",
+                     str_at(in->pods[lost], "metadata", "name"),
+                     str_at(in->pods[lost], "spec", "nodeName"),
+                     down_for_ms(&p, in->pods[lost]) / 1000);
         else
             snprintf(why, sizeof why, "%d of %lld pods are gone", (int)planned - in->n_pods,
                      planned);
@@ -500,9 +704,14 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
         } else {
             start_gang(&p, &alloc, err);
         }
+    } else if (bound == 0 && (planned == 0 || in->n_pods < planned)) {
+        /* Part of a gang created, none of it bound (the API server or the operator
+         * restarted mid-create): create the rest first, then bind it whole. */
+        start_gang(&p, &alloc, err);
     } else if (bound < in->n_pods) {
-        /* Created but not all bound (a crash between create and bind, or a failed bind):
-         * bind the rest to their planned nodes; a pod without a plan restarts the gang. */
+        /* Every planned pod exists but not all are bound (a crash between binds, or a
+         * failed bind): bind the rest to their planned nodes; a pod without a plan
+         * restarts the gang. */
         bool planned_all = true;
         for (int i = 0; i < in->n_pods; i++) {
             const json_t *pod = in->pods[i];
@@ -528,7 +737,8 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
             set_condition(&p, "Scheduled", false, "Replanning", "pods without a planned node");
         }
     } else {
-        bool all_running = in->n_pods > 0;
+        /* Running only with every planned pod bound and running. */
+        bool all_running = in->n_pods > 0 && in->n_pods >= planned;
         for (int i = 0; i < in->n_pods; i++) {
             const char *ph = str_at(in->pods[i], "status", "phase");
             all_running = all_running && ph && strcmp(ph, "Running") == 0;
@@ -538,6 +748,9 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
         if (all_running && strcmp(phase, "Running") != 0)
             event(&p, false, "Running", "all %d pods are running", in->n_pods);
     }
+    /* a pod on a node that went down is lost when the grace ends: look again then */
+    if (lost_in >= 0 && (out->requeue_after_ms <= 0 || lost_in + 100 < out->requeue_after_ms))
+        out->requeue_after_ms = (long)lost_in + 100;
     if (json_object_get(p.status, "conditions") == NULL) {
         json_t *old = json_object_get(p.old_status, "conditions");
         if (old != NULL)

@@ -66,12 +66,52 @@ static void alloc_takes_rollout_replicas(void **state) {
     assert_non_null(strstr(e.msg, "no inference component"));
     json_object_set_new(spec, "allocation", json_string("sglang:d2+megatron:d2"));
     json_object_set_new(json_object_get(spec, "rollout"), "replicas", json_integer(0));
-    assert_int_equal(desired_job_alloc(job, &a, &e), AREAL_EINVAL);
-    assert_non_null(strstr(e.msg, "suspend"));
+    /* scaled to zero: the trainer alone (issue 11: scaling never fails a job) */
+    assert_int_equal(desired_job_alloc(job, &a, &e), AREAL_OK);
+    assert_int_equal(a.n_components, 1);
+    assert_false(areal_backend_is_inference(a.comp[0].backend));
+    assert_int_equal(areal_alloc_total_gpus(&a), 2);
     json_object_del(spec, "allocation");
     assert_int_equal(desired_job_alloc(job, &a, &e), AREAL_EINVAL);
     assert_non_null(strstr(e.msg, "spec.allocation is required"));
     json_decref(job);
+}
+
+/* Issue 11: what the API server would refuse child by child is refused
+ * first, naming the field. */
+static void validate_names_the_field(void **state) {
+    (void)state;
+    json_t *job = load(JOB);
+    areal_error e;
+    assert_int_equal(desired_job_validate(job, &e), AREAL_OK);
+    json_t *roles = json_object_get(json_object_get(job, "spec"), "roles");
+    json_object_set_new(json_array_get(roles, 1), "name", json_string("trainr"));
+    assert_int_equal(desired_job_validate(job, &e), AREAL_EINVAL);
+    assert_non_null(strstr(e.msg, "spec.roles[1].name \"trainr\" matches no role"));
+    json_object_set_new(json_array_get(roles, 1), "name", json_string("rollout"));
+
+    json_t *meta = json_object_get(job, "metadata");
+    json_object_set_new(meta, "name", json_string("my.job"));
+    assert_int_equal(desired_job_validate(job, &e), AREAL_EINVAL);
+    assert_non_null(strstr(e.msg, "metadata.name \"my.job\""));
+    assert_non_null(strstr(e.msg, "DNS label"));
+    char long_name[71];
+    memset(long_name, 'a', 70);
+    long_name[70] = '\0';
+    json_object_set_new(meta, "name", json_string(long_name));
+    assert_int_equal(desired_job_validate(job, &e), AREAL_EINVAL);
+    assert_non_null(strstr(e.msg, "too long"));
+    assert_non_null(strstr(e.msg, "by 7 characters"));
+    json_decref(job);
+
+    /* 63 fits the Service, not the pods: gsm8k-like name of 57 + "-rollout-0" */
+    char pod[80];
+    memset(pod, 'b', 57);
+    snprintf(pod + 57, sizeof pod - 57, "-rollout-0");
+    assert_int_equal(desired_check_name(pod, "pod", "bbb", &e), AREAL_EINVAL);
+    assert_non_null(strstr(e.msg, "(67 characters)"));
+    assert_non_null(strstr(e.msg, "by 4 characters"));
+    assert_int_equal(desired_check_name("j-trainer-0", "pod", "j", &e), AREAL_OK);
 }
 
 /* 4 nodes of 8 GPUs; nodes 2 and 3 carry gpu=h200. */
@@ -275,6 +315,7 @@ static void gpu_pods_get_a_memory_backed_dev_shm(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(alloc_takes_rollout_replicas),
+        cmocka_unit_test(validate_names_the_field),
         cmocka_unit_test(pods_carry_plan_environment_and_overrides),
         cmocka_unit_test(gpu_pods_get_a_memory_backed_dev_shm),
     };

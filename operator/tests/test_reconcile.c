@@ -31,6 +31,8 @@ typedef struct world {
     long long now;
     int events;
     char last_event[64];
+    reconcile_down_node down[4];
+    int n_down;
 } world;
 
 static const char *JOB = "{\"apiVersion\":\"areal.io/v1alpha1\",\"kind\":\"AReaLJob\","
@@ -77,6 +79,8 @@ static reconcile_result step(world *w) {
                           .has_service = w->service,
                           .has_configmap = w->configmap,
                           .cluster = &w->cluster,
+                          .down = w->down,
+                          .n_down = w->n_down,
                           .now_ms = w->now};
     reconcile_result r;
     areal_error e;
@@ -408,8 +412,326 @@ static void a_crash_between_create_and_bind_is_repaired(void **state) {
     world_free(&w);
 }
 
+/* Issue 11: the API server restarted mid-create and kept only part of the gang;
+ * none of it is bound. The missing pod is created first, then the whole gang
+ * is bound; the pods that exist are kept (no restart). */
+static void a_partial_gang_is_completed_before_any_bind(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    reconcile_result r = step(&w);
+    reconcile_result_free(&r);
+    assert_int_equal(w.n_pods, 3);
+    for (int i = 0; i < w.n_pods; i++)
+        json_object_del(json_object_get(w.pods[i], "spec"), "nodeName");
+    char lost[128];
+    snprintf(lost, sizeof lost, "%s",
+             json_string_value(json_object_get(json_object_get(w.pods[1], "metadata"), "name")));
+    json_decref(w.pods[1]);
+    w.pods[1] = w.pods[--w.n_pods];
+    r = step(&w); /* the world asserts no pod is created twice, none bound twice */
+    assert_int_equal(count_kind(&r, RECONCILE_DELETE), 0);
+    assert_int_equal(count_kind(&r, RECONCILE_CREATE), 1);
+    assert_int_equal(count_kind(&r, RECONCILE_BIND), 3);
+    int create = -1, first_bind = -1;
+    for (int i = 0; i < r.n_actions; i++) {
+        if (r.actions[i].kind == RECONCILE_CREATE) {
+            assert_string_equal(r.actions[i].name, lost);
+            create = i;
+        }
+        if (r.actions[i].kind == RECONCILE_BIND && first_bind < 0)
+            first_bind = i;
+    }
+    assert_true(create >= 0 && create < first_bind);
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(w.job, "status"), "restarts")), 0);
+    reconcile_result_free(&r);
+    world_free(&w);
+}
+
+/* Issue 11: a gang whose pods are not all there is never Running, even when
+ * the status that counted them was lost: the pods carry the gang's size. */
+static void running_needs_every_planned_pod(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    reconcile_result r = step(&w);
+    reconcile_result_free(&r);
+    json_object_del(json_object_get(w.job, "status"), "pods"); /* a lost status write */
+    json_decref(w.pods[0]);
+    w.pods[0] = w.pods[--w.n_pods];
+    kubelet_sets(&w, "Running", true);
+    r = step(&w);
+    assert_string_not_equal(phase(&w), "Running");
+    assert_string_equal(phase(&w), "Restarting");
+    assert_int_equal(count_kind(&r, RECONCILE_DELETE), 2);
+    reconcile_result_free(&r);
+    world_free(&w);
+}
+
+/* Issue 11: a child rejected for good fails the job with the API's message;
+ * reconciles then only clean up, until the spec (generation) changes. */
+static void a_rejected_child_waits_for_a_new_spec(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    reconcile_result r = step(&w); /* the gang is created */
+    reconcile_result_free(&r);
+    reconcile_input in = {.job = w.job, .cluster = &w.cluster, .now_ms = w.now};
+    areal_error e;
+    assert_int_equal(
+        reconcile_rejected(&in, "spec.containers[0].env[0].name: Invalid value", &r, &e), AREAL_OK);
+    assert_int_equal(count_kind(&r, RECONCILE_EVENT), 1);
+    assert_non_null(r.status);
+    json_object_set(w.job, "status", r.status);
+    reconcile_result_free(&r);
+    assert_string_equal(phase(&w), "Failed");
+
+    r = step(&w); /* the rejected gang's pods go; nothing is created */
+    assert_int_equal(count_kind(&r, RECONCILE_CREATE), 0);
+    assert_int_equal(count_kind(&r, RECONCILE_DELETE), 3);
+    reconcile_result_free(&r);
+    assert_int_equal(w.n_pods, 0);
+    r = step(&w);
+    assert_int_equal(r.n_actions, 0);
+    assert_null(r.status); /* idle */
+    reconcile_result_free(&r);
+    const json_t *c =
+        json_array_get(json_object_get(json_object_get(w.job, "status"), "conditions"), 0);
+    assert_string_equal(json_string_value(json_object_get(c, "reason")), "ChildRejected");
+    assert_non_null(strstr(json_string_value(json_object_get(c, "message")), "env[0].name"));
+
+    json_object_set_new(json_object_get(w.job, "metadata"), "generation", json_integer(2));
+    r = step(&w); /* a new spec: planned again */
+    assert_int_equal(count_kind(&r, RECONCILE_BIND), 3);
+    assert_string_equal(phase(&w), "Pending");
+    reconcile_result_free(&r);
+    world_free(&w);
+}
+
+static int rollout_pods(const world *w) {
+    int n = 0;
+    for (int i = 0; i < w->n_pods; i++) {
+        const char *kind = json_string_value(
+            json_object_get(json_object_get(json_object_get(w->pods[i], "metadata"), "labels"),
+                            "areal.io/role-kind"));
+        n += kind && strcmp(kind, "rollout") == 0;
+    }
+    return n;
+}
+
+static long long restarts_of(const world *w) {
+    return json_integer_value(json_object_get(json_object_get(w->job, "status"), "restarts"));
+}
+
+static void set_replicas(world *w, int n) {
+    json_t *spec = json_object_get(w->job, "spec");
+    json_object_set_new(spec, "rollout", json_pack("{s:i}", "replicas", n));
+}
+
+/* Issue 11: scaling 2 -> 0 -> 2 never fails the job: at zero the trainer runs
+ * alone; each change replaces the gang without counting a restart. */
+static void scaling_to_zero_and_back_never_fails(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    reconcile_result r = step(&w);
+    reconcile_result_free(&r);
+    assert_int_equal(rollout_pods(&w), 2);
+    kubelet_sets(&w, "Running", true);
+    reconcile_result_free((r = step(&w), &r));
+    assert_string_equal(phase(&w), "Running");
+
+    set_replicas(&w, 0);
+    r = step(&w); /* the old gang goes */
+    assert_string_equal(phase(&w), "Pending");
+    assert_string_equal(w.last_event, "Rescaling");
+    assert_int_equal(w.n_pods, 0);
+    reconcile_result_free(&r);
+    r = step(&w); /* the trainer alone */
+    assert_true(count_kind(&r, RECONCILE_BIND) > 0);
+    reconcile_result_free(&r);
+    assert_true(w.n_pods > 0);
+    assert_int_equal(rollout_pods(&w), 0);
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(w.job, "status"), "rolloutReplicas")),
+        0);
+    kubelet_sets(&w, "Running", true);
+    reconcile_result_free((r = step(&w), &r));
+    assert_string_equal(phase(&w), "Running");
+
+    set_replicas(&w, 2);
+    reconcile_result_free((r = step(&w), &r));
+    assert_string_equal(phase(&w), "Pending");
+    assert_int_equal(w.n_pods, 0);
+    reconcile_result_free((r = step(&w), &r));
+    assert_int_equal(rollout_pods(&w), 2);
+    assert_int_equal(restarts_of(&w), 0);
+    world_free(&w);
+}
+
+/* Issue 11: a role override that names no role, or a name too long for the
+ * pods' hostnames, fails the job with the field named and creates nothing;
+ * a fixed spec (a new generation) is placed. */
+static void refused_names_fail_with_the_field(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    json_object_set_new(json_object_get(w.job, "spec"), "roles",
+                        json_pack("[{s:s}]", "name", "trainr"));
+    reconcile_result r = step(&w);
+    assert_int_equal(count_kind(&r, RECONCILE_CREATE), 0);
+    reconcile_result_free(&r);
+    assert_string_equal(phase(&w), "Failed");
+    assert_string_equal(w.last_event, "InvalidSpec");
+    const json_t *c =
+        json_array_get(json_object_get(json_object_get(w.job, "status"), "conditions"), 0);
+    assert_non_null(strstr(json_string_value(json_object_get(c, "message")), "spec.roles[0].name"));
+
+    json_object_del(json_object_get(w.job, "spec"), "roles");
+    json_object_set_new(json_object_get(w.job, "metadata"), "generation", json_integer(2));
+    r = step(&w);
+    assert_true(count_kind(&r, RECONCILE_BIND) > 0);
+    reconcile_result_free(&r);
+    world_free(&w);
+
+    /* 60 characters: a valid Service name, but "<name>-rollout-0" has 70 */
+    world_init(&w, 3);
+    char name[61];
+    memset(name, 'n', 60);
+    name[60] = '\0';
+    json_object_set_new(json_object_get(w.job, "metadata"), "name", json_string(name));
+    r = step(&w);
+    assert_int_equal(count_kind(&r, RECONCILE_CREATE), 0);
+    reconcile_result_free(&r);
+    assert_string_equal(phase(&w), "Failed");
+    c = json_array_get(json_object_get(json_object_get(w.job, "status"), "conditions"), 0);
+    assert_non_null(strstr(json_string_value(json_object_get(c, "message")), "too long"));
+    world_free(&w);
+}
+
+static const char *node_of(const json_t *pod) {
+    return json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
+}
+
+/* Issue 11: a node stops under a running gang. Within the grace nothing
+ * happens (but the job looks again when it ends); past it, the gang
+ * restarts: the pod on the dead node is deleted with grace 0, the others
+ * normally, and the new gang avoids the node (it is not ready). */
+static void a_dead_node_restarts_the_gang_elsewhere(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 4);
+    reconcile_result r = step(&w);
+    reconcile_result_free(&r);
+    kubelet_sets(&w, "Running", true);
+    reconcile_result_free((r = step(&w), &r));
+    assert_string_equal(phase(&w), "Running");
+    static char dead[64];
+    snprintf(dead, sizeof dead, "%s", node_of(w.pods[0]));
+    for (int i = 0; i < w.cluster.n_nodes; i++)
+        if (strcmp(w.cluster.nodes[i].name, dead) == 0)
+            w.cluster.nodes[i].ready = false;
+    w.down[0] = (reconcile_down_node){dead, w.now - 10000};
+    w.n_down = 1;
+
+    r = step(&w); /* 10 s of the default 30: wait, and look again when it ends */
+    assert_int_equal(count_kind(&r, RECONCILE_DELETE), 0);
+    assert_true(r.requeue_after_ms >= 20000 && r.requeue_after_ms <= 21000);
+    reconcile_result_free(&r);
+    assert_string_equal(phase(&w), "Running");
+
+    w.now += 21000;
+    int on_dead = 0;
+    for (int i = 0; i < w.n_pods; i++)
+        on_dead += strcmp(node_of(w.pods[i]), dead) == 0;
+    int n = w.n_pods;
+    reconcile_input in = {.job = w.job,
+                          .pods = (const json_t *const *)w.pods,
+                          .n_pods = w.n_pods,
+                          .has_service = true,
+                          .has_configmap = true,
+                          .cluster = &w.cluster,
+                          .down = w.down,
+                          .n_down = 1,
+                          .now_ms = w.now};
+    areal_error e;
+    assert_int_equal(reconcile_job(&in, &r, &e), AREAL_OK);
+    int forced = 0, deletes = 0;
+    for (int i = 0; i < r.n_actions; i++) {
+        if (r.actions[i].kind != RECONCILE_DELETE)
+            continue;
+        deletes++;
+        int k = find_pod(&w, r.actions[i].name);
+        assert_true(k >= 0);
+        bool there = strcmp(node_of(w.pods[k]), dead) == 0;
+        assert_int_equal(r.actions[i].force, there); /* grace 0 only where no kubelet is */
+        forced += r.actions[i].force;
+    }
+    assert_int_equal(deletes, n);
+    assert_int_equal(forced, on_dead);
+    reconcile_result_free(&r);
+    reconcile_result_free((r = step(&w), &r)); /* applied */
+    assert_string_equal(phase(&w), "Restarting");
+    assert_string_equal(w.last_event, "GangRestarting");
+    assert_int_equal(w.n_pods, 0);
+
+    w.now += 60000; /* past the backoff */
+    reconcile_result_free((r = step(&w), &r));
+    assert_true(w.n_pods > 0);
+    for (int i = 0; i < w.n_pods; i++)
+        assert_string_not_equal(node_of(w.pods[i]), dead);
+    world_free(&w);
+}
+
+/* Issue 11: a pod already Terminating on a dead node (deleted before its node
+ * died) would wait forever for a kubelet: it is deleted again with grace 0. */
+static void a_terminating_pod_on_a_dead_node_is_forced(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    reconcile_result r = step(&w);
+    reconcile_result_free(&r);
+    json_object_set_new(json_object_get(w.pods[0], "metadata"), "deletionTimestamp",
+                        json_string("2026-11-29T21:00:00Z"));
+    r = step(&w); /* a live node: it is going, wait */
+    assert_int_equal(count_kind(&r, RECONCILE_DELETE), 0);
+    reconcile_result_free(&r);
+    static char dead[64];
+    snprintf(dead, sizeof dead, "%s", node_of(w.pods[0]));
+    w.down[0] = (reconcile_down_node){dead, 0};
+    w.n_down = 1;
+    reconcile_input in = {.job = w.job,
+                          .pods = (const json_t *const *)w.pods,
+                          .n_pods = w.n_pods,
+                          .has_service = true,
+                          .has_configmap = true,
+                          .cluster = &w.cluster,
+                          .down = w.down,
+                          .n_down = 1,
+                          .now_ms = w.now};
+    areal_error e;
+    assert_int_equal(reconcile_job(&in, &r, &e), AREAL_OK);
+    bool forced = false;
+    for (int i = 0; i < r.n_actions; i++)
+        if (r.actions[i].kind == RECONCILE_DELETE && r.actions[i].force)
+            forced |= strcmp(r.actions[i].name,
+                             json_string_value(json_object_get(
+                                 json_object_get(w.pods[0], "metadata"), "name"))) == 0;
+    assert_true(forced);
+    reconcile_result_free(&r);
+    world_free(&w);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_dead_node_restarts_the_gang_elsewhere),
+        cmocka_unit_test(a_terminating_pod_on_a_dead_node_is_forced),
+        cmocka_unit_test(scaling_to_zero_and_back_never_fails),
+        cmocka_unit_test(refused_names_fail_with_the_field),
+        cmocka_unit_test(a_rejected_child_waits_for_a_new_spec),
+        cmocka_unit_test(a_partial_gang_is_completed_before_any_bind),
+        cmocka_unit_test(running_needs_every_planned_pod),
         cmocka_unit_test(creates_and_binds_the_gang_where_the_planner_says),
         cmocka_unit_test(failed_pod_restarts_the_gang_with_backoff_then_fails),
         cmocka_unit_test(stopping_pods_are_not_a_new_failure),

@@ -30,9 +30,21 @@ typedef struct evlog {
     size_t n, cap;
 } evlog;
 
-static const char *const COUNTERS[] = {"list",   "watch", "create", "bind", "patch",
-                                       "delete", "gone",  "event",  "get",  NULL};
-#define N_COUNTERS 9
+static const char *const COUNTERS[] = {
+    "list",  "watch", "create",       "bind",          "patch",  "delete",       "gone",
+    "event", "get",   "bind-missing", "bind-conflict", "failed", "force-delete", NULL};
+#define N_COUNTERS 13
+
+/* An injected failure: the next `times` requests of `what` on resource r (-1: all). */
+typedef struct fault {
+    char what[16]; /* "list", "create", "bind", "patch", "delete" */
+    int r;
+    int code;
+    char reason[64];
+    char msg[256];
+    int times;
+} fault;
+#define MAX_FAULTS 8
 
 struct fake_api {
     kts *srv;
@@ -44,6 +56,9 @@ struct fake_api {
     bool gone[R_COUNT];
     int gen_pods, gen_nodes;
     long counts[N_COUNTERS];
+    fault faults[MAX_FAULTS];
+    int n_faults;
+    bool graceful_pods;
 };
 
 /* ---- store and events (lock held) --------------------------------------------- */
@@ -345,9 +360,14 @@ static int do_create(fake_api *f, const route *rt, const kts_request *rq, kts_an
         json_t *pod = json_deep_copy(json_object_get(f->store[R_PODS], key));
         const char *node =
             json_string_value(json_object_get(json_object_get(body, "target"), "name"));
+        const char *bound =
+            json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
         if (pod == NULL || node == NULL) {
             count(f, "bind-missing");
             rc = answer_status(a, 404, "NotFound", "fake_api: no such pod");
+        } else if (bound != NULL) { /* as the real server: a pod is bound once */
+            count(f, "bind-conflict");
+            rc = answer_status(a, 409, "Conflict", "fake_api: the pod is already assigned");
         } else {
             json_t *spec = json_object_get(pod, "spec");
             if (!json_is_object(spec))
@@ -390,6 +410,18 @@ static int do_patch(fake_api *f, const route *rt, const kts_request *rq, kts_ans
         json_decref(patch);
         return answer_status(a, 404, "NotFound", "fake_api: no such object");
     }
+    /* optimistic concurrency, as the real server: a patch naming a
+     * resourceVersion applies only to that version */
+    const char *want =
+        json_string_value(json_object_get(json_object_get(patch, "metadata"), "resourceVersion"));
+    const char *have =
+        json_string_value(json_object_get(json_object_get(cur, "metadata"), "resourceVersion"));
+    if (want != NULL && (have == NULL || strcmp(want, have) != 0)) {
+        json_decref(patch);
+        return answer_status(a, 409, "Conflict",
+                             "fake_api: the object has been modified; apply your changes to the "
+                             "latest version and try again");
+    }
     json_t *next = json_deep_copy(cur);
     if (strcmp(rt->sub, "status") == 0) {
         json_t *st = json_object_get(patch, "status");
@@ -423,8 +455,14 @@ static void mark_deleting(fake_api *f, int r, const char *key) {
     json_decref(o);
 }
 
-static int do_delete(fake_api *f, const route *rt, kts_answer *a) {
+static int do_delete(fake_api *f, const route *rt, const kts_request *rq, kts_answer *a) {
     count(f, "delete");
+    json_t *opts = rq->body && rq->body_len ? json_loads(rq->body, 0, NULL) : NULL;
+    const json_t *grace = json_object_get(opts, "gracePeriodSeconds");
+    bool force = json_is_integer(grace) && json_integer_value(grace) == 0;
+    json_decref(opts);
+    if (force)
+        count(f, "force-delete");
     char key[512];
     if (rt->ns[0])
         snprintf(key, sizeof key, "%s/%s", rt->ns, rt->name);
@@ -433,7 +471,10 @@ static int do_delete(fake_api *f, const route *rt, kts_answer *a) {
     json_t *o = json_object_get(f->store[rt->r], key);
     if (o == NULL)
         return answer_status(a, 404, "NotFound", "fake_api: no such object");
-    if (has_finalizers(o))
+    bool kubelet_confirms =
+        rt->r == R_PODS && f->graceful_pods && !force &&
+        json_string_value(json_object_get(json_object_get(o, "spec"), "nodeName"));
+    if (has_finalizers(o) || kubelet_confirms)
         mark_deleting(f, rt->r, key);
     else
         store_del(f, rt->r, key);
@@ -441,6 +482,28 @@ static int do_delete(fake_api *f, const route *rt, kts_answer *a) {
     answer_json(a, 200, ok);
     json_decref(ok);
     return 1;
+}
+
+/* The injected failure that answers this request, or NULL (lock held). */
+static fault *injected(fake_api *f, const route *rt, const char *method) {
+    const char *what = NULL;
+    if (strcmp(method, "GET") == 0 && !rt->watch && rt->name[0] == '\0')
+        what = "list";
+    else if (strcmp(method, "POST") == 0)
+        what = rt->r == R_PODS && strcmp(rt->sub, "binding") == 0 ? "bind" : "create";
+    else if (strcmp(method, "PATCH") == 0)
+        what = "patch";
+    else if (strcmp(method, "DELETE") == 0)
+        what = "delete";
+    for (int i = 0; what && i < f->n_faults; i++) {
+        fault *ft = &f->faults[i];
+        if (ft->times != 0 && ft->r == rt->r && strcmp(ft->what, what) == 0) {
+            if (ft->times > 0)
+                ft->times--;
+            return ft;
+        }
+    }
+    return NULL;
 }
 
 static int handle(void *ud, const kts_request *rq, kts_answer *a) {
@@ -451,7 +514,11 @@ static int handle(void *ud, const kts_request *rq, kts_answer *a) {
         return answer_status(a, 404, "NotFound", "fake_api: unknown resource");
     pthread_mutex_lock(&f->mu);
     int rc;
-    if (strcmp(rq->method, "GET") == 0 && rt.watch) {
+    fault *ft = injected(f, &rt, rq->method);
+    if (ft != NULL) {
+        count(f, "failed");
+        rc = answer_status(a, ft->code, ft->reason, ft->msg);
+    } else if (strcmp(rq->method, "GET") == 0 && rt.watch) {
         rc = do_watch(f, &rt, a);
     } else if (strcmp(rq->method, "GET") == 0 && rt.name[0] == '\0') {
         rc = do_list(f, &rt, a);
@@ -466,7 +533,7 @@ static int handle(void *ud, const kts_request *rq, kts_answer *a) {
     } else if (strcmp(rq->method, "PATCH") == 0) {
         rc = do_patch(f, &rt, rq, a);
     } else if (strcmp(rq->method, "DELETE") == 0) {
-        rc = do_delete(f, &rt, a);
+        rc = do_delete(f, &rt, rq, a);
     } else {
         rc = answer_status(a, 405, "MethodNotAllowed", "fake_api: method not served");
     }
@@ -568,6 +635,39 @@ long fake_api_count(fake_api *f, const char *what) {
             n = f->counts[i];
     pthread_mutex_unlock(&f->mu);
     return n;
+}
+
+json_t *fake_api_list(fake_api *f, const char *res) {
+    pthread_mutex_lock(&f->mu);
+    json_t *o = json_deep_copy(f->store[resource(res)]);
+    pthread_mutex_unlock(&f->mu);
+    return o;
+}
+
+void fake_api_fail(fake_api *f, const char *what, const char *res, int code, const char *reason,
+                   const char *msg, int times) {
+    pthread_mutex_lock(&f->mu);
+    fault *ft = NULL;
+    for (int i = 0; i < f->n_faults && ft == NULL; i++)
+        if (f->faults[i].r == resource(res) && strcmp(f->faults[i].what, what) == 0)
+            ft = &f->faults[i];
+    if (ft == NULL && f->n_faults < MAX_FAULTS)
+        ft = &f->faults[f->n_faults++];
+    if (ft != NULL) {
+        snprintf(ft->what, sizeof ft->what, "%s", what);
+        ft->r = resource(res);
+        ft->code = code;
+        snprintf(ft->reason, sizeof ft->reason, "%s", reason);
+        snprintf(ft->msg, sizeof ft->msg, "%s", msg);
+        ft->times = times;
+    }
+    pthread_mutex_unlock(&f->mu);
+}
+
+void fake_api_graceful_pods(fake_api *f, bool on) {
+    pthread_mutex_lock(&f->mu);
+    f->graceful_pods = on;
+    pthread_mutex_unlock(&f->mu);
 }
 
 int fake_api_len(fake_api *f, const char *res) {

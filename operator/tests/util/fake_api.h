@@ -5,7 +5,8 @@
  *
  * What it serves: lists (paginated with limit/continue) and watches of pods,
  * nodes and arealjobs; creates (pods, services, configmaps, events), pod
- * bindings, merge patches of arealjobs and their status, deletes. Every write
+ * bindings, merge patches of arealjobs and their status (409 when the patch
+ * names a metadata.resourceVersion that is not the current one), deletes. Every write
  * bumps one resourceVersion counter and is appended to the resource's event
  * log, which watches read from, as the real server does. A watch with nothing
  * new waits up to 100 ms, then sends a BOOKMARK and ends (the client rewatches
@@ -62,8 +63,30 @@ json_t *fake_api_get(fake_api *f, const char *resource, const char *key);
 void fake_api_expire(fake_api *f, const char *resource);
 
 /* Requests seen, by kind: "list", "watch", "create", "bind", "patch", "delete", "gone",
- * "event", "get", and "bind-missing" (a bind of a pod that does not exist). */
+ * "event", "get", "bind-missing" (a bind of a pod that does not exist),
+ * "bind-conflict" (a bind of a pod already bound: 409, as the real server),
+ * "failed" (answered by an injected failure, see fake_api_fail) and
+ * "force-delete" (a delete with gracePeriodSeconds 0). */
 long fake_api_count(fake_api *f, const char *what);
+
+/* Every object of `resource`, as an object keyed by ns/name (a copy; caller decrefs). */
+json_t *fake_api_list(fake_api *f, const char *resource);
+
+/*
+ * The next `times` requests (-1: every one, 0: none, which clears it) of
+ * `what` ("list", "create", "bind", "patch", "delete") on `resource` ("pods",
+ * "nodes", "services", "configmaps", "arealjobs") are answered with a Status of HTTP
+ * `code`, `reason` and `msg` instead of being served. One failure per
+ * (what, resource); a new call replaces it.
+ */
+void fake_api_fail(fake_api *f, const char *what, const char *resource, int code,
+                   const char *reason, const char *msg, int times);
+
+/* On: a bound pod deleted through the API without gracePeriodSeconds 0 only
+ * gets a deletionTimestamp (it is Terminating until its kubelet confirms: the
+ * test calls fake_api_delete); a delete with grace 0 removes it at once, as
+ * the real server does. Off (the default): every delete removes the pod. */
+void fake_api_graceful_pods(fake_api *f, bool on);
 
 /* Objects stored in `resource`. */
 int fake_api_len(fake_api *f, const char *resource);

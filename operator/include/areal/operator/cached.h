@@ -44,6 +44,8 @@ typedef struct cached_pod {
     const char *node_name;                          /* spec.nodeName: bound */
     const char *job, *role, *pod_index, *role_kind; /* areal.io/ labels */
     const char *planned_node;                       /* annotation areal.io/planned-node */
+    const char *gang_size;                          /* annotation areal.io/gang-size */
+    const char *allocation;                         /* annotation areal.io/allocation */
     cached_pod_phase phase;
     bool master;      /* label areal.io/master=true */
     bool ready;       /* condition Ready=True */
@@ -59,6 +61,9 @@ typedef struct cached_node {
     const char *name, *resource_version;
     bool valid; /* false: the node could not be read; it is not offered to placement */
     bool unschedulable, ready;
+    /* When not ready: ms since the epoch of the Ready condition's last
+     * transition (0 when the node says nothing: not ready since long ago). */
+    long long not_ready_since_ms;
     int gpus; /* allocatable */
     long cpu_milli;
     long long mem_bytes;
@@ -76,9 +81,9 @@ void cached_pod_release(cached_pod *p); /* NULL is allowed */
 
 /*
  * The pod as the JSON shape reconcile reads (metadata: name, namespace, uid,
- * the areal.io labels, the planned-node annotation, deletionTimestamp; spec:
- * nodeName; status: phase, the Ready condition, the exit code), a new
- * reference, or NULL when out of memory.
+ * the areal.io labels, the planned-node, gang-size and allocation annotations, deletionTimestamp;
+ * spec: nodeName; status: phase, the Ready condition, the exit code), a new reference, or NULL when
+ * out of memory.
  */
 json_t *cached_pod_to_json(const cached_pod *p);
 

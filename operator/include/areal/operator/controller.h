@@ -37,7 +37,8 @@ typedef struct controller controller;
 int controller_new(kube_client *kc, const controller_config *cfg, metrics_registry *m,
                    controller **out, areal_error *err);
 
-/* Starts the informers and workers and blocks until controller_stop. */
+/* Starts the informers, then (once every cache has listed: controller_synced)
+ * the workers, and blocks until controller_stop. */
 int controller_run(controller *ctl);
 
 /* Asks controller_run to return; safe from any thread. */

@@ -27,6 +27,12 @@
 #define AREAL_LABEL_MASTER     "areal.io/master"    /* "true" on the trainer rank-0 pod */
 #define AREAL_LABEL_MANAGED_BY "app.kubernetes.io/managed-by"
 #define AREAL_ANNOTATION_NODE  "areal.io/planned-node"
+/* The number of pods of the plan a pod belongs to: the gang's size is observed
+ * from its pods, so a lost status write never makes a partial gang look whole. */
+#define AREAL_ANNOTATION_GANG "areal.io/gang-size"
+/* The allocation (canonical, after spec.rollout.replicas) a pod was planned
+ * from: a gang of another allocation is replaced (scaling). */
+#define AREAL_ANNOTATION_ALLOC "areal.io/allocation"
 
 /* The memory-backed /dev/shm of a GPU pod: this many GiB per GPU (NCCL). */
 #define DESIRED_SHM_GIB_PER_GPU 1
@@ -40,10 +46,32 @@ typedef struct desired_config {
 /*
  * The job's allocation: spec.allocation parsed, with the data-parallel size of
  * the (single) inference component replaced by spec.rollout.replicas when that
- * is set. AREAL_EINVAL with a message naming spec.allocation or
+ * is set; replicas 0 removes the inference component (the trainer runs alone
+ * and waits for rollout servers). AREAL_EINVAL with a message naming spec.allocation or
  * spec.rollout.replicas otherwise.
  */
 int desired_job_alloc(const json_t *job, areal_alloc *out, areal_error *err);
+
+/* The longest name Kubernetes takes for a Service or a pod's hostname. */
+#define DESIRED_DNS_LABEL_MAX 63
+
+/*
+ * Checks what the API server would refuse only child by child, before any is
+ * made: metadata.name must be a DNS label (the Service and every pod's
+ * subdomain take it), and every spec.roles[i].name must be a role of
+ * spec.allocation (as areal_role_names names them) or one of the kinds
+ * "trainer" and "rollout". AREAL_EINVAL with a message naming the field.
+ * (An allocation that does not parse is desired_job_alloc's to report.)
+ */
+int desired_job_validate(const json_t *job, areal_error *err);
+
+/*
+ * Checks that child name `child` (a "pod" hostname or the "Service") of job
+ * `job` is a DNS label of at most DESIRED_DNS_LABEL_MAX characters; pod names
+ * may start with a digit. AREAL_EINVAL with a message naming metadata.name
+ * and by how much to shorten it.
+ */
+int desired_check_name(const char *child, const char *what, const char *job, areal_error *err);
 
 /*
  * Fills the placement constraints of `job_out` (node selectors and
@@ -63,7 +91,7 @@ json_t *desired_configmap(const json_t *job, const areal_alloc *alloc, const are
 
 /*
  * The Pod of plan.pods[pod]: name, labels, owner reference, the planned node
- * as an annotation (binding happens separately, for the whole gang), the
+ * and the gang's size as annotations (binding happens separately, for the whole gang), the
  * worker container with the environment of areal/podenv.h, GPU limits, the
  * role's overrides, the config volume, and a memory-backed /dev/shm of
  * DESIRED_SHM_GIB_PER_GPU GiB per GPU unless an override mounts its own

@@ -12,7 +12,8 @@
  * Lifecycle: no pods -> plan the gang (AREAL_ENOFIT: Pending with the
  * planner's reason, retried when nodes or pods change) -> create Service,
  * ConfigMap and every pod, then bind every pod to its planned node ->
- * Running. A failed or vanished pod restarts the whole gang (delete, then
+ * Running. A failed or vanished pod, or one on a node that has not been
+ * Ready for spec.failurePolicy.nodeLostSeconds, restarts the whole gang (delete, then
  * recreate the same ranks) after an exponential backoff, up to
  * spec.failurePolicy.maxRestarts, then Failed. The trainer's rank-0 pod
  * Succeeded -> Succeeded, and the remaining pods are removed. Deletion removes
@@ -33,7 +34,8 @@
 
 typedef enum reconcile_action_kind {
     RECONCILE_CREATE,    /* create `obj` in `resource` */
-    RECONCILE_DELETE,    /* delete `name` of `resource` (precondition `uid` when set) */
+    RECONCILE_DELETE,    /* delete `name` of `resource` (precondition `uid` when set;
+                          * `force`: grace period 0, for a pod no kubelet will confirm) */
     RECONCILE_BIND,      /* bind pod `name` to `node` (pods/binding) */
     RECONCILE_PATCH_JOB, /* merge-patch the job with `obj` */
     RECONCILE_EVENT,     /* record an Event on the job: `reason`, `message`, `warning` */
@@ -49,7 +51,14 @@ typedef struct reconcile_action {
     char reason[64];
     char message[512];
     bool warning;
+    bool force;
 } reconcile_action;
+
+/* A node that is not Ready, or that a pod names but the cluster lacks. */
+typedef struct reconcile_down_node {
+    const char *name;
+    long long since_ms; /* not ready since (ms since the epoch; 0: unknown, long ago) */
+} reconcile_down_node;
 
 typedef struct reconcile_result {
     reconcile_action *actions; /* owned, in the order to apply them */
@@ -66,7 +75,12 @@ typedef struct reconcile_input {
     bool has_service;
     bool has_configmap;
     const areal_cluster *cluster; /* GPUs used by pods other than the job's */
-    long long now_ms;             /* wall clock (ms since the epoch) */
+    /* Nodes not Ready (or gone): a pod on one for longer than
+     * spec.failurePolicy.nodeLostSeconds (default 30) is lost - failed, and
+     * deleted with grace 0 since no kubelet will confirm. */
+    const reconcile_down_node *down;
+    int n_down;
+    long long now_ms; /* wall clock (ms since the epoch) */
     desired_config cfg;
 } reconcile_input;
 
@@ -74,6 +88,24 @@ typedef struct reconcile_input {
 int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error *err);
 
 void reconcile_result_free(reconcile_result *r);
+
+/*
+ * The decision when the API server refused a child of the job for good (HTTP
+ * 400, 403 or 422 on a create or bind: an invalid name, env var or volume, a
+ * forbidden request): phase Failed, condition Scheduled=False with reason
+ * ChildRejected and `message` (the API's own words, which name the field),
+ * and a warning Event. Nothing is retried until the job's spec changes
+ * (metadata.generation moves past the condition's observedGeneration); the
+ * next reconcile meanwhile only removes the pods the gang left. `out` is
+ * filled as by reconcile_job (free with reconcile_result_free).
+ */
+int reconcile_rejected(const reconcile_input *in, const char *message, reconcile_result *out,
+                       areal_error *err);
+
+/* True when a failed API write of HTTP `http_status` will not succeed on a
+ * retry of the same request (400, 403, 422); others (409, 429, 5xx, no
+ * answer) are transient. */
+bool reconcile_error_is_permanent(int http_status);
 
 /* RFC 3339 UTC text of `ms` since the epoch ("2026-11-29T19:53:53Z"). */
 void reconcile_format_time(long long ms, char buf[32]);

@@ -1,0 +1,92 @@
+/*
+ * ledger.h - the operator's reservation ledger (kube-scheduler's "assumed
+ * pods"): the GPUs, CPU and memory of every planned pod count as used, for
+ * every reconcile worker, from the moment its plan is chosen until the pod is
+ * observed bound in the pod cache (then the cache counts it) or its job drops
+ * the plan (a new plan, a restart, the job gone).
+ *
+ * Why: two workers planning from the same cache both saw the same free GPUs
+ * and bound 8 GPUs on nodes of 4 (issue 11). Planning is serialised through
+ * the ledger's lock: a worker holds it from reading the caches until its plan
+ * is recorded, so the next worker sees that plan's room as taken.
+ * Rejected: one reconcile worker (no concurrency for creates, binds, status
+ * writes), and counting only pods the cache shows (the cache lags behind the
+ * binds of a plan by a watch round trip).
+ *
+ * Claims are keyed by pod ("namespace/name"). A claim whose pod the caller saw
+ * bound and counted in this pass (ledger_seen) is not charged again, so a pod
+ * is never counted twice nor zero times however the cache moves meanwhile.
+ * Not thread-safe apart from ledger_lock/ledger_unlock: every other call is
+ * made with the lock held.
+ */
+#ifndef AREAL_OPERATOR_LEDGER_H
+#define AREAL_OPERATOR_LEDGER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "areal/cluster.h"
+#include "areal/keyset.h"
+
+typedef struct ledger_claim {
+    char *pod;  /* "namespace/name" (owned) */
+    char *job;  /* "namespace/name" of its job (owned) */
+    char *node; /* the planned node (owned) */
+    int gpus;
+    long long cpu_milli, mem_bytes;
+    bool seen;          /* observed bound (and counted by the caller) in this pass */
+    long long bound_ms; /* when its bind was answered (0: not yet) */
+} ledger_claim;
+
+typedef struct ledger {
+    pthread_mutex_t mu;
+    ledger_claim *claims;
+    int n, cap;
+    areal_keyset by_pod; /* pod key -> index in claims */
+} ledger;
+
+void ledger_init(ledger *l);
+void ledger_free(ledger *l);
+
+void ledger_lock(ledger *l);
+void ledger_unlock(ledger *l);
+
+/* Starts a pass: no claim is seen. */
+void ledger_begin(ledger *l);
+
+/* The caller counted pod `pod_key` as bound and using room: its claim (if any)
+ * is not charged again in this pass. */
+void ledger_seen(ledger *l, const char *pod_key);
+
+/*
+ * Adds the room of every claim not seen in this pass and not of job
+ * `job_key` (a job replans over its own claims) to the used counts of the
+ * nodes of `c`; `node_index` maps node names to indices in c (claims on
+ * nodes not in c are skipped). Counts are capped at the allocatable ones.
+ */
+void ledger_charge(ledger *l, const char *job_key, areal_cluster *c, areal_keyset *node_index);
+
+/*
+ * Replaces every claim of job `job_key` with the n claims given (their
+ * strings are copied; `job`, `seen` and `bound_ms` of the entries are ignored). n = 0
+ * drops the job's claims. -1 when out of memory (the job then has no claims).
+ */
+int ledger_set(ledger *l, const char *job_key, const ledger_claim *claims, int n);
+
+/* The binds of job `job_key`'s claims were all answered (at `now_ms`). */
+void ledger_bound(ledger *l, const char *job_key, long long now_ms);
+
+/*
+ * Expectations (as the ReplicaSet controller's): the number of job
+ * `job_key`'s claims whose bind was answered less than `window_ms` ago but
+ * that `observed(ud, pod_key)` says the caller's cache does not show yet. A
+ * pass of the job waits while it is not 0: on a cache that has not caught up
+ * with its own binds it would see an unbound gang and plan it again.
+ */
+int ledger_unobserved(ledger *l, const char *job_key, long long now_ms, long long window_ms,
+                      bool (*observed)(void *ud, const char *pod_key), void *ud);
+
+/* Number of claims (all jobs). */
+int ledger_len(const ledger *l);
+
+#endif
