@@ -1,0 +1,6 @@
+# worker/train: the trainer role - tiny model and synthetic task for the demo,
+# HF export, (next) rollout controller, training step, weight sync, checkpoints.
+LIB_SRC    += $(wildcard worker/train/src/*.c)
+INCLUDES   += -Iworker/train/include
+TEST_SRC   += $(wildcard worker/train/tests/test_*.c)
+BENCH_SRC  += $(wildcard worker/train/bench/bench_*.c)
