@@ -41,6 +41,7 @@ TEST_INCLUDES := -Itests/util
 BENCH_SRC  := $(wildcard bench/bench_*.c)
 FUZZ_SRC   := $(wildcard layout/fuzz/fuzz_*.c)
 -include $(wildcard */module.mk)
+-include $(wildcard worker/rl/module.mk)
 
 DEPS_OK  := $(BUILD)/.deps-ok
 
