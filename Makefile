@@ -42,6 +42,7 @@ BENCH_SRC  := $(wildcard bench/bench_*.c)
 FUZZ_SRC   := $(wildcard layout/fuzz/fuzz_*.c)
 -include $(wildcard */module.mk)
 -include $(wildcard worker/rl/module.mk)
+-include $(wildcard worker/train/module.mk)
 
 DEPS_OK  := $(BUILD)/.deps-ok
 

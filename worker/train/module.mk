@@ -4,3 +4,5 @@ LIB_SRC    += $(wildcard worker/train/src/*.c)
 INCLUDES   += -Iworker/train/include
 TEST_SRC   += $(wildcard worker/train/tests/test_*.c)
 BENCH_SRC  += $(wildcard worker/train/bench/bench_*.c)
+# The controller tests script SGLang servers with the kube client's test HTTP server.
+TEST_INCLUDES += $(addprefix -I,$(wildcard kube/tests/util lib/kube/tests/util))

@@ -37,7 +37,7 @@ int areal_synth_make(const areal_synth_cfg *cfg, areal_synth_split *s, areal_err
                 if (*op == '-' && a < b)
                     continue;
                 areal_synth_item *it = &all[n++];
-                snprintf(it->question, sizeof it->question, "%ld%c%ld=", a, *op, b);
+                snprintf(it->question, sizeof it->question, "%d%c%d=", (int)a, *op, (int)b);
                 it->answer = *op == '+' ? a + b : *op == '-' ? a - b : a * b;
             }
     uint64_t x = cfg->seed;
