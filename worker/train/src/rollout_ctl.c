@@ -496,6 +496,10 @@ int areal_rollout_ctl_start(const areal_rollout_cfg *cfg, const char *const *add
     pthread_cond_init(&c->cv_dispatch, NULL);
     pthread_cond_init(&c->cv_resume, NULL);
     areal_staleness_init(&c->st, cfg->max_concurrent, cfg->batch_size, cfg->eta);
+    if (cfg->start_version > 0) {
+        c->version = cfg->start_version;
+        areal_staleness_on_version_recovered(&c->st, cfg->start_version);
+    }
     int rc = set_servers_locked(c, addrs, n, err);
     c->workers = calloc((size_t)cfg->n_workers, sizeof *c->workers);
     if (rc == AREAL_OK && c->workers == NULL)

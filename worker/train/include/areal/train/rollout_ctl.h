@@ -96,6 +96,7 @@ typedef struct areal_rollout_cfg {
     long batch_size;      /* consumer_batch_size (prompts per step) >= 1 */
     double request_timeout_s;
     double server_backoff_s; /* how long a failed server is skipped (0: 1 s) */
+    long start_version;      /* the policy version at start (a resume: counters recovered) */
 } areal_rollout_cfg;
 
 typedef struct areal_rollout_ctl areal_rollout_ctl;
