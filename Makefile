@@ -17,32 +17,39 @@ BUILD   ?= build
 FUZZ_SECONDS ?= 60
 
 # ---- what to build -----------------------------------------------------------
-# The project is one library (libareal.a: every */src/*.c of the components),
-# programs with a main each, and tests. A component adds itself in its own
-# COMPONENT/module.mk, so components never edit each other's build lines:
+# The folders are described in ARCHITECTURE.md: shared libraries under lib/,
+# the worker's parts under worker/, then operator/, cli/, e2e/, kernels/.
+# The product is one library (libareal.a: the */src/*.c of every component
+# that adds itself to LIB_SRC), programs with a main each, and tests. A
+# component adds itself in its own COMPONENT/module.mk (COMPONENT is a
+# top-level folder or one level below: lib/kube, worker/comm), so components
+# never edit each other's build lines:
 #   LIB_SRC  += $(wildcard COMPONENT/src/*.c)      library sources
 #   INCLUDES += -ICOMPONENT/include                public headers
 #   PKGS     += libcurl                            pkg-config packages it links
 #   EXTRA_LIBS += -lpthread                        other link flags
 #   DEPS_GROUPS += name                            a group of scripts/install-deps.sh
 #   PROGRAMS += areal-x ; areal-x_SRC := $(wildcard COMPONENT/cmd/*.c)
+#   ARCHIVES += e2e ; e2e_ARCHIVE_SRC := ...       an archive outside the product library
+#                                                  (build/MODE/libareal_e2e.a), linked only
+#   areal-x_ARCHIVES := e2e                        into the programs, tests (test_x_ARCHIVES)
+#                                                  and fuzz targets that name it
 #   TEST_SRC += $(wildcard COMPONENT/tests/test_*.c)
 #   FUZZ_SRC / BENCH_SRC likewise (fuzz_*.c / bench_*.c)
-PKGS       := jansson yaml-0.1
+PKGS       :=
 DEPS_GROUPS := build
-INCLUDES   := -Ilayout/include
+INCLUDES   :=
 EXTRA_LIBS := -lm
-LIB_SRC    := $(wildcard layout/src/*.c)
-PROGRAMS   := arealctl
-arealctl_SRC := $(wildcard cli/*.c)
-TEST_SRC   := $(wildcard layout/tests/test_*.c cli/tests/test_*.c)
+LIB_SRC    :=
+PROGRAMS   :=
+ARCHIVES   :=
+TEST_SRC   :=
 TEST_UTIL  := $(wildcard tests/util/*.c)
 TEST_INCLUDES := -Itests/util
 BENCH_SRC  := $(wildcard bench/bench_*.c)
-FUZZ_SRC   := $(wildcard layout/fuzz/fuzz_*.c)
--include $(wildcard */module.mk)
--include $(wildcard worker/rl/module.mk)
--include $(wildcard worker/train/module.mk)
+FUZZ_SRC   :=
+-include $(wildcard */module.mk */*/module.mk)
+PKGS       := $(sort $(PKGS))
 
 DEPS_OK  := $(BUILD)/.deps-ok
 
@@ -77,7 +84,7 @@ help:
 
 deps: $(DEPS_OK)
 
-$(DEPS_OK): scripts/install-deps.sh $(wildcard */module.mk)
+$(DEPS_OK): scripts/install-deps.sh $(wildcard */module.mk */*/module.mk)
 	@scripts/install-deps.sh $(DEPS_GROUPS)
 	@mkdir -p $(BUILD) && touch $@
 
@@ -94,11 +101,21 @@ $(BUILD)/%/libareal.a: $$(call objs,$$*,$(LIB_SRC))
 	@rm -f $@
 	ar rcs $@ $^
 
+# extra archives: build/MODE/libareal_NAME.a from NAME_ARCHIVE_SRC
+define archive_rule
+$$(BUILD)/%/libareal_$(1).a: $$$$(call objs,$$$$*,$$($(1)_ARCHIVE_SRC))
+	@rm -f $$@
+	ar rcs $$@ $$^
+endef
+$(foreach a,$(ARCHIVES),$(eval $(call archive_rule,$(a))))
+# the extra archives of target NAME in MODE, before libareal.a on the link line: $(call extra_ars,MODE,NAME)
+extra_ars = $(foreach a,$($(2)_ARCHIVES),$(BUILD)/$(1)/libareal_$(a).a)
+
 # programs: build/MODE/NAME from NAME_SRC and the library
 define program_rule
-$$(BUILD)/rel/$(1): $$(call objs,rel,$$($(1)_SRC)) $$(BUILD)/rel/libareal.a
+$$(BUILD)/rel/$(1): $$(call objs,rel,$$($(1)_SRC)) $$(call extra_ars,rel,$(1)) $$(BUILD)/rel/libareal.a
 	$$(CC) $$(REL_FLAGS) -o $$@ $$^ $$(PKG_LIBS)
-$$(BUILD)/san/$(1): $$(call objs,san,$$($(1)_SRC)) $$(BUILD)/san/libareal.a
+$$(BUILD)/san/$(1): $$(call objs,san,$$($(1)_SRC)) $$(call extra_ars,san,$(1)) $$(BUILD)/san/libareal.a
 	$$(CC) $$(SAN_FLAGS) -o $$@ $$^ $$(PKG_LIBS)
 endef
 $(foreach prog,$(PROGRAMS),$(eval $(call program_rule,$(prog))))
@@ -109,10 +126,10 @@ TEST_NAMES := $(notdir $(basename $(TEST_SRC)))
 REL_TESTS := $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES))
 SAN_TESTS := $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES))
 BENCH_BINS := $(addprefix $(BUILD)/rel/bench/,$(notdir $(basename $(BENCH_SRC))))
-$(REL_TESTS): $(BUILD)/rel/tests/%: $$(call objs,rel,$$(call test_src,$$*) $(TEST_UTIL)) $(BUILD)/rel/libareal.a
+$(REL_TESTS): $(BUILD)/rel/tests/%: $$(call objs,rel,$$(call test_src,$$*) $(TEST_UTIL)) $$(call extra_ars,rel,$$*) $(BUILD)/rel/libareal.a
 	@mkdir -p $(dir $@)
 	$(CC) $(REL_FLAGS) -o $@ $^ $(PKG_LIBS) $(TEST_LIBS)
-$(SAN_TESTS): $(BUILD)/san/tests/%: $$(call objs,san,$$(call test_src,$$*) $(TEST_UTIL)) $(BUILD)/san/libareal.a
+$(SAN_TESTS): $(BUILD)/san/tests/%: $$(call objs,san,$$(call test_src,$$*) $(TEST_UTIL)) $$(call extra_ars,san,$$*) $(BUILD)/san/libareal.a
 	@mkdir -p $(dir $@)
 	$(CC) $(SAN_FLAGS) -o $@ $^ $(PKG_LIBS) $(TEST_LIBS)
 
@@ -151,7 +168,7 @@ bench: $(BENCH_BINS)
 # libFuzzer targets are built by clang with their own flags and the library sources.
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
               -fno-sanitize-recover=all
-$(BUILD)/fuzz/%: $$(call fuzz_src,$$*) $(LIB_SRC) | $(DEPS_OK)
+$(BUILD)/fuzz/%: $$(call fuzz_src,$$*) $$(foreach a,$$($$*_ARCHIVES),$$($$(a)_ARCHIVE_SRC)) $(LIB_SRC) | $(DEPS_OK)
 	@scripts/install-deps.sh fuzz
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) $(INCLUDES) $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS)

@@ -1,10 +1,16 @@
 # e2e: the end-to-end suite's C helpers - the simulated-node objects
 # (areal-e2e-nodes) and the node simulator that runs pods (areal-e2e-kubelet) -
 # and `make e2e`. The control plane itself is built by e2e/build-bins (Go), not
-# by make.
-LIB_SRC  += $(wildcard e2e/src/*.c)
+# by make. The simulator is test harness, not product: its objects form their
+# own archive (libareal_e2e.a), linked only into the e2e programs, tests and
+# fuzz targets.
+ARCHIVES += e2e
+e2e_ARCHIVE_SRC := $(wildcard e2e/src/*.c)
 INCLUDES += -Ie2e/include
 PROGRAMS += areal-e2e-nodes areal-e2e-kubelet
+areal-e2e-nodes_ARCHIVES := e2e
+areal-e2e-kubelet_ARCHIVES := e2e
+$(foreach t,$(notdir $(basename $(wildcard e2e/tests/test_*.c e2e/fuzz/fuzz_*.c))),$(eval $(t)_ARCHIVES := e2e))
 areal-e2e-nodes_SRC := $(wildcard e2e/cmd/*.c)
 areal-e2e-kubelet_SRC := $(wildcard e2e/kubelet/*.c)
 TEST_SRC += $(wildcard e2e/tests/test_*.c)

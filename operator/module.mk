@@ -11,7 +11,7 @@ areal-operator_SRC := $(wildcard operator/cmd/*.c)
 TEST_UTIL  += $(wildcard operator/tests/util/*.c)
 # The cache memory bench serves its cluster from the same fake API server.
 $(BUILD)/rel/bench/bench_operator_cache: $(BUILD)/rel/operator/tests/util/fake_api.o \
-    $(BUILD)/rel/operator/tests/util/fake_api_gen.o $(BUILD)/rel/kube/tests/util/kube_test_server.o
+    $(BUILD)/rel/operator/tests/util/fake_api_gen.o $(BUILD)/rel/lib/kube/tests/util/kube_test_server.o
 # The e2e bind bench starts areal-operator and the simulated nodes of the e2e cluster.
 $(BUILD)/rel/bench/bench_e2e_bind: | $(BUILD)/rel/areal-operator $(BUILD)/rel/areal-e2e-nodes
 FUZZ_SRC   += $(wildcard operator/fuzz/fuzz_*.c)

@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../../kube/tests/util/kube_test_server.h"
+#include "../../../lib/kube/tests/util/kube_test_server.h"
 #include "fake_api_gen.h"
 
 enum { R_PODS, R_NODES, R_JOBS, R_SERVICES, R_CONFIGMAPS, R_EVENTS, R_COUNT };

@@ -1,7 +1,7 @@
 /*
  * fake_api.h - a small in-memory Kubernetes API server for the operator's
  * tests and benches, on the scripted loopback server's handler hook
- * (kube/tests/util/kube_test_server.h). Test code only.
+ * (lib/kube/tests/util/kube_test_server.h). Test code only.
  *
  * What it serves: lists (paginated with limit/continue) and watches of pods,
  * nodes and arealjobs; creates (pods, services, configmaps, events), pod

@@ -37,7 +37,7 @@ static double median(double *v, int n) {
 
 /* The corpus lines joined by newlines (new string, caller frees). */
 static char *corpus(size_t *len) {
-    FILE *f = fopen("model/tests/fixtures/tok/corpus.jsonl", "r");
+    FILE *f = fopen("worker/model/tests/fixtures/tok/corpus.jsonl", "r");
     if (f == NULL)
         return NULL;
     size_t cap = 1 << 20, n = 0;
@@ -65,7 +65,7 @@ static char *corpus(size_t *len) {
 static int bench_tokenizer(void) {
     areal_tokenizer *tok;
     areal_error err;
-    if (areal_tokenizer_load("model/tests/fixtures/tok/tokenizer.json", &tok, &err) != 0) {
+    if (areal_tokenizer_load("worker/model/tests/fixtures/tok/tokenizer.json", &tok, &err) != 0) {
         fprintf(stderr, "bench: %s\n", err.msg);
         return 1;
     }

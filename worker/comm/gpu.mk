@@ -1,5 +1,5 @@
-# worker/gpu.mk - the NCCL backend (worker/nccl/): found, built and tested
-# only where CUDA and NCCL are present. Included from worker/module.mk.
+# worker/comm/gpu.mk - the NCCL backend (worker/comm/nccl/): found, built and tested
+# only where CUDA and NCCL are present. Included from worker/comm/module.mk.
 #
 # Where from: CUDA_HOME and NCCL_HOME when set (NCCL_HOME defaults to
 # CUDA_HOME when that holds nccl.h), else the prefix that
@@ -42,20 +42,20 @@ GPU_LIBDIRS := $(CUDA_LIBDIR) $(filter-out $(CUDA_LIBDIR),$(NCCL_LIBDIR))
 GPU_LINK := $(addprefix -L,$(GPU_LIBDIRS)) $(addprefix -Wl$(gpu_comma)-rpath$(gpu_comma),$(GPU_LIBDIRS)) \
             -Wl,--push-state,--as-needed -lcudart \
             $(if $(wildcard $(NCCL_LIBDIR)/libnccl.so),-lnccl,-l:libnccl.so.2) -Wl,--pop-state
-LIB_SRC    += $(wildcard worker/nccl/src/*.c)
+LIB_SRC    += $(wildcard worker/comm/nccl/src/*.c)
 INCLUDES   += $(GPU_INCLUDES)
 EXTRA_LIBS += $(GPU_LINK)
-TEST_SRC   += $(wildcard worker/nccl/tests/test_*.c)
+TEST_SRC   += $(wildcard worker/comm/nccl/tests/test_*.c)
 
 GPU_BUILD   := $(BUILD)/gpu
-GPU_LIB_SRC := $(filter-out layout/src/cluster_parse.c layout/src/yaml_json.c,$(wildcard layout/src/*.c)) \
-               $(wildcard worker/src/*.c worker/nccl/src/*.c)
-GPU_TESTS   := $(patsubst worker/nccl/gpu/%.c,$(GPU_BUILD)/%,$(wildcard worker/nccl/gpu/gpu_test_*.c))
-GPU_BENCHES := $(patsubst worker/nccl/gpu/%.c,$(GPU_BUILD)/%,$(wildcard worker/nccl/gpu/gpu_bench_*.c))
+GPU_LIB_SRC := $(wildcard lib/base/src/*.c) $(filter-out lib/layout/src/cluster_parse.c,$(wildcard lib/layout/src/*.c)) \
+               $(wildcard worker/comm/src/*.c worker/comm/nccl/src/*.c)
+GPU_TESTS   := $(patsubst worker/comm/nccl/gpu/%.c,$(GPU_BUILD)/%,$(wildcard worker/comm/nccl/gpu/gpu_test_*.c))
+GPU_BENCHES := $(patsubst worker/comm/nccl/gpu/%.c,$(GPU_BUILD)/%,$(wildcard worker/comm/nccl/gpu/gpu_bench_*.c))
 CMOCKA_LIBDIR = $(abspath $(CMOCKA_PREFIX))/usr/lib/x86_64-linux-gnu
 CMOCKA_CFLAGS = $(if $(CMOCKA_PREFIX),-isystem $(CMOCKA_PREFIX)/usr/include,$(shell pkg-config --cflags cmocka 2>/dev/null))
 CMOCKA_LIBS   = $(if $(CMOCKA_PREFIX),-L$(CMOCKA_LIBDIR) -Wl$(gpu_comma)-rpath$(gpu_comma)$(CMOCKA_LIBDIR) -lcmocka,$(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka))
-GPU_CFLAGS = -std=c11 -D_GNU_SOURCE -Ilayout/include -Iworker/include -Iworker/nccl/src $(GPU_INCLUDES) \
+GPU_CFLAGS = -std=c11 -D_GNU_SOURCE -Ilib/base/include -Ilib/layout/include -Iworker/comm/include -Iworker/comm/nccl/src $(GPU_INCLUDES) \
              $(filter-out -Werror,$(WARN)) -O2 -g -MMD -MP
 
 $(GPU_BUILD)/%.o: %.c
@@ -66,10 +66,10 @@ $(GPU_BUILD)/libareal_gpu.a: $(patsubst %.c,$(GPU_BUILD)/%.o,$(GPU_LIB_SRC))
 	@rm -f $@
 	ar rcs $@ $^
 
-$(GPU_BUILD)/gpu_test_%: $(GPU_BUILD)/worker/nccl/gpu/gpu_test_%.o $(GPU_BUILD)/libareal_gpu.a
+$(GPU_BUILD)/gpu_test_%: $(GPU_BUILD)/worker/comm/nccl/gpu/gpu_test_%.o $(GPU_BUILD)/libareal_gpu.a
 	$(CC) -O2 -g -o $@ $^ $(GPU_LINK) $(CMOCKA_LIBS) -lpthread -lm
 
-$(GPU_BUILD)/gpu_bench_%: $(GPU_BUILD)/worker/nccl/gpu/gpu_bench_%.o $(GPU_BUILD)/libareal_gpu.a
+$(GPU_BUILD)/gpu_bench_%: $(GPU_BUILD)/worker/comm/nccl/gpu/gpu_bench_%.o $(GPU_BUILD)/libareal_gpu.a
 	$(CC) -O2 -g -o $@ $^ $(GPU_LINK) -lpthread -lm
 
 gpu-info:

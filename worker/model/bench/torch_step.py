@@ -14,7 +14,7 @@ weights in fp32, then
 Threads: torch.set_num_threads(--threads) (intra-op); the C bench passes its
 own thread count. Prints one JSON line: tokens/s by wall time, and the CPU
 seconds (all threads) so a loaded machine can be read through. Run by the C bench; by hand:
-  python3 model/bench/torch_step.py --threads 1
+  python3 worker/model/bench/torch_step.py --threads 1
 """
 import argparse
 import json

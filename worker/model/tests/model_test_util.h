@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define FIX "model/tests/fixtures/"
+#define FIX "worker/model/tests/fixtures/"
 
 /* Reads a whole file into a new NUL-terminated buffer; NULL if it cannot. */
 static inline char *mt_read(const char *path, size_t *len) {

@@ -403,7 +403,7 @@ static void own_form_many_nodes(void **state) {
 
 static void kubectl_nodelist(void **state) {
     (void)state;
-    areal_cluster c = load_ok("layout/tests/data/nodelist.json", 8);
+    areal_cluster c = load_ok("lib/layout/tests/data/nodelist.json", 8);
     assert_int_equal(c.n_nodes, 4);
     const areal_node *n = find_node(&c, "h100-0");
     assert_int_equal(n->gpus, 8);
@@ -444,7 +444,7 @@ static void kubectl_nodelist(void **state) {
 
 static void kubectl_list_counts_pod_requests(void **state) {
     (void)state;
-    areal_cluster c = load_ok("layout/tests/data/nodes-and-pods.json", 8);
+    areal_cluster c = load_ok("lib/layout/tests/data/nodes-and-pods.json", 8);
     assert_int_equal(c.n_nodes, 2);
     /* trainer-0 (listed before its node): 2 GPUs, 4 CPU, 16Gi; rollout-0: a GPU given only
      * as a limit and 500m; finished and crashed pods, the orphan and the unbound one: nothing. */
@@ -759,10 +759,11 @@ static void error_file_not_found(void **state) {
     areal_cluster c;
     areal_error e;
     areal_error_clear(&e);
-    assert_int_equal(areal_cluster_load_file("layout/tests/data/no-such-cluster.yaml", 8, &c, &e),
-                     AREAL_EIO);
+    assert_int_equal(
+        areal_cluster_load_file("lib/layout/tests/data/no-such-cluster.yaml", 8, &c, &e),
+        AREAL_EIO);
     assert_int_equal(e.code, AREAL_EIO);
-    assert_has(e.msg, "layout/tests/data/no-such-cluster.yaml");
+    assert_has(e.msg, "lib/layout/tests/data/no-such-cluster.yaml");
     assert_int_equal(c.n_nodes, 0);
 }
 
@@ -771,9 +772,9 @@ static void error_file_names_source(void **state) {
     areal_cluster c;
     areal_error e;
     areal_error_clear(&e);
-    assert_int_equal(areal_cluster_load_file("layout/tests/data/typo.yaml", 8, &c, &e),
+    assert_int_equal(areal_cluster_load_file("lib/layout/tests/data/typo.yaml", 8, &c, &e),
                      AREAL_EINVAL);
-    assert_has(e.msg, "layout/tests/data/typo.yaml: nodes[1].gpuUsed: unknown field");
+    assert_has(e.msg, "lib/layout/tests/data/typo.yaml: nodes[1].gpuUsed: unknown field");
     assert_int_equal(c.n_nodes, 0);
 }
 

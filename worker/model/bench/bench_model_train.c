@@ -8,7 +8,7 @@
  *   2. generation: batch 8, prompts of 32 tokens, 32 new tokens each with
  *      temperature sampling (new tokens/s, prefill included);
  *   3. PyTorch CPU on the same shapes, batch and generation in the same run
- *      (model/bench/torch_step.py through AREAL_BENCH_PYTHON, default
+ *      (worker/model/bench/torch_step.py through AREAL_BENCH_PYTHON, default
  *      python3), and the ratio ours / PyTorch; skipped with one line when that
  *      python cannot import torch and transformers;
  *   4. OpenBLAS sgemm peak (a 2048^3 square product, best of 3) and the
@@ -142,12 +142,13 @@ static json_t *run_torch(const areal_model_config *c, int threads) {
                py);
         return NULL;
     }
-    snprintf(cmd, sizeof cmd,
-             "OMP_NUM_THREADS=%d MKL_NUM_THREADS=%d '%s' model/bench/torch_step.py --threads %d "
-             "--vocab %d --hidden %d --inter %d --layers %d --heads %d --kv-heads %d --seqs %d "
-             "--seq-len %d --gen-batch %d --gen-prompt %d --gen-new %d --runs %d",
-             threads, threads, py, threads, c->vocab_size, c->hidden_size, c->intermediate_size,
-             c->num_layers, c->num_heads, c->num_kv_heads, NS, L, GB, GP, GNEW, RUNS);
+    snprintf(
+        cmd, sizeof cmd,
+        "OMP_NUM_THREADS=%d MKL_NUM_THREADS=%d '%s' worker/model/bench/torch_step.py --threads %d "
+        "--vocab %d --hidden %d --inter %d --layers %d --heads %d --kv-heads %d --seqs %d "
+        "--seq-len %d --gen-batch %d --gen-prompt %d --gen-new %d --runs %d",
+        threads, threads, py, threads, c->vocab_size, c->hidden_size, c->intermediate_size,
+        c->num_layers, c->num_heads, c->num_kv_heads, NS, L, GB, GP, GNEW, RUNS);
     fflush(stdout);
     FILE *p = popen(cmd, "r");
     char line[4096] = "";
@@ -162,7 +163,7 @@ static json_t *run_torch(const areal_model_config *c, int threads) {
         }
     }
     if (j == NULL)
-        printf("pytorch: model/bench/torch_step.py failed under %s; ratio skipped\n", py);
+        printf("pytorch: worker/model/bench/torch_step.py failed under %s; ratio skipped\n", py);
     return j;
 }
 
