@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "areal/model/cmd.h"
+#include "areal/train/cmd.h"
 #include "worker_env.h"
 
 int worker_env_int(const char *name, int def, int lo, int hi, int *out, areal_error *err) {
@@ -36,6 +37,7 @@ static int usage(const char *why) {
     fprintf(stderr,
             "areal-worker: %s\nusage: areal-worker [--selftest] [--hold-ms N]\n"
             "       areal-worker tokenize|score|generate --model DIR ... (the CPU model)\n"
+            "       areal-worker tiny|train ... (the demo model; the trainer role)\n"
             "  --selftest   build every group of the job and check a collective on each\n"
             "  --hold-ms N  stay up N ms after the work\n",
             why);
@@ -45,6 +47,8 @@ static int usage(const char *why) {
 int main(int argc, char **argv) {
     if (argc > 1 && areal_cmd_is_model(argv[1]))
         return areal_cmd_run(argc - 1, argv + 1, stdout, stderr);
+    if (argc > 1 && areal_cmd_is_train(argv[1]))
+        return areal_cmd_train_run(argc - 1, argv + 1, stdout, stderr);
     worker_opts o = {0, 0};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--selftest") == 0) {

@@ -27,7 +27,6 @@
 #include "areal/train/tiny.h"
 #include "areal/train/train_loop.h"
 #include "areal/train/warmup.h"
-#include "rl_fallback.h"
 #include "sgl_ref_server.h"
 
 typedef struct ctx {

@@ -1,18 +1,15 @@
 /*
- * rl_fallback.h - TEMPORARY, test code only: minimal stand-ins for the
- * rl-core functions the training step calls (areal/rl/advantage.h, loss.h,
- * pack.h) until that component's implementations land on this branch;
- * included by exactly one test file, never linked into the library or a
- * program. Covers only what the learning and resume tests configure: reward
+ * rl_fallback.c - TEMPORARY: minimal stand-ins for the rl-core functions the
+ * training step calls (areal/rl/advantage.h, loss.h, pack.h) until that
+ * component's implementations land on this branch. Every definition is
+ * weak, so rl-core's own (strong) definitions replace them as soon as they
+ * are linked, and nothing here can collide with them. Covers only what the learning and resume tests configure: reward
  * bias/scaling, GRPO group mean/std normalisation (unbiased, eps 1e-5), no
  * KL, no adv_norm, token-level PPO clip loss with AReaL's aggregation, the
  * behaviour weight when rejection sampling is set (mask above upper), one
  * micro-batch per max_tokens_per_mb by first fit. Delete it when rl-core's
  * advantage.c / loss.c / pack.c are merged (they then define these symbols).
  */
-#ifndef RL_FALLBACK_H
-#define RL_FALLBACK_H
-
 #include <math.h>
 #include <string.h>
 
@@ -20,13 +17,16 @@
 #include "areal/rl/loss.h"
 #include "areal/rl/pack.h"
 
-int areal_rl_compute_advantages(const areal_actor_config *cfg, const areal_rl_adv_input *in,
+#define WEAK __attribute__((weak))
+
+WEAK int areal_rl_compute_advantages(const areal_actor_config *cfg, const areal_rl_adv_input *in,
                                 const areal_rl_adv_output *out, const areal_rl_reducer *red,
                                 areal_error *err) {
     (void)red;
     int n = in->n_seqs, G = cfg->reward_norm.enabled ? cfg->reward_norm.group_size : 1;
-    if (G < 1 || n % G != 0)
-        return areal_error_set(err, AREAL_EINVAL, -1, "group size does not divide the batch");
+    if (G < 1 || n % G != 0 || n > 4096)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "group size does not divide the batch (or over 4096 sequences)");
     float r[4096];
     for (int i = 0; i < n; i++) {
         double x = ((double)in->rewards[i] + cfg->reward_bias) * cfg->reward_scaling;
@@ -58,7 +58,7 @@ int areal_rl_compute_advantages(const areal_actor_config *cfg, const areal_rl_ad
     return AREAL_OK;
 }
 
-areal_ppo_loss_opts areal_ppo_loss_opts_from(const areal_actor_config *cfg) {
+WEAK areal_ppo_loss_opts areal_ppo_loss_opts_from(const areal_actor_config *cfg) {
     areal_ppo_loss_opts o;
     memset(&o, 0, sizeof o);
     o.eps_clip = cfg->eps_clip;
@@ -69,7 +69,7 @@ areal_ppo_loss_opts areal_ppo_loss_opts_from(const areal_actor_config *cfg) {
     return o;
 }
 
-void areal_ppo_loss_stats_add(areal_ppo_loss_stats *a, const areal_ppo_loss_stats *b) {
+WEAK void areal_ppo_loss_stats_add(areal_ppo_loss_stats *a, const areal_ppo_loss_stats *b) {
     a->loss += b->loss;
     a->n_valid += b->n_valid;
     a->n_clipped += b->n_clipped;
@@ -80,18 +80,18 @@ void areal_ppo_loss_stats_add(areal_ppo_loss_stats *a, const areal_ppo_loss_stat
         a->behave_w_max = b->behave_w_max;
 }
 
-double areal_ppo_mb_scale(long n_valid_mb, long n_valid_global, int dp_size) {
+WEAK double areal_ppo_mb_scale(long n_valid_mb, long n_valid_global, int dp_size) {
     return n_valid_global ? (double)n_valid_mb / (double)n_valid_global * dp_size : 0;
 }
 
-long areal_ppo_count_valid(const float *mask, int T) {
+WEAK long areal_ppo_count_valid(const float *mask, int T) {
     long n = 0;
     for (int t = 0; t < T; t++)
         n += mask[t] != 0;
     return n;
 }
 
-int areal_ppo_actor_loss(const float *logp, const float *prox, const float *behav,
+WEAK int areal_ppo_actor_loss(const float *logp, const float *prox, const float *behav,
                          const float *adv, const float *mask, int T, const int64_t *cu_seqlens,
                          int n_seqs, const areal_ppo_loss_opts *o, double *loss, float *dlogp,
                          areal_ppo_loss_stats *stats, areal_error *err) {
@@ -135,7 +135,7 @@ int areal_ppo_actor_loss(const float *logp, const float *prox, const float *beha
     return AREAL_OK;
 }
 
-int areal_pack_ffd(const int64_t *lens, int n, int64_t max_tokens, int min_mbs, int *mb_of,
+WEAK int areal_pack_ffd(const int64_t *lens, int n, int64_t max_tokens, int min_mbs, int *mb_of,
                    int *n_mbs, areal_error *err) {
     (void)min_mbs;
     int64_t used = 0;
@@ -155,4 +155,3 @@ int areal_pack_ffd(const int64_t *lens, int n, int64_t max_tokens, int min_mbs, 
     return AREAL_OK;
 }
 
-#endif
