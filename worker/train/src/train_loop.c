@@ -58,6 +58,15 @@ static void say(const areal_train_job *j, const char *fmt, ...) {
     j->log(j->ctx, line);
 }
 
+/* Groups finish in any order; training sees them in admission order, so a run is
+ * reproducible (with eta = 0 the same set of groups forms every batch). */
+static int by_admission(const void *a, const void *b) {
+    const areal_group *x = a, *y = b;
+    if (x->version_at_submit != y->version_at_submit)
+        return x->version_at_submit < y->version_at_submit ? -1 : 1;
+    return (x->index > y->index) - (x->index < y->index);
+}
+
 static int next_prompt(void *ctx, areal_rollout_prompt *p) {
     loop *l = ctx;
     size_t k = l->perm[(size_t)l->pos % l->n_train];
@@ -341,6 +350,7 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
         if (rc != AREAL_OK)
             break;
         double t_wait = now_s() - t0, t1 = now_s();
+        qsort(groups, (size_t)B, sizeof *groups, by_admission);
         areal_step_stats st;
         rc = areal_trainer_step(&t, groups, (int)B, &st, err);
         double t_train = now_s() - t1;
