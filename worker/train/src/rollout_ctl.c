@@ -182,7 +182,7 @@ static bool run_sample(areal_rollout_ctl *c, areal_sgl_client **clients, const i
         b->ver[i] = -1;
     }
     b->n = n_prompt;
-    int bad_answers = 0;
+    int bad_answers = 0, answered = 0;
     for (;;) {
         pthread_mutex_lock(&c->mu);
         while (c->paused && !c->stopping)
@@ -215,7 +215,9 @@ static bool run_sample(areal_rollout_ctl *c, areal_sgl_client **clients, const i
         areal_sgl_sampling s = *base;
         int generated = b->n - n_prompt;
         s.max_new_tokens = base->max_new_tokens - generated;
-        s.seed = seed + (uint64_t)*n_requests;
+        /* a retry after a failure reuses the seed, so where a request lands never changes
+         * what it samples; a resubmission after an abort continues with the next one */
+        s.seed = seed + (uint64_t)answered;
         areal_sgl_output out;
         (*n_requests)++;
         int rc = areal_sgl_generate(clients[si], b->tok, b->n, &s, &out, &err);
@@ -235,6 +237,7 @@ static bool run_sample(areal_rollout_ctl *c, areal_sgl_client **clients, const i
             }
             continue;
         }
+        answered++;
         pthread_mutex_lock(&c->mu);
         if (c->servers[si].reported_down)
             logf_(c, "rollout server %s answers again", addr);

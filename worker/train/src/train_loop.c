@@ -368,8 +368,11 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
             rc = areal_rollout_ctl_resume(ctl, err);
         }
         bool last = step == job->total_steps || (job->stop && *job->stop);
-        if (rc == AREAL_OK && (last || (job->ckpt_every > 0 && step % job->ckpt_every == 0)))
+        bool saved = false;
+        if (rc == AREAL_OK && (last || (job->ckpt_every > 0 && step % job->ckpt_every == 0))) {
             rc = save_ckpt(job, &t, ctl, step, err);
+            saved = true;
+        }
         bool do_eval = last || (job->eval_every > 0 && step % job->eval_every == 0);
         double t_eval = 0;
         if (rc == AREAL_OK && do_eval) {
@@ -399,6 +402,9 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
         emit(job, pf, line);
         json_decref(line);
         if (job->stop && *job->stop) {
+            /* the stop came while this step was finishing: its checkpoint is still owed */
+            if (!saved && (rc = save_ckpt(job, &t, ctl, step, err)) != AREAL_OK)
+                break;
             res->stopped = true;
             say(job, "stopped at step %ld with a checkpoint", step);
             break;
