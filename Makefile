@@ -138,9 +138,15 @@ $(BENCH_BINS): $(BUILD)/rel/bench/%: $$(call objs,rel,$$(call bench_src,$$*)) $(
 	$(CC) $(REL_FLAGS) -o $@ $^ $(PKG_LIBS)
 
 # ---- targets ---------------------------------------------------------------
+# The demo job: the tiny model made and warmed up, then asynchronous GRPO with one
+# rollout server and one trainer (examples/jobs/local-tiny.yaml; RUN_DIR holds the
+# model, checkpoints, progress.jsonl and reward.svg; rerun with --resume to continue).
+RUN_DIR ?= $(BUILD)/run
 run: $(BUILD)/rel/arealctl $(BUILD)/rel/areal-worker
 	$(BUILD)/rel/arealctl plan
 	$(BUILD)/rel/arealctl run
+	rm -rf $(RUN_DIR)
+	$(BUILD)/rel/arealctl run examples/jobs/local-tiny.yaml --job-dir $(RUN_DIR)
 
 # Both builds run even when the first fails; the last line sums them up.
 test: $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES)) $(addprefix $(BUILD)/rel/,$(PROGRAMS)) \
