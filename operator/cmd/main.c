@@ -21,7 +21,7 @@
 #include "areal/operator/controller.h"
 #include "areal/operator/httpd.h"
 #include "areal/operator/lease.h"
-#include "areal/operator/metrics.h"
+#include "areal/http/metrics.h"
 
 typedef struct options {
     const char *kubeconfig, *context, *ns, *scheduler, *image, *metrics_addr;

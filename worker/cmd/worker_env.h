@@ -29,9 +29,13 @@
 #define WORKER_ENV_COMM_SHM           "AREAL_COMM_SHM"
 
 typedef struct worker_opts {
-    int selftest; /* --selftest */
-    int hold_ms;  /* --hold-ms N: stay up N ms after the work (for supervision) */
+    int selftest;      /* --selftest */
+    int hold_ms;       /* --hold-ms N: stay up N ms after the work (for supervision) */
+    const char *model; /* --model DIR: ranks of an inference role run the rollout server */
 } worker_opts;
+
+/* `areal-worker serve` (argv[0] = "serve"), or a rank of an inference role serving job_model. */
+int worker_serve_main(int argc, char **argv, const char *job_model);
 
 /* Reads an integer variable: the default when unset, AREAL_EINVAL naming it when malformed. */
 int worker_env_int(const char *name, int def, int lo, int hi, int *out, areal_error *err);

@@ -137,6 +137,13 @@ int worker_rank_main(const worker_opts *o) {
         }
         have_role = 1;
         host_ci = store_host_component(alloc);
+        if (o->model != NULL && areal_backend_is_inference(alloc->comp[ci].backend)) {
+            /* a rollout server: it meets the trainer through the store (registration),
+             * not through the role's process groups */
+            free(alloc);
+            char *argv0[] = {"serve", NULL};
+            return worker_serve_main(1, argv0, o->model);
+        }
     }
     char prefix[32];
     snprintf(prefix, sizeof prefix, "c%d", ci);

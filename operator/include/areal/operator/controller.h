@@ -23,7 +23,7 @@
 #include "areal/error.h"
 #include "areal/kube/client.h"
 #include "areal/operator/desired.h"
-#include "areal/operator/metrics.h"
+#include "areal/http/metrics.h"
 
 typedef struct controller_config {
     const char *ns; /* watch AReaLJobs of this namespace only; NULL: all */

@@ -1,6 +1,7 @@
 /*
  * httpd.h - the operator's HTTP endpoints: /metrics (Prometheus text),
- * /healthz and /readyz, served by libwebsockets on its own thread.
+ * /healthz and /readyz, as routes of the shared HTTP server
+ * (areal/http/server.h, libwebsockets on a thread of its own).
  *
  * The handlers are called on the server thread and must be thread-safe. The
  * metrics handler returns a malloc'd body that the server frees.

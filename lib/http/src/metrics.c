@@ -1,11 +1,11 @@
 /*
- * metrics.c - see areal/operator/metrics.h. Series are kept in a growable
+ * metrics.c - see areal/http/metrics.h. Series are kept in a growable
  * array per family and found by comparing label values: families have few
  * series (jobs by phase, API verbs by code), so a linear scan beats hashing.
  * Rendering writes into a growable buffer under the registry lock, so a
  * scrape sees one consistent snapshot.
  */
-#include "areal/operator/metrics.h"
+#include "areal/http/metrics.h"
 
 #include <ctype.h>
 #include <math.h>

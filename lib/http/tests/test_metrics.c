@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "areal/operator/metrics.h"
+#include "areal/http/metrics.h"
 
 static void renders_counters_and_gauges_exactly(void **state) {
     (void)state;

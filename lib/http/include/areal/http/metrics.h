@@ -10,8 +10,8 @@
  * Ownership: the registry owns families and series; handles stay valid until
  * metrics_registry_free().
  */
-#ifndef AREAL_OPERATOR_METRICS_H
-#define AREAL_OPERATOR_METRICS_H
+#ifndef AREAL_HTTP_METRICS_H
+#define AREAL_HTTP_METRICS_H
 
 #include <stddef.h>
 

@@ -1,0 +1,150 @@
+/*
+ * worker_serve.c - `areal-worker serve`: the rollout server (SGLang's HTTP
+ * API, areal/rollout/server.h) until SIGTERM/SIGINT, then drain and exit 0.
+ *
+ *   areal-worker serve --model DIR [--host H] [--port P] [--kv-memory BYTES]
+ *       [--max-running N] [--max-queued N] [--threads N] [--weight-version V]
+ *       [--served-name NAME] [--grace-ms MS]
+ *
+ * In a job (MASTER_ADDR set: a rank of an inference role started with
+ * --model, or serve by hand inside a pod) it also registers in the trainer's
+ * store as rollout/servers/<POD_NAME or host-port> (worker/rollout/README.md)
+ * and deregisters after draining. Signals are blocked in every thread and
+ * taken by sigwait here, so no library code runs in a handler.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "areal/rollout/server.h"
+#include "worker_env.h"
+
+static int usage(const char *why, const char *arg) {
+    fprintf(stderr,
+            "areal-worker serve: %s%s%s\nusage: areal-worker serve --model DIR [--host H] "
+            "[--port P] [--kv-memory BYTES] [--max-running N] [--max-queued N] [--threads N] "
+            "[--weight-version V] [--served-name NAME] [--grace-ms MS]\n",
+            why, arg ? ": " : "", arg ? arg : "");
+    return 2;
+}
+
+static int num(const char *s, long long lo, long long hi, long long *out) {
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || (*end != '\0' && strchr("kKmMgG", *end) == NULL) ||
+        (*end && end[1] != '\0'))
+        return -1;
+    if (*end)
+        v <<= (*end == 'k' || *end == 'K') ? 10 : (*end == 'm' || *end == 'M') ? 20 : 30;
+    if (v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int worker_serve_main(int argc, char **argv, const char *job_model) {
+    areal_rollout_server_config cfg = {.model_dir = job_model};
+    long long grace = 30000, v = 0;
+    bool in_job = job_model != NULL;
+    const char *pod_ip = getenv(AREAL_ENV_POD_IP);
+    if (in_job) { /* a rank of an inference role: address from the pod */
+        cfg.host = pod_ip && pod_ip[0] ? pod_ip : "0.0.0.0";
+        const char *p = getenv("AREAL_ROLLOUT_PORT");
+        const char *lr = getenv(AREAL_ENV_LOCAL_RANK);
+        cfg.port = (p && num(p, 1, 65535, &v) == 0 ? (int)v : 30000) + (lr ? atoi(lr) : 0);
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--help") == 0) {
+            usage("the rollout server", NULL);
+            return 0;
+        }
+        if (val == NULL)
+            return usage("missing value or unknown option", a);
+        i++;
+        if (strcmp(a, "--model") == 0)
+            cfg.model_dir = val;
+        else if (strcmp(a, "--host") == 0)
+            cfg.host = val;
+        else if (strcmp(a, "--served-name") == 0)
+            cfg.served_name = val;
+        else if (strcmp(a, "--weight-version") == 0)
+            cfg.weight_version = val;
+        else if (strcmp(a, "--port") == 0 && num(val, 0, 65535, &v) == 0)
+            cfg.port = (int)v;
+        else if (strcmp(a, "--kv-memory") == 0 && num(val, 1, (long long)1 << 42, &v) == 0)
+            cfg.kv_bytes = (size_t)v;
+        else if (strcmp(a, "--max-running") == 0 && num(val, 1, 1 << 20, &v) == 0)
+            cfg.max_running = (int)v;
+        else if (strcmp(a, "--max-queued") == 0 && num(val, 1, 1 << 24, &v) == 0)
+            cfg.max_queued = (int)v;
+        else if (strcmp(a, "--threads") == 0 && num(val, 1, 1024, &v) == 0)
+            cfg.threads = (int)v;
+        else if (strcmp(a, "--grace-ms") == 0 && num(val, 0, 86400000, &v) == 0)
+            grace = v;
+        else
+            return usage("unknown option or bad value", a);
+    }
+    if (cfg.model_dir == NULL)
+        return usage("--model DIR is required", NULL);
+    char advertise[256];
+    if (pod_ip && pod_ip[0])
+        snprintf(advertise, sizeof advertise, "%s", pod_ip);
+    else if (cfg.host && strcmp(cfg.host, "0.0.0.0") != 0)
+        snprintf(advertise, sizeof advertise, "%s", cfg.host);
+    else if (gethostname(advertise, sizeof advertise) != 0)
+        snprintf(advertise, sizeof advertise, "127.0.0.1");
+    cfg.advertise_host = advertise;
+
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    areal_rollout_server *s = NULL;
+    areal_error e;
+    if (areal_rollout_server_start(&cfg, &s, &e) != AREAL_OK) {
+        fprintf(stderr, "areal-worker serve: %s\n", e.msg);
+        return e.code == AREAL_EIO || e.code == AREAL_EINVAL ? 2 : 1;
+    }
+    int port = areal_rollout_server_port(s);
+    char addr[300];
+    snprintf(addr, sizeof addr, "%s:%d", advertise, port);
+    fprintf(stderr, "areal-worker serve: %s serving on %s:%d\n", cfg.model_dir,
+            cfg.host ? cfg.host : "127.0.0.1", port);
+    areal_rollout_reg *reg = NULL;
+    const char *master = getenv(AREAL_ENV_MASTER_ADDR);
+    if (master && master[0]) {
+        int mport = 0;
+        if (worker_env_int(AREAL_ENV_MASTER_PORT, AREAL_DEFAULT_MASTER_PORT, 1, 65535, &mport,
+                           &e) != AREAL_OK) {
+            fprintf(stderr, "areal-worker serve: %s\n", e.msg);
+            areal_rollout_server_stop(s);
+            return 2;
+        }
+        const char *pod = getenv(AREAL_ENV_POD_NAME);
+        char name[300];
+        if (pod && pod[0])
+            snprintf(name, sizeof name, "%s", pod);
+        else
+            snprintf(name, sizeof name, "%s-%d", advertise, port);
+        if (areal_rollout_register_start(s, master, mport, name, addr, stderr, &reg, &e) !=
+            AREAL_OK)
+            fprintf(stderr, "areal-worker serve: %s\n", e.msg);
+    }
+    fflush(stderr);
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "areal-worker serve: signal %d: draining (grace %lld ms)\n", sig, grace);
+    areal_rollout_server_drain(s, (int)grace);
+    areal_rollout_register_stop(reg);
+    areal_rollout_server_stop(s);
+    fprintf(stderr, "areal-worker serve: drained, exiting\n");
+    return 0;
+}

@@ -1,0 +1,153 @@
+/*
+ * engine_internal.h - the rollout engine's state (internal to engine*.c).
+ *
+ * Locking: one mutex `mu` guards the waiting list, the live-request list,
+ * every request's abort / stop flags, the command slot, the flags and the
+ * published stats. The running list, the block manager, the KV floats, the
+ * sequences' token arrays and the model belong to the scheduler thread
+ * alone; it takes `mu` only to plan a step and to publish its results, and
+ * never holds it during the forward or a callback. Blocking calls
+ * (pause, swap, ...) are serialised by `cmd_mu` and handed to the scheduler
+ * through the command slot, which it serves between two steps.
+ */
+#ifndef AREAL_ROLLOUT_ENGINE_INTERNAL_H
+#define AREAL_ROLLOUT_ENGINE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "areal/model/generate.h"
+#include "areal/model/paged.h"
+#include "areal/rollout/engine.h"
+#include "kv_blocks.h"
+
+typedef enum seq_state { SEQ_WAITING, SEQ_RUNNING, SEQ_DONE } seq_state;
+
+typedef struct eng_req eng_req;
+
+typedef struct eng_seq {
+    eng_req *req;
+    int index;
+    int32_t *tok; /* prompt then output; n_tok of cap */
+    int n_tok, cap;
+    float *lp;             /* [max_new] output logprobs */
+    areal_engine_top *top; /* [max_new * top_n] */
+    int n_out;
+    int n_computed; /* positions whose keys and values are in the table's blocks */
+    int32_t *table; /* block ids */
+    int n_table;
+    uint64_t *chain; /* chain hash of each full block so far */
+    int n_chained;
+    areal_rng rng;
+    seq_state state;
+    areal_engine_finish finish;
+    int32_t matched;
+    int cached_tokens;
+    bool admitted_once;
+    uint64_t admit_order, epoch;
+    int chunk;                   /* tokens fed in the step being built; 0: not in it */
+    struct eng_seq *prev, *next; /* waiting or running list */
+} eng_seq;
+
+struct eng_req {
+    char rid[AREAL_ENGINE_RID_MAX];
+    int32_t *input;
+    int n_input;
+    areal_engine_params p; /* p.stop_token_ids points at stop_ids */
+    int32_t *stop_ids;
+    areal_engine_done_fn on_done;
+    areal_engine_token_fn on_token;
+    void *user;
+    int n, n_live;
+    eng_seq *seqs;
+    float *in_lp; /* prompt scoring: positions [score_from, n_input) */
+    areal_engine_top *in_top;
+    int score_from, score_next; /* score_next: next position to score */
+    bool abort_flag, stop_flag;
+    bool prompt_done; /* some sample computed the whole prompt: siblings may share it */
+    bool any_abort;
+    double t_submit, t_admit;
+    areal_engine_result *res; /* built at retirement, handed to on_done */
+    eng_req *prev, *next;     /* live list */
+    eng_req *done_next;       /* the scheduler's list of finished requests */
+};
+
+typedef struct seq_list {
+    eng_seq *head, *tail;
+    int n;
+} seq_list;
+
+typedef enum eng_cmd { CMD_NONE, CMD_PAUSE, CMD_CONTINUE, CMD_FLUSH, CMD_SWAP } eng_cmd;
+
+struct areal_engine {
+    areal_engine_config cfg; /* defaults filled; eos ids owned */
+    areal_model *model;      /* owned; replaced by swaps (scheduler thread, under cmd_mu) */
+    areal_model_config mcfg; /* its config, stable across swaps: read by any thread */
+    areal_pool *pool;
+    areal_paged_kv kv;
+    kv_blocks blocks;
+    size_t block_bytes;
+    int max_context;
+    uint64_t epoch; /* bumped by every swap */
+    pthread_t thread;
+    bool thread_started;
+    pthread_mutex_t mu;
+    pthread_cond_t wake; /* the scheduler waits here */
+    pthread_cond_t cmd_cv, idle_cv;
+    pthread_mutex_t cmd_mu;
+    /* under mu */
+    seq_list waiting;
+    eng_req *live_head;
+    int n_live;
+    bool paused, draining, shutdown, any_flag;
+    eng_cmd cmd;
+    areal_engine_pause_mode cmd_mode;
+    areal_model *cmd_model;
+    const char *cmd_version;
+    bool cmd_abort;
+    uint64_t next_rid, seed_state;
+    char version[AREAL_ENGINE_VERSION_MAX];
+    areal_engine_stats st; /* published counters */
+    /* scheduler only */
+    seq_list running;
+    uint64_t admit_counter;
+    double win_t0;
+    uint64_t win_gen0;
+    /* step buffers, sized at create */
+    eng_seq **batch;         /* [max_running] */
+    int32_t *step_tok, *cu;  /* [max_step_tokens], [max_running + 1] */
+    areal_paged_seq *pseq;   /* [max_running] */
+    int32_t *out_rows;       /* [max_running + SCORE_ROWS] */
+    float *logits, *scratch; /* [(max_running + SCORE_ROWS) * V], [2 V] */
+};
+
+/* Prompt-scoring rows per step at most (bounds the logits buffer). */
+#define SCORE_ROWS 64
+
+/* ---- engine_seq.c: requests, sequences, results */
+void seq_list_push_back(seq_list *l, eng_seq *s);
+void seq_list_push_front(seq_list *l, eng_seq *s);
+void seq_list_remove(seq_list *l, eng_seq *s);
+/* A request from r with its n sequences waiting-ready; NULL on no memory. */
+eng_req *req_new(const areal_engine_request *r, int n, int block_tokens, uint64_t seed,
+                 const char *rid);
+void req_free(eng_req *q);
+/* Moves q's outputs into a new result (q keeps the rest); NULL on no memory. */
+areal_engine_result *req_result(eng_req *q, const char *version);
+
+/* ---- engine_sample.c: next-token choice and logprobs */
+/* Draws the next token for p from logits [V] (scratch 2 V floats) as
+ * areal_sample does, plus min_p; writes its logprob. */
+int32_t eng_sample(const float *logits, int V, const areal_engine_params *p, areal_rng *rng,
+                   float *scratch, float *logprob);
+/* log softmax(logits / T) (T <= 0: raw logits) at id, and the k best
+ * (best first, padded with id -1) into top[k] when k > 0. */
+float eng_logprob(const float *logits, int V, float temperature, int32_t id, int k,
+                  areal_engine_top *top);
+
+/* ---- engine_sched.c: the scheduler thread */
+void *eng_scheduler(void *arg);
+double eng_now(void);
+
+#endif
