@@ -63,6 +63,8 @@ struct areal_rollout_ctl {
     long version;
     bool paused, stopping, exhausted;
     bool none_logged;
+    bool fatal;          /* requests that no server accepts: the run cannot go on */
+    areal_error fatal_err;
     areal_staleness st;
     pthread_t dispatcher;
     pthread_t *workers;
@@ -185,9 +187,9 @@ static bool run_sample(areal_rollout_ctl *c, areal_sgl_client **clients, const i
     int bad_answers = 0, answered = 0;
     for (;;) {
         pthread_mutex_lock(&c->mu);
-        while (c->paused && !c->stopping)
+        while (c->paused && !c->stopping && !c->fatal)
             pthread_cond_wait(&c->cv_resume, &c->mu);
-        if (c->stopping) {
+        if (c->stopping || c->fatal) {
             pthread_mutex_unlock(&c->mu);
             return false;
         }
@@ -232,8 +234,16 @@ static bool run_sample(areal_rollout_ctl *c, areal_sgl_client **clients, const i
             if (first || !transport)
                 logf_(c, "%s; retrying the request on another server", err.msg);
             if (!transport && ++bad_answers >= 3) {
-                *no_eos = true; /* a request no server can answer: end the sample here */
-                return true;
+                /* refused three times (4xx, or an answer not in SGLang's shape): this is
+                 * not a server being down, retrying forever would hide it */
+                pthread_mutex_lock(&c->mu);
+                if (!c->fatal) {
+                    c->fatal = true;
+                    c->fatal_err = err;
+                }
+                pthread_cond_broadcast(&c->cv_done);
+                pthread_mutex_unlock(&c->mu);
+                return false;
             }
             continue;
         }
@@ -263,7 +273,10 @@ static bool run_sample(areal_rollout_ctl *c, areal_sgl_client **clients, const i
 
 static void finish_task(areal_rollout_ctl *c, task *t) {
     t->g.t_done = now_s();
-    bool keep = c->cb.accept ? c->cb.accept(c->cb.ctx, &t->g) : true;
+    bool complete = true; /* a sample cut off by a stop or a refused request has no tokens */
+    for (int i = 0; i < t->g.G; i++)
+        complete = complete && t->g.s[i].n > t->g.s[i].n_prompt;
+    bool keep = complete && (c->cb.accept ? c->cb.accept(c->cb.ctx, &t->g) : true);
     pthread_mutex_lock(&c->mu);
     if (keep) {
         if (c->n_done == c->cap_done) {
@@ -573,6 +586,12 @@ int areal_rollout_ctl_wait(areal_rollout_ctl *c, areal_group *out, int n, double
     double deadline = now_s() + timeout_s;
     pthread_mutex_lock(&c->mu);
     while (c->n_done < n) {
+        if (c->fatal) {
+            areal_error e = c->fatal_err;
+            pthread_mutex_unlock(&c->mu);
+            return areal_error_set(err, AREAL_EINVAL, -1, "rollout requests are refused: %s",
+                                   e.msg);
+        }
         if (c->exhausted && c->st.running == 0) {
             int have = c->n_done;
             pthread_mutex_unlock(&c->mu);
@@ -703,9 +722,14 @@ int areal_rollout_ctl_eval(areal_rollout_ctl *c, const areal_rollout_prompt *pro
     }
     eb.remaining -= n - queued;
     pthread_cond_broadcast(&c->cv_work);
+    /* every job of eb must be done before eb (on this stack) goes: failed ones count too */
     while (eb.remaining > 0 && !c->stopping)
         timed_wait(&c->cv_done, &c->mu, 0.5);
+    bool fatal = c->fatal;
+    areal_error fe = c->fatal_err;
     pthread_mutex_unlock(&c->mu);
+    if (fatal)
+        return areal_error_set(err, AREAL_EINVAL, -1, "rollout requests are refused: %s", fe.msg);
     if (queued < n)
         return areal_error_set(err, AREAL_ENOMEM, -1, "no memory for evaluation requests");
     return AREAL_OK;

@@ -200,7 +200,8 @@ int areal_sgl_generate(areal_sgl_client *c, const int32_t *in, int n_in,
                            (json_int_t)(s->top_k > 0 ? s->top_k : -1), "stop_token_ids", stop,
                            "ignore_eos", s->ignore_eos, "skip_special_tokens", 0);
     if (sp && s->has_seed)
-        json_object_set_new(sp, "sampling_seed", json_integer((json_int_t)(s->seed >> 1)));
+        /* SGLang (and areal-worker serve) take seeds in 0..2^62 */
+        json_object_set_new(sp, "sampling_seed", json_integer((json_int_t)(s->seed >> 2)));
     json_t *body = json_pack("{s:o,s:o,s:b,s:b}", "input_ids", ids, "sampling_params", sp,
                              "return_logprob", 1, "stream", 0);
     if (body == NULL)
