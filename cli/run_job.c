@@ -424,6 +424,11 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
             }
         }
     }
+    /* Stop what still runs first (the trainer checkpoints on SIGTERM), then read the
+     * trainer's last lines: draining before would wait on a trainer that still waits
+     * for a dead server. The pipe holds 64 KiB, far more than the few lines of a stop. */
+    if (n_ps > 0)
+        shutdown_all(ps, n_ps, 30);
     if (out_fd >= 0) {
         ssize_t r;
         while ((r = read(out_fd, buf, sizeof buf)) > 0)
@@ -433,8 +438,6 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
     }
     if (have_prog)
         run_progress_end(&prog);
-    if (n_ps > 0)
-        shutdown_all(ps, n_ps, 10);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     if (rc == CLI_OK && failed >= 0) {

@@ -118,6 +118,10 @@ static void push_job(areal_rollout_ctl *c, job *j) {
     pthread_cond_signal(&c->cv_work);
 }
 
+static bool cancelled(const areal_rollout_ctl *c) {
+    return c->cfg.cancel != NULL && *c->cfg.cancel != 0;
+}
+
 /* A sample's growing buffers. */
 typedef struct sample_buf {
     int32_t *tok;
@@ -187,9 +191,9 @@ static bool run_sample(areal_rollout_ctl *c, areal_sgl_client **clients, const i
     int bad_answers = 0, answered = 0;
     for (;;) {
         pthread_mutex_lock(&c->mu);
-        while (c->paused && !c->stopping && !c->fatal)
-            pthread_cond_wait(&c->cv_resume, &c->mu);
-        if (c->stopping || c->fatal) {
+        while (c->paused && !c->stopping && !c->fatal && !cancelled(c))
+            timed_wait(&c->cv_resume, &c->mu, 0.2);
+        if (c->stopping || c->fatal || cancelled(c)) {
             pthread_mutex_unlock(&c->mu);
             return false;
         }
@@ -725,11 +729,13 @@ int areal_rollout_ctl_eval(areal_rollout_ctl *c, const areal_rollout_prompt *pro
     /* every job of eb must be done before eb (on this stack) goes: failed ones count too */
     while (eb.remaining > 0 && !c->stopping)
         timed_wait(&c->cv_done, &c->mu, 0.5);
-    bool fatal = c->fatal;
+    bool fatal = c->fatal, cancel = cancelled(c);
     areal_error fe = c->fatal_err;
     pthread_mutex_unlock(&c->mu);
     if (fatal)
         return areal_error_set(err, AREAL_EINVAL, -1, "rollout requests are refused: %s", fe.msg);
+    if (cancel)
+        return areal_error_set(err, AREAL_ERANGE, -1, "evaluation cancelled by a stop");
     if (queued < n)
         return areal_error_set(err, AREAL_ENOMEM, -1, "no memory for evaluation requests");
     return AREAL_OK;

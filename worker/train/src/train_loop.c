@@ -306,6 +306,7 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
                                                                   : 3600;
         /* the controller starts admitting at once, so it starts at the resumed version */
         rcfg.start_version = t.version;
+        rcfg.cancel = job->stop;
         areal_rollout_callbacks cb = {next_prompt, reward, NULL, ctl_log, &l};
         rc = areal_rollout_ctl_start(&rcfg, job->servers, job->n_servers, &cb, &ctl, err);
     }
@@ -326,6 +327,10 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
     if (rc == AREAL_OK) {
         double t0 = now_s();
         rc = evaluate(&l, ctl, &acc, err);
+        if (rc == AREAL_ERANGE && job->stop && *job->stop) {
+            rc = AREAL_OK;
+            res->stopped = true;
+        }
         res->acc_start = res->acc_end = acc;
         json_t *line = json_pack("{s:I,s:I,s:f,s:f}", "step", (json_int_t)step, "version",
                                  (json_int_t)t.version, "eval_accuracy", acc, "eval_s",
@@ -333,12 +338,17 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
         emit(job, pf, line);
         json_decref(line);
     }
+    long saved_step = step; /* a resumed run's checkpoint exists already */
     areal_group *groups = calloc((size_t)B, sizeof *groups);
     if (rc == AREAL_OK && groups == NULL)
         rc = areal_error_set(err, AREAL_ENOMEM, -1, "no memory for a batch");
-    while (rc == AREAL_OK && step < job->total_steps) {
+    while (rc == AREAL_OK && !res->stopped && step < job->total_steps) {
         if (job->stop && *job->stop) {
+            /* stopped between steps: the last finished step's checkpoint, if not written */
+            if (step > saved_step)
+                rc = save_ckpt(job, &t, ctl, step, err);
             res->stopped = true;
+            say(job, "stopped at step %ld with a checkpoint", step);
             break;
         }
         double t0 = now_s();
@@ -372,6 +382,7 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
         if (rc == AREAL_OK && (last || (job->ckpt_every > 0 && step % job->ckpt_every == 0))) {
             rc = save_ckpt(job, &t, ctl, step, err);
             saved = true;
+            saved_step = step;
         }
         bool do_eval = last || (job->eval_every > 0 && step % job->eval_every == 0);
         double t_eval = 0;
@@ -379,7 +390,12 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
             double t2 = now_s();
             rc = evaluate(&l, ctl, &acc, err);
             t_eval = now_s() - t2;
-            res->acc_end = acc;
+            if (rc == AREAL_ERANGE && job->stop && *job->stop) {
+                rc = AREAL_OK; /* a stop cut the evaluation short: checkpoint below */
+                do_eval = false;
+            } else {
+                res->acc_end = acc;
+            }
         }
         if (rc != AREAL_OK)
             break;

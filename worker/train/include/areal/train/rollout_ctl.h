@@ -37,6 +37,7 @@
 #ifndef AREAL_TRAIN_ROLLOUT_CTL_H
 #define AREAL_TRAIN_ROLLOUT_CTL_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -97,6 +98,9 @@ typedef struct areal_rollout_cfg {
     double request_timeout_s;
     double server_backoff_s; /* how long a failed server is skipped (0: 1 s) */
     long start_version;      /* the policy version at start (a resume: counters recovered) */
+    /* Nullable; when it becomes nonzero (a signal handler may set it) waits for servers,
+     * for a pause and for an evaluation give up, so a stop is never stuck behind them. */
+    volatile sig_atomic_t *cancel;
 } areal_rollout_cfg;
 
 typedef struct areal_rollout_ctl areal_rollout_ctl;
