@@ -11,9 +11,10 @@
  * (`areal-worker tiny`, warmed up). The trainer's progress lines drive a
  * progress bar (plain lines when stdout is not a terminal) and a reward-curve
  * SVG written at the end. Ctrl-C (or SIGTERM) asks the trainer to stop with
- * a checkpoint, then stops the servers; `--resume` continues from it. If any
- * process fails, every other one is stopped and the run fails naming the pod
- * (gang semantics, as the operator restarts a gang).
+ * a checkpoint, then stops the servers; `--resume` continues from it. A
+ * rollout server that dies is restarted from the newest published weights
+ * (the trainer waits for it); if the trainer fails, every other process is
+ * stopped and the run fails naming the pod.
  *
  * Validation: the manifest's own fields are checked here as the CRD's schema
  * does (kind, apiVersion, spec.allocation, the types and ranges of
@@ -22,6 +23,7 @@
  * gradient all-reduce wired through the comm runtime in train_loop.c), TP > 1
  * rollout servers, AReaL's own config keys (rl-core's parser).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -44,7 +46,8 @@
 #include "cli.h"
 #include "run_progress.h"
 
-#define MAX_PROCS 64
+#define MAX_PROCS    64
+#define MAX_RESTARTS 100 /* rollout server restarts in one run */
 
 typedef struct proc {
     char name[160];
@@ -133,6 +136,27 @@ static int mkdir_p(const char *path) {
             *p = '/';
         }
     return mkdir(buf, 0755) == 0 || errno == EEXIST ? 0 : -1;
+}
+
+/* The newest complete weight_update_v<N> of the job, else the initial model. */
+static void newest_weights(const char *job_dir, const char *model_dir, char *out, size_t cap) {
+    snprintf(out, cap, "%s", model_dir);
+    DIR *d = opendir(job_dir);
+    long best = -1;
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        long v;
+        char extra;
+        char path[1500];
+        snprintf(path, sizeof path, "%s/%s/model.safetensors", job_dir, e->d_name);
+        if (sscanf(e->d_name, "weight_update_v%ld%c", &v, &extra) == 1 && v > best &&
+            access(path, R_OK) == 0) {
+            best = v;
+            snprintf(out, cap, "%.900s/%.255s", job_dir, e->d_name);
+        }
+    }
+    if (d)
+        closedir(d);
 }
 
 static void stop_all(proc *ps, int n, int sig) {
@@ -382,7 +406,7 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
     }
     run_progress prog;
     bool have_prog = rc == CLI_OK && run_progress_init(&prog, steps, stdout, isatty(1)) == 0;
-    int failed = -1;
+    int failed = -1, restarts = 0;
     bool asked_stop = false, trainer_done = false;
     double deadline = now_s() + (double)timeout;
     while (rc == CLI_OK && !trainer_done) {
@@ -418,6 +442,25 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
                 trainer_done = true;
                 if (ps[i].status != 0 && failed < 0)
                     failed = i;
+            } else if (!asked_stop && restarts < MAX_RESTARTS) {
+                /* A rollout server went down: restart it, as the operator would, from the
+                 * newest weights the trainer published (a new server must not serve the
+                 * initial policy under the trainer's current version); the trainer's
+                 * rollouts wait for it meanwhile. */
+                restarts++;
+                char from[1200];
+                newest_weights(job_dir, model_dir, from, sizeof from);
+                char port[16];
+                snprintf(port, sizeof port, "%d", ps[i].port);
+                char *argv[] = {worker, "serve", "--model", from, "--port", port, "--threads",
+                                "1", NULL};
+                snprintf(logf, sizeof logf, "%s/%s.log", logs, ps[i].name);
+                fprintf(stderr,
+                        "\narealctl run: pod %s exited with status %d; restarting it from %s "
+                        "(restart %d, log %s)\n",
+                        ps[i].name, ps[i].status, from, restarts, logf);
+                ps[i].status = -1;
+                ps[i].pid = spawn(argv, logf, -1);
             } else if (failed < 0) {
                 failed = i; /* a server went down: the gang goes with it */
                 trainer_done = true;

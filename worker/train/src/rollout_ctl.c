@@ -46,6 +46,7 @@ typedef struct server {
     bool present;
     double down_until;
     bool reported_down;
+    bool needs_sync; /* missed a server-wide call: gets no request until weights reach it */
 } server;
 
 struct areal_rollout_ctl {
@@ -154,7 +155,7 @@ static int pick_server(areal_rollout_ctl *c) {
     double t = now_s();
     for (int k = 0; k < c->n_servers; k++) {
         int i = (c->rr + k) % c->n_servers;
-        if (c->servers[i].present && c->servers[i].down_until <= t) {
+        if (c->servers[i].present && !c->servers[i].needs_sync && c->servers[i].down_until <= t) {
             c->rr = (i + 1) % c->n_servers;
             return i;
         }
@@ -619,20 +620,24 @@ int areal_rollout_ctl_wait(areal_rollout_ctl *c, areal_group *out, int n, double
     return AREAL_OK;
 }
 
-int areal_rollout_ctl_broadcast(areal_rollout_ctl *c, const char *path, json_t *body,
-                                areal_error *err) {
+/* POSTs path to the present servers (only_stale: those that need a sync). A server that
+ * cannot be reached is marked needs_sync and skipped (it is down; a later sync catches it
+ * up); an answer refusing the call is an error. A successful weight update clears it. */
+static int post_all(areal_rollout_ctl *c, const char *path, json_t *body, bool only_stale,
+                    areal_error *err) {
     char addrs[AREAL_ROLLOUT_MAX_SERVERS][128];
-    bool present[AREAL_ROLLOUT_MAX_SERVERS];
+    bool want[AREAL_ROLLOUT_MAX_SERVERS];
+    bool is_update = strncmp(path, "/update_weights", 15) == 0;
     pthread_mutex_lock(&c->mu);
     int n = c->n_servers;
     for (int i = 0; i < n; i++) {
         memcpy(addrs[i], c->servers[i].addr, sizeof addrs[i]);
-        present[i] = c->servers[i].present;
+        want[i] = c->servers[i].present && (!only_stale || c->servers[i].needs_sync);
     }
     pthread_mutex_unlock(&c->mu);
     int first = AREAL_OK;
     for (int i = 0; i < n; i++) {
-        if (!present[i])
+        if (!want[i])
             continue;
         areal_error e;
         int rc = c->ctl_clients[i] ? AREAL_OK
@@ -640,13 +645,35 @@ int areal_rollout_ctl_broadcast(areal_rollout_ctl *c, const char *path, json_t *
                                                              &c->ctl_clients[i], &e);
         if (rc == AREAL_OK)
             rc = areal_sgl_post(c->ctl_clients[i], path, body, NULL, &e);
-        if (rc != AREAL_OK && first == AREAL_OK) {
+        pthread_mutex_lock(&c->mu);
+        bool was_stale = c->servers[i].needs_sync;
+        if (rc == AREAL_EIO)
+            c->servers[i].needs_sync = true;
+        else if (rc == AREAL_OK && is_update)
+            c->servers[i].needs_sync = false;
+        pthread_cond_broadcast(&c->cv_resume);
+        pthread_mutex_unlock(&c->mu);
+        if (rc == AREAL_EIO && !was_stale)
+            logf_(c, "%s; it gets no requests until a weight update reaches it", e.msg);
+        else if (rc == AREAL_OK && is_update && was_stale)
+            logf_(c, "rollout server %s has the current weights again", addrs[i]);
+        if (rc != AREAL_OK && rc != AREAL_EIO && first == AREAL_OK) {
             first = rc;
             if (err)
                 *err = e;
         }
     }
     return first;
+}
+
+int areal_rollout_ctl_broadcast(areal_rollout_ctl *c, const char *path, json_t *body,
+                                areal_error *err) {
+    return post_all(c, path, body, false, err);
+}
+
+int areal_rollout_ctl_sync_stale(areal_rollout_ctl *c, const char *path, json_t *body,
+                                 areal_error *err) {
+    return post_all(c, path, body, true, err);
 }
 
 int areal_rollout_ctl_pause(areal_rollout_ctl *c, areal_error *err) {

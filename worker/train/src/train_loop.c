@@ -191,6 +191,23 @@ static int sync_disk(const areal_train_job *job, areal_trainer *t, areal_rollout
     return rc;
 }
 
+/* Sends the current policy (weight_update_v<version>, or the initial model at version 0)
+ * to the servers that missed an update. */
+static int resync(const areal_train_job *job, const areal_trainer *t, areal_rollout_ctl *ctl,
+                  areal_error *err) {
+    char rel[PATH_MAX], abs_dir[PATH_MAX];
+    if (t->version > 0)
+        snprintf(rel, sizeof rel, "%s/weight_update_v%ld", job->job_dir, t->version);
+    else
+        snprintf(rel, sizeof rel, "%s", job->model_dir);
+    if (realpath(rel, abs_dir) == NULL)
+        return AREAL_OK; /* not written yet: the step's own update will reach them */
+    json_t *body = json_pack("{s:s,s:b}", "model_path", abs_dir, "abort_all_requests", 1);
+    int rc = areal_rollout_ctl_sync_stale(ctl, "/update_weights_from_disk", body, err);
+    json_decref(body);
+    return rc;
+}
+
 static int save_ckpt(const areal_train_job *job, areal_trainer *t, areal_rollout_ctl *ctl,
                      long step, areal_error *err) {
     char root[PATH_MAX];
@@ -354,8 +371,10 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
         double t0 = now_s();
         rc = areal_rollout_ctl_wait(ctl, groups, (int)B, 1.0, err);
         if (rc == AREAL_ERANGE) {
-            rc = AREAL_OK;
-            continue; /* keep checking the stop flag while rollouts run */
+            /* keep checking the stop flag while rollouts run, and catch up servers that
+             * missed a weight update (down, restarted) with the current policy */
+            rc = resync(job, &t, ctl, err);
+            continue;
         }
         if (rc != AREAL_OK)
             break;

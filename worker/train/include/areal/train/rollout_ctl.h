@@ -148,11 +148,18 @@ areal_staleness areal_rollout_ctl_counters(areal_rollout_ctl *c);
 void areal_rollout_ctl_recover(areal_rollout_ctl *c, long version);
 
 /*
- * Runs each server-wide call on every server: POST path with body
- * (borrowed). Returns the first failure (the others are still tried).
+ * Runs a server-wide call on every server: POST path with body (borrowed).
+ * A server that cannot be reached is marked as needing a sync and gets no
+ * request until a weight update (a path starting /update_weights) reaches
+ * it; it does not fail the call. Returns the first refusal (a 4xx or a bad
+ * answer), after trying every server.
  */
 int areal_rollout_ctl_broadcast(areal_rollout_ctl *c, const char *path, json_t *body,
                                 areal_error *err);
+
+/* The same call, only to the servers that need a sync (a restarted server catching up). */
+int areal_rollout_ctl_sync_stale(areal_rollout_ctl *c, const char *path, json_t *body,
+                                 areal_error *err);
 
 /*
  * Evaluation: generates one sample of each prompt under sampling s,
