@@ -30,8 +30,7 @@ int cmd_run(int argc, char **argv, const char *self);
  * `arealctl run JOB.yaml [--resume] [--job-dir DIR] [--timeout S]`: the
  * AReaLJob manifest run as local processes (run_job.c). timeout 0: none.
  */
-int cmd_run_job(const char *path, bool resume, const char *job_dir, long timeout,
-                const char *self);
+int cmd_run_job(const char *path, bool resume, const char *job_dir, long timeout, const char *self);
 
 /*
  * The embedded default inventory used when no --cluster is given: two leaf

@@ -101,8 +101,8 @@ static pid_t start_pod(const char *worker, char *const *args, const areal_plan *
 
 static bool is_manifest(const char *a) {
     size_t n = strlen(a);
-    return (n > 5 && strcmp(a + n - 5, ".yaml") == 0) || (n > 4 && strcmp(a + n - 4, ".yml") == 0) ||
-           (n > 5 && strcmp(a + n - 5, ".json") == 0);
+    return (n > 5 && strcmp(a + n - 5, ".yaml") == 0) ||
+           (n > 4 && strcmp(a + n - 4, ".yml") == 0) || (n > 5 && strcmp(a + n - 5, ".json") == 0);
 }
 
 /* `arealctl run JOB.yaml [--resume] [--job-dir DIR] [--timeout S]` (run_job.c). */

@@ -258,9 +258,9 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
         const char *key;
         json_t *v;
         json_object_foreach(rl, key, v) {
-            if (strcmp(key, "totalSteps") && strcmp(key, "batchSize") &&
-                strcmp(key, "groupSize") && strcmp(key, "maxStaleness") &&
-                strcmp(key, "learningRate") && strcmp(key, "algorithm"))
+            if (strcmp(key, "totalSteps") && strcmp(key, "batchSize") && strcmp(key, "groupSize") &&
+                strcmp(key, "maxStaleness") && strcmp(key, "learningRate") &&
+                strcmp(key, "algorithm"))
                 fprintf(stderr, "arealctl run: spec.config.rl.%s is not used by the local run\n",
                         key);
         }
@@ -371,13 +371,12 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
         p->status = -1;
         char port[16];
         snprintf(port, sizeof port, "%d", p->port);
-        char *argv[] = {worker, "serve", "--model", model_dir, "--port", port, "--threads", "1",
-                        NULL};
+        char *argv[] = {worker, "serve",     "--model", model_dir, "--port",
+                        port,   "--threads", "1",       NULL};
         snprintf(logf, sizeof logf, "%s/%s.log", logs, p->name);
         p->pid = spawn(argv, logf, -1);
         size_t used = strlen(servers);
-        snprintf(servers + used, sizeof servers - used, "%s127.0.0.1:%d", used ? "," : "",
-                 p->port);
+        snprintf(servers + used, sizeof servers - used, "%s127.0.0.1:%d", used ? "," : "", p->port);
     }
     int out_fd = -1;
     if (rc == CLI_OK) {
@@ -390,10 +389,26 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
         snprintf(s_group, sizeof s_group, "%ld", group);
         snprintf(s_eta, sizeof s_eta, "%ld", eta);
         snprintf(s_lr, sizeof s_lr, "%g", lr);
-        char *argv[] = {worker,   "train",   "--model",   model_dir, "--job-dir", job_dir,
-                        "--servers", servers, "--steps",  s_steps,   "--batch",   s_batch,
-                        "--group",   s_group, "--eta",    s_eta,     "--lr",      s_lr,
-                        resume ? "--resume" : NULL, NULL};
+        char *argv[] = {worker,
+                        "train",
+                        "--model",
+                        model_dir,
+                        "--job-dir",
+                        job_dir,
+                        "--servers",
+                        servers,
+                        "--steps",
+                        s_steps,
+                        "--batch",
+                        s_batch,
+                        "--group",
+                        s_group,
+                        "--eta",
+                        s_eta,
+                        "--lr",
+                        s_lr,
+                        resume ? "--resume" : NULL,
+                        NULL};
         int fds[2];
         if (pipe(fds) != 0) {
             rc = CLI_FAILURE;
@@ -452,8 +467,8 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
                 newest_weights(job_dir, model_dir, from, sizeof from);
                 char port[16];
                 snprintf(port, sizeof port, "%d", ps[i].port);
-                char *argv[] = {worker, "serve", "--model", from, "--port", port, "--threads",
-                                "1", NULL};
+                char *argv[] = {worker, "serve",     "--model", from, "--port",
+                                port,   "--threads", "1",       NULL};
                 snprintf(logf, sizeof logf, "%s/%s.log", logs, ps[i].name);
                 fprintf(stderr,
                         "\narealctl run: pod %s exited with status %d; restarting it from %s "
@@ -484,8 +499,9 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     if (rc == CLI_OK && failed >= 0) {
-        fprintf(stderr, "arealctl: run: pod %s exited with status %d; every process was stopped "
-                        "(log: %s/%s.log)\n",
+        fprintf(stderr,
+                "arealctl: run: pod %s exited with status %d; every process was stopped "
+                "(log: %s/%s.log)\n",
                 ps[failed].name, ps[failed].status, logs, ps[failed].name);
         rc = CLI_FAILURE;
     }
@@ -497,8 +513,8 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
             printf("arealctl run: reward curve %s\n", svg);
         if (rc == CLI_OK && prog.have_first_acc)
             printf("arealctl run: %s at step %ld in %.0f s: held-out accuracy %.1f%% -> %.1f%%\n",
-                   asked_stop ? "stopped" : "done", prog.step, now_s() - t0,
-                   100 * prog.first_acc, 100 * prog.acc);
+                   asked_stop ? "stopped" : "done", prog.step, now_s() - t0, 100 * prog.first_acc,
+                   100 * prog.acc);
         run_progress_free(&prog);
     }
     if (planned)

@@ -51,9 +51,8 @@ static void show(run_progress *p) {
         for (int i = 0; i < width; i++)
             bar[i] = i < fill ? '#' : '.';
         bar[width] = '\0';
-        fprintf(p->out,
-                "\r[%s] step %ld/%ld  reward %.3f  accuracy %s  %6.0f tok/s  ETA %4.0f s ", bar,
-                p->step, p->total_steps, p->reward, acc, p->tokens_per_s, eta);
+        fprintf(p->out, "\r[%s] step %ld/%ld  reward %.3f  accuracy %s  %6.0f tok/s  ETA %4.0f s ",
+                bar, p->step, p->total_steps, p->reward, acc, p->tokens_per_s, eta);
     } else {
         fprintf(p->out, "step %ld/%ld reward %.3f accuracy %s tokens/s %.0f eta %.0fs\n", p->step,
                 p->total_steps, p->reward, acc, p->tokens_per_s, eta);

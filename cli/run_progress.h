@@ -24,9 +24,9 @@ typedef struct run_progress {
     double first_acc;
     bool have_first_acc;
     /* the curve */
-    double *reward_at; /* [total_steps + 1] */
-    double *acc_at;    /* NAN where not evaluated */
-    long n;            /* points filled: steps 0..n-1 */
+    double *reward_at;  /* [total_steps + 1] */
+    double *acc_at;     /* NAN where not evaluated */
+    long n;             /* points filled: steps 0..n-1 */
     char partial[4096]; /* a line not yet ended */
     size_t n_partial;
 } run_progress;

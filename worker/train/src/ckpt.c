@@ -113,8 +113,7 @@ int areal_ckpt_save(const char *root, const areal_ckpt_tensors *t, const areal_c
     snprintf(dir, sizeof dir, "%s/step_%08ld", root, st->step);
     snprintf(tmp, sizeof tmp, "%s.tmp", dir);
     if (mkdir_p(root) != 0)
-        return areal_error_set(err, AREAL_EIO, -1, "%s: cannot create (%s)", root,
-                               strerror(errno));
+        return areal_error_set(err, AREAL_EIO, -1, "%s: cannot create (%s)", root, strerror(errno));
     rm_rf(tmp);
     if (mkdir(tmp, 0755) != 0)
         return areal_error_set(err, AREAL_EIO, -1, "%s: cannot create (%s)", tmp, strerror(errno));
@@ -152,8 +151,8 @@ int areal_ckpt_save(const char *root, const areal_ckpt_tensors *t, const areal_c
     if (rc == AREAL_OK) {
         rm_rf(dir);
         if (rename(tmp, dir) != 0)
-            rc = areal_error_set(err, AREAL_EIO, -1, "%s: cannot rename (%s)", tmp,
-                                 strerror(errno));
+            rc =
+                areal_error_set(err, AREAL_EIO, -1, "%s: cannot rename (%s)", tmp, strerror(errno));
     }
     if (rc != AREAL_OK) {
         rm_rf(tmp);
@@ -210,8 +209,8 @@ static int load_one(const char *dir, const areal_ckpt_tensors *t, areal_ckpt_sta
     json_t *man = json_load_file(path, 0, &je);
     if (!json_is_object(man)) {
         json_decref(man);
-        return areal_error_set(err, AREAL_EINVAL, -1, "%s: missing or not JSON (an unfinished save?)",
-                               path);
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "%s: missing or not JSON (an unfinished save?)", path);
     }
     int rc = AREAL_OK;
     for (size_t i = 0; rc == AREAL_OK && i < N_FILES; i++) {
@@ -226,9 +225,10 @@ static int load_one(const char *dir, const areal_ckpt_tensors *t, areal_ckpt_sta
         else if (hash_file(path, &h, &size) != 0)
             rc = areal_error_set(err, AREAL_EINVAL, -1, "%s: missing or unreadable", path);
         else if (size != want_size)
-            rc = areal_error_set(err, AREAL_EINVAL, -1,
-                                 "%s: %" PRIu64 " bytes, the manifest says %" PRIu64 " (truncated?)",
-                                 path, size, want_size);
+            rc =
+                areal_error_set(err, AREAL_EINVAL, -1,
+                                "%s: %" PRIu64 " bytes, the manifest says %" PRIu64 " (truncated?)",
+                                path, size, want_size);
         else if (h != want_h)
             rc = areal_error_set(err, AREAL_EINVAL, -1,
                                  "%s: contents differ from the manifest's hash (corrupted)", path);
@@ -281,8 +281,8 @@ static int load_one(const char *dir, const areal_ckpt_tensors *t, areal_ckpt_sta
     const areal_st_tensor *a = areal_st_header_find(&f.hdr, "exp_avg");
     const areal_st_tensor *b = areal_st_header_find(&f.hdr, "exp_avg_sq");
     if (a == NULL || b == NULL || a->numel != t->n || b->numel != t->n)
-        rc = areal_error_set(err, AREAL_EINVAL, -1, "%s: needs exp_avg and exp_avg_sq of %zu floats",
-                             path, t->n);
+        rc = areal_error_set(err, AREAL_EINVAL, -1,
+                             "%s: needs exp_avg and exp_avg_sq of %zu floats", path, t->n);
     if (rc == AREAL_OK)
         rc = areal_st_read_f32(&f, a, t->exp_avg, t->n, err);
     if (rc == AREAL_OK)
@@ -296,8 +296,8 @@ static int load_one(const char *dir, const areal_ckpt_tensors *t, areal_ckpt_sta
     return rc;
 }
 
-int areal_ckpt_load(const char *root, const areal_ckpt_tensors *t, areal_ckpt_state *st,
-                    char *used, size_t cap, areal_ckpt_log log, void *log_ctx, areal_error *err) {
+int areal_ckpt_load(const char *root, const areal_ckpt_tensors *t, areal_ckpt_state *st, char *used,
+                    size_t cap, areal_ckpt_log log, void *log_ctx, areal_error *err) {
     DIR *d = opendir(root);
     if (d == NULL)
         return areal_error_set(err, AREAL_ERANGE, -1, "%s: no checkpoints", root);

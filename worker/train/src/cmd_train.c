@@ -59,8 +59,9 @@ static int cmd_tiny(int argc, char **argv, FILE *out, FILE *err) {
             if (r < 0)
                 return 2;
         } else {
-            fprintf(err, "areal-worker tiny: unknown argument %s; usage: areal-worker tiny --out "
-                         "DIR [--warmup-steps N] [--seed S] [--max-operand M]\n",
+            fprintf(err,
+                    "areal-worker tiny: unknown argument %s; usage: areal-worker tiny --out "
+                    "DIR [--warmup-steps N] [--seed S] [--max-operand M]\n",
                     argv[i]);
             return 2;
         }
@@ -135,7 +136,7 @@ static void defaults(areal_rl_config *c) {
     c->seed = 1;
     areal_actor_config *a = &c->actor;
     snprintf(a->optimizer.type, sizeof a->optimizer.type, "adam");
-    a->optimizer.lr = 3e-4;            /* actor.optimizer.lr */
+    a->optimizer.lr = 3e-4; /* actor.optimizer.lr */
     a->optimizer.beta1 = 0.9;
     a->optimizer.beta2 = 0.999;
     a->optimizer.eps = 1e-8;
@@ -162,7 +163,7 @@ static void defaults(areal_rl_config *c) {
 
 static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
     const char *model = NULL, *job_dir = NULL, *servers = NULL;
-    double steps = 300, B = 32, G = 8, eta = 1, lr = 3e-4, eval_every = 25, eval_n = 200,
+    double steps = 300, B = 32, G = 8, eta = 1, lr = 3e-4, eval_every = 25, eval_n = 0,
            ckpt_every = 50, seed = 1, maxop = 49, workers = 4;
     bool resume = false, quiet = false;
     for (int i = 1; i < argc; i++) {

@@ -34,9 +34,13 @@ int areal_hf_save_weights(const areal_model *m, const char *dst, areal_error *er
 
 /* The small files a model directory carries besides its weights. */
 static int is_small_file(const char *name) {
-    static const char *const keep[] = {"config.json", "generation_config.json", "tokenizer.json",
-                                       "tokenizer_config.json", "special_tokens_map.json",
-                                       "vocab.json", "merges.txt"};
+    static const char *const keep[] = {"config.json",
+                                       "generation_config.json",
+                                       "tokenizer.json",
+                                       "tokenizer_config.json",
+                                       "special_tokens_map.json",
+                                       "vocab.json",
+                                       "merges.txt"};
     for (size_t i = 0; i < sizeof keep / sizeof *keep; i++)
         if (strcmp(name, keep[i]) == 0)
             return 1;

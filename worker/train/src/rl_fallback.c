@@ -3,8 +3,8 @@
  * training step calls (areal/rl/advantage.h, loss.h, pack.h) until that
  * component's implementations land on this branch. Every definition is
  * weak, so rl-core's own (strong) definitions replace them as soon as they
- * are linked, and nothing here can collide with them. Covers only what the learning and resume tests configure: reward
- * bias/scaling, GRPO group mean/std normalisation (unbiased, eps 1e-5), no
+ * are linked, and nothing here can collide with them. Covers only what the learning and resume
+ * tests configure: reward bias/scaling, GRPO group mean/std normalisation (unbiased, eps 1e-5), no
  * KL, no adv_norm, token-level PPO clip loss with AReaL's aggregation, the
  * behaviour weight when rejection sampling is set (mask above upper), one
  * micro-batch per max_tokens_per_mb by first fit. Delete it when rl-core's
@@ -20,8 +20,8 @@
 #define WEAK __attribute__((weak))
 
 WEAK int areal_rl_compute_advantages(const areal_actor_config *cfg, const areal_rl_adv_input *in,
-                                const areal_rl_adv_output *out, const areal_rl_reducer *red,
-                                areal_error *err) {
+                                     const areal_rl_adv_output *out, const areal_rl_reducer *red,
+                                     areal_error *err) {
     (void)red;
     int n = in->n_seqs, G = cfg->reward_norm.enabled ? cfg->reward_norm.group_size : 1;
     if (G < 1 || n % G != 0 || n > 4096)
@@ -30,8 +30,9 @@ WEAK int areal_rl_compute_advantages(const areal_actor_config *cfg, const areal_
     float r[4096];
     for (int i = 0; i < n; i++) {
         double x = ((double)in->rewards[i] + cfg->reward_bias) * cfg->reward_scaling;
-        r[i] = (float)(x > cfg->reward_clip ? cfg->reward_clip
-                                            : x < -cfg->reward_clip ? -cfg->reward_clip : x);
+        r[i] = (float)(x > cfg->reward_clip    ? cfg->reward_clip
+                       : x < -cfg->reward_clip ? -cfg->reward_clip
+                                               : x);
     }
     if (cfg->reward_norm.enabled)
         for (int g = 0; g < n / G; g++) {
@@ -92,9 +93,9 @@ WEAK long areal_ppo_count_valid(const float *mask, int T) {
 }
 
 WEAK int areal_ppo_actor_loss(const float *logp, const float *prox, const float *behav,
-                         const float *adv, const float *mask, int T, const int64_t *cu_seqlens,
-                         int n_seqs, const areal_ppo_loss_opts *o, double *loss, float *dlogp,
-                         areal_ppo_loss_stats *stats, areal_error *err) {
+                              const float *adv, const float *mask, int T, const int64_t *cu_seqlens,
+                              int n_seqs, const areal_ppo_loss_opts *o, double *loss, float *dlogp,
+                              areal_ppo_loss_stats *stats, areal_error *err) {
     (void)cu_seqlens;
     (void)n_seqs;
     (void)err;
@@ -136,7 +137,7 @@ WEAK int areal_ppo_actor_loss(const float *logp, const float *prox, const float 
 }
 
 WEAK int areal_pack_ffd(const int64_t *lens, int n, int64_t max_tokens, int min_mbs, int *mb_of,
-                   int *n_mbs, areal_error *err) {
+                        int *n_mbs, areal_error *err) {
     (void)min_mbs;
     int64_t used = 0;
     int k = 0;
@@ -154,4 +155,3 @@ WEAK int areal_pack_ffd(const int64_t *lens, int n, int64_t max_tokens, int min_
     *n_mbs = n ? k + 1 : 0;
     return AREAL_OK;
 }
-

@@ -64,7 +64,7 @@ struct areal_rollout_ctl {
     long version;
     bool paused, stopping, exhausted;
     bool none_logged;
-    bool fatal;          /* requests that no server accepts: the run cannot go on */
+    bool fatal; /* requests that no server accepts: the run cannot go on */
     areal_error fatal_err;
     areal_staleness st;
     pthread_t dispatcher;
@@ -178,8 +178,8 @@ static uint64_t mix(uint64_t a, uint64_t b, uint64_t c3) {
  * Returns false only when the controller is stopping (or out of memory).
  */
 static bool run_sample(areal_rollout_ctl *c, areal_sgl_client **clients, const int32_t *prompt,
-                       int n_prompt, const areal_sgl_sampling *base, uint64_t seed,
-                       sample_buf *b, bool *no_eos, int *n_requests) {
+                       int n_prompt, const areal_sgl_sampling *base, uint64_t seed, sample_buf *b,
+                       bool *no_eos, int *n_requests) {
     b->n = 0;
     if (buf_reserve(b, n_prompt + base->max_new_tokens + 1) != 0)
         return false;
@@ -202,8 +202,9 @@ static bool run_sample(areal_rollout_ctl *c, areal_sgl_client **clients, const i
         if (si < 0) {
             if (!c->none_logged) {
                 c->none_logged = true;
-                logf_(c, "no rollout server is reachable (%d known); waiting for one to answer "
-                         "or register",
+                logf_(c,
+                      "no rollout server is reachable (%d known); waiting for one to answer "
+                      "or register",
                       c->n_servers);
             }
             timed_wait(&c->cv_resume, &c->mu, 0.2);
@@ -335,8 +336,8 @@ static void *worker_main(void *arg) {
             task *t = j->t;
             uint64_t seed = mix(c->cfg.sampling.seed, (uint64_t)t->g.index,
                                 (uint64_t)t->g.version_at_submit * 1024 + (uint64_t)j->sample);
-            bool ok = run_sample(c, clients, t->prompt, t->n_prompt, &c->cfg.sampling,
-                                 seed * 64, &b, &no_eos, &n_req);
+            bool ok = run_sample(c, clients, t->prompt, t->n_prompt, &c->cfg.sampling, seed * 64,
+                                 &b, &no_eos, &n_req);
             areal_traj *s = &t->g.s[j->sample];
             if (ok) {
                 s->tokens = malloc((size_t)b.n * sizeof *s->tokens);
@@ -351,8 +352,8 @@ static void *worker_main(void *arg) {
                 s->n_prompt = t->n_prompt;
                 s->no_eos = no_eos;
                 s->n_requests = n_req;
-                s->reward = c->cb.reward ? c->cb.reward(c->cb.ctx, t->g.index,
-                                                        b.tok + t->n_prompt, b.n - t->n_prompt)
+                s->reward = c->cb.reward ? c->cb.reward(c->cb.ctx, t->g.index, b.tok + t->n_prompt,
+                                                        b.n - t->n_prompt)
                                          : 0.0f;
             }
             pthread_mutex_lock(&c->mu);
@@ -363,12 +364,12 @@ static void *worker_main(void *arg) {
         } else {
             eval_batch *eb = j->eb;
             const areal_rollout_prompt *p = &eb->prompts[j->sample];
-            bool ok = run_sample(c, clients, p->ids, p->n_ids, &eb->sampling,
-                                 mix(eb->sampling.seed, (uint64_t)p->index, 7), &b, &no_eos,
-                                 &n_req);
-            float r = ok && c->cb.reward ? c->cb.reward(c->cb.ctx, p->index, b.tok + p->n_ids,
-                                                        b.n - p->n_ids)
-                                         : 0.0f;
+            bool ok =
+                run_sample(c, clients, p->ids, p->n_ids, &eb->sampling,
+                           mix(eb->sampling.seed, (uint64_t)p->index, 7), &b, &no_eos, &n_req);
+            float r = ok && c->cb.reward
+                          ? c->cb.reward(c->cb.ctx, p->index, b.tok + p->n_ids, b.n - p->n_ids)
+                          : 0.0f;
             pthread_mutex_lock(&c->mu);
             eb->rewards[j->sample] = r;
             eb->remaining--;

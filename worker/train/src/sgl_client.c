@@ -154,8 +154,8 @@ static int parse_output(const areal_sgl_client *c, json_t *doc, areal_sgl_output
     if (!json_is_object(meta))
         return bad(c, err, "no meta_info object");
     json_t *fr = json_object_get(meta, "finish_reason");
-    const char *type = json_is_object(fr) ? json_string_value(json_object_get(fr, "type"))
-                                          : json_string_value(fr);
+    const char *type =
+        json_is_object(fr) ? json_string_value(json_object_get(fr, "type")) : json_string_value(fr);
     if (type == NULL)
         return bad(c, err, "no meta_info.finish_reason.type");
     if (strcmp(type, "stop") == 0 || strcmp(type, "tool_calls") == 0)

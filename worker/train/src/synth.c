@@ -50,9 +50,9 @@ int areal_synth_make(const areal_synth_cfg *cfg, areal_synth_split *s, areal_err
     size_t n_test = (size_t)((double)n * cfg->test_fraction + 0.5);
     if (n_test < 1 || n_test >= n) {
         free(all);
-        return areal_error_set(err, AREAL_EINVAL, -1,
-                               "synthetic task: test_fraction leaves an empty split of %zu problems",
-                               n);
+        return areal_error_set(
+            err, AREAL_EINVAL, -1,
+            "synthetic task: test_fraction leaves an empty split of %zu problems", n);
     }
     s->test = all;
     s->n_test = n_test;

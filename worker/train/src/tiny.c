@@ -53,10 +53,10 @@ int areal_tiny_tokenizer_json(char **out, int *vocab, areal_error *err) {
     json_t *v = tiny_vocab(&n);
     json_t *added = json_array();
     for (size_t i = 0; i < sizeof tiny_specials / sizeof *tiny_specials; i++)
-        json_array_append_new(added, json_pack("{s:i,s:s,s:b,s:b,s:b,s:b,s:b}", "id", n + (int)i,
-                                               "content", tiny_specials[i], "single_word", 0,
-                                               "lstrip", 0, "rstrip", 0, "normalized", 0,
-                                               "special", 1));
+        json_array_append_new(added,
+                              json_pack("{s:i,s:s,s:b,s:b,s:b,s:b,s:b}", "id", n + (int)i,
+                                        "content", tiny_specials[i], "single_word", 0, "lstrip", 0,
+                                        "rstrip", 0, "normalized", 0, "special", 1));
     const char *regex = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
                         "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
     json_t *doc = json_pack(
@@ -159,10 +159,10 @@ static int write_config(const char *dir, const areal_model_config *c, areal_erro
         "architectures", "Qwen2ForCausalLM", "attention_dropout", 0.0, "bos_token_id",
         c->vocab_size - 3, "eos_token_id", c->vocab_size - 3, "hidden_act", "silu", "hidden_size",
         c->hidden_size, "intermediate_size", c->intermediate_size, "max_position_embeddings",
-        (int)c->max_position_embeddings, "model_type", "qwen2", "num_attention_heads",
-        c->num_heads, "num_hidden_layers", c->num_layers, "num_key_value_heads", c->num_kv_heads,
-        "rms_norm_eps", c->rms_norm_eps, "rope_theta", c->rope_theta, "tie_word_embeddings", 1,
-        "torch_dtype", "float32", "use_sliding_window", 0, "vocab_size", c->vocab_size);
+        (int)c->max_position_embeddings, "model_type", "qwen2", "num_attention_heads", c->num_heads,
+        "num_hidden_layers", c->num_layers, "num_key_value_heads", c->num_kv_heads, "rms_norm_eps",
+        c->rms_norm_eps, "rope_theta", c->rope_theta, "tie_word_embeddings", 1, "torch_dtype",
+        "float32", "use_sliding_window", 0, "vocab_size", c->vocab_size);
     char *text = doc ? json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
     json_decref(doc);
     if (text == NULL)

@@ -46,7 +46,8 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void say(const areal_train_job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(const areal_train_job *j, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static void say(const areal_train_job *j, const char *fmt, ...) {
     if (j->log == NULL)
         return;
@@ -80,8 +81,7 @@ static int next_prompt(void *ctx, areal_rollout_prompt *p) {
 static float reward(void *ctx, long index, const int32_t *resp, int n) {
     loop *l = ctx;
     const areal_synth_tokens *e = &l->enc[index];
-    return n == e->n_answer && memcmp(resp, e->answer, (size_t)n * sizeof *resp) == 0 ? 1.0f
-                                                                                       : 0.0f;
+    return n == e->n_answer && memcmp(resp, e->answer, (size_t)n * sizeof *resp) == 0 ? 1.0f : 0.0f;
 }
 
 static void ctl_log(void *ctx, const char *line) {
@@ -306,9 +306,8 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
         memset(&rcfg, 0, sizeof rcfg);
         rcfg.group_size = G;
         rcfg.n_workers = job->rollout_workers > 0 ? job->rollout_workers : 4;
-        rcfg.sampling.max_new_tokens = (int)(cfg->gconfig.max_new_tokens < 64
-                                                 ? cfg->gconfig.max_new_tokens
-                                                 : 64);
+        rcfg.sampling.max_new_tokens =
+            (int)(cfg->gconfig.max_new_tokens < 64 ? cfg->gconfig.max_new_tokens : 64);
         rcfg.sampling.temperature = cfg->gconfig.greedy ? 0 : cfg->gconfig.temperature;
         rcfg.sampling.top_p = cfg->gconfig.top_p;
         rcfg.sampling.top_k = cfg->gconfig.top_k;
@@ -319,8 +318,8 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
         rcfg.eta = cfg->rollout.max_head_offpolicyness;
         rcfg.max_concurrent = cfg->rollout.max_concurrent_rollouts;
         rcfg.batch_size = B;
-        rcfg.request_timeout_s = cfg->rollout.request_timeout > 0 ? cfg->rollout.request_timeout
-                                                                  : 3600;
+        rcfg.request_timeout_s =
+            cfg->rollout.request_timeout > 0 ? cfg->rollout.request_timeout : 3600;
         /* the controller starts admitting at once, so it starts at the resumed version */
         rcfg.start_version = t.version;
         rcfg.cancel = job->stop;
@@ -349,9 +348,9 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
             res->stopped = true;
         }
         res->acc_start = res->acc_end = acc;
-        json_t *line = json_pack("{s:I,s:I,s:f,s:f}", "step", (json_int_t)step, "version",
-                                 (json_int_t)t.version, "eval_accuracy", acc, "eval_s",
-                                 now_s() - t0);
+        json_t *line =
+            json_pack("{s:I,s:I,s:f,s:f}", "step", (json_int_t)step, "version",
+                      (json_int_t)t.version, "eval_accuracy", acc, "eval_s", now_s() - t0);
         emit(job, pf, line);
         json_decref(line);
     }

@@ -30,8 +30,8 @@ int areal_train_optim_create(const areal_train_optim_cfg *c, size_t n, areal_tra
                                        : AREAL_LR_CONSTANT;
     o->sched.lr = c->lr;
     o->sched.warmup_steps = (long)(c->warmup_proportion * (double)c->total_steps);
-    o->sched.total_steps = c->total_steps > o->sched.warmup_steps ? c->total_steps
-                                                                  : o->sched.warmup_steps + 1;
+    o->sched.total_steps =
+        c->total_steps > o->sched.warmup_steps ? c->total_steps : o->sched.warmup_steps + 1;
     o->sched.min_lr_ratio = c->min_lr_ratio;
     int rc = areal_lr_schedule_check(&o->sched, err);
     if (rc == AREAL_OK)

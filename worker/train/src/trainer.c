@@ -37,17 +37,16 @@ int areal_trainer_init(areal_trainer *t, const char *model_dir, const areal_rl_c
     if (rc != AREAL_OK)
         return rc;
     const areal_optimizer_config *o = &cfg->actor.optimizer;
-    areal_train_optim_cfg oc = {o->lr,
-                                o->beta1,
-                                o->beta2,
-                                o->eps,
-                                o->weight_decay,
-                                (int)o->lr_scheduler,
-                                o->warmup_steps_proportion,
-                                o->min_lr_ratio,
-                                total_steps * (cfg->actor.ppo_n_minibatches > 0
-                                                   ? cfg->actor.ppo_n_minibatches
-                                                   : 1)};
+    areal_train_optim_cfg oc = {
+        o->lr,
+        o->beta1,
+        o->beta2,
+        o->eps,
+        o->weight_decay,
+        (int)o->lr_scheduler,
+        o->warmup_steps_proportion,
+        o->min_lr_ratio,
+        total_steps * (cfg->actor.ppo_n_minibatches > 0 ? cfg->actor.ppo_n_minibatches : 1)};
     rc = areal_train_optim_create(&oc, t->model.n_params, &t->opt, err);
     if (rc != AREAL_OK) {
         areal_model_free(&t->model);
@@ -271,8 +270,8 @@ int areal_trainer_step(areal_trainer *t, const areal_group *g, int n, areal_step
     areal_rl_reducer red = {dp_sum, t->dp};
     bool multi = t->dp != NULL && areal_pg_size(t->dp) > 1;
     if (rc == AREAL_OK) {
-        areal_rl_adv_input in = {p.n_seqs, p.cu,    p.mask,    p.logp_behav,
-                                 p.prox,   NULL,    p.rewards, p.no_eos};
+        areal_rl_adv_input in = {p.n_seqs, p.cu, p.mask,    p.logp_behav,
+                                 p.prox,   NULL, p.rewards, p.no_eos};
         areal_rl_adv_output out = {p.adv, p.mask_f, p.old, NULL, NULL, NULL};
         rc = areal_rl_compute_advantages(&t->actor, &in, &out, multi ? &red : NULL, err);
     }
@@ -342,8 +341,8 @@ int areal_trainer_step(areal_trainer *t, const areal_group *g, int n, areal_step
             opts.scale = areal_ppo_mb_scale(n_valid_mb, (long)n_valid_global, dp_size);
             double loss = 0;
             areal_ppo_loss_stats s1;
-            rc = areal_ppo_actor_loss(m.logp, m.prox, m.old, m.adv, m.mask, m.T, m.cu64, m.n,
-                                      &opts, &loss, m.dlogp, &s1, err);
+            rc = areal_ppo_actor_loss(m.logp, m.prox, m.old, m.adv, m.mask, m.T, m.cu64, m.n, &opts,
+                                      &loss, m.dlogp, &s1, err);
             if (rc == AREAL_OK) {
                 st.loss += loss;
                 areal_ppo_loss_stats_add(&ls, &s1);

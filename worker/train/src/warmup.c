@@ -23,8 +23,8 @@ int areal_synth_encode(const areal_tokenizer *tok, int32_t eos, const areal_synt
         return rc;
     if (n < 1 || n > sizeof out->prompt / sizeof *out->prompt) {
         free(ids);
-        return areal_error_set(err, AREAL_EINVAL, -1, "synthetic problem \"%s\" encodes to %zu tokens",
-                               it->question, n);
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "synthetic problem \"%s\" encodes to %zu tokens", it->question, n);
     }
     memcpy(out->prompt, ids, n * sizeof *ids);
     out->n_prompt = (int)n;
@@ -50,8 +50,7 @@ static uint64_t next_rand(uint64_t *x) {
 }
 
 int areal_warmup_run(areal_model *m, const areal_tokenizer *tok, const areal_synth_item *train,
-                     size_t n, const areal_warmup_cfg *cfg, double *final_loss,
-                     areal_error *err) {
+                     size_t n, const areal_warmup_cfg *cfg, double *final_loss, areal_error *err) {
     if (n == 0 || cfg->batch < 1 || cfg->batch > 1024 || cfg->steps < 0 || !(cfg->lr > 0))
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "warm-up: needs problems, batch 1..1024, steps >= 0 and lr > 0");
@@ -124,8 +123,9 @@ int areal_synth_accuracy(areal_model *m, const areal_tokenizer *tok, const areal
     const int32_t **prompts = calloc(n, sizeof *prompts);
     int *lens = calloc(n, sizeof *lens);
     areal_gen_out *out = calloc(n, sizeof *out);
-    int rc = e && prompts && lens && out ? AREAL_OK
-                                         : areal_error_set(err, AREAL_ENOMEM, -1, "accuracy: no memory");
+    int rc = e && prompts && lens && out
+                 ? AREAL_OK
+                 : areal_error_set(err, AREAL_ENOMEM, -1, "accuracy: no memory");
     for (size_t i = 0; i < n && rc == AREAL_OK; i++) {
         rc = areal_synth_encode(tok, eos, &items[i], &e[i], err);
         prompts[i] = e[i].prompt;
@@ -143,8 +143,9 @@ int areal_synth_accuracy(areal_model *m, const areal_tokenizer *tok, const areal
         rc = areal_generate(m, prompts + at, lens + at, B, &s, out + at, err);
         for (int i = 0; rc == AREAL_OK && i < B; i++) {
             const areal_gen_out *o = &out[at + (size_t)i];
-            right += o->n == e[at + (size_t)i].n_answer &&
-                     memcmp(o->tokens, e[at + (size_t)i].answer, (size_t)o->n * sizeof(int32_t)) == 0;
+            right +=
+                o->n == e[at + (size_t)i].n_answer &&
+                memcmp(o->tokens, e[at + (size_t)i].answer, (size_t)o->n * sizeof(int32_t)) == 0;
             areal_gen_out_free(&out[at + (size_t)i]);
         }
     }

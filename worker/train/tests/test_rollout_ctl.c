@@ -166,8 +166,8 @@ static areal_rollout_cfg base_cfg(void) {
     return c;
 }
 
-static void start(source *src, long limit, areal_rollout_cfg *cfg, const char *const *addrs,
-                  int n, areal_rollout_ctl **ctl) {
+static void start(source *src, long limit, areal_rollout_cfg *cfg, const char *const *addrs, int n,
+                  areal_rollout_ctl **ctl) {
     memset(src, 0, sizeof *src);
     pthread_mutex_init(&src->mu, NULL);
     src->limit = limit;

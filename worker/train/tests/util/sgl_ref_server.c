@@ -114,8 +114,9 @@ static int handler(void *ud, const kts_request *rq, kts_answer *a) {
         areal_model m2;
         areal_error err;
         if (dir == NULL || areal_model_load(&m2, dir, NULL, &err) != 0) {
-            answer(a, 400, json_pack("{s:b,s:s}", "success", 0, "message",
-                                     dir ? err.msg : "no model_path"));
+            answer(
+                a, 400,
+                json_pack("{s:b,s:s}", "success", 0, "message", dir ? err.msg : "no model_path"));
         } else {
             pthread_mutex_lock(&s->mu);
             areal_model_free(&s->m);

@@ -61,7 +61,7 @@ typedef void (*areal_ckpt_log)(void *ctx, const char *line);
  * bytes). Returns 0, AREAL_ERANGE when root holds no valid checkpoint (a
  * fresh start), or AREAL_ENOMEM. Refused ones are reported through log.
  */
-int areal_ckpt_load(const char *root, const areal_ckpt_tensors *t, areal_ckpt_state *st,
-                    char *used, size_t cap, areal_ckpt_log log, void *log_ctx, areal_error *err);
+int areal_ckpt_load(const char *root, const areal_ckpt_tensors *t, areal_ckpt_state *st, char *used,
+                    size_t cap, areal_ckpt_log log, void *log_ctx, areal_error *err);
 
 #endif

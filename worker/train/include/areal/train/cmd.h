@@ -9,7 +9,8 @@
  *         synthetic task's train split, and prints its held-out accuracy.
  *   train --model DIR --job-dir DIR --servers HOST:PORT[,...] [--steps N]
  *         [--batch B] [--group G] [--eta K] [--lr X] [--eval-every N]
- *         [--eval-n N] [--ckpt-every N] [--seed S] [--max-operand M]
+ *         [--eval-n N (0: the whole held-out split)] [--ckpt-every N] [--seed S]
+ *         [--max-operand M]
  *         [--resume] [--quiet]
  *         the trainer role (train_loop.h) against rollout servers; SIGTERM
  *         or SIGINT stops after the step in hand with a checkpoint. Progress

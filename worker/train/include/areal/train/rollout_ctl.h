@@ -61,15 +61,15 @@ typedef struct areal_traj {
     float *logprobs;   /* [n]: 0 on the prompt, behaviour logprob per response token */
     int32_t *versions; /* [n]: -1 on the prompt, the pinned version per response token */
     int n, n_prompt;
-    bool no_eos;     /* ended on the token budget, not a stop token */
-    float reward;    /* the caller's reward */
-    int n_requests;  /* HTTP requests it took (1 + resubmissions + retries) */
+    bool no_eos;    /* ended on the token budget, not a stop token */
+    float reward;   /* the caller's reward */
+    int n_requests; /* HTTP requests it took (1 + resubmissions + retries) */
 } areal_traj;
 
 typedef struct areal_group {
     areal_traj *s; /* [G] */
     int G;
-    long index;      /* the prompt's dataset index */
+    long index; /* the prompt's dataset index */
     long version_at_submit;
     double t_submit, t_done; /* monotonic seconds */
 } areal_group;
@@ -89,12 +89,12 @@ typedef struct areal_rollout_callbacks {
 } areal_rollout_callbacks;
 
 typedef struct areal_rollout_cfg {
-    int group_size;       /* G >= 1 */
-    int n_workers;        /* concurrent HTTP requests, >= 1 */
+    int group_size; /* G >= 1 */
+    int n_workers;  /* concurrent HTTP requests, >= 1 */
     areal_sgl_sampling sampling;
-    long eta;             /* max_head_offpolicyness >= 0 */
-    long max_concurrent;  /* max_concurrent_rollouts; <= 0: batch_size */
-    long batch_size;      /* consumer_batch_size (prompts per step) >= 1 */
+    long eta;            /* max_head_offpolicyness >= 0 */
+    long max_concurrent; /* max_concurrent_rollouts; <= 0: batch_size */
+    long batch_size;     /* consumer_batch_size (prompts per step) >= 1 */
     double request_timeout_s;
     double server_backoff_s; /* how long a failed server is skipped (0: 1 s) */
     long start_version;      /* the policy version at start (a resume: counters recovered) */

@@ -46,11 +46,11 @@ typedef struct areal_train_job {
 } areal_train_job;
 
 typedef struct areal_train_result {
-    long steps_done;   /* total, including those before a resume */
-    double acc_start;  /* accuracy at the first evaluation of this run */
-    double acc_end;    /* at the last */
+    long steps_done;  /* total, including those before a resume */
+    double acc_start; /* accuracy at the first evaluation of this run */
+    double acc_end;   /* at the last */
     double wall_s;
-    bool stopped;      /* ended by *stop */
+    bool stopped; /* ended by *stop */
 } areal_train_result;
 
 /*

@@ -17,10 +17,10 @@ typedef struct areal_train_optim areal_train_optim;
 
 typedef struct areal_train_optim_cfg {
     double lr, beta1, beta2, eps, weight_decay;
-    int schedule;         /* 0 constant, 1 linear, 2 cosine (AReaL's lr_scheduler_type) */
+    int schedule; /* 0 constant, 1 linear, 2 cosine (AReaL's lr_scheduler_type) */
     double warmup_proportion;
     double min_lr_ratio;
-    long total_steps;     /* >= 1 */
+    long total_steps; /* >= 1 */
 } areal_train_optim_cfg;
 
 /* State for n parameters. Returns 0, AREAL_EINVAL (bad field, named) or AREAL_ENOMEM. */

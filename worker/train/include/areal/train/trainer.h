@@ -34,17 +34,17 @@
 #define AREAL_STALENESS_BUCKETS 8 /* histogram of (version - token version): 0..6, >= 7 */
 
 typedef struct areal_step_stats {
-    double reward_mean;     /* raw task reward over samples */
-    double loss;            /* the step's loss (sum over minibatches) */
-    double grad_norm;       /* before clipping, last minibatch */
+    double reward_mean; /* raw task reward over samples */
+    double loss;        /* the step's loss (sum over minibatches) */
+    double grad_norm;   /* before clipping, last minibatch */
     double lr;
-    double clip_frac;       /* clipped tokens / valid tokens */
+    double clip_frac; /* clipped tokens / valid tokens */
     double ratio_mean, behave_w_mean, behave_w_max;
-    double resp_len_mean;   /* response tokens per sample */
+    double resp_len_mean; /* response tokens per sample */
     long n_seqs, n_tokens, n_valid;
     long staleness[AREAL_STALENESS_BUCKETS];
-    long max_staleness;     /* over every trained token */
-    int n_mbs;              /* micro-batches of the step */
+    long max_staleness; /* over every trained token */
+    int n_mbs;          /* micro-batches of the step */
 } areal_step_stats;
 
 typedef struct areal_trainer {

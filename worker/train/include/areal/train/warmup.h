@@ -24,10 +24,10 @@
 #include "areal/train/synth.h"
 
 typedef struct areal_warmup_cfg {
-    int steps;      /* optimizer steps */
-    int batch;      /* problems per step, 1..1024 */
-    double lr;      /* AdamW, constant; weight decay 0.01, clip 1.0 */
-    uint64_t seed;  /* which problems each step draws */
+    int steps;     /* optimizer steps */
+    int batch;     /* problems per step, 1..1024 */
+    double lr;     /* AdamW, constant; weight decay 0.01, clip 1.0 */
+    uint64_t seed; /* which problems each step draws */
 } areal_warmup_cfg;
 
 /* The problem's prompt ids and answer ids (digits then eos), into caller arrays. */
@@ -48,8 +48,7 @@ int areal_synth_encode(const areal_tokenizer *tok, int32_t eos, const areal_synt
  * AREAL_EINVAL or AREAL_ENOMEM.
  */
 int areal_warmup_run(areal_model *m, const areal_tokenizer *tok, const areal_synth_item *train,
-                     size_t n, const areal_warmup_cfg *cfg, double *final_loss,
-                     areal_error *err);
+                     size_t n, const areal_warmup_cfg *cfg, double *final_loss, areal_error *err);
 
 /*
  * Greedy exact-match accuracy of m on items[0..n) (batched generation).
