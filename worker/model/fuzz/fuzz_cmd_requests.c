@@ -4,8 +4,10 @@
  * repair of decoded text.
  *
  * The input is read as a request file (no tokenizer, vocabulary 50): it must
- * either give requests whose every id is in 0..49 and whose count is at least
- * one, or be refused with exactly one error line naming the command. The same
+ * either give requests each of which holds ids in 0..49 (at least one) or the
+ * error of its line - one error line printed per such request, so a bad line
+ * never costs the others - or be refused whole (no requests) with exactly one
+ * error line naming the command. The same
  * bytes, as decoded text, must always become a JSON string (invalid UTF-8
  * replaced), which then serialises. ASan checks the line buffer handling.
  */
@@ -33,12 +35,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fclose(f);
     fclose(err);
     if (rc == 0) {
-        if (n < 1 || msg_len != 0)
+        size_t lines = 0, bad = 0;
+        for (size_t i = 0; i < msg_len; i++)
+            lines += msg[i] == '\n';
+        if (n < 1)
             abort();
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < n; i++) {
+            if (reqs[i].error != NULL) {
+                if (reqs[i].ids != NULL || strstr(reqs[i].error, "score") == NULL)
+                    abort();
+                bad++;
+                continue;
+            }
+            if (reqs[i].n < 1)
+                abort();
             for (int k = 0; k < reqs[i].n; k++)
                 if (reqs[i].ids[k] < 0 || reqs[i].ids[k] >= 50)
                     abort();
+        }
+        if (lines != bad)
+            abort();
     } else {
         if (n != 0 || reqs != NULL || msg_len == 0 || msg[msg_len - 1] != '\n' ||
             strchr(msg, '\n') != msg + msg_len - 1 || strstr(msg, "score") == NULL)

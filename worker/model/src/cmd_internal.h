@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "areal/model/chat.h"
 #include "areal/model/model.h"
 #include "areal/model/tokenizer.h"
 
@@ -37,17 +38,28 @@ int cmd_tokenizer(const char *cmd, const char *dir, int required, areal_tokenize
 int cmd_model(const char *cmd, const char *dir, int threads, areal_model *m, areal_pool **pool,
               FILE *err);
 
-/* One request: token ids (owned). */
+/*
+ * The chat template for --chat: FILE (--chat-template) when given, else the
+ * model directory's (chat.h), else plain ChatML when `dir` has none (or is a
+ * tokenizer.json file). Returns 0, or 2 after printing why it cannot render.
+ */
+int cmd_chat_template(const char *cmd, const char *dir, const char *file, areal_chat_template *t,
+                      FILE *err);
+
+/* One request: token ids (owned), or the error that line got (owned; ids NULL). */
 typedef struct cmd_request {
     int32_t *ids;
     int n;
+    char *error;
 } cmd_request;
 
 /*
  * Reads the JSONL file `path` ("-": stdin): each non-empty line an object
  * with "input_ids" (array of ids in [0, vocab)) or "text" (needs tok). *reqs
- * is a new array of *n (free with cmd_requests_free). Returns 0, 1 (out of
- * memory) or 2 after printing the line number and what is wrong.
+ * is a new array of *n (free with cmd_requests_free). A bad line does not
+ * stop the others: its request holds the message (also printed to err), so
+ * the command prints {"error": ...} in its place and every other result.
+ * Returns 0, 1 (out of memory) or 2 (unreadable file, no requests).
  */
 int cmd_read_requests(const char *cmd, const char *path, const areal_tokenizer *tok, int vocab,
                       cmd_request **reqs, int *n, FILE *err);
@@ -62,6 +74,9 @@ json_t *cmd_ints(const int32_t *v, int n);
 
 /* A JSON string of n bytes; bytes that are not valid UTF-8 become U+FFFD. */
 json_t *cmd_text(const char *s, size_t n);
+
+/* Prints {"error": msg} for a request that failed. Returns 0 or 1. */
+int cmd_print_error(FILE *out, const char *msg);
 
 /* Prints o as one compact line and drops the reference. Returns 0 or 1 (out of memory). */
 int cmd_print(FILE *out, json_t *o);

@@ -81,11 +81,18 @@ static void top_k(const float *row, int V, int k, int32_t *ids, float *vals) {
     }
 }
 
+/*
+ * Scores the valid requests as one packed forward and prints one line per
+ * request in input order: the scores, or {"error"} for a line that had none.
+ * Returns 0, 1, or 2 when some line was bad (every other line still printed).
+ */
 static int run(areal_model *m, const score_opts *o, const cmd_request *reqs, int n, FILE *out,
                FILE *err) {
-    int T = 0, V = m->cfg.vocab_size, K = o->top < V ? o->top : V;
-    for (int i = 0; i < n; i++)
+    int T = 0, V = m->cfg.vocab_size, K = o->top < V ? o->top : V, ns = 0, bad = 0;
+    for (int i = 0; i < n; i++) {
         T += reqs[i].n;
+        ns += reqs[i].error == NULL;
+    }
     int32_t *tok = malloc(sizeof(int32_t) * ((size_t)T * 2 + (size_t)K + 1)), *tgt = tok + T;
     int32_t *cu = malloc(sizeof(int32_t) * ((size_t)n + 1));
     float *lp = malloc(sizeof(float) * ((size_t)T * 2 + (size_t)K + 1)), *ent = lp + T;
@@ -97,35 +104,49 @@ static int run(areal_model *m, const score_opts *o, const cmd_request *reqs, int
     }
     int32_t *top_ids = tgt + T;
     float *top_vals = ent + T;
+    /* cu over the valid requests only; start[i] is request i's first token */
     cu[0] = 0;
-    for (int i = 0; i < n; i++) {
-        memcpy(tok + cu[i], reqs[i].ids, sizeof(int32_t) * (size_t)reqs[i].n);
-        cu[i + 1] = cu[i] + reqs[i].n;
-        for (int t = cu[i]; t < cu[i + 1]; t++)
-            tgt[t] = t + 1 < cu[i + 1] ? tok[t + 1] : -1;
+    for (int i = 0, s = 0; i < n; i++) {
+        if (reqs[i].error != NULL)
+            continue;
+        memcpy(tok + cu[s], reqs[i].ids, sizeof(int32_t) * (size_t)reqs[i].n);
+        cu[s + 1] = cu[s] + reqs[i].n;
+        for (int t = cu[s]; t < cu[s + 1]; t++)
+            tgt[t] = t + 1 < cu[s + 1] ? tok[t + 1] : -1;
+        s++;
     }
-    areal_batch b = {tok, cu, T, n};
     areal_error e;
-    int r = areal_model_forward(m, &b, &a, &e);
-    if (r != AREAL_OK) {
-        fprintf(err, "%s score: %s\n", CMD_PROG, e.msg);
-        rc = cmd_code(r);
-        goto done;
+    if (ns > 0) {
+        areal_batch b = {tok, cu, T, ns};
+        int r = areal_model_forward(m, &b, &a, &e);
+        if (r != AREAL_OK) {
+            fprintf(err, "%s score: %s\n", CMD_PROG, e.msg);
+            rc = cmd_code(r);
+            goto done;
+        }
+        areal_token_logprobs(m->pool, a.logits, T, V, tgt, o->temperature, lp, ent);
     }
-    areal_token_logprobs(m->pool, a.logits, T, V, tgt, o->temperature, lp, ent);
     rc = 0;
-    for (int i = 0; i < n && rc == 0; i++) {
+    for (int i = 0, s = 0; i < n && rc == 0; i++) {
+        if (reqs[i].error != NULL) {
+            bad = 1;
+            rc = cmd_print_error(out, reqs[i].error);
+            continue;
+        }
         json_t *line = json_object();
-        json_object_set_new(line, "logprobs", cmd_floats(lp + cu[i], reqs[i].n - 1));
-        json_object_set_new(line, "entropy", cmd_floats(ent + cu[i], reqs[i].n - 1));
-        top_k(a.logits + (size_t)(cu[i + 1] - 1) * (size_t)V, V, K, top_ids, top_vals);
+        json_object_set_new(line, "logprobs", cmd_floats(lp + cu[s], reqs[i].n - 1));
+        json_object_set_new(line, "entropy", cmd_floats(ent + cu[s], reqs[i].n - 1));
+        top_k(a.logits + (size_t)(cu[s + 1] - 1) * (size_t)V, V, K, top_ids, top_vals);
         json_object_set_new(line, "top_ids", cmd_ints(top_ids, K));
         json_object_set_new(line, "top_logits", cmd_floats(top_vals, K));
+        s++;
         if (cmd_print(out, line) != 0) {
             fprintf(err, "%s score: out of memory printing request %d\n", CMD_PROG, i + 1);
             rc = 1;
         }
     }
+    if (rc == 0 && bad)
+        rc = 2;
 done:
     areal_acts_free(&a);
     free(tok);

@@ -16,7 +16,7 @@
 static int usage(FILE *err, const char *why, const char *arg) {
     fprintf(err,
             "%s tokenize: %s%s; usage: tokenize --model DIR (--text TEXT | --file PATH) "
-            "[--chat ROLE] [--decode]\n",
+            "[--chat ROLE [--chat-template FILE]] [--decode]\n",
             CMD_PROG, why, arg);
     return 2;
 }
@@ -81,9 +81,16 @@ static int decode(const areal_tokenizer *tok, const char *text, FILE *out, FILE 
         rc = cmd_code(r);
         goto done;
     }
-    fwrite(s, 1, len, out);
-    fputc('\n', out);
+    size_t cl;
+    char *clean = areal_utf8_replace(s, len, &cl); /* as HF's decode returns it */
     free(s);
+    if (clean == NULL) {
+        rc = 1;
+        goto done;
+    }
+    fwrite(clean, 1, cl, out);
+    fputc('\n', out);
+    free(clean);
     rc = 0;
 done:
     json_decref(arr);
@@ -92,13 +99,13 @@ done:
 }
 
 static int encode(const areal_tokenizer *tok, const char *text, size_t len, const char *chat,
-                  FILE *out, FILE *err) {
+                  const areal_chat_template *tmpl, FILE *out, FILE *err) {
     areal_error e;
     char *rendered = NULL;
     int r;
     if (chat != NULL) {
-        areal_chat_msg msg = {chat, text};
-        r = areal_chat_render(&msg, 1, true, &rendered, &len, &e);
+        areal_chat_msg msg = {chat, text, NULL};
+        r = areal_chat_render(tmpl, &msg, 1, true, true, &rendered, &len, &e);
         if (r != AREAL_OK) {
             fprintf(err, "%s tokenize: --chat: %s\n", CMD_PROG, e.msg);
             return cmd_code(r);
@@ -122,7 +129,7 @@ static int encode(const areal_tokenizer *tok, const char *text, size_t len, cons
 }
 
 int areal_cmd_tokenize(int argc, char **argv, FILE *out, FILE *err) {
-    const char *model = NULL, *text = NULL, *file = NULL, *chat = NULL;
+    const char *model = NULL, *text = NULL, *file = NULL, *chat = NULL, *tmpl_file = NULL;
     bool dec = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -131,8 +138,12 @@ int areal_cmd_tokenize(int argc, char **argv, FILE *out, FILE *err) {
             dec = true;
             continue;
         }
+        if (strcmp(a, "--chat-template") == 0 && has) {
+            tmpl_file = argv[++i];
+            continue;
+        }
         if (strcmp(a, "--model") != 0 && strcmp(a, "--text") != 0 && strcmp(a, "--file") != 0 &&
-            strcmp(a, "--chat") != 0) {
+            strcmp(a, "--chat") != 0 && strcmp(a, "--chat-template") != 0) {
             return usage(err, "unknown option ", a);
         }
         if (!has) {
@@ -145,8 +156,12 @@ int areal_cmd_tokenize(int argc, char **argv, FILE *out, FILE *err) {
         return usage(err, "--model is required", "");
     if ((text == NULL) == (file == NULL))
         return usage(err, "give exactly one of --text and --file", "");
+    areal_chat_template tmpl = areal_chat_chatml;
+    int rc = chat != NULL ? cmd_chat_template("tokenize", model, tmpl_file, &tmpl, err) : 0;
+    if (rc != 0)
+        return rc;
     areal_tokenizer *tok;
-    int rc = cmd_tokenizer("tokenize", model, 1, &tok, err);
+    rc = cmd_tokenizer("tokenize", model, 1, &tok, err);
     if (rc != 0)
         return rc;
     size_t len = 0;
@@ -162,7 +177,7 @@ int areal_cmd_tokenize(int argc, char **argv, FILE *out, FILE *err) {
     } else {
         len = strlen(text);
     }
-    rc = dec ? decode(tok, text, out, err) : encode(tok, text, len, chat, out, err);
+    rc = dec ? decode(tok, text, out, err) : encode(tok, text, len, chat, &tmpl, out, err);
     free(owned);
     areal_tokenizer_free(tok);
     return rc;

@@ -7,8 +7,9 @@
  * later output line against its input. Token ids are checked against the
  * model's vocabulary here, so the error names the line instead of a packed
  * batch position. Decoded text that is not valid UTF-8 (a token boundary
- * inside a character) is printed with U+FFFD, as HF's decode does, because
- * JSON strings must be UTF-8; rejected: dropping such text silently.
+ * inside a character) is printed with U+FFFD exactly as HF's decode does
+ * (areal_utf8_replace), because JSON strings must be UTF-8; rejected: dropping
+ * such text silently.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -83,10 +84,65 @@ int cmd_model(const char *cmd, const char *dir, int threads, areal_model *m, are
     return 0;
 }
 
+int cmd_chat_template(const char *cmd, const char *dir, const char *file, areal_chat_template *t,
+                      FILE *err) {
+    areal_error e;
+    struct stat st;
+    bool found = false;
+    int rc = AREAL_OK;
+    *t = areal_chat_chatml;
+    if (file != NULL)
+        rc = areal_chat_template_file(file, t, &e);
+    else if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
+        rc = areal_chat_template_load(dir, t, &found, &e);
+    if (rc == AREAL_OK && file == NULL && !found)
+        *t = areal_chat_chatml;
+    if (rc != AREAL_OK) {
+        fprintf(err, "%s %s: %s\n", CMD_PROG, cmd, e.msg);
+        return cmd_code(rc);
+    }
+    return 0;
+}
+
 void cmd_requests_free(cmd_request *reqs, int n) {
-    for (int i = 0; i < n && reqs != NULL; i++)
+    for (int i = 0; i < n && reqs != NULL; i++) {
         free(reqs[i].ids);
+        free(reqs[i].error);
+    }
     free(reqs);
+}
+
+int cmd_print_error(FILE *out, const char *msg) {
+    return cmd_print(out, json_pack("{s:s}", "error", msg));
+}
+
+/* Runs parse_line with its message captured into r->error (and echoed to err). */
+static int parse_line(const char *cmd, json_t *d, const areal_tokenizer *tok, int vocab, int lineno,
+                      cmd_request *r, FILE *err);
+
+static int parse_line_kept(const char *cmd, json_t *d, const areal_tokenizer *tok, int vocab,
+                           int lineno, cmd_request *r, FILE *err) {
+    char *msg = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&msg, &len);
+    if (m == NULL)
+        return fprintf(err, "%s %s: out of memory\n", CMD_PROG, cmd), 1;
+    int rc = d != NULL ? parse_line(cmd, d, tok, vocab, lineno, r, m) : 2;
+    fclose(m);
+    if (rc == 2) {
+        free(r->ids);
+        r->ids = NULL;
+        r->n = 0;
+        if (len > 0 && msg[len - 1] == '\n')
+            msg[len - 1] = '\0';
+        fprintf(err, "%s\n", msg);
+        r->error = msg;
+        return 0;
+    }
+    if (rc != 0)
+        fputs(msg, err);
+    free(msg);
+    return rc;
 }
 
 static int parse_line(const char *cmd, json_t *d, const areal_tokenizer *tok, int vocab, int lineno,
@@ -166,25 +222,29 @@ int cmd_read_requests_f(const char *cmd, FILE *f, const char *name, const areal_
             continue;
         json_error_t je;
         json_t *d = json_loads(line, 0, &je);
-        if (!json_is_object(d)) {
-            fprintf(err, "%s %s: %s line %d: not a JSON object (%s)\n", CMD_PROG, cmd, name, lineno,
-                    d == NULL ? je.text : "wrong type");
-            rc = 2;
-        } else {
-            if (*n == have) {
-                have = have ? 2 * have : 8;
-                cmd_request *p = realloc(*reqs, sizeof **reqs * (size_t)have);
-                if (p == NULL) {
-                    fprintf(err, "%s %s: out of memory at line %d\n", CMD_PROG, cmd, lineno);
-                    json_decref(d);
-                    rc = 1;
-                    break;
-                }
-                *reqs = p;
+        if (*n == have) {
+            have = have ? 2 * have : 8;
+            cmd_request *p = realloc(*reqs, sizeof **reqs * (size_t)have);
+            if (p == NULL) {
+                fprintf(err, "%s %s: out of memory at line %d\n", CMD_PROG, cmd, lineno);
+                json_decref(d);
+                rc = 1;
+                break;
             }
-            memset(&(*reqs)[*n], 0, sizeof **reqs);
-            rc = parse_line(cmd, d, tok, vocab, lineno, &(*reqs)[*n], err);
-            (*n)++;
+            *reqs = p;
+        }
+        cmd_request *r = &(*reqs)[*n];
+        memset(r, 0, sizeof *r);
+        (*n)++;
+        if (!json_is_object(d)) {
+            char msg[400];
+            snprintf(msg, sizeof msg, "%s %s: %s line %d: not a JSON object (%s)", CMD_PROG, cmd,
+                     name, lineno, d == NULL ? je.text : "wrong type");
+            fprintf(err, "%s\n", msg);
+            r->error = strdup(msg);
+            rc = r->error == NULL ? 1 : 0;
+        } else {
+            rc = parse_line_kept(cmd, d, tok, vocab, lineno, r, err);
         }
         json_decref(d);
     }
@@ -231,42 +291,11 @@ json_t *cmd_ints(const int32_t *v, int n) {
     return a;
 }
 
-/* Length of the valid UTF-8 sequence at s[0..n), or 0 when it is not one. */
-static size_t utf8_len(const unsigned char *s, size_t n) {
-    size_t len = s[0] < 0x80                    ? 1
-                 : s[0] >= 0xC2 && s[0] <= 0xDF ? 2
-                 : (s[0] & 0xF0) == 0xE0        ? 3
-                 : s[0] >= 0xF0 && s[0] <= 0xF4 ? 4
-                                                : 0;
-    if (len == 0 || len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-    if (len == 3 && ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] >= 0xA0)))
-        return 0; /* overlong or surrogate */
-    if (len == 4 && ((s[0] == 0xF0 && s[1] < 0x90) || (s[0] == 0xF4 && s[1] >= 0x90)))
-        return 0; /* overlong or past U+10FFFF */
-    return len;
-}
-
 json_t *cmd_text(const char *s, size_t n) {
-    char *buf = malloc(n * 3 + 1);
+    size_t k;
+    char *buf = areal_utf8_replace(s, n, &k);
     if (buf == NULL)
         return NULL;
-    size_t k = 0;
-    for (size_t i = 0; i < n;) {
-        size_t l = utf8_len((const unsigned char *)s + i, n - i);
-        if (l == 0) {
-            memcpy(buf + k, "\xEF\xBF\xBD", 3);
-            k += 3;
-            i++;
-        } else {
-            memcpy(buf + k, s + i, l);
-            k += l;
-            i += l;
-        }
-    }
     json_t *j = json_stringn(buf, k);
     free(buf);
     return j;

@@ -24,7 +24,7 @@ static int check(const areal_model *m, const int32_t *const *prompts, const int 
     if (B < 1)
         return areal_error_set(err, AREAL_EINVAL, -1, "generate: %d prompts; need >= 1", B);
     if (!(s->temperature >= 0) || s->top_k < 0 || !(s->top_p > 0 && s->top_p <= 1) ||
-        s->max_new_tokens < 0 || s->n_stop < 0)
+        s->max_new_tokens < 0 || s->n_stop < 0 || s->vocab_limit < 0)
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "generate: sampling needs temperature >= 0 (got %g), top_k >= 0 "
                                "(%d), top_p in (0, 1] (%g), max_new_tokens >= 0 (%d)",

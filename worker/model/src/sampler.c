@@ -47,6 +47,8 @@ static int cand_cmp(const void *a, const void *b) {
 
 int32_t areal_sample(const float *logits, int V, const areal_sampling *s, areal_rng *rng,
                      float *scratch, float *logprob) {
+    if (s->vocab_limit > 0 && s->vocab_limit < V)
+        V = s->vocab_limit; /* the padding rows are excluded, as a -inf mask would */
     if (s->temperature <= 0) {
         int best = 0;
         for (int j = 1; j < V; j++)

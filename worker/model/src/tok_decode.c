@@ -1,10 +1,13 @@
 /*
- * tok_decode.c - ids -> bytes (the ByteLevel decoder) and the Qwen chat format.
+ * tok_decode.c - ids -> bytes (the ByteLevel decoder).
  *
  * A vocabulary token is spelled in the byte-level alphabet; each code point
  * maps back to one byte. A token with a code point outside the alphabet
  * (possible in hand-edited vocabularies) is emitted as its UTF-8 spelling, as
- * `tokenizers` does. Added tokens are emitted verbatim.
+ * `tokenizers` does. Added tokens are emitted verbatim. Ids the tokenizer
+ * does not hold (the padding rows of a model whose vocab_size exceeds the
+ * tokenizer, holes in the id range) spell nothing, as in `tokenizers`: a
+ * sampled padding id must not cost the text of the rest of the sequence.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -76,12 +79,13 @@ int areal_tokenizer_decode(const areal_tokenizer *tok, const int32_t *ids, size_
     int rc = put(&b, "", 0) ? AREAL_ENOMEM : AREAL_OK;
     for (size_t i = 0; i < n && rc == AREAL_OK; i++) {
         int32_t id = ids[i];
-        if (id < 0 || (size_t)id >= tok->n_ids || tok->id_str[id] == NULL) {
+        if (id < 0) {
             rc = areal_error_set(err, AREAL_ERANGE, (int)i,
-                                 "token id %d at position %zu is not in the vocabulary (size %zu)",
-                                 (int)id, i, tok->n_ids);
+                                 "token id %d at position %zu is negative", (int)id, i);
             break;
         }
+        if ((size_t)id >= tok->n_ids || tok->id_str[id] == NULL)
+            continue; /* padding rows of the model past the tokenizer: HF skips them too */
         if (tok->id_added[id] == 2 && skip_special)
             continue;
         int bad = tok->id_added[id] ? put(&b, tok->id_str[id], tok->id_len[id])
@@ -94,34 +98,6 @@ int areal_tokenizer_decode(const areal_tokenizer *tok, const int32_t *ids, size_
         return rc;
     }
     *text = b.p;
-    *len = b.n;
-    return AREAL_OK;
-}
-
-int areal_chat_render(const areal_chat_msg *msgs, size_t n, bool add_generation_prompt, char **out,
-                      size_t *len, areal_error *err) {
-    *out = NULL;
-    *len = 0;
-    bytes_buf b = {0};
-    int bad = put(&b, "", 0);
-    for (size_t i = 0; i < n && !bad; i++) {
-        const char *role = msgs[i].role;
-        if (role == NULL || role[0] == '\0' || strchr(role, '\n') != NULL ||
-            msgs[i].content == NULL) {
-            free(b.p);
-            return areal_error_set(err, AREAL_EINVAL, (int)i,
-                                   "chat message %zu needs a one-line role and a content", i);
-        }
-        bad = put(&b, "<|im_start|>", 12) || put(&b, role, strlen(role)) || put(&b, "\n", 1) ||
-              put(&b, msgs[i].content, strlen(msgs[i].content)) || put(&b, "<|im_end|>\n", 11);
-    }
-    if (!bad && add_generation_prompt)
-        bad = put(&b, "<|im_start|>assistant\n", 22);
-    if (bad) {
-        free(b.p);
-        return areal_error_set(err, AREAL_ENOMEM, -1, "out of memory rendering the chat");
-    }
-    *out = b.p;
     *len = b.n;
     return AREAL_OK;
 }

@@ -27,6 +27,7 @@ typedef struct tok_added {
     size_t len;
     int32_t id;
     bool special;
+    bool normalized; /* matched in normalised text (only refused when a normalizer is set) */
 } tok_added;
 
 struct areal_tokenizer {

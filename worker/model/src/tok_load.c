@@ -208,6 +208,10 @@ static int load_added(const loader *l, json_t *added) {
         a->len = len;
         a->id = id;
         a->special = json_is_true(special);
+        json_t *norm = json_object_get(v, "normalized");
+        if (norm != NULL && !json_is_null(norm) && !json_is_boolean(norm))
+            return fail(l, "added_tokens[].normalized", "must be true or false");
+        a->normalized = json_is_true(norm);
         t->added_first[(uint8_t)s[0]] = true;
     }
     qsort(t->added, t->n_added, sizeof *t->added, cmp_added);
@@ -381,6 +385,32 @@ static int load_pre_tokenizer(const loader *l, json_t *p) {
     return AREAL_OK;
 }
 
+/*
+ * The TemplateProcessing transformers 5 writes when nothing is added:
+ * single [$A], pair [$A, $B] (or absent), no special tokens. It is the
+ * identity, so it is accepted; one that adds a token (Llama's BOS) is not.
+ */
+static bool identity_template(json_t *post) {
+    json_t *single = json_object_get(post, "single"), *pair = json_object_get(post, "pair");
+    json_t *sp = json_object_get(post, "special_tokens");
+    json_t *a = json_object_get(json_array_get(single, 0), "Sequence");
+    if (json_array_size(single) != 1 || a == NULL ||
+        strcmp(json_string_value(json_object_get(a, "id"))
+                   ? json_string_value(json_object_get(a, "id"))
+                   : "",
+               "A") != 0)
+        return false;
+    if (sp != NULL && !json_is_null(sp) && !(json_is_object(sp) && json_object_size(sp) == 0))
+        return false;
+    size_t i;
+    json_t *v;
+    json_array_foreach(pair, i, v) {
+        if (json_object_get(v, "Sequence") == NULL)
+            return false; /* a special token between or around the pair */
+    }
+    return true;
+}
+
 static int check_rest(const loader *l, json_t *doc) {
     json_t *dec = json_object_get(doc, "decoder");
     const char *dt = json_string_value(json_object_get(dec, "type"));
@@ -388,7 +418,8 @@ static int check_rest(const loader *l, json_t *doc) {
         return fail(l, "decoder.type", "must be \"ByteLevel\"");
     json_t *post = json_object_get(doc, "post_processor");
     const char *pt = json_string_value(json_object_get(post, "type"));
-    if (post != NULL && !json_is_null(post) && (pt == NULL || strcmp(pt, "ByteLevel") != 0))
+    if (post != NULL && !json_is_null(post) && (pt == NULL || strcmp(pt, "ByteLevel") != 0) &&
+        !(pt != NULL && strcmp(pt, "TemplateProcessing") == 0 && identity_template(post)))
         return fail(l, "post_processor.type",
                     "must be null or \"ByteLevel\" (templates that add "
                     "tokens are not supported)");
@@ -405,6 +436,25 @@ static int check_rest(const loader *l, json_t *doc) {
     return AREAL_OK;
 }
 
+/*
+ * An added token with normalized: true is matched by `tokenizers` in the
+ * normalised text, after the tokens with normalized: false are cut out. With
+ * no normalizer the two are the same thing, so it is honoured as is; under
+ * NFC the match could differ for text that is not already NFC, and rather
+ * than encode differently from HF such a token is refused by name.
+ */
+static int check_normalized(const loader *l) {
+    const areal_tokenizer *t = l->tok;
+    for (size_t i = 0; i < t->n_added && t->nfc; i++)
+        if (t->added[i].normalized)
+            return areal_error_set(l->err, AREAL_EINVAL, -1,
+                                   "%s: added token \"%.60s\" (id %d) has normalized: true "
+                                   "under the NFC normalizer, which is not supported; set it to "
+                                   "false if the token must match the raw text",
+                                   l->file, t->added[i].content, (int)t->added[i].id);
+    return AREAL_OK;
+}
+
 static int build(const loader *l, json_t *doc) {
     if (!json_is_object(doc))
         return areal_error_set(l->err, AREAL_EINVAL, -1, "%s: must hold a JSON object", l->file);
@@ -416,7 +466,7 @@ static int build(const loader *l, json_t *doc) {
         (rc = load_added(l, added)) || (rc = load_merges(l, json_object_get(model, "merges"))) ||
         (rc = load_normalizer(l, json_object_get(doc, "normalizer"))) ||
         (rc = load_pre_tokenizer(l, json_object_get(doc, "pre_tokenizer"))) ||
-        (rc = check_rest(l, doc)))
+        (rc = check_rest(l, doc)) || (rc = check_normalized(l)))
         return rc;
     for (int b = 0; b < 256; b++) {
         char sp[2];

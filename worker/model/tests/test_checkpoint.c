@@ -122,6 +122,9 @@ static void config_mismatches_are_refused(void **state) {
     set_config(dir, "num_hidden_layers", json_integer(2));
     set_config(dir, "model_type", json_string("qwen3"));
     set_config(dir, "architectures", json_pack("[s]", "Qwen3ForCausalLM"));
+    /* Qwen3Config defaults head_dim to 128, not hidden / heads */
+    expect_refused(dir, AREAL_EINVAL, "q_proj.weight", "head_dim");
+    set_config(dir, "head_dim", json_integer(4));
     expect_refused(dir, AREAL_EINVAL, "q_norm", "missing");
     set_config(dir, "model_type", json_string("mamba"));
     expect_refused(dir, AREAL_EINVAL, "config.json", "model_type");

@@ -161,12 +161,140 @@ static void moe_configs_need_their_fields(void **state) {
     json_decref(doc);
 }
 
+/* Parses `text` as cfg/config.json; returns the code, *c filled on success. */
+static int parse_text(const char *text, areal_model_config *c, areal_error *err) {
+    return areal_model_config_parse(text, strlen(text), "cfg/config.json", c, err);
+}
+
+/* The hf fixture config of fam with `key` set to `value` (NULL: removed). */
+static char *hf_with(const char *fam, const char *key, json_t *value) {
+    char p[256];
+    snprintf(p, sizeof p, FIX "hf/%s/config.json", fam);
+    json_t *doc = json_load_file(p, 0, NULL);
+    assert_non_null(doc);
+    if (value == NULL)
+        json_object_del(doc, key);
+    else
+        json_object_set_new(doc, key, value);
+    char *text = json_dumps(doc, 0);
+    json_decref(doc);
+    return text;
+}
+
+static void expect_hf_bad(const char *fam, const char *key, json_t *value, const char *needle) {
+    char *text = hf_with(fam, key, value);
+    areal_model_config c;
+    areal_error err;
+    if (parse_text(text, &c, &err) != AREAL_EINVAL)
+        fail_msg("%s with %s was accepted", fam, key);
+    if (strstr(err.msg, needle) == NULL)
+        fail_msg("%s %s: expected \"%s\" in: %s", fam, key, needle, err.msg);
+    free(text);
+}
+
+/* transformers 5 and 4.x spellings of the same settings read alike. */
+static void both_spellings(void **state) {
+    (void)state;
+    areal_model_config a, b;
+    load("hf/qwen2", &a);
+    load("hf/qwen2-v4", &b);
+    assert_true(a.rope_theta == 1e6 && b.rope_theta == 1e6);
+    assert_int_equal(a.rope_scaling.type, AREAL_ROPE_LINEAR);
+    assert_int_equal(b.rope_scaling.type, AREAL_ROPE_LINEAR); /* 4.x "type": "linear" */
+    assert_true(a.rope_scaling.factor == 2.0 && b.rope_scaling.factor == 2.0);
+    load("hf/qwen3-moe", &a);    /* num_local_experts */
+    load("hf/qwen3-moe-v4", &b); /* num_experts */
+    assert_int_equal(a.num_experts, 4);
+    assert_int_equal(b.num_experts, 4);
+    assert_true(a.rope_theta == 5e5 && a.norm_topk_prob);
+    load("hf/llama", &a);
+    load("hf/llama-v4", &b);
+    assert_int_equal(a.rope_scaling.type, AREAL_ROPE_LLAMA3);
+    assert_int_equal(b.rope_scaling.type, AREAL_ROPE_LLAMA3);
+    assert_int_equal(a.rope_scaling.original_max_position_embeddings, 16);
+    load("hf/qwen2-moe", &a);
+    assert_true(a.qkv_bias);
+    /* head_dim: Qwen3 defaults to 128 when absent (transformers' Qwen3Config), a null derives it */
+    areal_error err;
+    char *t = hf_with("qwen3", "head_dim", NULL);
+    assert_int_equal(parse_text(t, &a, &err), AREAL_OK);
+    assert_int_equal(a.head_dim, 128);
+    free(t);
+    t = hf_with("qwen3", "head_dim", json_null());
+    assert_int_equal(parse_text(t, &a, &err), AREAL_OK);
+    assert_int_equal(a.head_dim, 4);
+    free(t);
+    t = hf_with("llama", "head_dim", NULL);
+    assert_int_equal(parse_text(t, &a, &err), AREAL_OK);
+    assert_int_equal(a.head_dim, 4);
+    free(t);
+    t = hf_with("qwen2-moe", "qkv_bias", json_false());
+    assert_int_equal(parse_text(t, &a, &err), AREAL_OK);
+    assert_false(a.qkv_bias);
+    free(t);
+    /* rope_theta only at the top level next to rope_parameters without one */
+    t = hf_with("qwen2", "rope_parameters", json_pack("{s:s}", "rope_type", "default"));
+    json_t *d = json_loads(t, 0, NULL);
+    free(t);
+    json_object_set_new(d, "rope_theta", json_real(2.5e5));
+    t = json_dumps(d, 0);
+    json_decref(d);
+    assert_int_equal(parse_text(t, &a, &err), AREAL_OK);
+    assert_true(a.rope_theta == 2.5e5 && a.rope_scaling.type == AREAL_ROPE_DEFAULT);
+    free(t);
+}
+
+/* What changes the math and is not understood is refused by name. */
+static void math_keys_refused(void **state) {
+    (void)state;
+    expect_hf_bad("qwen2", "quantization_config", json_object(), "\"quantization_config\"");
+    expect_hf_bad("qwen3", "final_logit_softcapping", json_real(30), "final_logit_softcapping");
+    /* use_sliding_window true: refused with a window; with "sliding_window": null
+     * transformers itself slides nowhere, so it loads */
+    char *t = hf_with("qwen2", "use_sliding_window", json_true());
+    areal_model_config c;
+    areal_error err;
+    assert_int_equal(parse_text(t, &c, &err), AREAL_OK);
+    json_t *d = json_loads(t, 0, NULL);
+    free(t);
+    json_object_set_new(d, "sliding_window", json_integer(64));
+    t = json_dumps(d, 0);
+    json_decref(d);
+    assert_int_equal(parse_text(t, &c, &err), AREAL_EINVAL);
+    assert_non_null(strstr(err.msg, "use_sliding_window"));
+    free(t);
+    expect_hf_bad("qwen2", "layer_types", json_pack("[s,s]", "full_attention", "sliding_attention"),
+                  "layer_types[1]");
+    expect_hf_bad("qwen2", "layer_types", json_pack("[s]", "full_attention"), "layer_types");
+    expect_hf_bad("qwen2", "attention_dropout", json_real(0.1), "attention_dropout");
+    expect_hf_bad("qwen2", "rope_parameters",
+                  json_pack("{s:s,s:f,s:f}", "rope_type", "default", "rope_theta", 1e4,
+                            "partial_rotary_factor", 0.5),
+                  "partial_rotary_factor");
+    expect_hf_bad("qwen2", "rope_parameters",
+                  json_pack("{s:{s:s},s:{s:s}}", "full_attention", "rope_type", "default",
+                            "sliding_attention", "rope_type", "default"),
+                  "per-layer-type");
+    expect_hf_bad("qwen2", "rope_theta", json_real(5.0), "rope_parameters.rope_theta");
+    expect_hf_bad("qwen2", "rope_scaling", json_pack("{s:s,s:f}", "type", "linear", "factor", 4.0),
+                  "rope_scaling");
+    expect_hf_bad(
+        "qwen2", "rope_parameters",
+        json_pack("{s:s,s:s,s:f}", "rope_type", "linear", "type", "dynamic", "factor", 2.0),
+        "rope_parameters.type");
+    expect_hf_bad("qwen3-moe", "num_experts", json_integer(8), "num_local_experts");
+    expect_hf_bad("qwen3-moe", "num_local_experts", NULL, "num_experts");
+    expect_hf_bad("qwen2", "torch_dtype", json_string("float16"), "dtype");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(architectures_parse),
         cmocka_unit_test(expected_tensors_match_fixtures),
         cmocka_unit_test(bad_configs_are_refused),
         cmocka_unit_test(moe_configs_need_their_fields),
+        cmocka_unit_test(both_spellings),
+        cmocka_unit_test(math_keys_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

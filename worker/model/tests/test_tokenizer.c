@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "areal/model/chat.h"
 #include "areal/model/tokenizer.h"
 #include "model_test_util.h"
 
@@ -110,7 +111,13 @@ static void special_tokens_split_and_skip(void **state) {
     assert_string_equal(out, text);
     free(out);
     free(ids);
-    int32_t bad[] = {0, (int32_t)areal_tokenizer_size(tok)};
+    /* ids past the tokenizer (a padded vocabulary's padding rows) spell nothing, as in HF */
+    int32_t pad[] = {(int32_t)areal_tokenizer_size(tok), start,
+                     (int32_t)areal_tokenizer_size(tok) + 7};
+    assert_int_equal(areal_tokenizer_decode(tok, pad, 3, false, &out, &len, &err), AREAL_OK);
+    assert_string_equal(out, "<|im_start|>");
+    free(out);
+    int32_t bad[] = {0, -1};
     assert_int_equal(areal_tokenizer_decode(tok, bad, 2, false, &out, &len, &err), AREAL_ERANGE);
     assert_non_null(strstr(err.msg, "position 1"));
     assert_null(out);
@@ -150,11 +157,13 @@ static void chat_format_matches_fixture(void **state) {
         for (size_t i = 0; i < k; i++) {
             m[i].role = json_string_value(json_object_get(json_array_get(msgs, i), "role"));
             m[i].content = json_string_value(json_object_get(json_array_get(msgs, i), "content"));
+            m[i].reasoning_content = NULL;
         }
         char *text;
         size_t len;
         areal_error err;
-        assert_int_equal(areal_chat_render(m, k, true, &text, &len, &err), AREAL_OK);
+        assert_int_equal(areal_chat_render(&areal_chat_chatml, m, k, true, true, &text, &len, &err),
+                         AREAL_OK);
         assert_string_equal(text, json_string_value(json_object_get(d, "text")));
         int32_t *ids;
         size_t n;
@@ -171,12 +180,14 @@ static void chat_format_matches_fixture(void **state) {
     free(line);
     fclose(f);
     assert_int_equal(convs, 3);
-    areal_chat_msg bad = {"us\ner", "x"};
+    areal_chat_msg bad = {"user", NULL, NULL};
     char *text;
     size_t len;
     areal_error err;
-    assert_int_equal(areal_chat_render(&bad, 1, false, &text, &len, &err), AREAL_EINVAL);
-    assert_int_equal(areal_chat_render(NULL, 0, false, &text, &len, &err), AREAL_OK);
+    assert_int_equal(areal_chat_render(&areal_chat_chatml, &bad, 1, false, true, &text, &len, &err),
+                     AREAL_EINVAL);
+    assert_int_equal(areal_chat_render(&areal_chat_chatml, NULL, 0, false, true, &text, &len, &err),
+                     AREAL_OK);
     assert_string_equal(text, "");
     free(text);
     areal_tokenizer_free(tok);
@@ -389,8 +400,58 @@ static void long_word_round_trips(void **state) {
     areal_tokenizer_free(tok);
 }
 
+/* areal_utf8_replace equals Python's bytes.decode("utf-8", errors="replace") (fixture). */
+static void utf8_replacement_equals_python(void **state) {
+    (void)state;
+    json_t *cases = json_load_file(FIX "hf/utf8.json", 0, NULL);
+    assert_true(json_array_size(cases) >= 20);
+    size_t i;
+    json_t *c;
+    json_array_foreach(cases, i, c) {
+        const char *hex = json_string_value(json_array_get(c, 0));
+        uint8_t raw[64];
+        size_t n = strlen(hex) / 2;
+        for (size_t k = 0; k < n; k++) {
+            unsigned v;
+            sscanf(hex + 2 * k, "%2x", &v);
+            raw[k] = (uint8_t)v;
+        }
+        size_t len;
+        char *got = areal_utf8_replace((const char *)raw, n, &len);
+        const char *want = json_string_value(json_array_get(c, 1));
+        if (strcmp(got, want) != 0 || len != strlen(want))
+            fail_msg("%s: got %s, Python %s", hex, got, want);
+        free(got);
+    }
+    json_decref(cases);
+}
+
+/* normalized: true under NFC is refused naming the token; without a normalizer it loads. */
+static void normalized_added_tokens(void **state) {
+    (void)state;
+    json_t *doc = json_load_file(FIX "tok/tokenizer.json", 0, NULL);
+    json_t *added = json_object_get(doc, "added_tokens");
+    json_object_set_new(json_array_get(added, 2), "normalized", json_true());
+    char *text = json_dumps(doc, 0);
+    areal_tokenizer *tok;
+    areal_error err;
+    assert_int_equal(areal_tokenizer_parse(text, strlen(text), "t.json", &tok, &err), AREAL_EINVAL);
+    assert_non_null(
+        strstr(err.msg, json_string_value(json_object_get(json_array_get(added, 2), "content"))));
+    assert_non_null(strstr(err.msg, "normalized"));
+    free(text);
+    json_object_set_new(doc, "normalizer", json_null());
+    text = json_dumps(doc, 0);
+    assert_int_equal(areal_tokenizer_parse(text, strlen(text), "t.json", &tok, &err), AREAL_OK);
+    areal_tokenizer_free(tok);
+    free(text);
+    json_decref(doc);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(utf8_replacement_equals_python),
+        cmocka_unit_test(normalized_added_tokens),
         cmocka_unit_test(corpus_ids_equal_hf),
         cmocka_unit_test(legacy_merge_spelling_gives_same_ids),
         cmocka_unit_test(special_tokens_split_and_skip),

@@ -12,7 +12,9 @@ void areal_staleness_init(areal_staleness *s, long max_concurrent, long batch_si
     s->enqueued = s->running = s->accepted = s->rejected = 0;
 }
 
-static long at_least_one(long v) { return v < 1 ? 1 : v; }
+static long at_least_one(long v) {
+    return v < 1 ? 1 : v;
+}
 
 long areal_staleness_capacity(const areal_staleness *s, long version) {
     long concurrency = at_least_one(s->max_concurrent) - s->running;
@@ -37,7 +39,9 @@ long areal_staleness_pending_limit(const areal_staleness *s) {
     return (s->eta + 1) * s->batch_size;
 }
 
-void areal_staleness_on_enqueued(areal_staleness *s) { s->enqueued++; }
+void areal_staleness_on_enqueued(areal_staleness *s) {
+    s->enqueued++;
+}
 
 void areal_staleness_on_submitted(areal_staleness *s) {
     s->enqueued--;

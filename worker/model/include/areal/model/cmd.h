@@ -18,11 +18,14 @@
 #include <stdio.h>
 
 /*
- * tokenize --model DIR (--text TEXT | --file PATH) [--chat ROLE] [--decode]:
- * prints the ids of TEXT under DIR/tokenizer.json (DIR may also be the
- * tokenizer.json file) as one JSON array line; --chat ROLE wraps TEXT as one
- * message of ROLE in the Qwen chat format with the assistant generation
- * prompt; --decode reads TEXT as a JSON array of ids and prints the text.
+ * tokenize --model DIR (--text TEXT | --file PATH) [--chat ROLE
+ * [--chat-template FILE]] [--decode]: prints the ids of TEXT under
+ * DIR/tokenizer.json (DIR may also be the tokenizer.json file) as one JSON
+ * array line; --chat ROLE wraps TEXT as one message of ROLE with the
+ * assistant generation prompt, rendered by the model's chat template
+ * (areal/model/chat.h; FILE overrides it; ChatML when there is none);
+ * --decode reads TEXT as a JSON array of ids and prints the text (ids past
+ * the tokenizer skipped, invalid UTF-8 replaced as Python does).
  */
 int areal_cmd_tokenize(int argc, char **argv, FILE *out, FILE *err);
 
@@ -32,20 +35,24 @@ int areal_cmd_tokenize(int argc, char **argv, FILE *out, FILE *err);
  * a tokenizer.json) per line; prints per line {"logprobs": [log p(ids[i] |
  * ids[..i)) for i >= 1], "entropy": [...], "top_ids": [...], "top_logits":
  * [...]}, the last two the N (default 5) largest raw logits at the final
- * position, largest first.
+ * position, largest first. A bad line prints {"error": ...} in its place,
+ * every other line is scored, and the command exits 2.
  */
 int areal_cmd_score(int argc, char **argv, FILE *out, FILE *err);
 
 /*
- * generate --model DIR (--prompt TEXT [--chat] | --input FILE)
- *          [--max-new-tokens N] [--greedy | --temperature T --top-p P
- *          --top-k K --seed S] [--stop ID,...] [--threads N] [--json]:
+ * generate --model DIR (--prompt TEXT [--chat [--chat-template FILE]
+ *          [--no-thinking]] | --input FILE) [--max-new-tokens N] [--greedy |
+ *          --temperature T --top-p P --top-k K --seed S] [--stop ID,...]
+ *          [--sample-padding] [--threads N] [--json]:
  * --prompt is encoded with DIR/tokenizer.json (--chat wraps it as a user
- * message in the Qwen chat format) and the generated text is printed, or with
- * --json one line {"text", "ids", "logprobs", "finish_reason"}. --input runs
- * every JSONL request of FILE in one batch and always prints JSON lines.
- * Default sampling is greedy; the stop ids default to the tokenizer's
- * <|im_end|> and <|endoftext|> when --prompt is used.
+ * message in the model's chat template) and the generated text is printed,
+ * or with --json one line {"text", "ids", "logprobs", "finish_reason"}.
+ * --input runs every JSONL request of FILE in one batch and always prints
+ * JSON lines (a bad line prints {"error"} and the command exits 2 after all
+ * the others). Sampling and stop ids default to DIR/generation_config.json
+ * (greedy without it; stop at <|im_end|> and <|endoftext|> with --prompt).
+ * Ids past the tokenizer (padding rows) are masked unless --sample-padding.
  */
 int areal_cmd_generate(int argc, char **argv, FILE *out, FILE *err);
 

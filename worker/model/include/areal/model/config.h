@@ -6,8 +6,14 @@
  * and Qwen2-MoE (routed experts, optional shared expert) and Llama (GQA, tied
  * embeddings, rope scaling): they differ only in which of these fields are set.
  * The architecture comes from "model_type" and must agree with
- * "architectures"[0] when that is present. Every error names the file and the
- * field and says what was expected.
+ * "architectures"[0] when that is present. Both spellings transformers writes
+ * are read: 5.x's rope_parameters / num_local_experts / dtype / layer_types
+ * and 4.x's rope_theta + rope_scaling ("type" or "rope_type") / num_experts /
+ * torch_dtype; where a file holds both they must agree. A key the reader does
+ * not understand is refused by name (it could change the math), and so are
+ * settings it cannot honour (sliding windows, attention dropout, partial
+ * rotary embeddings). Every error names the file and the field and says what
+ * was expected.
  */
 #ifndef AREAL_MODEL_CONFIG_H
 #define AREAL_MODEL_CONFIG_H

@@ -51,6 +51,10 @@ typedef struct areal_sampling {
     int max_new_tokens;
     const int32_t *stop; /* generation ends after any of these (it is kept) */
     int n_stop;
+    /* ids >= vocab_limit are never drawn: the padding rows past the tokenizer
+     * of a padded vocabulary, masked as serving engines do (their logits count
+     * as -inf, in the logprob's normaliser too); 0: every id may be drawn */
+    int vocab_limit;
 } areal_sampling;
 
 /* A seeded random stream (splitmix64). */
@@ -66,7 +70,8 @@ float areal_rng_uniform(areal_rng *r);
  * Picks the next token from one row of logits [V] under s (scratch holds 2 V
  * floats) and writes its log probability under the distribution it was drawn
  * from: softmax(logits / temperature) restricted to the top-k / top-p set and
- * renormalised; for greedy, under softmax(logits). Returns the token id.
+ * renormalised; for greedy, under softmax(logits). Ids at or past
+ * s->vocab_limit (when set) take no part. Returns the token id.
  */
 int32_t areal_sample(const float *logits, int V, const areal_sampling *s, areal_rng *rng,
                      float *scratch, float *logprob);

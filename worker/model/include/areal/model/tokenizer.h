@@ -1,6 +1,6 @@
 /*
  * tokenizer.h - byte-level BPE from a HuggingFace tokenizer.json, as Qwen2 and
- * Qwen3 use it, and the Qwen chat format.
+ * Qwen3 use it (chat templates: areal/model/chat.h).
  *
  * Encoding follows the `tokenizers` pipeline: added/special tokens are split
  * out of the raw text first (leftmost, longest match), each remaining segment
@@ -15,7 +15,9 @@
  * dropout, subword prefix/suffix or byte fallback); normalizer null, NFC or a
  * Sequence of NFC; pre_tokenizer ByteLevel, or a Sequence of Split(Regex,
  * Isolated) stages ending in ByteLevel; decoder ByteLevel; post_processor null
- * or ByteLevel; added tokens without lstrip/rstrip/single_word.
+ * or ByteLevel; added tokens without lstrip/rstrip/single_word, and with
+ * normalized: true only when there is no normalizer (under NFC such a token
+ * is refused, naming it).
  *
  * A loaded tokenizer is immutable: encode and decode may run concurrently.
  */
@@ -62,28 +64,24 @@ int areal_tokenizer_encode(const areal_tokenizer *tok, const char *text, size_t 
 
 /*
  * Decodes ids into a new NUL-terminated byte string (*text, length *len;
- * caller frees). skip_special drops added tokens marked special. The bytes are
- * what the tokens spell; they are valid UTF-8 whenever the ids came from
- * encode. Returns 0, AREAL_ERANGE (an id outside the vocabulary) or
+ * caller frees). skip_special drops added tokens marked special; ids the
+ * tokenizer does not hold (>= its size, or holes) are skipped, as HF does for
+ * the padding rows of a padded vocabulary. The bytes are what the tokens
+ * spell; they are valid UTF-8 whenever the ids came from encode (see
+ * areal_utf8_replace). Returns 0, AREAL_ERANGE (a negative id) or
  * AREAL_ENOMEM.
  */
 int areal_tokenizer_decode(const areal_tokenizer *tok, const int32_t *ids, size_t n,
                            bool skip_special, char **text, size_t *len, areal_error *err);
 
-/* One chat message. */
-typedef struct areal_chat_msg {
-    const char *role; /* "system", "user", "assistant", ... */
-    const char *content;
-} areal_chat_msg;
-
 /*
- * Renders messages in the Qwen chat format, each as
- * "<|im_start|>ROLE\nCONTENT<|im_end|>\n", followed by "<|im_start|>assistant\n"
- * when add_generation_prompt. No system message is invented. *out is a new
- * NUL-terminated string (caller frees). Returns 0, AREAL_EINVAL (a NULL or
- * empty role, or a role with a newline) or AREAL_ENOMEM.
+ * Copies n bytes into a new NUL-terminated string with every invalid UTF-8
+ * sequence replaced by U+FFFD exactly as Python's bytes.decode("utf-8",
+ * errors="replace") and Rust's from_utf8_lossy do: one U+FFFD per maximal
+ * invalid subpart (a truncated but well-begun sequence is one subpart; a
+ * byte that cannot start or continue one is one each). Returns the string
+ * (length *out_len) or NULL when out of memory.
  */
-int areal_chat_render(const areal_chat_msg *msgs, size_t n, bool add_generation_prompt, char **out,
-                      size_t *len, areal_error *err);
+char *areal_utf8_replace(const char *s, size_t n, size_t *out_len);
 
 #endif

@@ -59,8 +59,8 @@ int areal_rl_normalize_scalars(const areal_norm_config *cfg, float *x, int n,
  * When the global mask is empty x is left as is.
  */
 int areal_rl_normalize_tokens(const areal_norm_config *cfg, float *x, const float *mask,
-                              const int64_t *cu_seqlens, int n_seqs,
-                              const areal_rl_reducer *red, areal_error *err);
+                              const int64_t *cu_seqlens, int n_seqs, const areal_rl_reducer *red,
+                              areal_error *err);
 
 /* One rank's batch for areal_rl_compute_advantages. */
 typedef struct areal_rl_adv_input {
@@ -78,12 +78,12 @@ typedef struct areal_rl_adv_input {
 
 /* Outputs, all [T] in the training convention, caller-allocated. */
 typedef struct areal_rl_adv_output {
-    float *advantages;  /* after adv_norm */
-    float *loss_mask;   /* rolled mask, 0/1 */
+    float *advantages;   /* after adv_norm */
+    float *loss_mask;    /* rolled mask, 0/1 */
     float *old_logprobs; /* rolled behaviour logprobs x mask (or prox when recomputed) */
-    float *returns;     /* nullable: advantages before adv_norm (+ values 0) */
-    float *kl_rewards;  /* nullable: -kl_ctl * k(old, ref) */
-    float *rewards_out; /* nullable [n_seqs]: scalar rewards after scale/clip/norm */
+    float *returns;      /* nullable: advantages before adv_norm (+ values 0) */
+    float *kl_rewards;   /* nullable: -kl_ctl * k(old, ref) */
+    float *rewards_out;  /* nullable [n_seqs]: scalar rewards after scale/clip/norm */
 } areal_rl_adv_output;
 
 /*

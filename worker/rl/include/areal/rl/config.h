@@ -97,56 +97,57 @@ typedef struct areal_optimizer_config {
 
 /* The parts of AReaL's PPOActorConfig that the C trainer uses. */
 typedef struct areal_actor_config {
-    char *path;   /* model directory (actor.path / model.path); NULL when unset */
+    char *path;     /* model directory (actor.path / model.path); NULL when unset */
     char dtype[16]; /* "bfloat16" (AReaL default), "float16", "float32" */
     areal_optimizer_config optimizer;
-    int group_size;          /* default 1 (AReaL's actor.group_size) */
-    int ppo_n_minibatches;   /* default 4 */
-    double eps_clip;         /* default 0.2 */
+    int group_size;           /* default 1 (AReaL's actor.group_size) */
+    int ppo_n_minibatches;    /* default 4 */
+    double eps_clip;          /* default 0.2 */
     bool has_eps_clip_higher; /* default false: eps_high = eps_clip */
     double eps_clip_higher;
-    bool has_c_clip;         /* dual clip, > 1; default off */
+    bool has_c_clip; /* dual clip, > 1; default off */
     double c_clip;
-    double reward_scaling;   /* default 1.0 */
-    double reward_bias;      /* default 0.0 */
-    double reward_clip;      /* default 20.0 */
+    double reward_scaling;        /* default 1.0 */
+    double reward_bias;           /* default 0.0 */
+    double reward_clip;           /* default 20.0 */
     bool overlong_reward_penalty; /* default false (DAPO) */
     long overlong_tokens;         /* 0 = unset */
     double overlong_penalty_factor;
-    bool mask_no_eos_with_zero;   /* default false */
-    double discount;              /* default 1.0 */
-    double gae_lambda;            /* default 1.0 */
-    areal_norm_config reward_norm; /* default null */
-    areal_norm_config adv_norm;    /* default null */
-    double kl_ctl;                 /* default 0.1 */
-    areal_kl_estimator kl_estimator; /* default k1 */
-    bool recompute_logprob;   /* default false */
-    bool use_decoupled_loss;  /* default false */
+    bool mask_no_eos_with_zero;                /* default false */
+    double discount;                           /* default 1.0 */
+    double gae_lambda;                         /* default 1.0 */
+    areal_norm_config reward_norm;             /* default null */
+    areal_norm_config adv_norm;                /* default null */
+    double kl_ctl;                             /* default 0.1 */
+    areal_kl_estimator kl_estimator;           /* default k1 */
+    bool recompute_logprob;                    /* default false */
+    bool use_decoupled_loss;                   /* default false */
     areal_rejection_config rejection_sampling; /* default null */
-    bool sequence_level_is;   /* importance_sampling_level: "token" (false, default) / "sequence" (GSPO) */
-    double temperature;       /* logprob temperature, default 1.0 */
-    long max_tokens_per_mb;   /* mb_spec.max_tokens_per_mb; 0 = unbounded (AReaL None) */
-    int n_mbs;                /* mb_spec.n_mbs, minimum micro-batches, default 1 */
-    long max_new_tokens;      /* actor.max_new_tokens, default 1024 (overlong penalty) */
-    bool dynamic_sampling;    /* drop groups whose rewards are all equal (DAPO); default false */
+    bool sequence_level_is; /* importance_sampling_level: "token" (false, default) / "sequence"
+                               (GSPO) */
+    double temperature;     /* logprob temperature, default 1.0 */
+    long max_tokens_per_mb; /* mb_spec.max_tokens_per_mb; 0 = unbounded (AReaL None) */
+    int n_mbs;              /* mb_spec.n_mbs, minimum micro-batches, default 1 */
+    long max_new_tokens;    /* actor.max_new_tokens, default 1024 (overlong penalty) */
+    bool dynamic_sampling;  /* drop groups whose rewards are all equal (DAPO); default false */
 } areal_actor_config;
 
 /* AReaL's GenerationHyperparameters (gconfig). */
 typedef struct areal_gconfig {
-    int n_samples;         /* G, default 1 */
-    long max_new_tokens;   /* default 16384 */
-    long min_new_tokens;   /* default 0 */
-    long max_tokens;       /* prompt + generation cap, default 32768 */
-    bool greedy;           /* default false */
-    double top_p;          /* default 1.0 */
-    long top_k;            /* default 100000000 */
-    double temperature;    /* default 1.0 */
+    int n_samples;            /* G, default 1 */
+    long max_new_tokens;      /* default 16384 */
+    long min_new_tokens;      /* default 0 */
+    long max_tokens;          /* prompt + generation cap, default 32768 */
+    bool greedy;              /* default false */
+    double top_p;             /* default 1.0 */
+    long top_k;               /* default 100000000 */
+    double temperature;       /* default 1.0 */
     double frequency_penalty; /* default 0.0 */
-    bool ignore_eos;       /* default false */
+    bool ignore_eos;          /* default false */
     bool skip_special_tokens; /* default true */
-    int *stop_token_ids;   /* owned; default none */
+    int *stop_token_ids;      /* owned; default none */
     size_t n_stop_token_ids;
-    bool has_seed;         /* gconfig.seed; default unset */
+    bool has_seed; /* gconfig.seed; default unset */
     long seed;
 } areal_gconfig;
 
@@ -164,13 +165,13 @@ typedef struct areal_rollout_config {
 
 /* AReaL's _DatasetConfig (train_dataset, valid_dataset). */
 typedef struct areal_dataset_config {
-    bool present;       /* the section was given (valid_dataset is optional) */
-    char *path;         /* owned, NULL when unset */
-    char type[16];      /* "rl" default */
-    long batch_size;    /* prompts per step, default 1 */
-    bool shuffle;       /* default true */
-    bool drop_last;     /* default true */
-    long max_length;    /* prompt tokens; 0 = no filter (AReaL None) */
+    bool present;          /* the section was given (valid_dataset is optional) */
+    char *path;            /* owned, NULL when unset */
+    char type[16];         /* "rl" default */
+    long batch_size;       /* prompts per step, default 1 */
+    bool shuffle;          /* default true */
+    bool drop_last;        /* default true */
+    long max_length;       /* prompt tokens; 0 = no filter (AReaL None) */
     char *prompt_template; /* owned, NULL = the GSM8K template (dataset.h) */
 } areal_dataset_config;
 
@@ -184,10 +185,10 @@ typedef struct areal_timer_config {
 typedef struct areal_rl_config {
     char *experiment_name; /* owned; NULL when unset */
     char *trial_name;
-    char *fileroot;        /* cluster.fileroot */
+    char *fileroot; /* cluster.fileroot */
     char *tokenizer_path;
-    char algorithm[16];    /* rl.algorithm: "grpo" (default), "ppo", "dapo", "reinforce" */
-    long seed;             /* default 1 */
+    char algorithm[16];      /* rl.algorithm: "grpo" (default), "ppo", "dapo", "reinforce" */
+    long seed;               /* default 1 */
     long total_train_epochs; /* default 1 */
     long total_train_steps;  /* 0 = unset (epochs bound); rl.totalSteps */
     areal_actor_config actor;
@@ -198,7 +199,7 @@ typedef struct areal_rl_config {
     areal_timer_config saver;
     areal_timer_config evaluator;
     areal_timer_config recover;
-    char recover_mode[16];   /* "disabled" (default), "on", "off", "auto" */
+    char recover_mode[16]; /* "disabled" (default), "on", "off", "auto" */
     /* Keys accepted but not used (AReaL Python-runtime keys), as dotted paths. */
     char **ignored;
     size_t n_ignored;

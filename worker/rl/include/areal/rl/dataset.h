@@ -37,9 +37,9 @@ typedef struct areal_rl_sample {
 typedef struct areal_rl_dataset {
     areal_rl_sample *items;
     size_t n;
-    size_t n_bad;                          /* bad lines skipped */
+    size_t n_bad;                           /* bad lines skipped */
     long bad_lines[AREAL_RL_BAD_LINES_MAX]; /* the first of them */
-    char bad_first_reason[256];            /* why the first bad line was bad */
+    char bad_first_reason[256];             /* why the first bad line was bad */
 } areal_rl_dataset;
 
 /*

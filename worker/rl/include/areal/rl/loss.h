@@ -38,8 +38,8 @@ typedef struct areal_ppo_loss_opts {
     bool has_c_clip; /* dual clip; c_clip > 1 */
     double c_clip;
     const areal_rejection_config *rejection; /* NULL or !enabled: no behaviour weight */
-    bool sequence_level; /* importance_sampling_level "sequence" (GSPO) */
-    double scale;        /* multiplies loss and dlogp: areal_ppo_mb_scale(); 1 = raw */
+    bool sequence_level;                     /* importance_sampling_level "sequence" (GSPO) */
+    double scale; /* multiplies loss and dlogp: areal_ppo_mb_scale(); 1 = raw */
 } areal_ppo_loss_opts;
 
 /* Options from the actor config (scale 1). */
@@ -50,17 +50,17 @@ areal_ppo_loss_opts areal_ppo_loss_opts_from(const areal_actor_config *cfg);
  * divide a sum by its count for AReaL's logged mean.
  */
 typedef struct areal_ppo_loss_stats {
-    double loss;        /* the micro-batch loss (scaled) */
-    long n_valid;       /* loss-mask tokens before rejection (AReaL n_valid_tokens) */
-    long n_kept;        /* after rejection (mask action) */
-    long n_clipped;     /* clip_mask: -A r < -A clip(r), kept tokens */
+    double loss;    /* the micro-batch loss (scaled) */
+    long n_valid;   /* loss-mask tokens before rejection (AReaL n_valid_tokens) */
+    long n_kept;    /* after rejection (mask action) */
+    long n_clipped; /* clip_mask: -A r < -A clip(r), kept tokens */
     long n_dual_clipped;
-    double ratio_sum;   /* importance_weight r over valid tokens (0 on rejected ones) */
+    double ratio_sum;            /* importance_weight r over valid tokens (0 on rejected ones) */
     double ratio_min, ratio_max; /* over kept tokens; +-inf when none */
-    double approx_kl_sum; /* logp - prox over valid tokens */
-    double token_loss_sum; /* unscaled per-token losses over valid tokens (actor_loss) */
-    long n_behave;        /* tokens with w > 0 and kept (unclipped_behave_tokens) */
-    double behave_w_sum;  /* w over n_behave tokens */
+    double approx_kl_sum;        /* logp - prox over valid tokens */
+    double token_loss_sum;       /* unscaled per-token losses over valid tokens (actor_loss) */
+    long n_behave;               /* tokens with w > 0 and kept (unclipped_behave_tokens) */
+    double behave_w_sum;         /* w over n_behave tokens */
     double behave_w_min, behave_w_max;
     double behave_kl_sum; /* prox - behav over n_behave tokens */
     long n_filtered;      /* tokens rejected (mask) or clamped (clamp) */
@@ -84,9 +84,9 @@ long areal_ppo_count_valid(const float *mask, int T);
  * (nullable). Returns AREAL_OK or AREAL_EINVAL (bad options or layout, a
  * non-finite input where the mask is set).
  */
-int areal_ppo_actor_loss(const float *logp, const float *prox, const float *behav,
-                         const float *adv, const float *mask, int T, const int64_t *cu_seqlens,
-                         int n_seqs, const areal_ppo_loss_opts *opts, double *loss, float *dlogp,
+int areal_ppo_actor_loss(const float *logp, const float *prox, const float *behav, const float *adv,
+                         const float *mask, int T, const int64_t *cu_seqlens, int n_seqs,
+                         const areal_ppo_loss_opts *opts, double *loss, float *dlogp,
                          areal_ppo_loss_stats *stats, areal_error *err);
 
 /*

@@ -1,6 +1,7 @@
 /*
  * reward.h - math answer equivalence: the final answer of a completion
- * (the last \boxed{...}, else "the answer is ...", else the last number)
+ * (the last \boxed{...}, else the line after the last "####", else "the
+ * answer is ...", else the last number)
  * against a gold answer, as AReaL's older math_parser did before math_verify.
  * Numbers: integers, decimals, fractions (a/b, \frac{a}{b}, \dfrac), signs,
  * thousands separators, a trailing %, \$ and units words around them.
@@ -22,6 +23,7 @@ typedef enum {
     AREAL_ANSWER_BOXED = 1,       /* the last \boxed{...} (or \fbox{...}) */
     AREAL_ANSWER_PHRASE = 2,      /* "the answer is" / "final answer is" / "answer:" */
     AREAL_ANSWER_LAST_NUMBER = 3, /* the last number in the text */
+    AREAL_ANSWER_HASH = 4,        /* GSM8K style: the line after the last "####" */
 } areal_answer_source;
 
 /*
