@@ -8,7 +8,6 @@
  *        areal-worker serve --model DIR ...        (the rollout server, worker_serve.c)
  *        areal-worker --model DIR                  (a rank of an inference role serves)
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,24 +15,6 @@
 #include "areal/model/cmd.h"
 #include "areal/train/cmd.h"
 #include "worker_env.h"
-
-int worker_env_int(const char *name, int def, int lo, int hi, int *out, areal_error *err) {
-    const char *v = getenv(name);
-    if (v == NULL || v[0] == '\0') {
-        if (def < lo)
-            return areal_error_set(err, AREAL_EINVAL, -1, "%s is not set", name);
-        *out = def;
-        return AREAL_OK;
-    }
-    char *end = NULL;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno != 0 || *end != '\0' || end == v || x < lo || x > hi)
-        return areal_error_set(err, AREAL_EINVAL, -1, "%s='%s' is not an integer in %d..%d", name,
-                               v, lo, hi);
-    *out = (int)x;
-    return AREAL_OK;
-}
 
 static int usage(const char *why) {
     fprintf(stderr,

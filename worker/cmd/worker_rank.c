@@ -8,7 +8,8 @@
  * "rollout", "trainer2", ...), or a backend name ("megatron"), or
  * "trainer"/"rollout" for the first training/inference component; unset
  * means "trainer". Its world must equal WORLD_SIZE. Its groups are the
- * plan's (worker_groups.c). Rank 0 hosts the rendezvous store on MASTER_PORT.
+ * plan's (areal_comm_role_groups, areal/comm/role_groups.h). Rank 0 hosts the rendezvous store on
+ * MASTER_PORT.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,8 +20,8 @@
 #include "areal/alloc.h"
 #include "areal/comm/comm.h"
 #include "areal/comm/net.h"
+#include "areal/comm/role_groups.h"
 #include "worker_env.h"
-#include "worker_groups.h"
 #include "worker_selftest.h"
 
 static int pick_component(const areal_alloc *a, const char *role, areal_error *err) {
@@ -123,7 +124,7 @@ int worker_rank_main(const worker_opts *o) {
     if (alloc_s != NULL && alloc_s[0] != '\0') {
         if (areal_alloc_parse(alloc_s, alloc, &e) != AREAL_OK ||
             (ci = pick_component(alloc, getenv(AREAL_ENV_ROLE), &e)) < 0 ||
-            worker_role_of(alloc, ci, &role, &e) != AREAL_OK) {
+            areal_comm_role_of(alloc, ci, &role, &e) != AREAL_OK) {
             free(alloc);
             return fail(rank, &e);
         }
@@ -167,16 +168,17 @@ int worker_rank_main(const worker_opts *o) {
         free(alloc);
         return fail(rank, &e);
     }
-    areal_pg *groups[AREAL_GROUP_KIND_COUNT] = {0}, *wg = NULL;
+    areal_coll *groups[AREAL_GROUP_KIND_COUNT] = {0}, *wg = NULL;
+    areal_coll_factory cpu = areal_comm_coll_factory(c);
     int *all = malloc(sizeof *all * (size_t)world), rc = 0;
     for (int r = 0; all != NULL && r < world; r++)
         all[r] = r;
-    if (all == NULL || areal_comm_group(c, "world", all, world, &wg, &e) != AREAL_OK ||
-        (have_role && worker_role_groups(c, &role, groups, &e) != AREAL_OK)) {
+    if (all == NULL || cpu.group(cpu.ctx, "world", all, world, &wg, &e) != AREAL_OK ||
+        (have_role && areal_comm_role_groups(&role, &cpu, groups, &e) != AREAL_OK)) {
         rc = fail(rank, &e);
     } else if (o->selftest) {
         rc = worker_selftest(c, have_role ? &role : NULL, groups, wg);
-    } else if (areal_pg_barrier(wg, &e) != AREAL_OK) {
+    } else if (areal_coll_barrier(wg, &e) != AREAL_OK) {
         rc = fail(rank, &e);
     } else if (rank == 0) {
         printf("areal-worker: %d rank(s) joined\n", world);
@@ -189,14 +191,14 @@ int worker_rank_main(const worker_opts *o) {
         nanosleep(&ts, NULL);
     }
     /* the store host leaves last: others may still be reading addresses */
-    if (rc == 0 && wg != NULL && areal_pg_barrier(wg, &e) != AREAL_OK)
+    if (rc == 0 && wg != NULL && areal_coll_barrier(wg, &e) != AREAL_OK)
         rc = fail(rank, &e);
     if (rc == 0 && rank == 0)
         rc = leave_store(c, have_role ? alloc : NULL, ci, host_ci, ctimeout);
     free(alloc);
     for (int k = 0; k < AREAL_GROUP_KIND_COUNT; k++)
-        areal_pg_destroy(groups[k]);
-    areal_pg_destroy(wg);
+        areal_coll_destroy(groups[k]);
+    areal_coll_destroy(wg);
     areal_comm_destroy(c);
     return rc;
 }

@@ -12,6 +12,7 @@
  * wg; the first member of each group prints its summary line, rank 0 the
  * total. Returns 0 when every check on every rank passed, else 1.
  */
-int worker_selftest(areal_comm *c, const areal_role_plan *r, areal_pg *const *groups, areal_pg *wg);
+int worker_selftest(areal_comm *c, const areal_role_plan *r, areal_coll *const *groups,
+                    areal_coll *wg);
 
 #endif

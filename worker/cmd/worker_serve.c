@@ -22,8 +22,8 @@
 #include "areal/rollout/server.h"
 #include "worker_env.h"
 
-static int usage(const char *why, const char *arg) {
-    fprintf(stderr,
+static int usage(FILE *out, const char *why, const char *arg) {
+    fprintf(out,
             "areal-worker serve: %s%s%s\nusage: areal-worker serve --model DIR [--host H] "
             "[--port P] [--kv-memory BYTES] [--max-running N] [--max-queued N] [--threads N] "
             "[--weight-version V] [--served-name NAME] [--grace-ms MS]\n",
@@ -60,11 +60,11 @@ int worker_serve_main(int argc, char **argv, const char *job_model) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--help") == 0) {
-            usage("the rollout server", NULL);
+            usage(stdout, "the rollout server", NULL);
             return 0;
         }
         if (val == NULL)
-            return usage("missing value or unknown option", a);
+            return usage(stderr, "missing value or unknown option", a);
         i++;
         if (strcmp(a, "--model") == 0)
             cfg.model_dir = val;
@@ -87,10 +87,10 @@ int worker_serve_main(int argc, char **argv, const char *job_model) {
         else if (strcmp(a, "--grace-ms") == 0 && num(val, 0, 86400000, &v) == 0)
             grace = v;
         else
-            return usage("unknown option or bad value", a);
+            return usage(stderr, "unknown option or bad value", a);
     }
     if (cfg.model_dir == NULL)
-        return usage("--model DIR is required", NULL);
+        return usage(stderr, "--model DIR is required", NULL);
     char advertise[256];
     if (pod_ip && pod_ip[0])
         snprintf(advertise, sizeof advertise, "%s", pod_ip);

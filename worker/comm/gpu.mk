@@ -42,20 +42,21 @@ GPU_LIBDIRS := $(CUDA_LIBDIR) $(filter-out $(CUDA_LIBDIR),$(NCCL_LIBDIR))
 GPU_LINK := $(addprefix -L,$(GPU_LIBDIRS)) $(addprefix -Wl$(gpu_comma)-rpath$(gpu_comma),$(GPU_LIBDIRS)) \
             -Wl,--push-state,--as-needed -lcudart \
             $(if $(wildcard $(NCCL_LIBDIR)/libnccl.so),-lnccl,-l:libnccl.so.2) -Wl,--pop-state
-LIB_SRC    += $(wildcard worker/comm/nccl/src/*.c)
+# mem_cuda.c replaces mem_host.c: the memory-kind check asks CUDA (areal/comm/coll.h)
+LIB_SRC    := $(filter-out worker/comm/src/mem_host.c,$(LIB_SRC)) $(wildcard worker/comm/nccl/src/*.c)
 INCLUDES   += $(GPU_INCLUDES)
 EXTRA_LIBS += $(GPU_LINK)
 TEST_SRC   += $(wildcard worker/comm/nccl/tests/test_*.c)
 
 GPU_BUILD   := $(BUILD)/gpu
 GPU_LIB_SRC := $(wildcard lib/base/src/*.c) $(filter-out lib/layout/src/cluster_parse.c,$(wildcard lib/layout/src/*.c)) \
-               $(wildcard worker/comm/src/*.c worker/comm/nccl/src/*.c)
+               $(filter-out worker/comm/src/mem_host.c,$(wildcard worker/comm/src/*.c)) $(wildcard worker/comm/nccl/src/*.c)
 GPU_TESTS   := $(patsubst worker/comm/nccl/gpu/%.c,$(GPU_BUILD)/%,$(wildcard worker/comm/nccl/gpu/gpu_test_*.c))
 GPU_BENCHES := $(patsubst worker/comm/nccl/gpu/%.c,$(GPU_BUILD)/%,$(wildcard worker/comm/nccl/gpu/gpu_bench_*.c))
 CMOCKA_LIBDIR = $(abspath $(CMOCKA_PREFIX))/usr/lib/x86_64-linux-gnu
 CMOCKA_CFLAGS = $(if $(CMOCKA_PREFIX),-isystem $(CMOCKA_PREFIX)/usr/include,$(shell pkg-config --cflags cmocka 2>/dev/null))
 CMOCKA_LIBS   = $(if $(CMOCKA_PREFIX),-L$(CMOCKA_LIBDIR) -Wl$(gpu_comma)-rpath$(gpu_comma)$(CMOCKA_LIBDIR) -lcmocka,$(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka))
-GPU_CFLAGS = -std=c11 -D_GNU_SOURCE -Ilib/base/include -Ilib/layout/include -Iworker/comm/include -Iworker/comm/nccl/src $(GPU_INCLUDES) \
+GPU_CFLAGS = -std=c11 -D_GNU_SOURCE -Ilib/base/include -Ilib/layout/include -Iworker/comm/include -Iworker/comm/nccl/src -Iworker/comm/tests $(GPU_INCLUDES) \
              $(filter-out -Werror,$(WARN)) -O2 -g -MMD -MP
 
 $(GPU_BUILD)/%.o: %.c

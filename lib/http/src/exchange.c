@@ -113,17 +113,20 @@ static bool put(areal_http_exchange *x, const void *p, size_t n) {
     return true;
 }
 
-/* Marks x finished (its hook can no longer run) and drops the holder's reference. */
+/*
+ * Marks x finished (its hook can no longer run) and drops the holder's
+ * reference. The reference goes only after hook_mu is released: the service
+ * thread may write the last bytes and drop the connection's reference as
+ * soon as `finished` is visible, and x must outlive our unlock.
+ */
 static void finish(areal_http_exchange *x) {
     pthread_mutex_lock(&x->hook_mu);
     pthread_mutex_lock(&x->hub->mu);
     x->finished = true;
     http_wake_locked(x);
-    bool last = unref_locked(x);
     pthread_mutex_unlock(&x->hub->mu);
     pthread_mutex_unlock(&x->hook_mu);
-    if (last)
-        exchange_free(x);
+    http_exchange_unref(x);
 }
 
 static void set_type(areal_http_exchange *x, const char *type) {

@@ -1,13 +1,16 @@
 /*
  * test_collectives.c - every collective on every group kind, for random
- * parallel strategies of 1..16 ranks run as forked processes.
+ * parallel strategies of 1..16 ranks run as forked processes, through the
+ * one collective interface (areal/comm/coll.h) and the library's role-group
+ * builder.
  *
- * Expected values are computed from the group's member list (areal/groups.h)
- * and a closed-form input v(rank, i), never by the operation under test.
- * Inputs are small integers, so sums are exact in every type (bf16 and fp16
- * hold integers up to 256 and 2048 exactly): integer and float results must
- * match bit for bit. A separate fp32 case uses fractional inputs and the
- * bound |got - exact| <= n * 2^-23 * sum|x| (fp32 rounding of n additions).
+ * Each group runs the shared body coll_body.h, the same one the NCCL
+ * backend's GPU test runs: expected values from the group's member list
+ * (areal/groups.h, or the hand-written server-major order of an inference
+ * role) and a closed-form input cb_v(rank, i), never from the operation
+ * under test. A separate fp32 case uses fractional inputs and the bound
+ * |got - exact| <= n * 2^-23 * sum|x| (fp32 rounding of n additions); the
+ * CPU transport's own cases (async order, transports, concurrency) stay here.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,73 +22,15 @@
 
 #include <cmocka.h>
 
+#include "areal/alloc.h"
 #include "areal/comm/comm.h"
+#include "areal/comm/role_groups.h"
 #include "areal/groups.h"
+#include "coll_body.h"
 #include "ranks.h"
 
-#define SMALL     37
-#define LARGE     40000      /* 160 KB of fp32: the ring path */
-#define RS_LARGE  40000      /* elements per reduce-scatter block: 2 segments of fp32 */
-#define BUF_BYTES (4u << 20) /* per buffer: 16 blocks of RS_LARGE 4-byte elements */
-
-/* The input of global rank r at element i: an integer in -5..5. */
-static int v(int r, size_t i) {
-    return (int)(((size_t)(r + 1) * 7 + i * 3 + (size_t)r * i) % 11) - 5;
-}
-
-static void put(void *buf, areal_dtype t, size_t i, double x) {
-    switch (t) {
-    case AREAL_DT_F32:
-        ((float *)buf)[i] = (float)x;
-        break;
-    case AREAL_DT_BF16:
-        ((uint16_t *)buf)[i] = areal_f32_to_bf16((float)x);
-        break;
-    case AREAL_DT_F16:
-        ((uint16_t *)buf)[i] = areal_f32_to_f16((float)x);
-        break;
-    case AREAL_DT_I32:
-        ((int32_t *)buf)[i] = (int32_t)x;
-        break;
-    default:
-        ((int64_t *)buf)[i] = (int64_t)x;
-        break;
-    }
-}
-
-static double get(const void *buf, areal_dtype t, size_t i) {
-    switch (t) {
-    case AREAL_DT_F32:
-        return ((const float *)buf)[i];
-    case AREAL_DT_BF16:
-        return areal_bf16_to_f32(((const uint16_t *)buf)[i]);
-    case AREAL_DT_F16:
-        return areal_f16_to_f32(((const uint16_t *)buf)[i]);
-    case AREAL_DT_I32:
-        return ((const int32_t *)buf)[i];
-    default:
-        return (double)((const int64_t *)buf)[i];
-    }
-}
-
-/* The expected reduction over the members at element i, rounded as type t stores it. */
-static double expect_red(const int *m, int n, size_t i, areal_redop op, areal_dtype t) {
-    long s = 0, mx = -1000;
-    for (int j = 0; j < n; j++) {
-        s += v(m[j], i);
-        mx = v(m[j], i) > mx ? v(m[j], i) : mx;
-    }
-    if (op == AREAL_MAX)
-        return (double)mx;
-    if (op == AREAL_SUM)
-        return (double)s;
-    if (t == AREAL_DT_I32 || t == AREAL_DT_I64)
-        return (double)(s / n);
-    float avg = (float)s / (float)n;
-    uint8_t tmp[8];
-    put(tmp, t, 0, avg);
-    return get(tmp, t, 0);
-}
+#define SMALL CB_SMALL
+#define LARGE CB_LARGE /* 160 KB of fp32: the ring path */
 
 typedef struct job {
     areal_strategy s;
@@ -109,158 +54,139 @@ typedef struct job {
         }                                                                                          \
     } while (0)
 
-static int check_allreduce(areal_comm *c, areal_pg *g, const int *m, size_t cnt, areal_dtype t,
-                           areal_redop op, uint8_t *buf) {
-    areal_error e;
-    int me = areal_comm_rank(c), n = areal_pg_size(g);
-    for (size_t i = 0; i < cnt; i++)
-        put(buf, t, i, v(me, i));
-    COMM(areal_pg_all_reduce(g, buf, cnt, t, op, &e));
-    for (size_t i = 0; i < cnt; i++)
-        CHECK(get(buf, t, i) == expect_red(m, n, i, op, t));
+/* The shared body's buffers for the CPU backend: host memory, copies are memcpy. */
+static void *host_alloc(size_t bytes) {
+    return malloc(bytes);
+}
+static int host_copy(void *dst, const void *src, size_t bytes) {
+    memcpy(dst, src, bytes);
     return 0;
 }
+static const coll_mem host_mem = {
+    .alloc = host_alloc, .release = free, .to_group = host_copy, .to_host = host_copy};
+
+/* A check of all_kinds and role_kinds, naming the rank and the kind. */
+#define KCHECK(cond)                                                                               \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "rank %d kind %s: check failed at line %d: %s\n", areal_comm_rank(c),  \
+                    areal_group_kind_name((areal_group_kind)k), __LINE__, #cond);                  \
+            rc = RANK_WRONG;                                                                       \
+        }                                                                                          \
+    } while (0)
 
 /*
- * Every collective on one group. To stay fast on a 2-core CI machine the
- * type/op combinations and the large (ring, chain) sizes rotate with `salt`
- * (the kind index plus the strategy's index), so that over the kinds and
- * strategies every combination runs many times.
+ * Every group of a training role, built by the library's role-group builder
+ * over the CPU factory: each is the group the layout names (independently
+ * computed by areal/groups.h), in its member order, and passes the shared body.
  */
-static int check_group(areal_comm *c, areal_pg *g, uint8_t *a, uint8_t *b, int salt) {
-    areal_error e;
-    int n = areal_pg_size(g), me = areal_pg_rank(g), gr = areal_comm_rank(c);
-    int m[RANKS_MAX];
-    for (int j = 0; j < n; j++)
-        m[j] = areal_pg_global_rank(g, j);
-    CHECK(m[me] == gr);
-    static const areal_dtype types[] = {AREAL_DT_F32, AREAL_DT_BF16, AREAL_DT_F16, AREAL_DT_I32,
-                                        AREAL_DT_I64};
-    for (int x = 0; x < 3; x++) {
-        int rc = check_allreduce(c, g, m, SMALL, types[(salt + x) % 5],
-                                 (areal_redop)((salt / 5 + x) % 3), a);
-        if (rc)
-            return rc;
-    }
-    if (salt % 3 == 0) {
-        int rc = check_allreduce(c, g, m, LARGE, types[salt % 5], (areal_redop)(salt % 3), a);
-        if (rc)
-            return rc;
-    }
-    /* reduce-scatter: block me of the sum over members of v(rank, j*cnt + i) */
-    for (int ti = salt % 2; ti < 5; ti += 2) {
-        areal_dtype t = types[ti];
-        for (size_t i = 0; i < (size_t)n * SMALL; i++)
-            put(a, t, i, v(gr, i));
-        COMM(areal_pg_reduce_scatter(g, a, b, SMALL, t, AREAL_SUM, &e));
-        for (size_t i = 0; i < SMALL; i++)
-            CHECK(get(b, t, i) == expect_red(m, n, (size_t)me * SMALL + i, AREAL_SUM, t));
-    }
-    /* large reduce-scatter: several 128 KB segments per block, every op, 16-bit types too */
-    if (salt % 6 == 2) {
-        areal_dtype t = types[salt / 6 % 4];
-        areal_redop op = (areal_redop)(salt / 4 % 3);
-        for (size_t i = 0; i < (size_t)n * RS_LARGE; i++)
-            put(a, t, i, v(gr, i));
-        COMM(areal_pg_reduce_scatter(g, a, b, RS_LARGE, t, op, &e));
-        for (size_t i = 0; i < RS_LARGE; i++)
-            CHECK(get(b, t, i) == expect_red(m, n, (size_t)me * RS_LARGE + i, op, t));
-    }
-    /* all-gather int64 and bf16 */
-    {
-        areal_dtype t = types[salt % 5];
-        for (size_t i = 0; i < SMALL; i++)
-            put(a, t, i, v(gr, i));
-        COMM(areal_pg_all_gather(g, a, b, SMALL, t, &e));
-        for (int j = 0; j < n; j++)
-            for (size_t i = 0; i < SMALL; i++)
-                CHECK(get(b, t, (size_t)j * SMALL + i) == v(m[j], i));
-    }
-    /* broadcast from the last member: small (tree) and 400 KB (chain of 2 segments) */
-    size_t bc[] = {SMALL, 100000};
-    for (int k = 0; k < (salt % 3 == 1 ? 2 : 1); k++) {
-        for (size_t i = 0; i < bc[k]; i++)
-            put(a, AREAL_DT_F32, i, me == n - 1 ? v(gr, i) : 99);
-        COMM(areal_pg_broadcast(g, a, bc[k], AREAL_DT_F32, n - 1, &e));
-        for (size_t i = 0; i < bc[k]; i++)
-            CHECK(get(a, AREAL_DT_F32, i) == v(m[n - 1], i));
-    }
-    /* all-to-all: element i of block j sent by member s is v(m[s], j*SMALL + i) */
-    for (size_t i = 0; i < (size_t)n * SMALL; i++)
-        put(a, AREAL_DT_I32, i, v(gr, i));
-    COMM(areal_pg_all_to_all(g, a, b, SMALL, AREAL_DT_I32, &e));
-    for (int s = 0; s < n; s++)
-        for (size_t i = 0; i < SMALL; i++)
-            CHECK(get(b, AREAL_DT_I32, (size_t)s * SMALL + i) == v(m[s], (size_t)me * SMALL + i));
-    /* all-to-allv: member s sends (s + d) % 4 elements to member d */
-    size_t sc[RANKS_MAX], sd[RANKS_MAX], rcn[RANKS_MAX], rd[RANKS_MAX], so = 0, ro = 0;
-    for (int j = 0; j < n; j++) {
-        sc[j] = (size_t)(me + j) % 4;
-        sd[j] = so;
-        so += sc[j];
-        rcn[j] = (size_t)(j + me) % 4;
-        rd[j] = ro;
-        ro += rcn[j];
-    }
-    for (size_t i = 0; i < so; i++)
-        put(a, AREAL_DT_I64, i, v(gr, i));
-    COMM(areal_pg_all_to_allv(g, a, sc, sd, b, rcn, rd, AREAL_DT_I64, &e));
-    for (int s = 0; s < n; s++) {
-        size_t off = 0; /* where member s put its block for me */
-        for (int d = 0; d < me; d++)
-            off += (size_t)(s + d) % 4;
-        for (size_t i = 0; i < rcn[s]; i++)
-            CHECK(get(b, AREAL_DT_I64, rd[s] + i) == v(m[s], off + i));
-    }
-    /* send/recv around the ring: even members send first */
-    if (n > 1) {
-        int next = (me + 1) % n, prev = (me + n - 1) % n;
-        for (size_t i = 0; i < SMALL; i++)
-            put(a, AREAL_DT_I32, i, v(gr, i));
-        if (me % 2 == 0) {
-            COMM(areal_pg_send(g, a, SMALL, AREAL_DT_I32, next, &e));
-            COMM(areal_pg_recv(g, b, SMALL, AREAL_DT_I32, prev, &e));
-        } else {
-            COMM(areal_pg_recv(g, b, SMALL, AREAL_DT_I32, prev, &e));
-            COMM(areal_pg_send(g, a, SMALL, AREAL_DT_I32, next, &e));
-        }
-        for (size_t i = 0; i < SMALL; i++)
-            CHECK(get(b, AREAL_DT_I32, i) == v(m[prev], i));
-    }
-    COMM(areal_pg_barrier(g, &e));
-    return 0;
-}
-
 static int all_kinds(areal_comm *c, void *arg) {
     job *jb = arg;
     areal_layout l;
+    areal_role_plan role;
     areal_error e;
-    areal_pg *g = NULL;
-    if (areal_layout_init(&l, &jb->s, &e) != AREAL_OK)
+    if (areal_layout_init(&l, &jb->s, &e) != AREAL_OK ||
+        areal_comm_role_of_strategy(&jb->s, &role, &e) != AREAL_OK)
         return RANK_WRONG;
-    areal_pg *gs[AREAL_GROUP_KIND_COUNT];
-    COMM(areal_comm_layout_groups(c, &l, gs, &e));
-    uint8_t *a = malloc(BUF_BYTES), *b = malloc(BUF_BYTES);
-    int rc = a && b ? 0 : RANK_WRONG;
+    areal_coll *gs[AREAL_GROUP_KIND_COUNT];
+    areal_coll_factory f = areal_comm_coll_factory(c);
+    COMM(areal_comm_role_groups(&role, &f, gs, &e));
+    coll_bufs bufs;
+    int have = coll_bufs_init(&bufs, &host_mem) == 0, rc = have ? 0 : RANK_COMM_FAIL;
     for (int k = 0; k < AREAL_GROUP_KIND_COUNT && rc == 0; k++) {
-        g = gs[k];
+        areal_coll *g = gs[k];
         int gi = areal_group_index(&l, (areal_group_kind)k, areal_comm_rank(c));
-        if (g == NULL) {
-            CHECK(gi < 0);
+        KCHECK((g == NULL) == (gi < 0));
+        if (g == NULL || rc != 0)
             continue;
-        }
-        /* the group is the one the layout names, in its member order */
-        CHECK(areal_pg_size(g) == areal_group_size(&l, (areal_group_kind)k) ||
-              k == AREAL_GROUP_EMBEDDING);
-        for (int j = 0; j < areal_pg_size(g); j++)
-            CHECK(areal_pg_global_rank(g, j) == areal_group_member(&l, (areal_group_kind)k, gi, j));
-        rc = check_group(c, g, a, b, k + jb->index);
+        KCHECK(areal_coll_mem(g) == AREAL_MEM_HOST && strcmp(areal_coll_backend(g), "cpu") == 0);
+        KCHECK(areal_coll_size(g) == areal_group_size(&l, (areal_group_kind)k) ||
+               k == AREAL_GROUP_EMBEDDING);
+        for (int j = 0; j < areal_coll_size(g); j++)
+            KCHECK(areal_coll_global_rank(g, j) ==
+                   areal_group_member(&l, (areal_group_kind)k, gi, j));
+        if (rc == 0)
+            rc = coll_body_run(g, &bufs, areal_comm_rank(c), k + jb->index);
     }
+    if (have)
+        coll_bufs_free(&bufs);
     for (int k = 0; k < AREAL_GROUP_KIND_COUNT; k++)
-        areal_pg_destroy(gs[k]);
-    free(a);
-    free(b);
+        areal_coll_destroy(gs[k]);
     return rc;
+}
+
+/*
+ * An inference role (sglang:d2p2t2): its groups follow the plan's
+ * server-major order, written out here by hand (server s holds ranks
+ * 4s..4s+3, tp pairs inside a stage, pp across the stages of a server, dp
+ * across servers), not from the library.
+ */
+static int role_kinds(areal_comm *c, void *arg) {
+    (void)arg;
+    areal_alloc *a = calloc(1, sizeof *a);
+    areal_role_plan role;
+    areal_error e;
+    if (a == NULL || areal_alloc_parse("sglang:d2p2t2", a, &e) != AREAL_OK ||
+        areal_comm_role_of(a, 0, &role, &e) != AREAL_OK) {
+        free(a);
+        return RANK_WRONG;
+    }
+    free(a);
+    areal_coll *gs[AREAL_GROUP_KIND_COUNT];
+    areal_coll_factory f = areal_comm_coll_factory(c);
+    COMM(areal_comm_role_groups(&role, &f, gs, &e));
+    coll_bufs bufs;
+    if (coll_bufs_init(&bufs, &host_mem) != 0)
+        return RANK_COMM_FAIL;
+    int r = areal_comm_rank(c), rc = 0, present = 0;
+    for (int k = 0; k < AREAL_GROUP_KIND_COUNT; k++) {
+        areal_coll *g = gs[k];
+        if (g == NULL)
+            continue;
+        present++;
+        int want[2], n = 2;
+        if (k == AREAL_GROUP_TP)
+            want[0] = r & ~1, want[1] = r | 1;
+        else if (k == AREAL_GROUP_PP)
+            want[0] = (r & ~3) + (r & 1), want[1] = want[0] + 2;
+        else if (k == AREAL_GROUP_DP)
+            want[0] = r & 3, want[1] = (r & 3) + 4;
+        else
+            n = -1;
+        KCHECK(n == 2 && areal_coll_size(g) == 2);
+        for (int j = 0; rc == 0 && j < 2; j++)
+            KCHECK(areal_coll_global_rank(g, j) == want[j]);
+        if (rc == 0)
+            rc = coll_body_run(g, &bufs, r, k);
+    }
+    coll_bufs_free(&bufs);
+    int k = 0;
+    KCHECK(present == 3);
+    for (k = 0; k < AREAL_GROUP_KIND_COUNT; k++)
+        areal_coll_destroy(gs[k]);
+    return rc;
+}
+
+static void inference_role_groups_are_server_major(void **state) {
+    (void)state;
+    assert_int_equal(ranks_run_pods(8, 2, 20000, role_kinds, NULL), 0);
+}
+
+/* The builder refuses a role whose world is not the comm's, naming both. */
+static void role_world_mismatch_is_refused(void **state) {
+    (void)state;
+    areal_strategy s = areal_strategy_single();
+    s.dp = 4, s.edp = 0; /* edp 0: derived from dp */
+    areal_role_plan role;
+    areal_error e;
+    assert_int_equal(areal_comm_role_of_strategy(&s, &role, &e), AREAL_OK);
+    areal_coll *gs[AREAL_GROUP_KIND_COUNT];
+    areal_coll_factory f = {.group = NULL, .ctx = NULL, .rank = 0, .world = 2};
+    assert_int_equal(areal_comm_role_groups(&role, &f, gs, &e), AREAL_EINVAL);
+    assert_non_null(strstr(e.msg, "4 ranks"));
+    assert_non_null(strstr(e.msg, "WORLD_SIZE is 2"));
+    for (int k = 0; k < AREAL_GROUP_KIND_COUNT; k++)
+        assert_null(gs[k]);
 }
 
 /* A random valid strategy of exactly `world` ranks (dense), with random expert sizes. */
@@ -366,34 +292,34 @@ static void fp32_within_bound(void **state) {
 /* Every group kind at once, one thread each, many rounds: no group sees another's data. */
 typedef struct conc_arg {
     areal_comm *c;
-    areal_pg *g;
+    areal_coll *g;
     int rc;
 } conc_arg;
 
 static void *conc_thread(void *p) {
     conc_arg *ca = p;
-    areal_pg *g = ca->g;
+    areal_coll *g = ca->g;
     areal_comm *c = ca->c;
-    int n = areal_pg_size(g), m[RANKS_MAX];
+    int n = areal_coll_size(g), m[RANKS_MAX];
     for (int j = 0; j < n; j++)
-        m[j] = areal_pg_global_rank(g, j);
+        m[j] = areal_coll_global_rank(g, j);
     int64_t *buf = malloc(sizeof *buf * 20000);
     ca->rc = 0;
     for (int round = 0; round < 6 && ca->rc == 0; round++) {
         size_t cnt = round % 2 ? 20000 : 50;
         for (size_t i = 0; i < cnt; i++)
-            buf[i] = v(areal_comm_rank(c), i) + round;
+            buf[i] = cb_v(areal_comm_rank(c), i) + round;
         areal_error e;
-        if (areal_pg_all_reduce(g, buf, cnt, AREAL_DT_I64, AREAL_SUM, &e) != AREAL_OK) {
+        if (areal_coll_all_reduce(g, buf, cnt, AREAL_DT_I64, AREAL_SUM, &e) != AREAL_OK) {
             fprintf(stderr, "%s\n", e.msg);
             ca->rc = RANK_COMM_FAIL;
             break;
         }
         for (size_t i = 0; i < cnt; i++)
             if (buf[i] !=
-                (int64_t)expect_red(m, n, i, AREAL_SUM, AREAL_DT_I64) + (int64_t)n * round) {
-                fprintf(stderr, "group %s round %d: element %zu is %lld\n", areal_pg_name(g), round,
-                        i, (long long)buf[i]);
+                (int64_t)cb_expect(m, n, i, AREAL_SUM, AREAL_DT_I64) + (int64_t)n * round) {
+                fprintf(stderr, "group %s round %d: element %zu is %lld\n", areal_coll_name(g),
+                        round, i, (long long)buf[i]);
                 ca->rc = RANK_WRONG;
                 break;
             }
@@ -404,14 +330,15 @@ static void *conc_thread(void *p) {
 
 static int concurrent(areal_comm *c, void *arg) {
     job *jb = arg;
-    areal_layout l;
+    areal_role_plan role;
     areal_error e;
-    areal_pg *gs[AREAL_GROUP_KIND_COUNT];
-    if (areal_layout_init(&l, &jb->s, &e) != AREAL_OK) {
+    areal_coll *gs[AREAL_GROUP_KIND_COUNT];
+    if (areal_comm_role_of_strategy(&jb->s, &role, &e) != AREAL_OK) {
         fprintf(stderr, "layout: %s\n", e.msg);
         return RANK_WRONG;
     }
-    if (areal_comm_layout_groups(c, &l, gs, &e) != AREAL_OK) {
+    areal_coll_factory f = areal_comm_coll_factory(c);
+    if (areal_comm_role_groups(&role, &f, gs, &e) != AREAL_OK) {
         fprintf(stderr, "%s\n", e.msg);
         return RANK_COMM_FAIL;
     }
@@ -428,7 +355,7 @@ static int concurrent(areal_comm *c, void *arg) {
             pthread_join(th[k], NULL);
             rc = ca[k].rc > rc ? ca[k].rc : rc;
         }
-        areal_pg_destroy(gs[k]);
+        areal_coll_destroy(gs[k]);
     }
     return rc;
 }
@@ -510,11 +437,11 @@ static int async_ops(areal_comm *c, void *arg) {
     float *bc = malloc(sizeof *bc * LARGE);
     int32_t x[SMALL];
     for (size_t i = 0; i < LARGE; i++) {
-        a[i] = v(r, i);
-        bc[i] = r == 1 ? (float)v(r, i) : 0.0f;
+        a[i] = cb_v(r, i);
+        bc[i] = r == 1 ? (float)cb_v(r, i) : 0.0f;
     }
     for (size_t i = 0; i < SMALL; i++)
-        x[i] = v(r, i);
+        x[i] = cb_v(r, i);
     areal_work *w1, *w2, *w3;
     COMM(areal_pg_all_reduce_async(g, a, LARGE, AREAL_DT_I64, AREAL_SUM, &w1, &e));
     COMM(areal_pg_all_gather_async(g, a, ag, SMALL, AREAL_DT_I64, &w2, &e));
@@ -528,16 +455,16 @@ static int async_ops(areal_comm *c, void *arg) {
     COMM(areal_work_wait(w2, &e));
     COMM(areal_work_wait(w3, &e));
     for (size_t i = 0; i < LARGE; i++) {
-        CHECK(a[i] == (int64_t)expect_red(m, n, i, AREAL_SUM, AREAL_DT_I64));
-        CHECK(bc[i] == (float)v(1, i));
+        CHECK(a[i] == (int64_t)cb_expect(m, n, i, AREAL_SUM, AREAL_DT_I64));
+        CHECK(bc[i] == (float)cb_v(1, i));
     }
     /* the gather ran after the all-reduce: it saw the reduced values */
     for (int j = 0; j < n; j++)
         for (size_t i = 0; i < SMALL; i++)
             CHECK(ag[(size_t)j * SMALL + i] ==
-                  (int64_t)expect_red(m, n, i, AREAL_SUM, AREAL_DT_I64));
+                  (int64_t)cb_expect(m, n, i, AREAL_SUM, AREAL_DT_I64));
     for (size_t i = 0; i < SMALL; i++)
-        CHECK(x[i] == (int32_t)expect_red(m, n, i, AREAL_MAX, AREAL_DT_I32));
+        CHECK(x[i] == (int32_t)cb_expect(m, n, i, AREAL_MAX, AREAL_DT_I32));
     /* an argument error surfaces at wait, and the group stays usable */
     COMM(areal_pg_broadcast_async(g, bc, 1, AREAL_DT_F32, n + 3, &w1, &e));
     CHECK(areal_work_wait(w1, &e) == AREAL_EINVAL);
@@ -664,6 +591,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(half_conversions_round_to_nearest_even),
         cmocka_unit_test(random_strategies),
+        cmocka_unit_test(inference_role_groups_are_server_major),
+        cmocka_unit_test(role_world_mismatch_is_refused),
         cmocka_unit_test(bad_arguments_are_refused),
         cmocka_unit_test(pods_use_shared_memory_or_unix_sockets),
 

@@ -1,5 +1,8 @@
 /*
- * kernels.h - the layer kernels of the CPU fp32 reference model (internal).
+ * kernels.h - the layer kernels of the CPU fp32 reference model (internal):
+ * the CPU implementation behind the ops table (areal/model/ops.h,
+ * ops_cpu.c), which the training layers call; the KV-cache path
+ * (model_infer.c) still calls them directly.
  *
  * Each layer's forward and backward live together in one small k_*.c file, in
  * the llm.c manner: row-major float arrays, shapes named in the comments (T

@@ -62,7 +62,11 @@ static void build_views(const areal_model *m, float *base, areal_weights *w) {
         V(up_b, "mlp.up_proj.bias");
         V(down_b, "mlp.down_proj.bias");
         V(router, "mlp.gate.weight");
-        V(experts, "mlp.experts.0.gate_proj.weight");
+        char first_expert[64]; /* this shard's first expert (expert parallelism) */
+        snprintf(first_expert, sizeof first_expert, "mlp.experts.%d.gate_proj.weight",
+                 m->cfg.num_experts > 0 ? m->shard.ep_rank * (m->cfg.num_experts / m->shard.ep)
+                                        : 0);
+        V(experts, first_expert);
         L->expert_stride = (size_t)3 * m->cfg.moe_intermediate_size * m->cfg.hidden_size;
         V(sh_gate, "mlp.shared_expert.gate_proj.weight");
         V(sh_up, "mlp.shared_expert.up_proj.weight");
@@ -112,17 +116,34 @@ static int rope_init(areal_model *m, areal_error *err) {
 
 int areal_model_init(areal_model *m, const areal_model_config *cfg, areal_pool *pool,
                      areal_error *err) {
+    areal_model_shard whole = areal_model_shard_whole(cfg);
+    return areal_model_init_shard(m, cfg, &whole, pool, err);
+}
+
+void areal_model_set_reduce(areal_model *m, areal_model_reduce_fn fn, void *ctx) {
+    m->reduce = fn;
+    m->reduce_ctx = ctx;
+}
+
+int areal_model_init_shard(areal_model *m, const areal_model_config *cfg,
+                           const areal_model_shard *s, areal_pool *pool, areal_error *err) {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
     m->pool = pool;
+    m->shard = *s;
+    m->ops = areal_ops_cpu();
+    m->ops_ctx = pool;
     if (cfg->num_kv_heads <= 0 || cfg->num_heads % cfg->num_kv_heads != 0)
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "config: num_attention_heads %d is not a multiple of "
                                "num_key_value_heads %d",
                                cfg->num_heads, cfg->num_kv_heads);
-    int rc = areal_model_expected_tensors(cfg, &m->specs, &m->n_specs, err);
+    int rc = areal_model_shard_tensors(cfg, s, &m->specs, &m->slices, &m->n_specs, err);
     if (rc != AREAL_OK)
         return rc;
+    m->nh = cfg->num_heads / s->tp;
+    m->nkv = cfg->num_kv_heads / s->tp;
+    m->inter = cfg->intermediate_size / s->tp;
     m->offset = calloc(m->n_specs, sizeof *m->offset);
     m->w.layers = calloc((size_t)cfg->num_layers, sizeof(areal_layer_w));
     m->g.layers = calloc((size_t)cfg->num_layers, sizeof(areal_layer_w));
@@ -157,6 +178,7 @@ int areal_model_init(areal_model *m, const areal_model_config *cfg, areal_pool *
 
 void areal_model_free(areal_model *m) {
     free(m->specs);
+    free(m->slices);
     free(m->offset);
     free(m->params);
     free(m->grads);
@@ -171,16 +193,56 @@ void areal_model_zero_grad(areal_model *m) {
 }
 
 int areal_model_load(areal_model *m, const char *dir, areal_pool *pool, areal_error *err) {
+    return areal_model_load_shard(m, dir, NULL, pool, err);
+}
+
+/*
+ * The slicing step of loading: a parameter cut from its HF tensor is read
+ * whole into scratch and its slice copied out. Whole parameters are read
+ * straight into place, as before shards existed.
+ */
+static int load_param(const areal_checkpoint *ck, areal_model *m, size_t i, float **scratch,
+                      size_t *scap, areal_error *err) {
+    size_t cap = (i + 1 < m->n_specs ? m->offset[i + 1] : m->n_params) - m->offset[i];
+    float *dst = m->params + m->offset[i];
+    const areal_tensor_slice *sl = &m->slices[i];
+    if (sl->dim < 0)
+        return areal_checkpoint_load_f32(ck, m->specs[i].name, dst, cap, err);
+    const areal_ckpt_entry *e = areal_checkpoint_find(ck, m->specs[i].name);
+    if (e == NULL)
+        return areal_checkpoint_load_f32(ck, m->specs[i].name, dst, cap, err); /* names it */
+    size_t n = (size_t)e->tensor->numel;
+    if (n > *scap) {
+        float *p = realloc(*scratch, sizeof(float) * n);
+        if (p == NULL)
+            return areal_error_set(err, AREAL_ENOMEM, -1, "no memory to slice tensor %s",
+                                   m->specs[i].name);
+        *scratch = p;
+        *scap = n;
+    }
+    int rc = areal_checkpoint_load_f32(ck, m->specs[i].name, *scratch, *scap, err);
+    if (rc != AREAL_OK)
+        return rc;
+    areal_tensor_spec hf = m->specs[i];
+    hf.shape[sl->dim] = e->tensor->shape[sl->dim];
+    areal_tensor_slice_copy(dst, *scratch, &hf, sl);
+    return AREAL_OK;
+}
+
+int areal_model_load_shard(areal_model *m, const char *dir, const areal_model_shard *s,
+                           areal_pool *pool, areal_error *err) {
     areal_checkpoint ck;
     memset(m, 0, sizeof *m);
     int rc = areal_checkpoint_open(dir, &ck, err);
     if (rc != AREAL_OK)
         return rc;
-    rc = areal_model_init(m, &ck.cfg, pool, err);
-    for (size_t i = 0; rc == AREAL_OK && i < m->n_specs; i++) {
-        size_t cap = (i + 1 < m->n_specs ? m->offset[i + 1] : m->n_params) - m->offset[i];
-        rc = areal_checkpoint_load_f32(&ck, m->specs[i].name, m->params + m->offset[i], cap, err);
-    }
+    areal_model_shard whole = areal_model_shard_whole(&ck.cfg);
+    rc = areal_model_init_shard(m, &ck.cfg, s != NULL ? s : &whole, pool, err);
+    float *scratch = NULL;
+    size_t scap = 0;
+    for (size_t i = 0; rc == AREAL_OK && i < m->n_specs; i++)
+        rc = load_param(&ck, m, i, &scratch, &scap, err);
+    free(scratch);
     if (rc != AREAL_OK && m->params != NULL)
         areal_model_free(m);
     areal_checkpoint_close(&ck);

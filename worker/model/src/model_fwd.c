@@ -8,30 +8,38 @@
  * activation record (model_internal.h), so the backward recomputes nothing.
  * Layer l writes its output straight into layer l+1's input slot, so the
  * residual stream is never copied.
+ *
+ * A shard runs its own layer range (a pipeline stage: hidden states in and
+ * out) with its local heads and columns; after the o_proj and down_proj
+ * products it calls the reduction hook (tensor parallelism's all-reduce) and
+ * only then adds the row-parallel bias and the residual. Every kernel is
+ * called through the model's ops table. With the whole-model shard no hook
+ * is set and the bias goes into the product as before, so the arithmetic is
+ * unchanged.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels.h"
+#include "kernels.h" /* k_attn_offsets: the CPU layout of the saved probabilities */
 #include "model_internal.h"
 
 static bool is_moe(const areal_model_config *c, int l) {
     return c->num_experts > 0 && c->moe_layer[l];
 }
 
-/* Floats of one layer's record (att excluded). */
-static size_t layer_floats(const areal_model_config *c, int l, size_t T) {
-    size_t H = (size_t)c->hidden_size, Q = (size_t)c->num_heads * c->head_dim;
-    size_t KV = (size_t)c->num_kv_heads * c->head_dim, I = (size_t)c->intermediate_size;
-    size_t n =
-        T * H * 4 + T * 2 + T * Q * 3 + T * KV * 4 + T * (size_t)(c->num_heads + c->num_kv_heads);
+/* Floats of one layer's record (att excluded), with the shard's local sizes. */
+static size_t layer_floats(const areal_model *m, int l, size_t T) {
+    const areal_model_config *c = &m->cfg;
+    size_t H = (size_t)c->hidden_size, Q = (size_t)m->nh * c->head_dim;
+    size_t KV = (size_t)m->nkv * c->head_dim, I = (size_t)m->inter;
+    size_t n = T * H * 4 + T * 2 + T * Q * 3 + T * KV * 4 + T * (size_t)(m->nh + m->nkv);
     return n + (is_moe(c, l) ? moe_acts_floats(c, (int)T) : 3 * T * I);
 }
 
-static void bind_layer(const areal_model_config *c, int l, size_t T, layer_acts *a, float *p,
-                       float *att) {
-    size_t H = (size_t)c->hidden_size, Q = (size_t)c->num_heads * c->head_dim;
-    size_t KV = (size_t)c->num_kv_heads * c->head_dim, I = (size_t)c->intermediate_size;
+static void bind_layer(const areal_model *m, int l, size_t T, layer_acts *a, float *p, float *att) {
+    const areal_model_config *c = &m->cfg;
+    size_t H = (size_t)c->hidden_size, Q = (size_t)m->nh * c->head_dim;
+    size_t KV = (size_t)m->nkv * c->head_dim, I = (size_t)m->inter;
 #define TAKE(n) (p += (n), p - (n))
     a->res = TAKE(T * H);
     a->ln1 = TAKE(T * H);
@@ -39,8 +47,8 @@ static void bind_layer(const areal_model_config *c, int l, size_t T, layer_acts 
     a->q = TAKE(T * Q);
     a->k = TAKE(T * KV);
     a->v = TAKE(T * KV);
-    a->rstd_q = TAKE(T * (size_t)c->num_heads);
-    a->rstd_k = TAKE(T * (size_t)c->num_kv_heads);
+    a->rstd_q = TAKE(T * (size_t)m->nh);
+    a->rstd_k = TAKE(T * (size_t)m->nkv);
     a->qr = TAKE(T * Q);
     a->kr = TAKE(T * KV);
     a->ao = TAKE(T * Q);
@@ -72,6 +80,8 @@ void areal_acts_free(areal_acts *a) {
 static int acts_alloc(const areal_model *m, const areal_batch *b, areal_acts *a, areal_error *err) {
     const areal_model_config *c = &m->cfg;
     size_t T = (size_t)b->n_tokens, H = (size_t)c->hidden_size, V = (size_t)c->vocab_size;
+    int first = m->shard.first_layer, n = m->shard.n_layers;
+    bool last = m->shard.pp_stage == m->shard.pp - 1;
     areal_acts_priv *p = calloc(1, sizeof *p);
     a->priv = p;
     if (p == NULL)
@@ -80,7 +90,7 @@ static int acts_alloc(const areal_model *m, const areal_batch *b, areal_acts *a,
     p->n_seqs = b->n_seqs;
     p->tokens = malloc(sizeof(int32_t) * (2 * T + (size_t)b->n_seqs + 1));
     p->att_off = malloc(sizeof(size_t) * ((size_t)b->n_seqs + 1));
-    p->layers = calloc((size_t)c->num_layers, sizeof *p->layers);
+    p->layers = calloc(n > 0 ? (size_t)n : 1, sizeof *p->layers);
     if (p->tokens == NULL || p->att_off == NULL || p->layers == NULL)
         goto oom;
     p->pos = p->tokens + T;
@@ -90,24 +100,29 @@ static int acts_alloc(const areal_model *m, const areal_batch *b, areal_acts *a,
     for (int s = 0; s < b->n_seqs; s++)
         for (int t = p->cu[s]; t < p->cu[s + 1]; t++)
             p->pos[t] = t - p->cu[s];
-    p->att_total = k_attn_offsets(p->att_off, p->cu, b->n_seqs, c->num_heads);
-    size_t total = T * H * 2 + T + T * V;
-    for (int l = 0; l < c->num_layers; l++)
-        total += layer_floats(c, l, T) + p->att_total;
+    p->att_total = k_attn_offsets(p->att_off, p->cu, b->n_seqs, m->nh);
+    size_t total = T * H + (last ? T * H + T + T * V : 0);
+    for (int i = 0; i < n; i++)
+        total += layer_floats(m, first + i, T) + p->att_total;
     p->arena = malloc(sizeof(float) * total);
     if (p->arena == NULL)
         goto oom;
     float *f = p->arena;
-    for (int l = 0; l < c->num_layers; l++) {
-        bind_layer(c, l, T, &p->layers[l], f, f + layer_floats(c, l, T));
-        f += layer_floats(c, l, T) + p->att_total;
+    for (int i = 0; i < n; i++) {
+        size_t lf = layer_floats(m, first + i, T);
+        bind_layer(m, first + i, T, &p->layers[i], f, f + lf);
+        f += lf + p->att_total;
     }
     p->res_out = f;
-    p->lnf = f + T * H;
-    p->rstdf = f + 2 * T * H;
-    a->logits = f + 2 * T * H + T;
+    if (last) {
+        p->lnf = f + T * H;
+        p->rstdf = f + 2 * T * H;
+        a->logits = f + 2 * T * H + T;
+        a->V = c->vocab_size;
+    } else {
+        a->hidden = p->res_out;
+    }
     a->T = b->n_tokens;
-    a->V = c->vocab_size;
     return AREAL_OK;
 oom:
     areal_acts_free(a);
@@ -116,44 +131,90 @@ oom:
         "no memory for the activations of %zu tokens (try smaller micro-batches)", T);
 }
 
-static void layer_fwd(const areal_model *m, int l, areal_acts_priv *p, float *out) {
+/* The reduction hook at point pt of layer l, when one is set. */
+static int reduce_at(const areal_model *m, areal_reduce_point pt, int l, float *buf, size_t n,
+                     areal_error *err) {
+    /* these points are partial over tp only: complete (no call) when tp is 1 */
+    if (m->reduce == NULL || m->shard.tp == 1)
+        return AREAL_OK;
+    return m->reduce(m->reduce_ctx, pt, l, buf, n, err);
+}
+
+/* y[T, H] += b per row: a row-parallel bias, added once after the reduction. */
+static void add_bias(float *y, const float *b, int T, int H) {
+    for (int t = 0; b != NULL && t < T; t++)
+        for (int i = 0; i < H; i++)
+            y[(size_t)t * H + i] += b[i];
+}
+
+/* Layer l (global number; li its index in the stage's records) from a->res into out. */
+static int layer_fwd(const areal_model *m, int l, int li, areal_acts_priv *p, float *out,
+                     areal_error *err) {
     const areal_model_config *c = &m->cfg;
+    const areal_ops *o = m->ops;
+    void *x = m->ops_ctx;
     const areal_layer_w *w = &m->w.layers[l];
-    layer_acts *a = &p->layers[l];
-    int T = p->T, H = c->hidden_size, hd = c->head_dim, nh = c->num_heads, nkv = c->num_kv_heads;
-    int Q = nh * hd, KV = nkv * hd, I = c->intermediate_size;
+    layer_acts *a = &p->layers[li];
+    int T = p->T, H = c->hidden_size, hd = c->head_dim, nh = m->nh, nkv = m->nkv;
+    int Q = nh * hd, KV = nkv * hd, I = m->inter;
+    bool split = m->shard.tp > 1; /* row-parallel biases wait for the reduction */
     float eps = (float)c->rms_norm_eps;
-    k_rmsnorm_fwd(m->pool, a->ln1, a->rstd1, a->res, w->ln1, (size_t)T, H, eps);
-    k_linear_fwd(a->q, a->ln1, w->wq, w->bq, T, H, Q, 0.0f);
-    k_linear_fwd(a->k, a->ln1, w->wk, w->bk, T, H, KV, 0.0f);
-    k_linear_fwd(a->v, a->ln1, w->wv, w->bv, T, H, KV, 0.0f);
+    o->rmsnorm_fwd(x, a->ln1, a->rstd1, a->res, w->ln1, (size_t)T, H, eps);
+    o->linear_fwd(x, a->q, a->ln1, w->wq, w->bq, T, H, Q, 0.0f);
+    o->linear_fwd(x, a->k, a->ln1, w->wk, w->bk, T, H, KV, 0.0f);
+    o->linear_fwd(x, a->v, a->ln1, w->wv, w->bv, T, H, KV, 0.0f);
     if (c->qk_norm) {
-        k_rmsnorm_fwd(m->pool, a->qr, a->rstd_q, a->q, w->q_norm, (size_t)T * nh, hd, eps);
-        k_rmsnorm_fwd(m->pool, a->kr, a->rstd_k, a->k, w->k_norm, (size_t)T * nkv, hd, eps);
+        o->rmsnorm_fwd(x, a->qr, a->rstd_q, a->q, w->q_norm, (size_t)T * nh, hd, eps);
+        o->rmsnorm_fwd(x, a->kr, a->rstd_k, a->k, w->k_norm, (size_t)T * nkv, hd, eps);
     } else {
         memcpy(a->qr, a->q, sizeof(float) * (size_t)T * Q);
         memcpy(a->kr, a->k, sizeof(float) * (size_t)T * KV);
     }
-    k_rope_fwd(m->pool, a->qr, p->pos, m->inv_freq, T, nh, hd);
-    k_rope_fwd(m->pool, a->kr, p->pos, m->inv_freq, T, nkv, hd);
-    k_attn_dims d = {nh, nkv, hd, m->attn_scale};
-    k_attn_fwd(m->pool, a->ao, a->att, a->qr, a->kr, a->v, p->cu, p->n_seqs, p->att_off, d);
-    k_linear_fwd(a->mid, a->ao, w->wo, w->bo, T, Q, H, 0.0f);
-    k_add(m->pool, a->mid, a->mid, a->res, (size_t)T * H);
-    k_rmsnorm_fwd(m->pool, a->ln2, a->rstd2, a->mid, w->ln2, (size_t)T, H, eps);
+    o->rope_fwd(x, a->qr, p->pos, m->inv_freq, T, nh, hd);
+    o->rope_fwd(x, a->kr, p->pos, m->inv_freq, T, nkv, hd);
+    areal_attn_dims d = {nh, nkv, hd, m->attn_scale};
+    o->attn_fwd(x, a->ao, a->att, a->qr, a->kr, a->v, p->cu, p->n_seqs, p->att_off, d);
+    o->linear_fwd(x, a->mid, a->ao, w->wo, split ? NULL : w->bo, T, Q, H, 0.0f);
+    int rc = reduce_at(m, AREAL_REDUCE_ATTN_OUT, l, a->mid, (size_t)T * H, err);
+    if (rc != AREAL_OK)
+        return rc;
+    if (split)
+        add_bias(a->mid, w->bo, T, H);
+    o->add(x, a->mid, a->mid, a->res, (size_t)T * H);
+    o->rmsnorm_fwd(x, a->ln2, a->rstd2, a->mid, w->ln2, (size_t)T, H, eps);
     if (is_moe(c, l)) {
-        moe_fwd(m, w, &a->moe, a->ln2, out, T);
+        /* replicated over tp; split by experts over ep (reduced inside) */
+        if ((rc = moe_fwd_reduced(m, l, w, &a->moe, a->ln2, out, T, err)) != AREAL_OK)
+            return rc;
     } else {
-        k_linear_fwd(a->g, a->ln2, w->gate, w->gate_b, T, H, I, 0.0f);
-        k_linear_fwd(a->u, a->ln2, w->up, w->up_b, T, H, I, 0.0f);
-        k_swiglu_fwd(m->pool, a->h, a->g, a->u, (size_t)T * I);
-        k_linear_fwd(out, a->h, w->down, w->down_b, T, I, H, 0.0f);
+        o->linear_fwd(x, a->g, a->ln2, w->gate, w->gate_b, T, H, I, 0.0f);
+        o->linear_fwd(x, a->u, a->ln2, w->up, w->up_b, T, H, I, 0.0f);
+        o->swiglu_fwd(x, a->h, a->g, a->u, (size_t)T * I);
+        o->linear_fwd(x, out, a->h, w->down, split ? NULL : w->down_b, T, I, H, 0.0f);
+        if ((rc = reduce_at(m, AREAL_REDUCE_MLP_OUT, l, out, (size_t)T * H, err)) != AREAL_OK)
+            return rc;
+        if (split)
+            add_bias(out, w->down_b, T, H);
     }
-    k_add(m->pool, out, out, a->mid, (size_t)T * H);
+    o->add(x, out, out, a->mid, (size_t)T * H);
+    return AREAL_OK;
 }
 
 int areal_model_forward(areal_model *m, const areal_batch *b, areal_acts *a, areal_error *err) {
+    return areal_model_forward_stage(m, b, NULL, a, err);
+}
+
+int areal_model_forward_stage(areal_model *m, const areal_batch *b, const float *x_in,
+                              areal_acts *a, areal_error *err) {
     memset(a, 0, sizeof *a);
+    const areal_model_shard *sh = &m->shard;
+    bool first = sh->pp_stage == 0, last = sh->pp_stage == sh->pp - 1;
+    if (first != (x_in == NULL))
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "forward: stage %d of %d %s; pass the previous stage's hidden "
+                               "states exactly on every stage but the first",
+                               sh->pp_stage, sh->pp,
+                               first ? "embeds the tokens itself but got x_in" : "needs x_in");
     int rc = areal_batch_check(m, b, err);
     if (rc == AREAL_OK)
         rc = acts_alloc(m, b, a, err);
@@ -161,15 +222,26 @@ int areal_model_forward(areal_model *m, const areal_batch *b, areal_acts *a, are
         return rc;
     const areal_model_config *c = &m->cfg;
     areal_acts_priv *p = a->priv;
-    int T = p->T, H = c->hidden_size;
-    float *x0 = c->num_layers > 0 ? p->layers[0].res : p->res_out;
-    for (int t = 0; t < T; t++)
-        memcpy(x0 + (size_t)t * H, m->w.embed + (size_t)p->tokens[t] * H,
-               sizeof(float) * (size_t)H);
-    for (int l = 0; l < c->num_layers; l++)
-        layer_fwd(m, l, p, l + 1 < c->num_layers ? p->layers[l + 1].res : p->res_out);
-    k_rmsnorm_fwd(m->pool, p->lnf, p->rstdf, p->res_out, m->w.norm, (size_t)T, H,
-                  (float)c->rms_norm_eps);
-    k_linear_fwd(a->logits, p->lnf, m->w.lm_head, NULL, T, H, c->vocab_size, 0.0f);
+    int T = p->T, H = c->hidden_size, n = sh->n_layers;
+    float *x0 = n > 0 ? p->layers[0].res : p->res_out;
+    if (first)
+        for (int t = 0; t < T; t++)
+            memcpy(x0 + (size_t)t * H, m->w.embed + (size_t)p->tokens[t] * H,
+                   sizeof(float) * (size_t)H);
+    else
+        memcpy(x0, x_in, sizeof(float) * (size_t)T * H);
+    for (int i = 0; i < n && rc == AREAL_OK; i++)
+        rc = layer_fwd(m, sh->first_layer + i, i, p, i + 1 < n ? p->layers[i + 1].res : p->res_out,
+                       err);
+    if (rc != AREAL_OK) {
+        areal_acts_free(a);
+        return rc;
+    }
+    if (last) {
+        m->ops->rmsnorm_fwd(m->ops_ctx, p->lnf, p->rstdf, p->res_out, m->w.norm, (size_t)T, H,
+                            (float)c->rms_norm_eps);
+        m->ops->linear_fwd(m->ops_ctx, a->logits, p->lnf, m->w.lm_head, NULL, T, H, c->vocab_size,
+                           0.0f);
+    }
     return AREAL_OK;
 }

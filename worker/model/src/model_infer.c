@@ -56,6 +56,10 @@ typedef struct infer_buf {
 
 static int check_step(const areal_model *m, const areal_kv_cache *c, const int32_t *tokens,
                       const int32_t *cu, const int *slots, int n_seqs, areal_error *err) {
+    if (!areal_model_shard_is_whole(&m->cfg, &m->shard)) /* this path runs full-size layers */
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "step: the KV-cache path runs the whole model only; load it "
+                               "without a shard (tp, pp and ep 1)");
     if (n_seqs < 1 || n_seqs > c->n_slots || cu[0] != 0)
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "step: %d sequences for a cache of %d slots (cu[0] must be 0)",

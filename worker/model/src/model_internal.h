@@ -62,8 +62,20 @@ void moe_acts_bind(moe_acts *a, const areal_model_config *c, int T, float *base)
 /* out [T, H] = the MoE block on x [T, H] (out overwritten); fills a. */
 void moe_fwd(const areal_model *m, const areal_layer_w *w, moe_acts *a, const float *x, float *out,
              int T);
-/* dx [T, H] += ..., parameter grads += ..., from dout [T, H]. Returns 0 or AREAL_ENOMEM. */
-int moe_bwd(const areal_model *m, const areal_layer_w *w, const areal_layer_w *gw,
+/*
+ * As moe_fwd for layer l of a shard: the routed experts' sum (this shard's
+ * experts) goes through the reduction hook (AREAL_REDUCE_MOE_OUT) before the
+ * shared expert is added. Returns 0 or the hook's error.
+ */
+int moe_fwd_reduced(const areal_model *m, int l, const areal_layer_w *w, moe_acts *a,
+                    const float *x, float *out, int T, areal_error *err);
+/*
+ * dx [T, H] (zeroed by the caller) += ..., parameter grads += ..., from dout
+ * [T, H], for layer l; the routed part of dx goes through the reduction hook
+ * (AREAL_REDUCE_MOE_GRAD) before the shared expert's is added. Returns 0,
+ * AREAL_ENOMEM or the hook's error.
+ */
+int moe_bwd(const areal_model *m, int l, const areal_layer_w *w, const areal_layer_w *gw,
             const moe_acts *a, const float *x, const float *dout, float *dx, int T,
             areal_error *err);
 

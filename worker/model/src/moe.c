@@ -10,12 +10,19 @@
  * output of token t is the weighted sum of its k slot outputs, plus the
  * shared expert scaled by sigmoid(x . w_gate) where configured (Qwen2-MoE).
  * Capacity limits and token dropping were rejected: HF drops nothing.
+ * Kernels go through the model's ops table (areal/model/ops.h).
+ *
+ * Expert parallelism: a shard runs only its experts (the router and the
+ * top-k stay whole, so every shard routes alike); the routed sum is then
+ * partial over the ep group and the reduction hook runs on it before the
+ * whole shared expert is added; the backward mirrors that on the block's
+ * input gradient. The router's gradient is then partial too
+ * (areal_model_shard_grad_partial).
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels.h"
 #include "model_internal.h"
 
 size_t moe_acts_floats(const areal_model_config *c, int T) {
@@ -104,27 +111,40 @@ static void assign_slots(const areal_model_config *c, moe_acts *a, int T) {
     a->off[0] = 0;
 }
 
-void moe_fwd(const areal_model *m, const areal_layer_w *w, moe_acts *a, const float *x, float *out,
-             int T) {
+/* This shard's experts [*e0, *e0 + *ne) (expert parallelism; all of them for the whole model). */
+static void local_experts(const areal_model *m, int *e0, int *ne) {
+    *ne = m->cfg.num_experts / m->shard.ep;
+    *e0 = m->shard.ep_rank * *ne;
+}
+
+/* out [T, H] = the routed experts' weighted sum (this shard's experts only: a partial sum). */
+static void routed_fwd(const areal_model *m, const areal_layer_w *w, moe_acts *a, const float *x,
+                       float *out, int T) {
     const areal_model_config *c = &m->cfg;
     int E = c->num_experts, K = c->num_experts_per_tok, H = c->hidden_size;
-    int I = c->moe_intermediate_size, Is = c->shared_expert_intermediate_size;
-    k_linear_fwd(a->probs, x, w->router, NULL, T, H, E, 0.0f);
+    int I = c->moe_intermediate_size, e0, ne;
+    local_experts(m, &e0, &ne);
+    m->ops->linear_fwd(m->ops_ctx, a->probs, x, w->router, NULL, T, H, E, 0.0f);
     route(c, a, T);
     assign_slots(c, a, T);
     for (int s = 0; s < T * K; s++)
         memcpy(a->xg + (size_t)s * H, x + (size_t)a->slot_tok[s] * H, sizeof(float) * (size_t)H);
-    for (int e = 0; e < E; e++) {
+    if (ne < E) { /* slots of other shards' experts contribute nothing here */
+        memset(a->y, 0, sizeof(float) * (size_t)a->off[e0] * H);
+        memset(a->y + (size_t)a->off[e0 + ne] * H, 0,
+               sizeof(float) * (size_t)(T * K - a->off[e0 + ne]) * H);
+    }
+    for (int e = e0; e < e0 + ne; e++) {
         int b = a->off[e], n = a->off[e + 1] - b;
         if (n == 0)
             continue;
-        const float *wg = w->experts + (size_t)e * w->expert_stride;
+        const float *wg = w->experts + (size_t)(e - e0) * w->expert_stride;
         const float *wu = wg + (size_t)I * H, *wd = wu + (size_t)I * H;
         size_t r = (size_t)b;
-        k_linear_fwd(a->g + r * I, a->xg + r * H, wg, NULL, n, H, I, 0.0f);
-        k_linear_fwd(a->u + r * I, a->xg + r * H, wu, NULL, n, H, I, 0.0f);
-        k_swiglu_fwd(m->pool, a->h + r * I, a->g + r * I, a->u + r * I, (size_t)n * I);
-        k_linear_fwd(a->y + r * H, a->h + r * I, wd, NULL, n, I, H, 0.0f);
+        m->ops->linear_fwd(m->ops_ctx, a->g + r * I, a->xg + r * H, wg, NULL, n, H, I, 0.0f);
+        m->ops->linear_fwd(m->ops_ctx, a->u + r * I, a->xg + r * H, wu, NULL, n, H, I, 0.0f);
+        m->ops->swiglu_fwd(m->ops_ctx, a->h + r * I, a->g + r * I, a->u + r * I, (size_t)n * I);
+        m->ops->linear_fwd(m->ops_ctx, a->y + r * H, a->h + r * I, wd, NULL, n, I, H, 0.0f);
     }
     for (int t = 0; t < T; t++) {
         float *o = out + (size_t)t * H;
@@ -136,33 +156,59 @@ void moe_fwd(const areal_model *m, const areal_layer_w *w, moe_acts *a, const fl
                 o[i] += wk * y[i];
         }
     }
-    if (Is > 0) {
-        k_linear_fwd(a->sg, x, w->sh_gate, NULL, T, H, Is, 0.0f);
-        k_linear_fwd(a->su, x, w->sh_up, NULL, T, H, Is, 0.0f);
-        k_swiglu_fwd(m->pool, a->sh, a->sg, a->su, (size_t)T * Is);
-        k_linear_fwd(a->sy, a->sh, w->sh_down, NULL, T, Is, H, 0.0f);
-        k_linear_fwd(a->sgl, x, w->sh_gate_w, NULL, T, H, 1, 0.0f);
-        for (int t = 0; t < T; t++) {
-            float sig = 1.0f / (1.0f + expf(-a->sgl[t]));
-            for (int i = 0; i < H; i++)
-                out[(size_t)t * H + i] += sig * a->sy[(size_t)t * H + i];
-        }
+}
+
+/* out [T, H] += the shared expert scaled by its sigmoid gate (whole on every shard). */
+static void shared_fwd(const areal_model *m, const areal_layer_w *w, moe_acts *a, const float *x,
+                       float *out, int T) {
+    const areal_model_config *c = &m->cfg;
+    int H = c->hidden_size, Is = c->shared_expert_intermediate_size;
+    if (Is <= 0)
+        return;
+    m->ops->linear_fwd(m->ops_ctx, a->sg, x, w->sh_gate, NULL, T, H, Is, 0.0f);
+    m->ops->linear_fwd(m->ops_ctx, a->su, x, w->sh_up, NULL, T, H, Is, 0.0f);
+    m->ops->swiglu_fwd(m->ops_ctx, a->sh, a->sg, a->su, (size_t)T * Is);
+    m->ops->linear_fwd(m->ops_ctx, a->sy, a->sh, w->sh_down, NULL, T, Is, H, 0.0f);
+    m->ops->linear_fwd(m->ops_ctx, a->sgl, x, w->sh_gate_w, NULL, T, H, 1, 0.0f);
+    for (int t = 0; t < T; t++) {
+        float sig = 1.0f / (1.0f + expf(-a->sgl[t]));
+        for (int i = 0; i < H; i++)
+            out[(size_t)t * H + i] += sig * a->sy[(size_t)t * H + i];
     }
 }
 
+void moe_fwd(const areal_model *m, const areal_layer_w *w, moe_acts *a, const float *x, float *out,
+             int T) {
+    routed_fwd(m, w, a, x, out, T);
+    shared_fwd(m, w, a, x, out, T);
+}
+
+int moe_fwd_reduced(const areal_model *m, int l, const areal_layer_w *w, moe_acts *a,
+                    const float *x, float *out, int T, areal_error *err) {
+    routed_fwd(m, w, a, x, out, T);
+    if (m->reduce != NULL && m->shard.ep > 1) {
+        int rc = m->reduce(m->reduce_ctx, AREAL_REDUCE_MOE_OUT, l, out,
+                           (size_t)T * m->cfg.hidden_size, err);
+        if (rc != AREAL_OK)
+            return rc;
+    }
+    shared_fwd(m, w, a, x, out, T);
+    return AREAL_OK;
+}
+
 /* Backward of the dense SwiGLU MLP on n rows: dx (writes or adds per beta_dx). */
-static void mlp_bwd(areal_pool *p, float *dx, const float *x, const float *g, const float *u,
+static void mlp_bwd(const areal_model *m, float *dx, const float *x, const float *g, const float *u,
                     const float *h, const float *dy, const float *wg, const float *wu,
                     const float *wd, float *dwg, float *dwu, float *dwd, float *dh, float *dg,
                     float *du, int n, int H, int I) {
     memset(dh, 0, sizeof(float) * (size_t)n * I);
-    k_linear_bwd(dh, dwd, NULL, dy, h, wd, n, I, H);
-    k_swiglu_bwd(p, dg, du, dh, g, u, (size_t)n * I);
-    k_linear_bwd(dx, dwg, NULL, dg, x, wg, n, H, I);
-    k_linear_bwd(dx, dwu, NULL, du, x, wu, n, H, I);
+    m->ops->linear_bwd(m->ops_ctx, dh, dwd, NULL, dy, h, wd, n, I, H);
+    m->ops->swiglu_bwd(m->ops_ctx, dg, du, dh, g, u, (size_t)n * I);
+    m->ops->linear_bwd(m->ops_ctx, dx, dwg, NULL, dg, x, wg, n, H, I);
+    m->ops->linear_bwd(m->ops_ctx, dx, dwu, NULL, du, x, wu, n, H, I);
 }
 
-int moe_bwd(const areal_model *m, const areal_layer_w *w, const areal_layer_w *gw,
+int moe_bwd(const areal_model *m, int l, const areal_layer_w *w, const areal_layer_w *gw,
             const moe_acts *a, const float *x, const float *dout, float *dx, int T,
             areal_error *err) {
     const areal_model_config *c = &m->cfg;
@@ -187,15 +233,17 @@ int moe_bwd(const areal_model *m, const areal_layer_w *w, const areal_layer_w *g
         }
         dw[i] = dot;
     }
-    for (int e = 0; e < E; e++) {
+    int e0, ne;
+    local_experts(m, &e0, &ne);
+    for (int e = e0; e < e0 + ne; e++) {
         int b = a->off[e], n = a->off[e + 1] - b;
         if (n == 0)
             continue;
-        size_t st = (size_t)e * w->expert_stride, r = (size_t)b;
+        size_t st = (size_t)(e - e0) * w->expert_stride, r = (size_t)b;
         const float *wg = w->experts + st, *wu = wg + (size_t)I * H, *wd = wu + (size_t)I * H;
         float *dwg = gw->experts + st, *dwu = dwg + (size_t)I * H, *dwd = dwu + (size_t)I * H;
-        mlp_bwd(m->pool, dxg + r * H, a->xg + r * H, a->g + r * I, a->u + r * I, a->h + r * I,
-                dy + r * H, wg, wu, wd, dwg, dwu, dwd, dh, dg, du, n, H, I);
+        mlp_bwd(m, dxg + r * H, a->xg + r * H, a->g + r * I, a->u + r * I, a->h + r * I, dy + r * H,
+                wg, wu, wd, dwg, dwu, dwd, dh, dg, du, n, H, I);
     }
     for (size_t s = 0; s < TK; s++)
         for (int j = 0; j < H; j++)
@@ -220,7 +268,15 @@ int moe_bwd(const areal_model *m, const areal_layer_w *w, const areal_layer_w *g
         for (int e = 0; e < E; e++)
             dl[e] = p[e] * (dl[e] - pd);
     }
-    k_linear_bwd(dx, gw->router, NULL, dlog, x, w->router, T, H, E);
+    m->ops->linear_bwd(m->ops_ctx, dx, gw->router, NULL, dlog, x, w->router, T, H, E);
+    /* dx holds the routed part only (the caller zeroed it): partial over ep until reduced */
+    if (m->reduce != NULL && m->shard.ep > 1) {
+        int rc = m->reduce(m->reduce_ctx, AREAL_REDUCE_MOE_GRAD, l, dx, (size_t)T * H, err);
+        if (rc != AREAL_OK) {
+            free(buf);
+            return rc;
+        }
+    }
     if (Is > 0) {
         float *dsy = dy, *dsgl = dw; /* reuse: [T, H] and [T] fit */
         for (int t = 0; t < T; t++) {
@@ -232,9 +288,9 @@ int moe_bwd(const areal_model *m, const areal_layer_w *w, const areal_layer_w *g
             }
             dsgl[t] = dot * sig * (1.0f - sig);
         }
-        k_linear_bwd(dx, gw->sh_gate_w, NULL, dsgl, x, w->sh_gate_w, T, H, 1);
-        mlp_bwd(m->pool, dx, x, a->sg, a->su, a->sh, dsy, w->sh_gate, w->sh_up, w->sh_down,
-                gw->sh_gate, gw->sh_up, gw->sh_down, dh, dg, du, T, H, Is);
+        m->ops->linear_bwd(m->ops_ctx, dx, gw->sh_gate_w, NULL, dsgl, x, w->sh_gate_w, T, H, 1);
+        mlp_bwd(m, dx, x, a->sg, a->su, a->sh, dsy, w->sh_gate, w->sh_up, w->sh_down, gw->sh_gate,
+                gw->sh_up, gw->sh_down, dh, dg, du, T, H, Is);
     }
     free(buf);
     return AREAL_OK;

@@ -253,7 +253,7 @@ static uint64_t mix(uint64_t *s) {
 }
 
 int areal_engine_submit(areal_engine *e, const areal_engine_request *req, areal_error *err) {
-    int n = req->params.n > 0 ? req->params.n : 1;
+    int n = req->params.n == 0 ? 1 : req->params.n;
     int rc = check_request(e, req, n, err);
     if (rc != AREAL_OK)
         return rc;

@@ -139,8 +139,8 @@ static void serve_cmd(areal_engine *e, eng_req **done) {
     }
 }
 
-static bool held(const eng_seq *s) {
-    return s->index > 0 && !s->req->prompt_done;
+static bool held(const areal_engine *e, const eng_seq *s) {
+    return s->index > 0 && !s->req->prompt_done && !e->cfg.disable_prefix_cache;
 }
 
 /* Positions of the prefix cache a sequence may reuse: never its last token
@@ -161,11 +161,11 @@ static void admit(areal_engine *e) {
     eng_seq *s = e->waiting.head;
     while (s != NULL && e->running.n < e->cfg.max_running) {
         eng_seq *next = s->next;
-        if (held(s)) {
+        if (held(e, s)) {
             s = next;
             continue;
         }
-        int full = hit_limit(s) / bt, hits = 0, revived = 0;
+        int full = e->cfg.disable_prefix_cache ? 0 : hit_limit(s) / bt, hits = 0, revived = 0;
         uint64_t parent = KVB_ROOT_HASH;
         while (hits < full) {
             int b = kvb_lookup(kb, parent, s->tok + (size_t)hits * bt);
@@ -272,15 +272,22 @@ static int plan(areal_engine *e) {
         }
     }
     int n = 0;
+    bool prefill = false, decode = false;
     for (eng_seq *s = e->running.head; s != NULL; s = s->next)
-        if (s->chunk > 0)
+        if (s->chunk > 0) {
             e->batch[n++] = s;
+            prefill |= s->n_computed < s->req->n_input;
+            decode |= s->n_out > 0 && s->n_computed == s->n_tok - 1;
+        }
+    e->st.mixed_steps += prefill && decode;
     return n;
 }
 
 static void publish(areal_engine *e) {
     kv_blocks *kb = &e->blocks;
     e->st.running = e->running.n;
+    if (e->running.n > e->st.running_peak)
+        e->st.running_peak = e->running.n;
     e->st.blocks_used = kb->n_used;
     e->st.blocks_shared = kb->n_shared;
     e->st.blocks_cached = kb->n_cached;
@@ -328,7 +335,7 @@ static void index_full(areal_engine *e, eng_seq *s) {
         uint64_t parent = i > 0 ? s->chain[i - 1] : KVB_ROOT_HASH;
         const int32_t *toks = s->tok + (size_t)i * bt;
         s->chain[i] = kvb_hash(parent, toks, bt);
-        if (s->epoch == e->epoch)
+        if (s->epoch == e->epoch && !e->cfg.disable_prefix_cache)
             kvb_register(&e->blocks, s->table[i], parent, toks);
         s->n_chained++;
     }

@@ -173,6 +173,13 @@ static int load_engine(areal_rollout_server *s, areal_error *err) {
     snprintf(path, sizeof path, "%s/tokenizer.json", s->model_dir);
     if (access(path, R_OK) == 0 && areal_tokenizer_load(path, &s->tok, err) != AREAL_OK)
         return err ? err->code : AREAL_EINVAL;
+    bool found = false;
+    s->chat = areal_chat_chatml;
+    int trc = areal_chat_template_load(s->model_dir, &s->chat, &found, err);
+    if (trc != AREAL_OK)
+        return trc; /* a template it cannot render: refuse at start, not at the first chat */
+    if (!found)
+        s->chat = areal_chat_chatml;
     areal_model m;
     int rc = areal_model_load(&m, s->model_dir, NULL, err);
     if (rc != AREAL_OK)
@@ -251,7 +258,8 @@ int areal_rollout_server_start(const areal_rollout_server_config *cfg, areal_rol
         s->lim = (rr_limits){.vocab = s->mcfg.vocab_size,
                              .context = s->mcfg.max_position_embeddings,
                              .tok = s->tok,
-                             .model_name = s->served_name};
+                             .model_name = s->served_name,
+                             .chat = &s->chat};
         areal_http_config hc = {.host = s->host,
                                 .port = cfg->port,
                                 .max_body = cfg->max_body ? cfg->max_body : (64u << 20)};

@@ -131,7 +131,7 @@ static void h_health(areal_http_exchange *x, const areal_http_request *r, void *
 /* /health_generate: one token through the engine, answered when it is out. */
 static void hg_done(void *user, areal_engine_result *res) {
     areal_http_exchange *x = user;
-    bool ok = res->n == 1 && res->samples[0].finish != AREAL_FINISH_ABORT;
+    bool ok = res && res->n == 1 && res->samples[0].finish != AREAL_FINISH_ABORT;
     areal_engine_result_free(res);
     if (ok)
         areal_http_respond(x, 200, "text/plain", NULL, "", 0);

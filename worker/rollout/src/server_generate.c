@@ -322,6 +322,18 @@ static int on_token(void *user, const areal_engine_token *t) {
 static void on_done(void *user, areal_engine_result *res) {
     gen *g = user;
     areal_rollout_server *s = g->s;
+    if (res == NULL) { /* the engine could not allocate the result */
+        if (g->req.stream) {
+            send_event(
+                g, json_pack("{s:{s:s,s:i}}", "error", "message", "out of memory", "code", 500));
+            areal_http_stream_end(g->x);
+        } else {
+            areal_http_respond_error(g->x, 500, "out of memory for the result");
+        }
+        gen_free(g);
+        atomic_fetch_sub(&s->open_gens, 1);
+        return;
+    }
     if (g->req.stream) {
         for (int i = 0; i < res->n; i++) {
             const areal_engine_sample *es = &res->samples[i];

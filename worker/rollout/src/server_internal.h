@@ -49,6 +49,7 @@ struct areal_rollout_server {
     char model_dir[4096], host[64], advertise[256], served_name[256];
     areal_engine *eng;
     areal_tokenizer *tok;
+    areal_chat_template chat; /* the directory's template, else ChatML */
     areal_model_config mcfg;
     rr_limits lim;
     areal_http_server *http;

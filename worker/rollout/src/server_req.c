@@ -25,6 +25,9 @@ static int bad(pctx *c, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(c->msg, c->cap, fmt, ap);
     va_end(ap);
+    for (char *p = c->msg; *p; p++) /* a quoted key may hold control bytes: one line */
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
     return AREAL_EINVAL;
 }
 
@@ -473,18 +476,37 @@ static int parse_chat(pctx *c, json_t *j, const rr_limits *lim, rollout_req *r) 
         const char *k;
         json_t *vv;
         json_object_foreach(m, k, vv) {
-            if (strcmp(k, "role") != 0 && strcmp(k, "content") != 0 && strcmp(k, "name") != 0) {
+            if (strcmp(k, "role") != 0 && strcmp(k, "content") != 0 && strcmp(k, "name") != 0 &&
+                strcmp(k, "reasoning_content") != 0) {
                 free(cm);
-                return bad(c, "messages[%zu].%.100s is not supported (role, content, name)", i, k);
+                return bad(c,
+                           "messages[%zu].%.100s is not supported (role, content, name, "
+                           "reasoning_content)",
+                           i, k);
             }
         }
+        json_t *rc_j = json_object_get(m, "reasoning_content");
         cm[i].role = json_string_value(role);
         cm[i].content = json_string_value(content);
+        cm[i].reasoning_content = json_is_string(rc_j) ? json_string_value(rc_j) : NULL;
+    }
+    /* chat_template_kwargs {enable_thinking} as SGLang and vLLM take it */
+    bool thinking = true;
+    json_t *kw = json_object_get(j, "chat_template_kwargs");
+    if (kw && !json_is_null(kw)) {
+        json_t *et = json_object_get(kw, "enable_thinking");
+        if (!json_is_object(kw) || json_object_size(kw) != (et ? 1u : 0u) ||
+            (et && !json_is_boolean(et))) {
+            free(cm);
+            return bad(c, "chat_template_kwargs supports only enable_thinking (true or false)");
+        }
+        thinking = !json_is_false(et);
     }
     char *text = NULL;
     size_t tlen = 0;
     areal_error e;
-    int rc = areal_chat_render(cm, n, true, &text, &tlen, &e);
+    int rc = areal_chat_render(lim->chat ? lim->chat : &areal_chat_chatml, cm, n, true, thinking,
+                               &text, &tlen, &e);
     free(cm);
     if (rc != AREAL_OK)
         return rc == AREAL_ENOMEM ? rc : bad(c, "messages: %s", e.msg);
@@ -517,6 +539,8 @@ static int parse_chat(pctx *c, json_t *j, const rr_limits *lim, rollout_req *r) 
             if ((rc = get_int(c, v, key, 0, 20, &i)) != AREAL_OK)
                 return rc;
             r->p.top_logprobs_num = (int)i;
+        } else if (strcmp(key, "chat_template_kwargs") == 0) {
+            /* read above */
         } else if (strcmp(key, "tools") == 0 || strcmp(key, "tool_choice") == 0 ||
                    strcmp(key, "response_format") == 0) {
             if ((rc = neutral(c, v, key, 0)) != AREAL_OK)

@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "areal/model/chat.h"
 #include "areal/model/tokenizer.h"
 #include "areal/rollout/engine.h"
 
@@ -33,6 +34,7 @@ typedef struct rr_limits {
     int64_t context;            /* prompt + max_new_tokens at most */
     const areal_tokenizer *tok; /* for text prompts; NULL: ids only */
     const char *model_name;     /* what /v1/models lists (a "model" field must match or be any) */
+    const areal_chat_template *chat; /* the model directory's template; NULL: ChatML */
 } rr_limits;
 
 typedef struct rollout_req {

@@ -47,6 +47,11 @@ static void fail(areal_http_exchange *x, int status, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    for (char *p = msg; *p; p++) /* messages may quote peer bytes: keep the JSON valid */
+        if ((unsigned char)*p >= 0x80 || (unsigned char)*p < 0x20)
+            *p = '?';
+    if (getenv("RT_DEBUG"))
+        fprintf(stderr, "fail: %s\n", msg);
     srv_json(x, status, json_pack("{s:b,s:s}", "success", 0, "message", msg));
 }
 
@@ -313,7 +318,9 @@ static void do_distributed(areal_rollout_server *s, areal_http_exchange *x,
            *shapes = json_object_get(j, "shapes"), *gn = json_object_get(j, "group_name"),
            *ab = json_object_get(j, "abort_all_requests"),
            *ver = json_object_get(j, "weight_version");
-    const char *name = json_is_string(gn) ? json_string_value(gn) : "weight_update_group";
+    char name[AREAL_COMM_GROUP_NAME_MAX]; /* copied: j is freed before some answers */
+    snprintf(name, sizeof name, "%s",
+             json_is_string(gn) ? json_string_value(gn) : "weight_update_group");
     wgroup *g = find_group(s, name);
     char cur[AREAL_ENGINE_VERSION_MAX];
     areal_rollout_server_version(s, cur, sizeof cur);

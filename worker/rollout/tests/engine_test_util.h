@@ -1,7 +1,6 @@
 /*
  * engine_test_util.h - helpers shared by the rollout engine's tests (header
- * only, each test is one C file): fixture paths that work on both sides of
- * the folder move, a collector that waits for on_done calls, request
+ * only, each test is one C file): fixture paths, a collector that waits for on_done calls, request
  * builders, and the references the engine is checked against (areal_generate
  * on the same prompts, and a training forward's logprobs).
  */
@@ -27,12 +26,8 @@
 #include "areal/model/paged.h"
 #include "areal/rollout/engine.h"
 
-/* The model fixtures: worker/model/tests/fixtures after the folder move, model/tests/fixtures
- * before. */
 static inline const char *et_fixture(char *buf, size_t cap, const char *name) {
     snprintf(buf, cap, "worker/model/tests/fixtures/%s", name);
-    if (access(buf, R_OK) != 0)
-        snprintf(buf, cap, "model/tests/fixtures/%s", name);
     return buf;
 }
 
@@ -54,6 +49,11 @@ static inline areal_engine *et_engine(const char *name, const areal_engine_confi
     return e;
 }
 
+static inline void et_sleep_ms(int ms) {
+    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+}
+
 typedef struct et_coll et_coll;
 
 typedef struct et_slot {
@@ -63,7 +63,9 @@ typedef struct et_slot {
     int done_calls, tokens;
     int abort_at;  /* on_token: abort own rid when this many tokens are out (-1 never) */
     int stop_at;   /* on_token: return 1 at this position (-1 never) */
-    int signal_at; /* on_token: raise `signalled` at this many tokens */
+    int signal_at; /* on_token: raise `signalled` at this many tokens, then sleep hold_ms
+                    * (so that the test thread's pause / swap / stop lands mid-request) */
+    int hold_ms;
     bool signalled;
     areal_engine *e;
     char rid[64];
@@ -87,8 +89,8 @@ static inline void et_coll_init(et_coll *c, int n, areal_engine *e) {
     c->slots = calloc((size_t)n, sizeof *c->slots);
     assert_non_null(c->slots);
     for (int i = 0; i < n; i++) {
-        c->slots[i] =
-            (et_slot){.c = c, .id = i, .abort_at = -1, .stop_at = -1, .signal_at = -1, .e = e};
+        c->slots[i] = (et_slot){
+            .c = c, .id = i, .abort_at = -1, .stop_at = -1, .signal_at = -1, .hold_ms = 30, .e = e};
         snprintf(c->slots[i].rid, sizeof c->slots[i].rid, "r%d", i);
     }
 }
@@ -119,11 +121,14 @@ static inline int et_on_token(void *user, const areal_engine_token *t) {
     int out = t->position + 1;
     pthread_mutex_lock(&s->c->mu);
     s->tokens++;
+    bool hold = false;
     if (s->signal_at >= 0 && out >= s->signal_at && !s->signalled) {
-        s->signalled = true;
+        s->signalled = hold = true;
         pthread_cond_broadcast(&s->c->cv);
     }
     pthread_mutex_unlock(&s->c->mu);
+    if (hold)
+        et_sleep_ms(s->hold_ms);
     if (s->abort_at >= 0 && out == s->abort_at)
         areal_engine_abort(s->e, s->rid);
     return s->stop_at >= 0 && t->position == s->stop_at;
@@ -229,11 +234,6 @@ static inline float *et_forward_logprobs(areal_model *m, const int32_t *seq, int
     areal_acts_free(&a);
     free(tgt);
     return lp;
-}
-
-static inline void et_sleep_ms(int ms) {
-    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&t, NULL);
 }
 
 #endif

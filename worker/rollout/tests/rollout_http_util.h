@@ -204,8 +204,7 @@ static inline int rt_output_ids(json_t *j, int32_t *out, int cap) {
 
 static inline const char *rt_finish(json_t *j) {
     return json_string_value(
-        json_object_get(json_object_get(json_object_get(j, "meta_info"), "finish_reason"),
-                        "type"));
+        json_object_get(json_object_get(json_object_get(j, "meta_info"), "finish_reason"), "type"));
 }
 
 /* The greedy reference: areal_generate on dir's model, ending on stop[0..n_stop);

@@ -1,7 +1,7 @@
 /*
  * test_rollout_batching.c - continuous batching gives every request what it
  * would get alone: greedy outputs equal areal_generate's token for token
- * (five architectures; 70 requests of mixed lengths arriving in waves, so
+ * (five architectures; 256 requests of mixed lengths arriving in waves, so
  * prefills join running decodes; chunked prefill; a tight KV budget that
  * forces preemption and recompute), seeded sampling equals areal_generate's
  * seeded draws whatever the batch, and logprobs equal a training forward's
@@ -31,7 +31,7 @@ static void greedy_waves(const char *arch, const areal_engine_config *cfg, int n
     for (int i = 0; i < n_req; i++) {
         areal_engine_params p = et_greedy(c.slots[i].max_new);
         et_submit_ok(e, &c.slots[i], &p);
-        if (i % 10 == 9)
+        if (i % 16 == 15)
             et_sleep_ms(3); /* the next wave joins a running batch */
     }
     et_wait_done(&c, n_req);
@@ -67,11 +67,20 @@ static void greedy_waves(const char *arch, const areal_engine_config *cfg, int n
 static void greedy_equals_generate_every_arch(void **state) {
     (void)state;
     for (size_t k = 0; k < sizeof ARCHS / sizeof ARCHS[0]; k++) {
-        areal_engine_config cfg = {.kv_bytes = 8u << 20, .max_running = 24, .max_step_tokens = 96};
+        /* qwen2: 64 clients x 4 requests; the others a smaller mix */
+        areal_engine_config cfg = {.kv_bytes = 8u << 20, .max_running = 64, .max_step_tokens = 96};
         areal_engine_stats st;
-        greedy_waves(ARCHS[k], &cfg, k == 0 ? 70 : 24, 100 + k, &st);
+        greedy_waves(ARCHS[k], &cfg, k == 0 ? 256 : 24, 100 + k, &st);
         assert_int_equal(st.blocks_used, 0);
         assert_true(st.steps > 0);
+        if (k == 0) { /* the batch really mixed: many at once, prefills beside decodes */
+            print_message("256 requests: %llu steps (%llu with prefill and decode in one "
+                          "forward), running batch up to %d\n",
+                          (unsigned long long)st.steps, (unsigned long long)st.mixed_steps,
+                          st.running_peak);
+            assert_true(st.running_peak >= 32);
+            assert_true(st.mixed_steps > 0);
+        }
     }
 }
 

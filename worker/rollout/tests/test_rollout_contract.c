@@ -169,16 +169,14 @@ static void abort_and_resubmit_gives_the_uninterrupted_output(void **state) {
         pthread_join(t[i], NULL);
         aborts += cs[i].aborts;
         int32_t want[MAX_NEW + 8];
-        int nw = rt_reference_stop(dir, cs[i].prompt, cs[i].n_prompt, MAX_NEW, &eos, 1, want,
-                                   NULL);
+        int nw = rt_reference_stop(dir, cs[i].prompt, cs[i].n_prompt, MAX_NEW, &eos, 1, want, NULL);
         if (cs[i].n_out != nw || memcmp(cs[i].out, want, (size_t)nw * 4) != 0)
-            fail_msg("client %d: %d tokens after %d requests, the reference has %d", i,
-                     cs[i].n_out, cs[i].requests, nw);
+            fail_msg("client %d: %d tokens after %d requests, the reference has %d", i, cs[i].n_out,
+                     cs[i].requests, nw);
         assert_true(strcmp(cs[i].last_finish, "stop") == 0 ||
                     strcmp(cs[i].last_finish, "length") == 0);
     }
-    fprintf(stderr, "contract: %d pause cycles, %d aborted requests resubmitted\n", cycles,
-            aborts);
+    fprintf(stderr, "contract: %d pause cycles, %d aborted requests resubmitted\n", cycles, aborts);
     assert_true(cycles > 0);
     assert_true(aborts > 0); /* the loop really resumed interrupted requests */
     free(cs);
@@ -228,16 +226,15 @@ static void a_weight_update_in_the_pause_serves_the_new_weights(void **state) {
     assert_memory_equal(c->out, old_ref, (size_t)k * 4); /* before the update: old weights */
     memcpy(prefix, c->prompt, (size_t)c->n_prompt * 4);
     memcpy(prefix + c->n_prompt, c->out, (size_t)k * 4);
-    int nn = rt_reference_stop(dir_new, prefix, c->n_prompt + k, MAX_NEW - k, &eos, 1, new_ref,
-                               new_lps);
+    int nn =
+        rt_reference_stop(dir_new, prefix, c->n_prompt + k, MAX_NEW - k, &eos, 1, new_ref, new_lps);
     assert_int_equal(c->n_out - k, nn); /* after: the new weights on prompt + partial */
     assert_memory_equal(c->out + k, new_ref, (size_t)nn * 4);
     for (int i = 0; i < nn; i++) {
         assert_true(fabsf(c->lps[k + i] - new_lps[i]) < 1e-4f);
         assert_string_equal(c->version[k + i], "1");
     }
-    fprintf(stderr, "contract: %d tokens on version 0, %d on version 1 after the update\n", k,
-            nn);
+    fprintf(stderr, "contract: %d tokens on version 0, %d on version 1 after the update\n", k, nn);
     free(c);
     areal_rollout_server_stop(s);
 }

@@ -9,6 +9,10 @@
  */
 #include <pthread.h>
 
+#include "areal/model/chat.h"
+#include "areal/model/config.h"
+#include "areal/model/tokenizer.h"
+
 #include "rollout_http_util.h"
 
 static char dir[128], dir_new[128];
@@ -33,8 +37,7 @@ static const int32_t prompt[] = {5, 17, 42, 8, 77, 3, 61};
 #define NP ((int)(sizeof prompt / sizeof prompt[0]))
 
 /* /generate greedy of prompt on port; returns the ids count. */
-static int greedy(int port, const int32_t *p, int n, int max_new, int32_t *out,
-                  char *version_out) {
+static int greedy(int port, const int32_t *p, int n, int max_new, int32_t *out, char *version_out) {
     char *ids = rt_ids_json(p, n);
     rt_resp r = rt_post(port, "/generate",
                         "{\"input_ids\":%s,\"sampling_params\":{\"max_new_tokens\":%d,"
@@ -204,8 +207,8 @@ static void openai_endpoints(void **state) {
     int port = areal_rollout_server_port(s);
     rt_resp r = rt_req(NULL, port, "/v1/models", NULL);
     assert_int_equal(r.code, 200);
-    const char *name =
-        json_string_value(json_object_get(json_array_get(json_object_get(r.json, "data"), 0), "id"));
+    const char *name = json_string_value(
+        json_object_get(json_array_get(json_object_get(r.json, "data"), 0), "id"));
     assert_non_null(name);
     assert_string_equal(name, strrchr(dir, '/') + 1);
     rt_free(&r);
@@ -219,9 +222,8 @@ static void openai_endpoints(void **state) {
     assert_string_equal(json_string_value(json_object_get(r.json, "object")), "text_completion");
     json_t *c0 = json_array_get(json_object_get(r.json, "choices"), 0);
     assert_string_equal(json_string_value(json_object_get(c0, "finish_reason")), "length");
-    assert_int_equal(json_array_size(json_object_get(json_object_get(c0, "logprobs"),
-                                                     "token_logprobs")),
-                     nw);
+    assert_int_equal(
+        json_array_size(json_object_get(json_object_get(c0, "logprobs"), "token_logprobs")), nw);
     assert_int_equal(
         json_integer_value(json_object_get(json_object_get(r.json, "usage"), "completion_tokens")),
         nw);
@@ -243,6 +245,93 @@ static void openai_endpoints(void **state) {
     assert_non_null(strstr(r.body, "vocabulary"));
     rt_free(&r);
     areal_rollout_server_stop(s);
+}
+
+/* A directory whose vocabulary holds the tokenizer's chat markers (zero weights). */
+static void chat_model_dir(char *d, size_t cap) {
+    snprintf(d, cap, "/tmp/areal-rt-chat-XXXXXX");
+    assert_non_null(mkdtemp(d));
+    char src[512], dst[600];
+    json_t *cj = json_load_file(rt_fixture(src, sizeof src, "ref-qwen2/config.json"), 0, NULL);
+    assert_non_null(cj);
+    json_object_set_new(cj, "vocab_size", json_integer(1280));
+    snprintf(dst, sizeof dst, "%s/config.json", d);
+    assert_int_equal(json_dump_file(cj, dst, 0), 0);
+    json_decref(cj);
+    rt_copy(rt_fixture(src, sizeof src, "tok/tokenizer.json"),
+            (snprintf(dst, sizeof dst, "%s/tokenizer.json", d), dst));
+    areal_model_config mc;
+    areal_model m;
+    areal_error e;
+    snprintf(dst, sizeof dst, "%s/config.json", d);
+    if (areal_model_config_load(dst, &mc, &e) != 0 || areal_model_init(&m, &mc, NULL, &e) != 0)
+        fail_msg("%s", e.msg);
+    areal_st_out *t = calloc(m.n_specs, sizeof *t);
+    int *shard = calloc(m.n_specs, sizeof *shard);
+    for (size_t i = 0; i < m.n_specs; i++)
+        t[i] = (areal_st_out){.name = m.specs[i].name,
+                              .dtype = AREAL_DT_F32,
+                              .ndim = m.specs[i].ndim,
+                              .shape = m.specs[i].shape,
+                              .data = m.params + m.offset[i]};
+    if (areal_checkpoint_write(d, t, m.n_specs, shard, 1, &e) != 0)
+        fail_msg("%s", e.msg);
+    free(t);
+    free(shard);
+    areal_model_free(&m);
+}
+
+static void chat_completions_use_the_template(void **state) {
+    (void)state;
+    char cd[128];
+    chat_model_dir(cd, sizeof cd);
+    areal_rollout_server *s = rt_server(cd, NULL);
+    int port = areal_rollout_server_port(s);
+    rt_resp r = rt_post(port, "/v1/chat/completions",
+                        "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+                        "{\"role\":\"user\",\"content\":\"1+1=\"}],\"max_tokens\":3,"
+                        "\"temperature\":0,\"ignore_eos\":true}");
+    if (r.code != 200)
+        fail_msg("%s", r.body);
+    assert_string_equal(json_string_value(json_object_get(r.json, "object")), "chat.completion");
+    json_t *c0 = json_array_get(json_object_get(r.json, "choices"), 0);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(c0, "message"), "role")),
+                        "assistant");
+    assert_string_equal(json_string_value(json_object_get(c0, "finish_reason")), "length");
+    /* the prompt is the ChatML rendering (no template in the directory), tokenized */
+    areal_chat_msg msgs[2] = {{"system", "Be brief.", NULL}, {"user", "1+1=", NULL}};
+    char *text = NULL, tp[600];
+    size_t tl = 0, n = 0;
+    int32_t *ids = NULL;
+    areal_tokenizer *tok = NULL;
+    snprintf(tp, sizeof tp, "%s/tokenizer.json", cd);
+    assert_int_equal(areal_tokenizer_load(tp, &tok, NULL), 0);
+    assert_int_equal(areal_chat_render(&areal_chat_chatml, msgs, 2, true, true, &text, &tl, NULL),
+                     0);
+    assert_non_null(strstr(text, "<|im_start|>assistant\n"));
+    assert_int_equal(areal_tokenizer_encode(tok, text, tl, &ids, &n, NULL), 0);
+    json_t *usage = json_object_get(r.json, "usage");
+    assert_int_equal(json_integer_value(json_object_get(usage, "prompt_tokens")), (int)n);
+    assert_int_equal(json_integer_value(json_object_get(usage, "completion_tokens")), 3);
+    free(text);
+    free(ids);
+    areal_tokenizer_free(tok);
+    rt_free(&r);
+    r = rt_post(port, "/v1/chat/completions",
+                "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":1,"
+                "\"chat_template_kwargs\":{\"enable_thinking\":false},\"stream\":true}");
+    assert_int_equal(r.code, 200);
+    assert_non_null(strstr(r.body, "chat.completion.chunk"));
+    assert_non_null(strstr(r.body, "data: [DONE]"));
+    rt_free(&r);
+    r = rt_post(port, "/v1/chat/completions",
+                "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                "\"chat_template_kwargs\":{\"tools\":1}}");
+    assert_int_equal(r.code, 400);
+    assert_non_null(strstr(r.body, "chat_template_kwargs"));
+    rt_free(&r);
+    areal_rollout_server_stop(s);
+    rt_rmdir(cd);
 }
 
 static void weight_updates_from_disk_and_peer(void **state) {
@@ -342,8 +431,7 @@ static void bad_input_is_a_4xx_naming_the_field(void **state) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         rt_resp r = rt_req(NULL, port, cases[i].path, cases[i].body);
         if (r.code != cases[i].code || !strstr(r.body, cases[i].needle))
-            fail_msg("case %zu %s %s: got %ld %s", i, cases[i].path, cases[i].body, r.code,
-                     r.body);
+            fail_msg("case %zu %s %s: got %ld %s", i, cases[i].path, cases[i].body, r.code, r.body);
         json_t *msg = json_object_get(json_object_get(r.json, "error"), "message");
         if (!json_is_string(msg) && !json_is_false(json_object_get(r.json, "success")))
             fail_msg("case %zu: no error message: %s", i, r.body);
@@ -369,6 +457,58 @@ static void bad_input_is_a_4xx_naming_the_field(void **state) {
     rt_free(&gone);
     int32_t got[64];
     greedy(port, prompt, NP, 4, got, NULL);
+    areal_rollout_server_stop(s);
+}
+
+typedef struct queued {
+    int port;
+    rt_resp r;
+} queued;
+
+static void *queued_request(void *arg) {
+    queued *q = arg;
+    q->r = rt_post(q->port, "/generate",
+                   "{\"input_ids\":[1,2],\"sampling_params\":{\"max_new_tokens\":2}}");
+    return NULL;
+}
+
+static void a_full_queue_is_503_with_retry_after(void **state) {
+    (void)state;
+    areal_rollout_server_config cfg = {.model_dir = dir, .kv_bytes = 8u << 20, .max_queued = 2};
+    areal_rollout_server *s = NULL;
+    areal_error e;
+    if (areal_rollout_server_start(&cfg, &s, &e) != 0)
+        fail_msg("%s", e.msg);
+    int port = areal_rollout_server_port(s);
+    rt_resp r = rt_post(port, "/pause_generation", "{\"mode\":\"in_place\"}");
+    rt_free(&r);
+    queued q[2] = {{.port = port}, {.port = port}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, queued_request, &q[i]), 0);
+    for (int i = 0; i < 500; i++) { /* both wait in the paused engine's queue */
+        r = rt_req(NULL, port, "/get_server_info", NULL);
+        json_t *st = json_array_get(json_object_get(r.json, "internal_states"), 0);
+        int n = (int)json_integer_value(json_object_get(st, "num_queue_reqs"));
+        rt_free(&r);
+        if (n == 2)
+            break;
+        struct timespec ts = {0, 5 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    r = rt_post(port, "/generate",
+                "{\"input_ids\":[3],\"sampling_params\":{\"max_new_tokens\":2}}");
+    assert_int_equal(r.code, 503);
+    assert_string_equal(r.retry_after, "1");
+    assert_non_null(strstr(r.body, "queue is full"));
+    rt_free(&r);
+    r = rt_post(port, "/continue_generation", "{}");
+    rt_free(&r);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(q[i].r.code, 200);
+        rt_free(&q[i].r);
+    }
     areal_rollout_server_stop(s);
 }
 
@@ -424,9 +564,8 @@ static void concurrent_clients_equal_the_reference(void **state) {
             jobs[i].max_new[q] = 1 + (int)((x >> 20) % 24);
             for (int k = 0; k < jobs[i].n[q]; k++)
                 jobs[i].prompt[q][k] = (int32_t)((x >> (k % 30)) % 96);
-            jobs[i].n_want[q] =
-                rt_reference(dir, jobs[i].prompt[q], jobs[i].n[q], jobs[i].max_new[q],
-                             jobs[i].want[q]);
+            jobs[i].n_want[q] = rt_reference(dir, jobs[i].prompt[q], jobs[i].n[q],
+                                             jobs[i].max_new[q], jobs[i].want[q]);
             total_new += jobs[i].n_want[q];
         }
     }
@@ -442,7 +581,8 @@ static void concurrent_clients_equal_the_reference(void **state) {
     double dt = rt_now() - t0;
     assert_int_equal(ok, CLIENTS * PER);
     /* the measurement the README quotes */
-    fprintf(stderr, "rollout http: %d clients x %d requests (%d new tokens) in %.2f s: %.0f req/s\n",
+    fprintf(stderr,
+            "rollout http: %d clients x %d requests (%d new tokens) in %.2f s: %.0f req/s\n",
             CLIENTS, PER, total_new, dt, CLIENTS * PER / dt);
     CURL *c = curl_easy_init();
     t0 = rt_now();
@@ -466,8 +606,10 @@ int main(void) {
         cmocka_unit_test(streams_sglang_data_lines),
         cmocka_unit_test(control_info_and_metrics),
         cmocka_unit_test(openai_endpoints),
+        cmocka_unit_test(chat_completions_use_the_template),
         cmocka_unit_test(weight_updates_from_disk_and_peer),
         cmocka_unit_test(bad_input_is_a_4xx_naming_the_field),
+        cmocka_unit_test(a_full_queue_is_503_with_retry_after),
         cmocka_unit_test(concurrent_clients_equal_the_reference),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

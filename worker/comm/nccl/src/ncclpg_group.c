@@ -240,46 +240,6 @@ int areal_ncclpg_create(const areal_ncclpg_config *cfg, areal_ncclpg **out, area
     return AREAL_OK;
 }
 
-int areal_ncclpg_layout_groups(areal_store *store, int rank, int device, int timeout_ms,
-                               const areal_layout *l, areal_ncclpg *out[AREAL_GROUP_KIND_COUNT],
-                               areal_error *err) {
-    for (int k = 0; k < AREAL_GROUP_KIND_COUNT; k++)
-        out[k] = NULL;
-    if (l == NULL || rank < 0 || rank >= l->world)
-        return areal_error_set(err, AREAL_EINVAL, -1,
-                               "nccl layout groups: rank %d is outside the layout's %d ranks", rank,
-                               l == NULL ? 0 : l->world);
-    int *ranks = malloc(sizeof *ranks * (size_t)l->world);
-    if (ranks == NULL)
-        return areal_error_set(err, AREAL_ENOMEM, -1, "nccl layout groups: out of memory");
-    int rc = AREAL_OK;
-    for (int k = 0; k < AREAL_GROUP_KIND_COUNT && rc == AREAL_OK; k++) {
-        int gi = areal_group_index(l, (areal_group_kind)k, rank);
-        if (gi < 0)
-            continue;
-        int n = areal_group_ranks(l, (areal_group_kind)k, gi, ranks);
-        char name[AREAL_COMM_GROUP_NAME_MAX];
-        snprintf(name, sizeof name, "%s/%d", areal_group_kind_name((areal_group_kind)k), gi);
-        areal_ncclpg_config cfg = {.store = store,
-                                   .name = name,
-                                   .ranks = ranks,
-                                   .n = n,
-                                   .rank = rank,
-                                   .device = device,
-                                   .timeout_ms = timeout_ms};
-        rc = n < 1 ? areal_error_set(err, AREAL_EINVAL, -1, "nccl group %s has no members", name)
-                   : areal_ncclpg_create(&cfg, &out[k], err);
-    }
-    free(ranks);
-    if (rc != AREAL_OK) {
-        for (int k = 0; k < AREAL_GROUP_KIND_COUNT; k++) {
-            areal_ncclpg_destroy(out[k]);
-            out[k] = NULL;
-        }
-    }
-    return rc;
-}
-
 /* Finalizes the communicator within the timeout, else (or when broken) aborts it. */
 static void close_comm(areal_ncclpg *g) {
     if (g->comm == NULL)

@@ -15,8 +15,8 @@
  * of one pod in a group then share one anonymous memory segment (created
  * with the group, gone with it) and move data through per-pair rings in it,
  * one copy in and one copy out, with their Unix socket kept only to notice
- * a dead peer; shm_off in the config keeps them on the socket. The layout
- * helper builds every group kind of areal/groups.h for this rank.
+ * a dead peer; shm_off in the config keeps them on the socket. A role's
+ * groups are built by areal_comm_role_groups (areal/comm/role_groups.h).
  *
  * Collectives work on typed buffers with element counts (areal/comm/dtype.h).
  * Algorithms: all-reduce uses recursive doubling (with a fold for non-powers
@@ -41,10 +41,10 @@
 
 #include <stddef.h>
 
+#include "areal/comm/coll.h"
 #include "areal/comm/dtype.h"
 #include "areal/comm/store.h"
 #include "areal/error.h"
-#include "areal/groups.h"
 
 #define AREAL_COMM_GROUP_NAME_MAX 64
 #define AREAL_COMM_SMALL_BYTES    (64u << 10)
@@ -97,16 +97,6 @@ int areal_comm_world(const areal_comm *c);
  */
 int areal_comm_group(areal_comm *c, const char *name, const int *ranks, int n, areal_pg **out,
                      areal_error *err);
-
-/*
- * Creates, for every group kind of areal/groups.h, the group of that kind
- * that holds this rank, named "<kind>/<index>" ("tp/3"), in kind order.
- * out[k] is NULL when the rank is in no group of kind k (embedding, middle
- * pipeline stages). The layout's world must equal the comm's. On failure
- * every group created so far is destroyed and out[] is all NULL.
- */
-int areal_comm_layout_groups(areal_comm *c, const areal_layout *l,
-                             areal_pg *out[AREAL_GROUP_KIND_COUNT], areal_error *err);
 
 /* Closes the group's connections and frees it; NULL is a no-op. */
 void areal_pg_destroy(areal_pg *g);
@@ -191,5 +181,17 @@ void areal_work_test(areal_work *w, int *done);
  * on exactly once, before areal_pg_destroy of its group.
  */
 int areal_work_wait(areal_work *w, areal_error *err);
+
+/*
+ * The CPU backend behind the one collective interface (areal/comm/coll.h):
+ * wraps g (taken over, also on failure) in a host-memory handle.
+ */
+int areal_coll_from_pg(areal_pg *g, areal_coll **out, areal_error *err);
+
+/*
+ * A factory of CPU groups over c (areal_comm_group then areal_coll_from_pg),
+ * for areal_comm_role_groups; c must outlive every use of it.
+ */
+areal_coll_factory areal_comm_coll_factory(areal_comm *c);
 
 #endif

@@ -17,11 +17,12 @@
  * operation is queued there and waited for before the call returns.
  *
  * The operations take the same arguments in the same order as areal_pg_*
- * (comm.h), with buffers in device memory of the group's device. They are a
- * parallel set of entry points rather than a dispatch inside areal_pg_*:
- * areal_pg's state and files belong to the CPU transport, which is being
- * reworked, and a group's buffers differ (host vs device memory), so one
- * handle type for both would let a host pointer reach NCCL unchecked.
+ * (comm.h), with buffers in device memory of the group's device. Callers
+ * other than the backend's own tests use them through the one collective
+ * interface (areal/comm/coll.h: areal_coll_from_ncclpg), whose handle
+ * records device memory and checks every buffer at entry, so a host pointer
+ * never reaches NCCL; a role's groups come from areal_comm_role_groups with
+ * areal_ncclpg_coll_factory.
  *
  * Failure: communicators are created non-blocking; initialisation and every
  * operation are polled (ncclCommGetAsyncError, cudaStreamQuery) until the
@@ -41,11 +42,11 @@
 
 #include <stddef.h>
 
+#include "areal/comm/coll.h"
 #include "areal/comm/comm.h"
 #include "areal/comm/dtype.h"
 #include "areal/comm/store.h"
 #include "areal/error.h"
-#include "areal/groups.h"
 
 typedef struct areal_ncclpg areal_ncclpg;
 
@@ -76,18 +77,6 @@ typedef struct areal_ncclpg_config {
  * message is quoted); AREAL_ENOMEM.
  */
 int areal_ncclpg_create(const areal_ncclpg_config *cfg, areal_ncclpg **out, areal_error *err);
-
-/*
- * Creates, for every group kind of areal/groups.h, the NCCL group of that
- * kind holding global rank `rank`, named "<kind>/<index>" as
- * areal_comm_layout_groups() does (its ids live under "nccl/", so the CPU
- * and NCCL groups of one layout can coexist). out[k] is NULL when the rank
- * is in no group of kind k. On failure every group created so far is
- * destroyed and out[] is all NULL.
- */
-int areal_ncclpg_layout_groups(areal_store *store, int rank, int device, int timeout_ms,
-                               const areal_layout *l, areal_ncclpg *out[AREAL_GROUP_KIND_COUNT],
-                               areal_error *err);
 
 /* Destroys the communicator (aborting it when broken), the stream, the group; NULL is a no-op. */
 void areal_ncclpg_destroy(areal_ncclpg *g);
@@ -134,5 +123,27 @@ int areal_ncclpg_all_to_allv(areal_ncclpg *g, const void *in, const size_t *scou
 
 /* Returns once every member has entered the barrier (a one-element all-reduce). */
 int areal_ncclpg_barrier(areal_ncclpg *g, areal_error *err);
+
+/*
+ * The NCCL backend behind the one collective interface: wraps g (taken over,
+ * also on failure) in a handle of device memory on g's device. Its async
+ * forms run at issue (every NCCL call here already waits for its stream).
+ */
+int areal_coll_from_ncclpg(areal_ncclpg *g, areal_coll **out, areal_error *err);
+
+/* Where this process's NCCL groups are made: the factory's context (caller-owned). */
+typedef struct areal_ncclpg_site {
+    areal_store *store; /* rendezvous store of the job */
+    int rank;           /* this process's global rank */
+    int device;         /* CUDA device it drives */
+    int timeout_ms;     /* deadline of creation and of every operation */
+} areal_ncclpg_site;
+
+/*
+ * A factory of NCCL groups at `site` (which must outlive every use) drawn
+ * from a world of `world` ranks, for areal_comm_role_groups. Group ids live
+ * under "nccl/" in the store, so the CPU and NCCL groups of one role coexist.
+ */
+areal_coll_factory areal_ncclpg_coll_factory(const areal_ncclpg_site *site, int world);
 
 #endif

@@ -12,6 +12,16 @@
  * Llama (tied embeddings, rope scaling "linear" and "llama3"); rope scaling
  * "dynamic" and "yarn" are refused by areal_model_init with the field named.
  *
+ * A model may hold a shard (areal/model/shard.h): a tensor-parallel slice of
+ * each layer, a pipeline stage's layer range, an expert range. Its parameter
+ * list is then the shard's (local shapes, HF names), its layers run only the
+ * local heads and columns and call the reduction hook where tensor
+ * parallelism needs an all-reduce, and areal_model_forward_stage /
+ * backward_stage run its layer range with activations in and out. The
+ * layers call their kernels through an ops table (areal/model/ops.h; the CPU
+ * one by default). With the whole-model shard (areal_model_init/load) all of
+ * this is the identity: same list, same order, same arithmetic.
+ *
  * A batch is T tokens of n_seqs sequences packed back to back: sequence s is
  * tokens[cu_seqlens[s] .. cu_seqlens[s+1]), positions restart at 0 in each,
  * and attention never crosses a sequence boundary.
@@ -24,7 +34,9 @@
 
 #include "areal/error.h"
 #include "areal/model/config.h"
+#include "areal/model/ops.h"
 #include "areal/model/pool.h"
+#include "areal/model/shard.h"
 
 /* Views of one decoder layer (NULL where the architecture has no such tensor). */
 typedef struct areal_layer_w {
@@ -37,10 +49,11 @@ typedef struct areal_layer_w {
 } areal_layer_w;
 
 typedef struct areal_weights {
-    float *embed;          /* [V, H] */
-    float *norm;           /* [H] */
-    float *lm_head;        /* [V, H]; == embed when tied */
-    areal_layer_w *layers; /* [num_layers], owned by the model */
+    float *embed;          /* [V, H]; NULL on a middle pipeline stage */
+    float *norm;           /* [H]; NULL except on the last stage */
+    float *lm_head;        /* [V, H]; == embed when tied; NULL except on the last stage */
+    areal_layer_w *layers; /* [num_layers] by global layer, owned by the model; all-NULL views
+                              outside the shard's layer range */
 } areal_weights;
 
 typedef struct areal_model {
@@ -48,11 +61,18 @@ typedef struct areal_model {
     areal_tensor_spec *specs; /* parameter list, in buffer order */
     size_t *offset;           /* offset[i]: first float of specs[i] */
     size_t n_specs, n_params;
-    float *params, *grads; /* n_params floats each; grads starts zeroed */
-    areal_weights w, g;    /* views into params and grads */
-    float *inv_freq;       /* [head_dim / 2] rotary frequencies */
-    float attn_scale;      /* 1 / sqrt(head_dim) */
-    areal_pool *pool;      /* borrowed; NULL runs serially */
+    float *params, *grads;        /* n_params floats each; grads starts zeroed */
+    areal_weights w, g;           /* views into params and grads */
+    float *inv_freq;              /* [head_dim / 2] rotary frequencies */
+    float attn_scale;             /* 1 / sqrt(head_dim) */
+    areal_pool *pool;             /* borrowed; NULL runs serially */
+    areal_model_shard shard;      /* the part held (whole for areal_model_init / load) */
+    areal_tensor_slice *slices;   /* [n_specs]: how each parameter is cut from the HF tensor */
+    int nh, nkv, inter;           /* local query heads, key/value heads, dense intermediate size */
+    const areal_ops *ops;         /* kernels the layers call (areal_ops_cpu()) */
+    void *ops_ctx;                /* their context (the pool for the CPU ops) */
+    areal_model_reduce_fn reduce; /* reduction hook (NULL: none; the whole model needs none) */
+    void *reduce_ctx;
 } areal_model;
 
 /*
@@ -63,6 +83,27 @@ typedef struct areal_model {
  */
 int areal_model_init(areal_model *m, const areal_model_config *cfg, areal_pool *pool,
                      areal_error *err);
+
+/*
+ * As areal_model_init, for the part of cfg that shard s names (local shapes;
+ * areal_model_shard_check's errors, AREAL_EINVAL naming the field). The
+ * model keeps a copy of s.
+ */
+int areal_model_init_shard(areal_model *m, const areal_model_config *cfg,
+                           const areal_model_shard *s, areal_pool *pool, areal_error *err);
+
+/*
+ * As areal_model_load, for shard s: each parameter is read whole from the
+ * checkpoint and its slice copied in (areal_tensor_slice_copy).
+ */
+int areal_model_load_shard(areal_model *m, const char *dir, const areal_model_shard *s,
+                           areal_pool *pool, areal_error *err);
+
+/*
+ * Sets the reduction hook (fn NULL: none) that a sharded model's layers call
+ * at each areal_reduce_point. ctx is borrowed.
+ */
+void areal_model_set_reduce(areal_model *m, areal_model_reduce_fn fn, void *ctx);
 
 /*
  * Opens the HF directory `dir` (areal_checkpoint_open validates config and
@@ -90,11 +131,12 @@ int areal_batch_check(const areal_model *m, const areal_batch *b, areal_error *e
 
 typedef struct areal_acts_priv areal_acts_priv;
 
-/* What a forward saved for its backward; logits [T, V]. */
+/* What a forward saved for its backward; logits [T, V] (last stage), hidden [T, H] (others). */
 typedef struct areal_acts {
     int T, V;
-    float *logits;
+    float *logits; /* NULL except on the last pipeline stage */
     areal_acts_priv *priv;
+    float *hidden; /* the stage's output hidden states; NULL on the last stage */
 } areal_acts;
 
 /*
@@ -112,6 +154,28 @@ int areal_model_forward(areal_model *m, const areal_batch *b, areal_acts *a, are
  */
 int areal_model_backward(areal_model *m, const areal_acts *a, const float *dlogits,
                          areal_error *err);
+
+/*
+ * The forward of the model's stage (its shard's layer range) on batch b.
+ * x_in [T, H]: the previous stage's hidden states (a->hidden of its
+ * forward), NULL on the first stage, which embeds b's tokens. The last stage
+ * fills a->logits, every other stage a->hidden; both owned by *a. The batch
+ * (token ids, for the embedding, and cu_seqlens, for attention) is that of
+ * every stage. Returns as areal_model_forward, plus AREAL_EINVAL when x_in
+ * is NULL on a later stage or given on the first; a hook's error.
+ */
+int areal_model_forward_stage(areal_model *m, const areal_batch *b, const float *x_in,
+                              areal_acts *a, areal_error *err);
+
+/*
+ * The backward of the stage that filled a: d_out is dlogits [T, V] on the
+ * last stage, else the gradient of a->hidden [T, H] (the next stage's dx_in).
+ * Parameter gradients are added to m->grads; dx_in [T, H] (may be NULL on
+ * the first stage, which adds into the embedding's gradient instead) is
+ * written with the gradient of x_in. Returns as areal_model_backward.
+ */
+int areal_model_backward_stage(areal_model *m, const areal_acts *a, const float *d_out,
+                               float *dx_in, areal_error *err);
 
 void areal_acts_free(areal_acts *a);
 

@@ -29,7 +29,7 @@
 
 typedef struct areal_paged_kv {
     int n_layers, n_blocks, block_tokens, kv_dim; /* kv_dim = num_kv_heads * head_dim */
-    float *k, *v; /* [layer][block][block_tokens][kv_dim] each */
+    float *k, *v;                                 /* [layer][block][block_tokens][kv_dim] each */
 } areal_paged_kv;
 
 /* Bytes of one block (keys and values of every layer) for cfg. */

@@ -13,12 +13,12 @@
  * and retires finished sequences at once (their blocks return to the cache).
  *
  * Callbacks (on_token, on_done) run on the scheduler thread, never with an
- * engine lock held. They may call areal_engine_submit / abort / stop / stats,
- * but must NOT call the blocking functions (pause, continue, swap_model,
- * flush_cache, drain, destroy: they wait for the scheduler, which would then
- * wait for itself), and must not block on a thread that may be inside one of
- * those (the HTTP side should copy or queue the data and return). They should
- * be quick: the whole batch waits for them.
+ * engine lock held. They may call areal_engine_submit / abort / abort_all /
+ * stop / get_stats, but must NOT call the blocking functions (pause,
+ * continue, flush_cache, swap_model, copy_model, drain, destroy: they wait
+ * for the scheduler, which would then wait for itself), and must not block on
+ * a thread that may be inside one of those (the HTTP side should copy or
+ * queue the data and return). They should be quick: the whole batch waits.
  *
  * Memory. The KV budget (cfg.kv_bytes) is split into fixed blocks of
  * block_tokens positions (keys and values of every layer); nothing is
@@ -84,6 +84,8 @@ typedef struct areal_engine_config {
     const int32_t *eos_token_ids; /* end a sample unless ignore_eos (copied); may be NULL */
     int n_eos_token_ids;
     const char *weight_version; /* the initial version string (copied); NULL: "0" */
+    bool disable_prefix_cache;  /* no block is shared or reused (SGLang's --disable-radix-cache;
+                                 * for benchmarks and debugging) */
 } areal_engine_config;
 
 /* SGLang's sampling_params plus the logprob options of /generate. */
@@ -172,8 +174,10 @@ typedef int (*areal_engine_token_fn)(void *user, const areal_engine_token *tok);
 
 /*
  * Called exactly once per accepted request, when its last sample ends, with
- * a result the callee owns (free with areal_engine_result_free). Every
- * sample's tokens are complete when it runs.
+ * a result the callee owns (free with areal_engine_result_free; NULL only
+ * when the result itself could not be allocated). Every sample's tokens are
+ * complete when it runs. The rid is free for reuse (a resubmission) as soon
+ * as on_done starts.
  */
 typedef void (*areal_engine_done_fn)(void *user, areal_engine_result *res);
 
@@ -288,15 +292,18 @@ const areal_model_config *areal_engine_model_config(const areal_engine *e);
 const areal_engine_config *areal_engine_get_config(const areal_engine *e);
 
 /*
- * Stops admitting new submissions (they get AREAL_ENGINE_ESTOPPED), then
- * waits until no request is live; with abort_live the live ones are aborted
- * first, else they finish. For SIGTERM handling. Returns 0.
+ * Stops admitting new submissions (they get AREAL_ENGINE_ESTOPPED), lifts a
+ * pause (held requests must be able to finish), then waits until no request
+ * is live (every on_done has returned); with abort_live the live ones are
+ * aborted first, else they finish. For SIGTERM handling. Irreversible.
+ * Returns 0.
  */
 int areal_engine_drain(areal_engine *e, bool abort_live);
 
 /* A snapshot for /metrics, /get_server_info and tests. */
 typedef struct areal_engine_stats {
     int running;       /* sequences in the running batch */
+    int running_peak;  /* the largest running batch so far */
     int queued;        /* sequences waiting (including preempted ones) */
     int live_requests; /* accepted requests whose on_done has not run */
     bool paused;
@@ -314,6 +321,7 @@ typedef struct areal_engine_stats {
     uint64_t generated_tokens_total;
     uint64_t preemptions;
     uint64_t steps;
+    uint64_t mixed_steps;    /* steps whose one forward held prefill and decode tokens */
     double gen_throughput;   /* generated tokens per second over the last few seconds */
     uint64_t weight_updates; /* successful swaps */
     char weight_version[AREAL_ENGINE_VERSION_MAX];

@@ -1,21 +1,16 @@
 /*
- * worker_groups.c - the process groups of one role, from the layout
- * library's role-group queries (areal_role_group_ranks), so an inference
- * role's tp/pp/dp groups follow the plan's server-major rank order exactly
- * as the operator placed its pods, and a training role's groups are
- * Megatron's. The group holding a rank is found by walking the role's
- * groups of that kind (world members in all), never by rank arithmetic of
- * our own. Rejected: areal_comm_layout_groups for every role (it applies
- * Megatron's order to inference servers too, which splits a server's tp
- * group across pods).
+ * role_groups.c - a role's process groups from the layout library's
+ * role-group queries, for any backend; see areal/comm/role_groups.h.
  */
-#include "worker_groups.h"
+#include "areal/comm/role_groups.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-int worker_role_of(const areal_alloc *a, int ci, areal_role_plan *r, areal_error *err) {
+#include "areal/comm/comm.h"
+
+int areal_comm_role_of(const areal_alloc *a, int ci, areal_role_plan *r, areal_error *err) {
     char names[AREAL_ALLOC_MAX_COMPONENTS][AREAL_ALLOC_NAME_MAX];
     areal_role_names(a, names);
     const areal_component *c = &a->comp[ci];
@@ -36,7 +31,23 @@ int worker_role_of(const areal_alloc *a, int ci, areal_role_plan *r, areal_error
     return AREAL_OK;
 }
 
-int worker_role_group(const areal_role_plan *r, areal_group_kind k, int rank, int *out, int *n) {
+int areal_comm_role_of_strategy(const areal_strategy *s, areal_role_plan *r, areal_error *err) {
+    memset(r, 0, sizeof *r);
+    areal_layout l;
+    int rc = areal_layout_init(&l, s, err);
+    if (rc != AREAL_OK)
+        return rc;
+    snprintf(r->name, sizeof r->name, "trainer");
+    r->backend = AREAL_BACKEND_MEGATRON;
+    r->strategy = *s;
+    r->world = l.world;
+    r->inference = false;
+    r->colocated_with = -1;
+    return AREAL_OK;
+}
+
+int areal_comm_role_group(const areal_role_plan *r, areal_group_kind k, int rank, int *out,
+                          int *n) {
     int count = areal_role_group_count(r, k);
     for (int g = 0; g < count; g++) {
         int size = areal_role_group_ranks(r, k, g, out);
@@ -50,30 +61,30 @@ int worker_role_group(const areal_role_plan *r, areal_group_kind k, int rank, in
     return -1;
 }
 
-int worker_role_groups(areal_comm *c, const areal_role_plan *r,
-                       areal_pg *out[AREAL_GROUP_KIND_COUNT], areal_error *err) {
+int areal_comm_role_groups(const areal_role_plan *r, const areal_coll_factory *f,
+                           areal_coll *out[AREAL_GROUP_KIND_COUNT], areal_error *err) {
     for (int k = 0; k < AREAL_GROUP_KIND_COUNT; k++)
         out[k] = NULL;
-    if (r->world != areal_comm_world(c))
+    if (r->world != f->world)
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "role %s has %d ranks but WORLD_SIZE is %d; AREAL_ALLOCATION and "
                                "WORLD_SIZE must describe the same job",
-                               r->name, r->world, areal_comm_world(c));
+                               r->name, r->world, f->world);
     int *ranks = malloc(sizeof *ranks * (size_t)r->world), rc = AREAL_OK;
     if (ranks == NULL)
         return areal_error_set(err, AREAL_ENOMEM, -1, "out of memory for group members");
     for (int k = 0; k < AREAL_GROUP_KIND_COUNT && rc == AREAL_OK; k++) {
-        int n = 0, gi = worker_role_group(r, (areal_group_kind)k, areal_comm_rank(c), ranks, &n);
+        int n = 0, gi = areal_comm_role_group(r, (areal_group_kind)k, f->rank, ranks, &n);
         if (gi < 0)
             continue;
         char name[AREAL_COMM_GROUP_NAME_MAX];
         snprintf(name, sizeof name, "%s/%d", areal_group_kind_name((areal_group_kind)k), gi);
-        rc = areal_comm_group(c, name, ranks, n, &out[k], err);
+        rc = f->group(f->ctx, name, ranks, n, &out[k], err);
     }
     free(ranks);
     if (rc != AREAL_OK) {
         for (int k = 0; k < AREAL_GROUP_KIND_COUNT; k++) {
-            areal_pg_destroy(out[k]);
+            areal_coll_destroy(out[k]);
             out[k] = NULL;
         }
     }

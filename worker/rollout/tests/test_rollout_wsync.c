@@ -1,0 +1,228 @@
+/*
+ * test_rollout_wsync.c - update_weights_from_distributed with a C
+ * trainer-side sender (areal/rollout/wsync.h) and two servers: buckets
+ * smaller than one tensor (one tensor each) and larger than all (one
+ * bucket), greedy outputs then equal the new weights' reference and
+ * weight_version moves; a bucket with wrong shapes and a sender that dies
+ * mid-bucket leave the old version serving and say why.
+ */
+#include <pthread.h>
+
+#include "areal/rollout/wsync.h"
+#include "rollout_http_util.h"
+
+static char dir[128], dir_new[128];
+
+static int setup(void **state) {
+    (void)state;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    rt_model_dir(dir, sizeof dir, 1.0f);
+    rt_model_dir(dir_new, sizeof dir_new, 1.5f);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    rt_rmdir(dir);
+    rt_rmdir(dir_new);
+    curl_global_cleanup();
+    return 0;
+}
+
+typedef struct post {
+    int port;
+    const char *path;
+    char *body;
+    rt_resp r;
+    pthread_t t;
+} post;
+
+static void *post_main(void *arg) {
+    post *p = arg;
+    p->r = rt_req(NULL, p->port, p->path, p->body);
+    return NULL;
+}
+
+static void post_start(post *p, int port, const char *path, char *body) {
+    p->port = port;
+    p->path = path;
+    p->body = body;
+    assert_int_equal(pthread_create(&p->t, NULL, post_main, p), 0);
+}
+
+static void post_wait(post *p) {
+    pthread_join(p->t, NULL);
+}
+
+static const int32_t prompt[] = {9, 4, 33, 71, 2, 58};
+#define NP 6
+
+static void outputs_are(int port, const char *model_dir, const char *version) {
+    int32_t want[64], got[512];
+    int nw = rt_reference(model_dir, prompt, NP, 16, want);
+    char *ids = rt_ids_json(prompt, NP);
+    rt_resp r = rt_post(port, "/generate",
+                        "{\"input_ids\":%s,\"sampling_params\":{\"max_new_tokens\":16,"
+                        "\"temperature\":0,\"ignore_eos\":true}}",
+                        ids);
+    free(ids);
+    assert_int_equal(r.code, 200);
+    assert_int_equal(rt_output_ids(r.json, got, 512), nw);
+    assert_memory_equal(got, want, (size_t)nw * 4);
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(r.json, "meta_info"), "weight_version")),
+        version);
+    rt_free(&r);
+}
+
+typedef struct weights {
+    areal_model m;
+    areal_wsync_tensor *t;
+    size_t n;
+} weights;
+
+static void weights_load(weights *w, const char *d) {
+    areal_error e;
+    if (areal_model_load(&w->m, d, NULL, &e) != 0)
+        fail_msg("%s", e.msg);
+    w->n = w->m.n_specs;
+    w->t = calloc(w->n, sizeof *w->t);
+    for (size_t i = 0; i < w->n; i++)
+        w->t[i] = (areal_wsync_tensor){.name = w->m.specs[i].name,
+                                       .dtype = AREAL_DT_F32,
+                                       .ndim = w->m.specs[i].ndim,
+                                       .shape = w->m.specs[i].shape,
+                                       .data = w->m.params + w->m.offset[i]};
+}
+
+static void weights_free(weights *w) {
+    free(w->t);
+    areal_model_free(&w->m);
+}
+
+/* One bucket to both servers; returns how many answered 200 success. */
+static int bucket(areal_wsync *ws, const int ports[2], const areal_wsync_tensor *t, size_t n,
+                  bool send, char msgs[2][512]) {
+    char *json = NULL;
+    areal_error e;
+    assert_int_equal(areal_wsync_bucket_json(t, n, "update_weight_group", true, NULL, &json, &e),
+                     0);
+    post p[2];
+    for (int i = 0; i < 2; i++)
+        post_start(&p[i], ports[i], "/update_weights_from_distributed", json);
+    if (send)
+        assert_int_equal(areal_wsync_send(ws, t, n, &e), 0);
+    else
+        areal_wsync_close(ws); /* the sender dies with the bucket announced */
+    int ok = 0;
+    for (int i = 0; i < 2; i++) {
+        post_wait(&p[i]);
+        ok += p[i].r.code == 200 && json_is_true(json_object_get(p[i].r.json, "success"));
+        if (msgs)
+            snprintf(msgs[i], 512, "%s", p[i].r.body);
+        rt_free(&p[i].r);
+    }
+    free(json);
+    return ok;
+}
+
+/* Sends every tensor in buckets of at most limit bytes (a tensor larger goes alone). */
+static void update(areal_wsync *ws, const int ports[2], const weights *w, size_t limit) {
+    size_t first = 0, bytes = 0, buckets = 0;
+    for (size_t i = 0; i <= w->n; i++) {
+        size_t b = i < w->n ? (size_t)w->m.specs[i].shape[0] *
+                                  (size_t)(w->m.specs[i].ndim > 1 ? w->m.specs[i].shape[1] : 1) * 4
+                            : 0;
+        if (i == w->n || (i > first && bytes + b > limit)) {
+            assert_int_equal(bucket(ws, ports, w->t + first, i - first, true, NULL), 2);
+            buckets++;
+            first = i;
+            bytes = 0;
+        }
+        bytes += b;
+    }
+    if (limit < 64)
+        assert_int_equal(buckets, w->n);
+    if (limit >= ((size_t)1 << 30))
+        assert_int_equal(buckets, 1);
+}
+
+static areal_wsync *join_both(const int ports[2]) {
+    areal_wsync *ws = NULL;
+    areal_error e;
+    assert_int_equal(areal_wsync_listen("127.0.0.1", 0, &ws, &e), 0);
+    post p[2];
+    char *body[2];
+    for (int i = 0; i < 2; i++) {
+        assert_true(asprintf(&body[i],
+                             "{\"master_address\":\"127.0.0.1\",\"master_port\":%d,"
+                             "\"rank_offset\":%d,\"world_size\":3,\"group_name\":"
+                             "\"update_weight_group\",\"backend\":\"nccl\"}",
+                             areal_wsync_port(ws), 1 + i) > 0);
+        post_start(&p[i], ports[i], "/init_weights_update_group", body[i]);
+    }
+    if (areal_wsync_join(ws, 3, "update_weight_group", 20000, &e) != 0)
+        fail_msg("%s", e.msg);
+    for (int i = 0; i < 2; i++) {
+        post_wait(&p[i]);
+        if (p[i].r.code != 200)
+            fail_msg("server %d: %s", i, p[i].r.body);
+        rt_free(&p[i].r);
+        free(body[i]);
+    }
+    return ws;
+}
+
+static void two_servers_take_buckets_of_any_size(void **state) {
+    (void)state;
+    areal_rollout_server *a = rt_server(dir, "0"), *b = rt_server(dir, "0");
+    int ports[2] = {areal_rollout_server_port(a), areal_rollout_server_port(b)};
+    areal_wsync *ws = join_both(ports);
+    weights fresh, old;
+    weights_load(&fresh, dir_new);
+    weights_load(&old, dir);
+    /* buckets smaller than one tensor: one tensor per bucket, the swap at the last */
+    update(ws, ports, &fresh, 1);
+    outputs_are(ports[0], dir_new, "1");
+    outputs_are(ports[1], dir_new, "1");
+    /* one bucket larger than all: back to the old weights */
+    update(ws, ports, &old, (size_t)1 << 30);
+    outputs_are(ports[0], dir, "2");
+    outputs_are(ports[1], dir, "2");
+
+    /* wrong shapes: received (the group stays in step) and refused; version 2 serves */
+    areal_wsync_tensor bad = fresh.t[1];
+    int64_t flat[2] = {1, bad.shape[0] * (bad.ndim > 1 ? bad.shape[1] : 1)};
+    bad.shape = flat;
+    bad.ndim = 2;
+    char msgs[2][512];
+    assert_int_equal(bucket(ws, ports, &bad, 1, true, msgs), 0);
+    assert_non_null(strstr(msgs[0], fresh.t[1].name));
+    assert_non_null(strstr(msgs[0], "version 2 keeps serving"));
+    /* a half-sent update that then fails also leaves version 2 */
+    assert_int_equal(bucket(ws, ports, fresh.t, 1, true, NULL), 2);
+    outputs_are(ports[0], dir, "2");
+    /* the sender dies after announcing a bucket: the servers say so, version 2 serves */
+    assert_int_equal(bucket(ws, ports, fresh.t + 1, 2, false, msgs), 0);
+    assert_non_null(strstr(msgs[1], "receiving the bucket failed"));
+    assert_non_null(strstr(msgs[1], "version 2 keeps serving"));
+    outputs_are(ports[0], dir, "2");
+    outputs_are(ports[1], dir, "2");
+    /* a new group and a full update still work after the failures */
+    ws = join_both(ports);
+    update(ws, ports, &fresh, 4096);
+    outputs_are(ports[0], dir_new, "3");
+    outputs_are(ports[1], dir_new, "3");
+    areal_wsync_close(ws);
+    weights_free(&fresh);
+    weights_free(&old);
+    areal_rollout_server_stop(a);
+    areal_rollout_server_stop(b);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(two_servers_take_buckets_of_any_size),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
