@@ -213,9 +213,15 @@ probe: | $(DEPS_OK)
 	$(CC) $(BASE_CFLAGS) $(REL_FLAGS) $(call cflags_of,$(C)) -fsyntax-only $(PROBE)
 
 # ---- targets ---------------------------------------------------------------
+# The demo job: the tiny model made and warmed up, then asynchronous GRPO with one
+# rollout server and one trainer (examples/jobs/local-tiny.yaml; RUN_DIR holds the
+# model, checkpoints, progress.jsonl and reward.svg; rerun with --resume to continue).
+RUN_DIR ?= $(BUILD)/run
 run: $(BUILD)/rel/arealctl $(BUILD)/rel/areal-worker
 	$(BUILD)/rel/arealctl plan
 	$(BUILD)/rel/arealctl run
+	rm -rf $(RUN_DIR)
+	$(BUILD)/rel/arealctl run examples/jobs/local-tiny.yaml --job-dir $(RUN_DIR)
 
 REL_TESTS := $(addprefix $(BUILD)/rel/tests/,$(TEST_NAMES))
 SAN_TESTS := $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES))

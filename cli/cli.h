@@ -10,6 +10,7 @@
 #ifndef AREAL_CLI_H
 #define AREAL_CLI_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "areal/cluster.h"
@@ -28,6 +29,12 @@ int cmd_plan(int argc, char **argv);
 
 /* `arealctl run ...`; argv[0] is "run"; `self` is arealctl's own path (argv[0]). */
 int cmd_run(int argc, char **argv, const char *self);
+
+/*
+ * `arealctl run JOB.yaml [--resume] [--job-dir DIR] [--timeout S]`: the
+ * AReaLJob manifest run as local processes (run_job.c). timeout 0: none.
+ */
+int cmd_run_job(const char *path, bool resume, const char *job_dir, long timeout, const char *self);
 
 /*
  * The embedded default inventory used when no --cluster is given: two leaf

@@ -10,6 +10,7 @@
  * the whole run.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <getopt.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -95,7 +96,42 @@ static pid_t start_pod(const char *worker, char *const *args, const areal_plan *
     _exit(127);
 }
 
+static bool is_manifest(const char *a) {
+    size_t n = strlen(a);
+    return (n > 5 && strcmp(a + n - 5, ".yaml") == 0) ||
+           (n > 4 && strcmp(a + n - 4, ".yml") == 0) || (n > 5 && strcmp(a + n - 5, ".json") == 0);
+}
+
+/* `arealctl run JOB.yaml [--resume] [--job-dir DIR] [--timeout S]` (run_job.c). */
+static int run_manifest(int argc, char **argv, const char *self) {
+    const char *path = NULL, *job_dir = NULL;
+    bool resume = false;
+    long timeout = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--resume") == 0) {
+            resume = true;
+        } else if (strcmp(argv[i], "--job-dir") == 0 && i + 1 < argc) {
+            job_dir = argv[++i];
+        } else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) {
+            char *end = NULL;
+            timeout = strtol(argv[++i], &end, 10);
+            if (*end || timeout < 0 || timeout > 864000)
+                return cli_bad_input("--timeout '%s': expected 0 to 864000 seconds", argv[i]);
+        } else if (is_manifest(argv[i]) && path == NULL) {
+            path = argv[i];
+        } else {
+            return cli_bad_input("run %s: unknown argument '%s'; usage: arealctl run JOB.yaml "
+                                 "[--resume] [--job-dir DIR] [--timeout S]",
+                                 path ? path : "", argv[i]);
+        }
+    }
+    return cmd_run_job(path, resume, job_dir, timeout, self);
+}
+
 int cmd_run(int argc, char **argv, const char *self) {
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (is_manifest(argv[i]))
+            return run_manifest(argc, argv, self);
     static const struct option options[] = {
         {"alloc", required_argument, NULL, 'a'},   {"slots", required_argument, NULL, 's'},
         {"timeout", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
@@ -125,16 +161,20 @@ int cmd_run(int argc, char **argv, const char *self) {
                 return cli_bad_input("--timeout '%s': expected 1 to 86400 seconds", optarg);
             break;
         case 'h':
-            printf("usage: arealctl run [--alloc STRING] [--slots N] [--timeout SECONDS] "
-                   "[-- WORKER-ARGS...]\n"
-                   "Plans the job on one local node of N CPU slots and runs every pod as an\n"
-                   "areal-worker process (beside arealctl, or $AREAL_WORKER).\n"
-                   "  --alloc STRING     the allocation (default " DEFAULT_RUN_ALLOC ")\n"
-                   "  --slots N          local slots, 1 to 256 (default: the GPUs the job needs)\n"
-                   "  --timeout SECONDS  deadline of the whole run (default 120)\n"
-                   "  -- WORKER-ARGS     the workers' arguments (default --selftest)\n"
-                   "  --help, --version\n" AREAL_EXIT_HELP
-                   "(1 also when a pod fails or the run passes --timeout)\n");
+            printf(
+                "usage: arealctl run [--alloc STRING] [--slots N] [--timeout SECONDS] "
+                "[-- WORKER-ARGS...]\n"
+                "Plans the job on one local node of N CPU slots and runs every pod as an\n"
+                "areal-worker process (beside arealctl, or $AREAL_WORKER).\n"
+                "  --alloc STRING     the allocation (default " DEFAULT_RUN_ALLOC ")\n"
+                "  --slots N          local slots, 1 to 256 (default: the GPUs the job needs)\n"
+                "  --timeout SECONDS  deadline of the whole run (default 120)\n"
+                "  -- WORKER-ARGS     the workers' arguments (default --selftest)\n"
+                "  --help, --version\n"
+                "       arealctl run JOB.yaml [--resume] [--job-dir DIR] [--timeout S]\n"
+                "Runs an AReaLJob manifest: rollout servers and the trainer as local\n"
+                "processes, a progress bar, a reward curve (JOB_DIR/reward.svg).\n" AREAL_EXIT_HELP
+                "(1 also when a pod fails or the run passes --timeout)\n");
             return CLI_OK;
         case 'V':
             return areal_print_version(stdout, "arealctl");

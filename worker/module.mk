@@ -3,4 +3,4 @@
 # it: worker/comm, worker/model, worker/rollout (each with its own module.mk).
 PROGRAMS   += areal-worker
 areal-worker_SRC  := $(wildcard worker/cmd/*.c)
-areal-worker_DEPS := layout comm model rollout
+areal-worker_DEPS := layout comm model rollout train

@@ -15,6 +15,7 @@
 #include "areal/escape.h"
 #include "areal/log.h"
 #include "areal/model/cmd.h"
+#include "areal/train/cmd.h"
 #include "areal/version.h"
 #include "worker_env.h"
 
@@ -22,6 +23,7 @@ static const char worker_usage[] =
     "usage: areal-worker [--selftest] [--hold-ms N] [--model DIR]\n"
     "       areal-worker tokenize|score|generate --model DIR ... (the CPU model;\n"
     "                    areal-worker COMMAND --help shows its options)\n"
+    "       areal-worker tiny|train ... (the demo model; the trainer role; COMMAND --help)\n"
     "       areal-worker serve --model DIR ... (the rollout server; serve --help)\n"
     "Without RANK in the environment it is a pod's launcher and starts one rank per\n"
     "slot; with RANK it is one rank (see worker/README.md for the environment).\n"
@@ -39,6 +41,8 @@ static int usage_error(const char *why, const char *arg) {
 int main(int argc, char **argv) {
     if (argc > 1 && areal_cmd_is_model(argv[1]))
         return areal_cmd_run(argc - 1, argv + 1, stdout, stderr);
+    if (argc > 1 && areal_cmd_is_train(argv[1]))
+        return areal_cmd_train_run(argc - 1, argv + 1, stdout, stderr);
     if (argc > 1 && strcmp(argv[1], "serve") == 0)
         return worker_serve_main(argc - 1, argv + 1, NULL);
     worker_opts o = {0, 0, NULL};

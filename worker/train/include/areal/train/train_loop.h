@@ -1,0 +1,62 @@
+/*
+ * train_loop.h - the trainer role's job loop: AReaL's rl_trainer.py step
+ * (areal.md §5.2) around the pieces of this component:
+ *
+ *   wait for B groups (rollout_ctl.h) -> training step (trainer.h) ->
+ *   pause rollouts -> weight update (disk: HF directory under the job dir,
+ *   POST /update_weights_from_disk to every server) -> version v+1 ->
+ *   resume -> recover checkpoint every N steps (ckpt.h) -> evaluation on
+ *   the held-out split every N steps -> one progress line (JSONL).
+ *
+ * The task is the project's synthetic arithmetic (synth.h): prompts are
+ * the bare questions, the reward is 1 for exactly the answer's digits and
+ * the end token, 0 otherwise, evaluation is greedy accuracy. A stop request
+ * (SIGTERM / Ctrl-C through *stop) ends the loop after the step in hand
+ * with a checkpoint, so --resume continues where it stopped.
+ */
+#ifndef AREAL_TRAIN_TRAIN_LOOP_H
+#define AREAL_TRAIN_TRAIN_LOOP_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "areal/error.h"
+#include "areal/rl/config.h"
+#include "areal/train/synth.h"
+
+typedef struct areal_train_job {
+    const char *model_dir; /* the initial policy (HF directory with tokenizer.json) */
+    const char *job_dir;   /* weight updates, recover/, progress.jsonl (created) */
+    const char *const *servers;
+    int n_servers;
+    const areal_rl_config *cfg; /* actor, gconfig, rollout, seed (rl-core's struct) */
+    long total_steps;
+    areal_synth_cfg task;
+    int eval_every; /* steps; 0: only before and after */
+    int eval_n;     /* held-out prompts per evaluation (0: all) */
+    int ckpt_every; /* steps; 0: only on stop and at the end */
+    bool resume;    /* continue from job_dir/recover when it holds a checkpoint */
+    int rollout_workers;
+    int threads; /* model pool threads (1: serial) */
+    volatile sig_atomic_t *stop;
+    void (*log)(void *ctx, const char *line);
+    void (*progress)(void *ctx, const char *json_line); /* each step's line (nullable) */
+    void *ctx;
+} areal_train_job;
+
+typedef struct areal_train_result {
+    long steps_done;  /* total, including those before a resume */
+    double acc_start; /* accuracy at the first evaluation of this run */
+    double acc_end;   /* at the last */
+    double wall_s;
+    bool stopped; /* ended by *stop */
+} areal_train_result;
+
+/*
+ * Runs the job. Returns 0 (done or stopped with a checkpoint), or the first
+ * error (named) of the model, servers, rollouts or files.
+ */
+int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_error *err);
+
+#endif

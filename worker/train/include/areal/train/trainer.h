@@ -1,0 +1,79 @@
+/*
+ * trainer.h - one training step of the actor, in AReaL's order (areal.md
+ * §5.2, rl_trainer.py): packed batch from finished groups -> proximal
+ * logprob recompute with the current weights -> advantages (reward
+ * bias/scale/clip, GRPO group normalisation, batch adv normalisation, KL
+ * shaping; areal/rl/advantage.h) -> for each of ppo_n_minibatches: micro-
+ * batches of at most max_tokens_per_mb tokens (first-fit decreasing,
+ * areal/rl/pack.h), decoupled PPO loss and its dlogprob (areal/rl/loss.h)
+ * scaled by AReaL's token-level aggregation, backward through the model,
+ * gradient all-reduce over the data-parallel group, clipping, AdamW at the
+ * schedule's learning rate -> version + 1.
+ *
+ * The trainer owns the policy model, its optimizer state and the version;
+ * the caller (train_loop.c) owns rollouts, weight sync and checkpoints.
+ *
+ * The optimizer sits behind an opaque pointer because areal/rl/config.h
+ * and areal/model/optim.h both declare a type named areal_lr_schedule (an
+ * enum there, a struct here) and so cannot meet in one translation unit;
+ * train_optim.c is the only file that includes optim.h.
+ */
+#ifndef AREAL_TRAIN_TRAINER_H
+#define AREAL_TRAIN_TRAINER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "areal/comm/comm.h"
+#include "areal/error.h"
+#include "areal/model/model.h"
+#include "areal/rl/config.h"
+#include "areal/train/rollout_ctl.h"
+
+#define AREAL_STALENESS_BUCKETS 8 /* histogram of (version - token version): 0..6, >= 7 */
+
+typedef struct areal_step_stats {
+    double reward_mean; /* raw task reward over samples */
+    double loss;        /* the step's loss (sum over minibatches) */
+    double grad_norm;   /* before clipping, last minibatch */
+    double lr;
+    double clip_frac; /* clipped tokens / valid tokens */
+    double ratio_mean, behave_w_mean, behave_w_max;
+    double resp_len_mean; /* response tokens per sample */
+    long n_seqs, n_tokens, n_valid;
+    long staleness[AREAL_STALENESS_BUCKETS];
+    long max_staleness; /* over every trained token */
+    int n_mbs;          /* micro-batches of the step */
+} areal_step_stats;
+
+typedef struct areal_trainer {
+    areal_model model;
+    struct areal_train_optim *opt; /* AdamW state and schedule (train_optim.h) */
+    double grad_clip;
+    areal_actor_config actor; /* borrowed strings: do not free through it */
+    int group_size;
+    long version; /* completed updates */
+    long step;    /* optimizer steps taken (== version with one minibatch) */
+    areal_pg *dp; /* data-parallel group, NULL for one rank */
+} areal_trainer;
+
+/*
+ * Loads the model from dir and sets up AdamW and the schedule from
+ * cfg->actor.optimizer (total_steps for the decaying schedules and the
+ * warm-up proportion). dp is borrowed (NULL: one rank). Returns 0,
+ * AREAL_EINVAL (naming the key), AREAL_EIO or AREAL_ENOMEM.
+ */
+int areal_trainer_init(areal_trainer *t, const char *model_dir, const areal_rl_config *cfg,
+                       long total_steps, areal_pool *pool, areal_pg *dp, areal_error *err);
+void areal_trainer_free(areal_trainer *t);
+
+/*
+ * One step on groups g[0..n) (this rank's share; whole groups). Fills
+ * *stats (nullable). Returns 0, AREAL_EINVAL (a malformed batch, named),
+ * AREAL_ENOMEM, or a collective's code.
+ */
+int areal_trainer_step(areal_trainer *t, const areal_group *g, int n, areal_step_stats *stats,
+                       areal_error *err);
+
+#endif

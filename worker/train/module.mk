@@ -1,0 +1,21 @@
+# worker/train/module.mk - the trainer role: the tiny model and synthetic task
+# of the demo, HF export, the rollout controller (an SGLang HTTP client over
+# libcurl), the training step on worker/rl's loss, disk weight sync,
+# checkpoints and progress (`areal-worker tiny|train`).
+COMPONENTS   += train
+train_DIR    := worker/train
+train_DEPS   := model rl comm
+train_PKGS   := libcurl jansson
+train_LIBS   := -lpthread
+train_TEST_DEPS := trainref testutil
+
+# trainref: a reference SGLang-API server over the model core, on the kube
+# client's scripted loopback server, so the trainer's tests do not depend on
+# the rollout component (the trainer still talks to it only over HTTP).
+COMPONENTS    += trainref
+trainref_DIR  := worker/train/tests/util
+trainref_SRC  := $(wildcard worker/train/tests/util/*.c)
+trainref_INC  := worker/train/tests/util lib/kube/tests/util
+trainref_DEPS := model kubetest
+trainref_PKGS := jansson
+trainref_LIBS := -lpthread

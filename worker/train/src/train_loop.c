@@ -1,0 +1,459 @@
+/*
+ * train_loop.c - the trainer role's job loop (see train_loop.h).
+ *
+ * Data position. The checkpoint records how many prompts training has
+ * consumed (step x B), not how many the dispatcher has admitted: with eta > 0
+ * prompts in flight at a checkpoint are generated again after a resume, as
+ * in AReaL, and with eta = 0 nothing is in flight at a step boundary, so the
+ * resumed run sees exactly the prompts, seeds and versions of an
+ * uninterrupted one. Sampling seeds come from (seed, prompt index, version
+ * at submission, sample), never from a clock.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "areal/model/pool.h"
+#include "areal/model/tokenizer.h"
+#include "areal/train/ckpt.h"
+#include "areal/train/hf_save.h"
+#include "areal/train/rollout_ctl.h"
+#include "areal/train/tiny.h"
+#include "areal/train/train_loop.h"
+#include "areal/train/train_optim.h"
+#include "areal/train/trainer.h"
+#include "areal/train/warmup.h"
+
+typedef struct loop {
+    const areal_train_job *job;
+    areal_synth_split split;
+    areal_synth_tokens *enc; /* train items then test items */
+    size_t n_train, n_test;
+    size_t *perm;
+    long pos; /* next prompt of the source (dispatcher thread only) */
+    int32_t eos;
+} loop;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void say(const areal_train_job *j, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void say(const areal_train_job *j, const char *fmt, ...) {
+    if (j->log == NULL)
+        return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    j->log(j->ctx, line);
+}
+
+/* Groups finish in any order; training sees them in admission order, so a run is
+ * reproducible (with eta = 0 the same set of groups forms every batch). */
+static int by_admission(const void *a, const void *b) {
+    const areal_group *x = a, *y = b;
+    if (x->version_at_submit != y->version_at_submit)
+        return x->version_at_submit < y->version_at_submit ? -1 : 1;
+    return (x->index > y->index) - (x->index < y->index);
+}
+
+static int next_prompt(void *ctx, areal_rollout_prompt *p) {
+    loop *l = ctx;
+    size_t k = l->perm[(size_t)l->pos % l->n_train];
+    l->pos++;
+    p->ids = l->enc[k].prompt;
+    p->n_ids = l->enc[k].n_prompt;
+    p->index = (long)k;
+    return 1;
+}
+
+static float reward(void *ctx, long index, const int32_t *resp, int n) {
+    loop *l = ctx;
+    const areal_synth_tokens *e = &l->enc[index];
+    return n == e->n_answer && memcmp(resp, e->answer, (size_t)n * sizeof *resp) == 0 ? 1.0f : 0.0f;
+}
+
+static void ctl_log(void *ctx, const char *line) {
+    loop *l = ctx;
+    say(l->job, "rollout: %s", line);
+}
+
+static uint64_t splitmix(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static int loop_init(loop *l, const areal_train_job *job, areal_tokenizer *tok, areal_error *err) {
+    memset(l, 0, sizeof *l);
+    l->job = job;
+    l->eos = areal_tokenizer_token_id(tok, AREAL_TINY_EOS);
+    if (l->eos < 0)
+        return areal_error_set(err, AREAL_EINVAL, -1, "%s/tokenizer.json has no %s token",
+                               job->model_dir, AREAL_TINY_EOS);
+    int rc = areal_synth_make(&job->task, &l->split, err);
+    if (rc != AREAL_OK)
+        return rc;
+    l->n_train = l->split.n_train;
+    l->n_test = l->split.n_test;
+    l->enc = calloc(l->n_train + l->n_test, sizeof *l->enc);
+    l->perm = calloc(l->n_train, sizeof *l->perm);
+    if (l->enc == NULL || l->perm == NULL)
+        return areal_error_set(err, AREAL_ENOMEM, -1, "no memory for the task");
+    for (size_t i = 0; rc == AREAL_OK && i < l->n_train; i++)
+        rc = areal_synth_encode(tok, l->eos, &l->split.train[i], &l->enc[i], err);
+    for (size_t i = 0; rc == AREAL_OK && i < l->n_test; i++)
+        rc = areal_synth_encode(tok, l->eos, &l->split.test[i], &l->enc[l->n_train + i], err);
+    uint64_t x = (uint64_t)job->cfg->seed;
+    for (size_t i = 0; i < l->n_train; i++)
+        l->perm[i] = i;
+    for (size_t i = l->n_train; i > 1; i--) {
+        size_t j = (size_t)(splitmix(&x) % i), t = l->perm[i - 1];
+        l->perm[i - 1] = l->perm[j];
+        l->perm[j] = t;
+    }
+    return rc;
+}
+
+static void loop_free(loop *l) {
+    areal_synth_free(&l->split);
+    free(l->enc);
+    free(l->perm);
+}
+
+static int evaluate(loop *l, areal_rollout_ctl *ctl, double *acc, areal_error *err) {
+    size_t n = l->job->eval_n > 0 && (size_t)l->job->eval_n < l->n_test ? (size_t)l->job->eval_n
+                                                                        : l->n_test;
+    areal_rollout_prompt *p = calloc(n, sizeof *p);
+    float *r = calloc(n, sizeof *r);
+    int rc = p && r ? AREAL_OK : areal_error_set(err, AREAL_ENOMEM, -1, "no memory for eval");
+    for (size_t i = 0; rc == AREAL_OK && i < n; i++) {
+        const areal_synth_tokens *e = &l->enc[l->n_train + i];
+        p[i].ids = e->prompt;
+        p[i].n_ids = e->n_prompt;
+        p[i].index = (long)(l->n_train + i);
+    }
+    areal_sgl_sampling s = {0};
+    s.max_new_tokens = 8;
+    s.temperature = 0;
+    s.top_p = 1;
+    s.stop_token_ids = &l->eos;
+    s.n_stop = 1;
+    if (rc == AREAL_OK)
+        rc = areal_rollout_ctl_eval(ctl, p, (int)n, &s, r, err);
+    double sum = 0;
+    for (size_t i = 0; i < n; i++)
+        sum += r[i];
+    *acc = n ? sum / (double)n : 0;
+    free(p);
+    free(r);
+    return rc;
+}
+
+/* disk weight update: save v, point every server at it, drop the one before last. */
+static int sync_disk(const areal_train_job *job, areal_trainer *t, areal_rollout_ctl *ctl,
+                     long version, double *seconds, areal_error *err) {
+    double t0 = now_s();
+    char rel[PATH_MAX], abs_dir[PATH_MAX], old[PATH_MAX + 32];
+    snprintf(rel, sizeof rel, "%s/weight_update_v%ld", job->job_dir, version);
+    int rc = areal_hf_save(&t->model, job->model_dir, rel, err);
+    if (rc != AREAL_OK)
+        return rc;
+    if (realpath(rel, abs_dir) == NULL)
+        return areal_error_set(err, AREAL_EIO, -1, "%s: %s", rel, strerror(errno));
+    json_t *body = json_pack("{s:s,s:b}", "model_path", abs_dir, "abort_all_requests", 1);
+    rc = areal_rollout_ctl_broadcast(ctl, "/update_weights_from_disk", body, err);
+    json_decref(body);
+    if (rc == AREAL_OK && version >= 2) {
+        snprintf(old, sizeof old, "%s/weight_update_v%ld", job->job_dir, version - 2);
+        char cmd[PATH_MAX + 64];
+        snprintf(cmd, sizeof cmd, "%s/model.safetensors", old);
+        remove(cmd);
+        snprintf(cmd, sizeof cmd, "%s/config.json", old);
+        remove(cmd);
+        snprintf(cmd, sizeof cmd, "%s/tokenizer.json", old);
+        remove(cmd);
+        remove(old);
+    }
+    *seconds = now_s() - t0;
+    return rc;
+}
+
+/* Sends the current policy (weight_update_v<version>, or the initial model at version 0)
+ * to the servers that missed an update. */
+static int resync(const areal_train_job *job, const areal_trainer *t, areal_rollout_ctl *ctl,
+                  areal_error *err) {
+    char rel[PATH_MAX], abs_dir[PATH_MAX];
+    if (t->version > 0)
+        snprintf(rel, sizeof rel, "%s/weight_update_v%ld", job->job_dir, t->version);
+    else
+        snprintf(rel, sizeof rel, "%s", job->model_dir);
+    if (realpath(rel, abs_dir) == NULL)
+        return AREAL_OK; /* not written yet: the step's own update will reach them */
+    json_t *body = json_pack("{s:s,s:b}", "model_path", abs_dir, "abort_all_requests", 1);
+    int rc = areal_rollout_ctl_sync_stale(ctl, "/update_weights_from_disk", body, err);
+    json_decref(body);
+    return rc;
+}
+
+static int save_ckpt(const areal_train_job *job, areal_trainer *t, areal_rollout_ctl *ctl,
+                     long step, areal_error *err) {
+    char root[PATH_MAX];
+    snprintf(root, sizeof root, "%s/recover", job->job_dir);
+    float *m, *v;
+    long *adam_step;
+    size_t n;
+    areal_train_optim_state(t->opt, &m, &v, &adam_step, &n);
+    areal_ckpt_tensors ts = {&t->model, job->model_dir, m, v, n};
+    areal_ckpt_state st;
+    memset(&st, 0, sizeof st);
+    st.step = step;
+    st.version = t->version;
+    st.adam_step = *adam_step;
+    st.data_index = step * job->cfg->rollout.consumer_batch_size;
+    st.rng = (uint64_t)job->cfg->seed;
+    st.counters = areal_rollout_ctl_counters(ctl);
+    return areal_ckpt_save(root, &ts, &st, err);
+}
+
+static void ckpt_log(void *ctx, const char *line) {
+    const areal_train_job *j = ctx;
+    say(j, "%s", line);
+}
+
+static void emit(const areal_train_job *job, FILE *f, json_t *line) {
+    char *s = json_dumps(line, JSON_COMPACT);
+    if (s == NULL)
+        return;
+    if (f) {
+        fprintf(f, "%s\n", s);
+        fflush(f);
+    }
+    if (job->progress)
+        job->progress(job->ctx, s);
+    free(s);
+}
+
+int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_error *err) {
+    memset(res, 0, sizeof *res);
+    double t_start = now_s();
+    const areal_rl_config *cfg = job->cfg;
+    long B = cfg->rollout.consumer_batch_size > 0 ? cfg->rollout.consumer_batch_size : 1;
+    int G = cfg->gconfig.n_samples > 0 ? cfg->gconfig.n_samples : 1;
+    if (mkdir(job->job_dir, 0755) != 0 && errno != EEXIST)
+        return areal_error_set(err, AREAL_EIO, -1, "%s: cannot create (%s)", job->job_dir,
+                               strerror(errno));
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/tokenizer.json", job->model_dir);
+    areal_tokenizer *tok = NULL;
+    int rc = areal_tokenizer_load(path, &tok, err);
+    if (rc != AREAL_OK)
+        return rc;
+    loop l;
+    rc = loop_init(&l, job, tok, err);
+    areal_pool *pool = NULL;
+    if (rc == AREAL_OK && job->threads > 1)
+        rc = areal_pool_create(job->threads, &pool, err);
+    areal_trainer t;
+    memset(&t, 0, sizeof t);
+    bool have_trainer = false;
+    if (rc == AREAL_OK) {
+        rc = areal_trainer_init(&t, job->model_dir, cfg, job->total_steps, pool, NULL, err);
+        have_trainer = rc == AREAL_OK;
+    }
+    long step = 0;
+    if (rc == AREAL_OK && job->resume) {
+        char root[PATH_MAX], used[PATH_MAX];
+        snprintf(root, sizeof root, "%s/recover", job->job_dir);
+        float *m, *v;
+        long *adam_step;
+        size_t n;
+        areal_train_optim_state(t.opt, &m, &v, &adam_step, &n);
+        areal_ckpt_tensors ts = {&t.model, job->model_dir, m, v, n};
+        areal_ckpt_state st;
+        areal_error e2;
+        int lr = areal_ckpt_load(root, &ts, &st, used, sizeof used, ckpt_log, (void *)job, &e2);
+        if (lr == AREAL_OK) {
+            step = st.step;
+            t.version = st.version;
+            t.step = st.adam_step;
+            *adam_step = st.adam_step;
+            l.pos = st.data_index;
+            say(job, "resumed from %s: step %ld, version %ld", used, step, t.version);
+        } else if (lr == AREAL_ERANGE) {
+            say(job, "no checkpoint under %s: starting fresh", root);
+        } else {
+            rc = lr;
+            if (err)
+                *err = e2;
+        }
+    }
+    areal_rollout_ctl *ctl = NULL;
+    if (rc == AREAL_OK) {
+        areal_rollout_cfg rcfg;
+        memset(&rcfg, 0, sizeof rcfg);
+        rcfg.group_size = G;
+        rcfg.n_workers = job->rollout_workers > 0 ? job->rollout_workers : 4;
+        rcfg.sampling.max_new_tokens =
+            (int)(cfg->gconfig.max_new_tokens < 64 ? cfg->gconfig.max_new_tokens : 64);
+        rcfg.sampling.temperature = cfg->gconfig.greedy ? 0 : cfg->gconfig.temperature;
+        rcfg.sampling.top_p = cfg->gconfig.top_p;
+        rcfg.sampling.top_k = cfg->gconfig.top_k;
+        rcfg.sampling.stop_token_ids = &l.eos;
+        rcfg.sampling.n_stop = 1;
+        rcfg.sampling.has_seed = true;
+        rcfg.sampling.seed = (uint64_t)cfg->seed;
+        rcfg.eta = cfg->rollout.max_head_offpolicyness;
+        rcfg.max_concurrent = cfg->rollout.max_concurrent_rollouts;
+        rcfg.batch_size = B;
+        rcfg.request_timeout_s =
+            cfg->rollout.request_timeout > 0 ? cfg->rollout.request_timeout : 3600;
+        /* the controller starts admitting at once, so it starts at the resumed version */
+        rcfg.start_version = t.version;
+        rcfg.cancel = job->stop;
+        areal_rollout_callbacks cb = {next_prompt, reward, NULL, ctl_log, &l};
+        rc = areal_rollout_ctl_start(&rcfg, job->servers, job->n_servers, &cb, &ctl, err);
+    }
+    double sync_s = 0;
+    if (rc == AREAL_OK && t.version > 0) {
+        /* the servers start from the initial model: give them the checkpoint's policy */
+        rc = areal_rollout_ctl_pause(ctl, err);
+        if (rc == AREAL_OK)
+            rc = sync_disk(job, &t, ctl, t.version, &sync_s, err);
+        if (rc == AREAL_OK)
+            rc = areal_rollout_ctl_resume(ctl, err);
+    }
+    snprintf(path, sizeof path, "%s/progress.jsonl", job->job_dir);
+    FILE *pf = rc == AREAL_OK ? fopen(path, job->resume ? "a" : "w") : NULL;
+    if (rc == AREAL_OK && pf == NULL)
+        rc = areal_error_set(err, AREAL_EIO, -1, "%s: cannot write", path);
+    double acc = 0;
+    if (rc == AREAL_OK) {
+        double t0 = now_s();
+        rc = evaluate(&l, ctl, &acc, err);
+        if (rc == AREAL_ERANGE && job->stop && *job->stop) {
+            rc = AREAL_OK;
+            res->stopped = true;
+        }
+        res->acc_start = res->acc_end = acc;
+        json_t *line =
+            json_pack("{s:I,s:I,s:f,s:f}", "step", (json_int_t)step, "version",
+                      (json_int_t)t.version, "eval_accuracy", acc, "eval_s", now_s() - t0);
+        emit(job, pf, line);
+        json_decref(line);
+    }
+    long saved_step = step; /* a resumed run's checkpoint exists already */
+    areal_group *groups = calloc((size_t)B, sizeof *groups);
+    if (rc == AREAL_OK && groups == NULL)
+        rc = areal_error_set(err, AREAL_ENOMEM, -1, "no memory for a batch");
+    while (rc == AREAL_OK && !res->stopped && step < job->total_steps) {
+        if (job->stop && *job->stop) {
+            /* stopped between steps: the last finished step's checkpoint, if not written */
+            if (step > saved_step)
+                rc = save_ckpt(job, &t, ctl, step, err);
+            res->stopped = true;
+            say(job, "stopped at step %ld with a checkpoint", step);
+            break;
+        }
+        double t0 = now_s();
+        rc = areal_rollout_ctl_wait(ctl, groups, (int)B, 1.0, err);
+        if (rc == AREAL_ERANGE) {
+            /* keep checking the stop flag while rollouts run, and catch up servers that
+             * missed a weight update (down, restarted) with the current policy */
+            rc = resync(job, &t, ctl, err);
+            continue;
+        }
+        if (rc != AREAL_OK)
+            break;
+        double t_wait = now_s() - t0, t1 = now_s();
+        qsort(groups, (size_t)B, sizeof *groups, by_admission);
+        areal_step_stats st;
+        rc = areal_trainer_step(&t, groups, (int)B, &st, err);
+        double t_train = now_s() - t1;
+        for (long i = 0; i < B; i++)
+            areal_group_free(&groups[i]);
+        if (rc != AREAL_OK)
+            break;
+        step++;
+        /* AReaL's order: pause -> update weights -> set version -> resume */
+        rc = areal_rollout_ctl_pause(ctl, err);
+        if (rc == AREAL_OK)
+            rc = sync_disk(job, &t, ctl, t.version, &sync_s, err);
+        if (rc == AREAL_OK) {
+            areal_rollout_ctl_set_version(ctl, t.version);
+            rc = areal_rollout_ctl_resume(ctl, err);
+        }
+        bool last = step == job->total_steps || (job->stop && *job->stop);
+        bool saved = false;
+        if (rc == AREAL_OK && (last || (job->ckpt_every > 0 && step % job->ckpt_every == 0))) {
+            rc = save_ckpt(job, &t, ctl, step, err);
+            saved = true;
+            saved_step = step;
+        }
+        bool do_eval = last || (job->eval_every > 0 && step % job->eval_every == 0);
+        double t_eval = 0;
+        if (rc == AREAL_OK && do_eval) {
+            double t2 = now_s();
+            rc = evaluate(&l, ctl, &acc, err);
+            t_eval = now_s() - t2;
+            if (rc == AREAL_ERANGE && job->stop && *job->stop) {
+                rc = AREAL_OK; /* a stop cut the evaluation short: checkpoint below */
+                do_eval = false;
+            } else {
+                res->acc_end = acc;
+            }
+        }
+        if (rc != AREAL_OK)
+            break;
+        json_t *hist = json_array();
+        for (int i = 0; i < AREAL_STALENESS_BUCKETS; i++)
+            json_array_append_new(hist, json_integer(st.staleness[i]));
+        json_t *line = json_pack(
+            "{s:I,s:I,s:f,s:f,s:o,s:I,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "step",
+            (json_int_t)step, "version", (json_int_t)t.version, "reward_mean", st.reward_mean,
+            "response_length", st.resp_len_mean, "staleness_hist", hist, "max_staleness",
+            (json_int_t)st.max_staleness, "clip_fraction", st.clip_frac, "importance_ratio_mean",
+            st.ratio_mean, "behave_weight_mean", st.behave_w_mean, "behave_weight_max",
+            st.behave_w_max, "grad_norm", st.grad_norm, "lr", st.lr, "loss", st.loss,
+            "tokens_per_s", (double)st.n_tokens / (t_wait + t_train + 1e-9), "rollout_wait_s",
+            t_wait, "train_s", t_train, "weight_sync_s", sync_s, "wall_s", now_s() - t_start);
+        if (do_eval) {
+            json_object_set_new(line, "eval_accuracy", json_real(acc));
+            json_object_set_new(line, "eval_s", json_real(t_eval));
+        }
+        emit(job, pf, line);
+        json_decref(line);
+        if (job->stop && *job->stop) {
+            /* the stop came while this step was finishing: its checkpoint is still owed */
+            if (!saved && (rc = save_ckpt(job, &t, ctl, step, err)) != AREAL_OK)
+                break;
+            res->stopped = true;
+            say(job, "stopped at step %ld with a checkpoint", step);
+            break;
+        }
+    }
+    res->steps_done = step;
+    if (pf)
+        fclose(pf);
+    free(groups);
+    areal_rollout_ctl_stop(ctl);
+    if (have_trainer)
+        areal_trainer_free(&t);
+    areal_pool_destroy(pool);
+    loop_free(&l);
+    areal_tokenizer_free(tok);
+    res->wall_s = now_s() - t_start;
+    return rc;
+}

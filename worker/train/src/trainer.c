@@ -1,0 +1,390 @@
+/*
+ * trainer.c - one actor training step in AReaL's order (see trainer.h).
+ *
+ * Conventions. The batch is packed in rollout convention (areal.md §4.1):
+ * loss_mask[t] = 1 on response tokens, logprobs[t] = behaviour logprob of
+ * token t. Every per-token quantity the loss reads is in training
+ * convention: position t predicts token t+1 (targets[t] = tokens[t+1], -1
+ * at a sequence's last position), which is what areal_token_logprobs gives
+ * and what areal_rl_compute_advantages returns.
+ *
+ * Micro-batches are cut per minibatch by first-fit decreasing; each runs its
+ * own forward (activations are never held for more than one micro-batch),
+ * and gradients accumulate in the model's buffer until the minibatch's
+ * optimizer step. The data-parallel reductions (the token count of the
+ * minibatch, the gradient) are all-reduces over t->dp.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "areal/model/heads.h"
+#include "areal/rl/advantage.h"
+#include "areal/rl/loss.h"
+#include "areal/rl/pack.h"
+#include "areal/train/train_optim.h"
+#include "areal/train/trainer.h"
+
+static int dp_sum(void *ctx, double *vals, int n, areal_error *err) {
+    areal_pg *g = ctx;
+    return areal_pg_all_reduce(g, vals, (size_t)n, AREAL_DT_F64, AREAL_SUM, err);
+}
+
+int areal_trainer_init(areal_trainer *t, const char *model_dir, const areal_rl_config *cfg,
+                       long total_steps, areal_pool *pool, areal_pg *dp, areal_error *err) {
+    memset(t, 0, sizeof *t);
+    int rc = areal_model_load(&t->model, model_dir, pool, err);
+    if (rc != AREAL_OK)
+        return rc;
+    const areal_optimizer_config *o = &cfg->actor.optimizer;
+    areal_train_optim_cfg oc = {
+        o->lr,
+        o->beta1,
+        o->beta2,
+        o->eps,
+        o->weight_decay,
+        (int)o->lr_scheduler,
+        o->warmup_steps_proportion,
+        o->min_lr_ratio,
+        total_steps * (cfg->actor.ppo_n_minibatches > 0 ? cfg->actor.ppo_n_minibatches : 1)};
+    rc = areal_train_optim_create(&oc, t->model.n_params, &t->opt, err);
+    if (rc != AREAL_OK) {
+        areal_model_free(&t->model);
+        return rc;
+    }
+    t->grad_clip = o->gradient_clipping;
+    t->actor = cfg->actor;
+    t->group_size = cfg->gconfig.n_samples > 0 ? cfg->gconfig.n_samples : 1;
+    t->dp = dp;
+    return AREAL_OK;
+}
+
+void areal_trainer_free(areal_trainer *t) {
+    areal_train_optim_free(t->opt);
+    areal_model_free(&t->model);
+    memset(t, 0, sizeof *t);
+}
+
+/* The packed batch of a step. */
+typedef struct packed {
+    int n_seqs, T;
+    int32_t *tokens, *targets, *versions;
+    int64_t *cu;
+    uint8_t *mask, *no_eos;
+    float *logp_behav, *rewards;
+    float *prox, *adv, *mask_f, *old; /* training convention */
+} packed;
+
+static void packed_free(packed *p) {
+    free(p->tokens);
+    free(p->targets);
+    free(p->versions);
+    free(p->cu);
+    free(p->mask);
+    free(p->no_eos);
+    free(p->logp_behav);
+    free(p->rewards);
+    free(p->prox);
+    free(p->adv);
+    free(p->mask_f);
+    free(p->old);
+}
+
+static int pack_groups(const areal_group *g, int n, packed *p, areal_error *err) {
+    memset(p, 0, sizeof *p);
+    for (int k = 0; k < n; k++)
+        for (int i = 0; i < g[k].G; i++) {
+            if (g[k].s[i].n <= g[k].s[i].n_prompt || g[k].s[i].n_prompt < 1)
+                return areal_error_set(err, AREAL_EINVAL, -1,
+                                       "group %d sample %d has no response tokens", k, i);
+            p->T += g[k].s[i].n;
+            p->n_seqs++;
+        }
+    size_t T = (size_t)p->T, S = (size_t)p->n_seqs;
+    p->tokens = malloc(T * sizeof *p->tokens);
+    p->targets = malloc(T * sizeof *p->targets);
+    p->versions = malloc(T * sizeof *p->versions);
+    p->cu = malloc((S + 1) * sizeof *p->cu);
+    p->mask = malloc(T);
+    p->no_eos = malloc(S);
+    p->logp_behav = malloc(T * sizeof(float));
+    p->rewards = malloc(S * sizeof(float));
+    p->prox = malloc(T * sizeof(float));
+    p->adv = malloc(T * sizeof(float));
+    p->mask_f = malloc(T * sizeof(float));
+    p->old = malloc(T * sizeof(float));
+    if (!p->tokens || !p->targets || !p->versions || !p->cu || !p->mask || !p->no_eos ||
+        !p->logp_behav || !p->rewards || !p->prox || !p->adv || !p->mask_f || !p->old)
+        return areal_error_set(err, AREAL_ENOMEM, -1, "no memory for a batch of %zu tokens", T);
+    int at = 0, s = 0;
+    p->cu[0] = 0;
+    for (int k = 0; k < n; k++)
+        for (int i = 0; i < g[k].G; i++, s++) {
+            const areal_traj *tr = &g[k].s[i];
+            for (int j = 0; j < tr->n; j++) {
+                p->tokens[at + j] = tr->tokens[j];
+                p->targets[at + j] = j + 1 < tr->n ? tr->tokens[j + 1] : -1;
+                p->versions[at + j] = tr->versions[j];
+                p->mask[at + j] = j >= tr->n_prompt;
+                p->logp_behav[at + j] = j >= tr->n_prompt ? tr->logprobs[j] : 0.0f;
+            }
+            at += tr->n;
+            p->cu[s + 1] = at;
+            p->no_eos[s] = tr->no_eos;
+            p->rewards[s] = tr->reward;
+        }
+    return AREAL_OK;
+}
+
+/* Sequences sel[0..n) as one model batch (tokens copied into caller buffers). */
+typedef struct mb {
+    int n, T;
+    int *sel;
+    int32_t *tok, *tgt, *cu32;
+    int64_t *cu64;
+    float *prox, *old, *adv, *mask, *logp, *dlogp;
+} mb;
+
+static void mb_gather(const packed *p, mb *m) {
+    m->T = 0;
+    m->cu32[0] = 0;
+    m->cu64[0] = 0;
+    for (int i = 0; i < m->n; i++) {
+        int s = m->sel[i];
+        int64_t a = p->cu[s], b = p->cu[s + 1];
+        for (int64_t t = a; t < b; t++, m->T++) {
+            m->tok[m->T] = p->tokens[t];
+            m->tgt[m->T] = p->targets[t];
+            m->prox[m->T] = p->prox[t];
+            m->old[m->T] = p->old[t];
+            m->adv[m->T] = p->adv[t];
+            m->mask[m->T] = p->mask_f[t];
+        }
+        m->cu32[i + 1] = m->T;
+        m->cu64[i + 1] = m->T;
+    }
+}
+
+/* logp [T] of the micro-batch's targets under the current weights; keeps acts when a != NULL. */
+static int forward_logp(areal_trainer *t, mb *m, float *logp, areal_acts *keep, areal_error *err) {
+    areal_batch b = {m->tok, m->cu32, m->T, m->n};
+    areal_acts a;
+    int rc = areal_model_forward(&t->model, &b, &a, err);
+    if (rc != AREAL_OK)
+        return rc;
+    areal_token_logprobs(t->model.pool, a.logits, a.T, a.V, m->tgt, (float)t->actor.temperature,
+                         logp, NULL);
+    if (keep)
+        *keep = a;
+    else
+        areal_acts_free(&a);
+    return AREAL_OK;
+}
+
+static int mb_alloc(mb *m, int n_seqs, int T) {
+    memset(m, 0, sizeof *m);
+    m->sel = malloc((size_t)n_seqs * sizeof *m->sel);
+    m->tok = malloc((size_t)T * sizeof *m->tok);
+    m->tgt = malloc((size_t)T * sizeof *m->tgt);
+    m->cu32 = malloc(((size_t)n_seqs + 1) * sizeof *m->cu32);
+    m->cu64 = malloc(((size_t)n_seqs + 1) * sizeof *m->cu64);
+    m->prox = malloc((size_t)T * sizeof(float));
+    m->old = malloc((size_t)T * sizeof(float));
+    m->adv = malloc((size_t)T * sizeof(float));
+    m->mask = malloc((size_t)T * sizeof(float));
+    m->logp = malloc((size_t)T * sizeof(float));
+    m->dlogp = malloc((size_t)T * sizeof(float));
+    return m->sel && m->tok && m->tgt && m->cu32 && m->cu64 && m->prox && m->old && m->adv &&
+                   m->mask && m->logp && m->dlogp
+               ? 0
+               : -1;
+}
+
+static void mb_free(mb *m) {
+    free(m->sel);
+    free(m->tok);
+    free(m->tgt);
+    free(m->cu32);
+    free(m->cu64);
+    free(m->prox);
+    free(m->old);
+    free(m->adv);
+    free(m->mask);
+    free(m->logp);
+    free(m->dlogp);
+}
+
+/* Micro-batch assignment of the sequences sel[0..n) (indices into p). */
+static int cut(const areal_trainer *t, const packed *p, const int *sel, int n, int *mb_of,
+               int *n_mbs, areal_error *err) {
+    int64_t *lens = malloc((size_t)n * sizeof *lens);
+    if (lens == NULL)
+        return areal_error_set(err, AREAL_ENOMEM, -1, "no memory");
+    for (int i = 0; i < n; i++)
+        lens[i] = p->cu[sel[i] + 1] - p->cu[sel[i]];
+    int rc = areal_pack_ffd(lens, n, t->actor.max_tokens_per_mb,
+                            t->actor.n_mbs > 0 ? (t->actor.n_mbs < n ? t->actor.n_mbs : n) : 1,
+                            mb_of, n_mbs, err);
+    free(lens);
+    return rc;
+}
+
+int areal_trainer_step(areal_trainer *t, const areal_group *g, int n, areal_step_stats *stats,
+                       areal_error *err) {
+    areal_step_stats st;
+    memset(&st, 0, sizeof st);
+    packed p;
+    mb m;
+    memset(&m, 0, sizeof m);
+    int *all = NULL, *mb_of = NULL;
+    float *dlogits = NULL;
+    int rc = pack_groups(g, n, &p, err);
+    if (rc == AREAL_OK && mb_alloc(&m, p.n_seqs, p.T) != 0)
+        rc = areal_error_set(err, AREAL_ENOMEM, -1, "no memory for micro-batches");
+    all = malloc((size_t)p.n_seqs * sizeof *all);
+    mb_of = malloc((size_t)p.n_seqs * sizeof *mb_of);
+    if (rc == AREAL_OK && (all == NULL || mb_of == NULL))
+        rc = areal_error_set(err, AREAL_ENOMEM, -1, "no memory");
+    for (int i = 0; rc == AREAL_OK && i < p.n_seqs; i++)
+        all[i] = i;
+    int V = t->model.cfg.vocab_size, n_mbs = 0;
+
+    /* 1. proximal logprobs with the weights before this step (recompute_logprob) */
+    if (rc == AREAL_OK)
+        rc = cut(t, &p, all, p.n_seqs, mb_of, &n_mbs, err);
+    for (int k = 0; rc == AREAL_OK && k < n_mbs; k++) {
+        m.n = 0;
+        for (int i = 0; i < p.n_seqs; i++)
+            if (mb_of[i] == k)
+                m.sel[m.n++] = i;
+        mb_gather(&p, &m);
+        rc = forward_logp(t, &m, m.logp, NULL, err);
+        for (int i = 0, at = 0; rc == AREAL_OK && i < m.n; i++) {
+            int64_t a = p.cu[m.sel[i]], b = p.cu[m.sel[i] + 1];
+            memcpy(p.prox + a, m.logp + at, (size_t)(b - a) * sizeof(float));
+            at += (int)(b - a);
+        }
+    }
+
+    /* 2. advantages */
+    areal_rl_reducer red = {dp_sum, t->dp};
+    bool multi = t->dp != NULL && areal_pg_size(t->dp) > 1;
+    if (rc == AREAL_OK) {
+        areal_rl_adv_input in = {p.n_seqs, p.cu, p.mask,    p.logp_behav,
+                                 p.prox,   NULL, p.rewards, p.no_eos};
+        areal_rl_adv_output out = {p.adv, p.mask_f, p.old, NULL, NULL, NULL};
+        rc = areal_rl_compute_advantages(&t->actor, &in, &out, multi ? &red : NULL, err);
+    }
+    /* With the decoupled loss, prox is the recomputed logprob and old the behaviour one;
+     * without it AReaL uses one logprob for both (the recomputed one when asked). */
+    if (rc == AREAL_OK && !t->actor.use_decoupled_loss)
+        memcpy(p.prox, p.old, (size_t)p.T * sizeof(float));
+
+    /* 3. statistics of the batch itself */
+    long valid = 0;
+    for (int i = 0; rc == AREAL_OK && i < p.n_seqs; i++) {
+        st.reward_mean += p.rewards[i] / p.n_seqs;
+        for (int64_t tk = p.cu[i]; tk < p.cu[i + 1]; tk++) {
+            if (!p.mask[tk])
+                continue;
+            valid++;
+            long stale = t->version - p.versions[tk];
+            if (stale < 0)
+                stale = 0;
+            st.staleness[stale < AREAL_STALENESS_BUCKETS - 1 ? stale
+                                                             : AREAL_STALENESS_BUCKETS - 1]++;
+            if (stale > st.max_staleness)
+                st.max_staleness = stale;
+        }
+    }
+    st.n_seqs = p.n_seqs;
+    st.n_tokens = p.T;
+    st.resp_len_mean = p.n_seqs ? (double)valid / p.n_seqs : 0;
+
+    /* 4. minibatches: whole groups, in order, ppo_n_minibatches of them */
+    int G = t->group_size, n_groups = p.n_seqs / (G > 0 ? G : 1);
+    int n_minib = t->actor.ppo_n_minibatches > 0 ? t->actor.ppo_n_minibatches : 1;
+    if (n_minib > n_groups)
+        n_minib = n_groups > 0 ? n_groups : 1;
+    areal_ppo_loss_opts opts = areal_ppo_loss_opts_from(&t->actor);
+    areal_ppo_loss_stats ls;
+    memset(&ls, 0, sizeof ls);
+    ls.ratio_min = ls.behave_w_min = INFINITY;
+    ls.ratio_max = ls.behave_w_max = -INFINITY;
+    int dp_size = multi ? areal_pg_size(t->dp) : 1;
+    for (int mbi = 0; rc == AREAL_OK && mbi < n_minib; mbi++) {
+        int g0 = n_groups * mbi / n_minib, g1 = n_groups * (mbi + 1) / n_minib;
+        int ns = (g1 - g0) * G;
+        int *sel = all + g0 * G;
+        rc = cut(t, &p, sel, ns, mb_of, &n_mbs, err);
+        if (rc != AREAL_OK)
+            break;
+        st.n_mbs += n_mbs;
+        double n_valid_global = 0;
+        for (int i = 0; i < ns; i++)
+            for (int64_t tk = p.cu[sel[i]]; tk < p.cu[sel[i] + 1]; tk++)
+                n_valid_global += p.mask_f[tk] != 0;
+        if (multi && (rc = dp_sum(t->dp, &n_valid_global, 1, err)) != AREAL_OK)
+            break;
+        areal_model_zero_grad(&t->model);
+        for (int k = 0; rc == AREAL_OK && k < n_mbs; k++) {
+            m.n = 0;
+            for (int i = 0; i < ns; i++)
+                if (mb_of[i] == k)
+                    m.sel[m.n++] = sel[i];
+            mb_gather(&p, &m);
+            areal_acts a;
+            rc = forward_logp(t, &m, m.logp, &a, err);
+            if (rc != AREAL_OK)
+                break;
+            long n_valid_mb = areal_ppo_count_valid(m.mask, m.T);
+            opts.scale = areal_ppo_mb_scale(n_valid_mb, (long)n_valid_global, dp_size);
+            double loss = 0;
+            areal_ppo_loss_stats s1;
+            rc = areal_ppo_actor_loss(m.logp, m.prox, m.old, m.adv, m.mask, m.T, m.cu64, m.n, &opts,
+                                      &loss, m.dlogp, &s1, err);
+            if (rc == AREAL_OK) {
+                st.loss += loss;
+                areal_ppo_loss_stats_add(&ls, &s1);
+                float *dl = realloc(dlogits, (size_t)m.T * (size_t)V * sizeof *dl);
+                if (dl == NULL) {
+                    rc = areal_error_set(err, AREAL_ENOMEM, -1, "no memory for dlogits");
+                } else {
+                    dlogits = dl;
+                    areal_token_logprobs_backward(t->model.pool, a.logits, a.T, a.V, m.tgt,
+                                                  (float)t->actor.temperature, m.dlogp, NULL,
+                                                  dlogits);
+                    rc = areal_model_backward(&t->model, &a, dlogits, err);
+                }
+            }
+            areal_acts_free(&a);
+        }
+        if (rc == AREAL_OK && multi) {
+            /* AReaL's engine scale multiplied by dp_size, so the average is the global mean */
+            rc = areal_pg_all_reduce(t->dp, t->model.grads, t->model.n_params, AREAL_DT_F32,
+                                     AREAL_AVG, err);
+        }
+        if (rc != AREAL_OK)
+            break;
+        st.grad_norm = areal_train_optim_clip(t->model.grads, t->model.n_params, t->grad_clip);
+        st.lr = areal_train_optim_step(t->opt, t->model.params, t->model.grads, t->model.pool);
+        t->step++;
+    }
+    if (rc == AREAL_OK) {
+        t->version++;
+        st.n_valid = ls.n_valid;
+        st.clip_frac = ls.n_valid ? (double)ls.n_clipped / (double)ls.n_valid : 0;
+        st.ratio_mean = ls.n_valid ? ls.ratio_sum / (double)ls.n_valid : 0;
+        st.behave_w_mean = ls.n_behave ? ls.behave_w_sum / (double)ls.n_behave : 0;
+        st.behave_w_max = ls.n_behave ? ls.behave_w_max : 0;
+        if (stats)
+            *stats = st;
+    }
+    areal_model_zero_grad(&t->model);
+    free(dlogits);
+    free(all);
+    free(mb_of);
+    mb_free(&m);
+    packed_free(&p);
+    return rc;
+}
