@@ -36,6 +36,8 @@ FUZZ_SECONDS ?= 60
 #                                                  and fuzz targets that name it
 #   TEST_SRC += $(wildcard COMPONENT/tests/test_*.c)
 #   FUZZ_SRC / BENCH_SRC likewise (fuzz_*.c / bench_*.c)
+#   BENCH_SCRIPTS += COMPONENT/bench/x.sh          run by `make bench` after the binaries,
+#                                                  with BUILD=build/rel in the environment
 PKGS       :=
 DEPS_GROUPS := build
 INCLUDES   :=
@@ -47,6 +49,7 @@ TEST_SRC   :=
 TEST_UTIL  := $(wildcard tests/util/*.c)
 TEST_INCLUDES := -Itests/util
 BENCH_SRC  := $(wildcard bench/bench_*.c)
+BENCH_SCRIPTS :=
 FUZZ_SRC   :=
 -include $(wildcard */module.mk */*/module.mk)
 PKGS       := $(sort $(PKGS))
@@ -189,8 +192,9 @@ test-oom: $(OOM_BINS)
 test-san: $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES)) $(addprefix $(BUILD)/san/,$(PROGRAMS))
 	@AREAL_BIN=$(BUILD)/san AREALCTL=$(BUILD)/san/arealctl scripts/run-tests.sh sanitized $(addprefix $(BUILD)/san/tests/,$(TEST_NAMES))
 
-bench: $(BENCH_BINS)
-	@for b in $^; do echo "== $$b"; $$b || exit 1; done
+bench: $(BENCH_BINS) $(addprefix $(BUILD)/rel/,$(PROGRAMS))
+	@for b in $(BENCH_BINS); do echo "== $$b"; $$b || exit 1; done
+	@for s in $(BENCH_SCRIPTS); do echo "== $$s"; BUILD=$(BUILD)/rel $$s || exit 1; done
 
 # libFuzzer targets are built by clang with their own flags and the library sources.
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \

@@ -7,3 +7,4 @@ EXTRA_LIBS += -lpthread
 TEST_SRC   += $(wildcard worker/rollout/tests/test_*.c)
 FUZZ_SRC   += $(wildcard worker/rollout/fuzz/fuzz_*.c)
 BENCH_SRC  += $(wildcard worker/rollout/bench/bench_*.c)
+BENCH_SCRIPTS += worker/rollout/bench/bench_http.sh
