@@ -18,8 +18,8 @@ get_vocab_base_pre answering "qwen2" (our pre-tokenizer is Qwen2's byte-level
 split), the only change to its behaviour.
 
 Usage: make_bench_model.py OUTDIR [--gguf OUT.gguf --llama LLAMA_CPP_DIR]
-Needs torch, transformers, tokenizers, safetensors; the GGUF step also numpy
-and llama.cpp's gguf-py (taken from LLAMA_CPP_DIR).
+Needs numpy, tokenizers, safetensors; the GGUF step also transformers, torch
+(the converter imports it) and llama.cpp's gguf-py (taken from LLAMA_CPP_DIR).
 """
 import argparse
 import json
@@ -31,8 +31,8 @@ SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
 
 def write_hf(d):
-    import torch
-    from safetensors.torch import save_file
+    import numpy as np
+    from safetensors.numpy import save_file
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     os.makedirs(d, exist_ok=True)
@@ -57,13 +57,13 @@ def write_hf(d):
                        p + "self_attn.o_proj.weight": (h, h),
                        p + "mlp.gate_proj.weight": (i, h), p + "mlp.up_proj.weight": (i, h),
                        p + "mlp.down_proj.weight": (h, i)})
-    g = torch.Generator().manual_seed(42)
+    g = np.random.default_rng(42)
     tensors = {}
     for name, shape in shapes.items():
         if "norm" in name:
-            tensors[name] = torch.ones(shape)
+            tensors[name] = np.ones(shape, dtype=np.float32)
         else:
-            tensors[name] = (torch.rand(shape, generator=g) * 2 - 1) * 0.04
+            tensors[name] = g.uniform(-0.04, 0.04, shape).astype(np.float32)
     save_file(tensors, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
 
     tok = Tokenizer(models.BPE())
