@@ -84,10 +84,19 @@ def write_gguf(d, out, llama):
     sys.path.insert(0, os.path.join(llama, "gguf-py"))
     sys.path.insert(0, llama)
     import convert_hf_to_gguf as conv
-    for cls_name in ("TextModel", "Model"):  # the class was renamed across versions
-        cls = getattr(conv, cls_name, None)
-        if cls is not None and hasattr(cls, "get_vocab_base_pre"):
-            cls.get_vocab_base_pre = lambda self, tokenizer: "qwen2"
+    # The method moved between files across versions (convert_hf_to_gguf.py,
+    # conversion/base.py): patch it on every class of llama.cpp's that has it.
+    patched = 0
+    for mod in list(sys.modules.values()):
+        f = getattr(mod, "__file__", None) or ""
+        if not f.startswith(os.path.abspath(llama)):
+            continue
+        for obj in list(vars(mod).values()):
+            if isinstance(obj, type) and "get_vocab_base_pre" in vars(obj):
+                obj.get_vocab_base_pre = lambda self, tokenizer: "qwen2"
+                patched += 1
+    if patched == 0:
+        raise SystemExit("make_bench_model: no get_vocab_base_pre found in llama.cpp's converter")
     sys.argv = ["convert_hf_to_gguf.py", d, "--outtype", "f32", "--outfile", out]
     conv.main()
 
