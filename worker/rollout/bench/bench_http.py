@@ -181,7 +181,7 @@ def bench_hf(model, threads, conc):
     import torch
     from transformers import AutoModelForCausalLM
     torch.set_num_threads(threads)
-    m = AutoModelForCausalLM.from_pretrained(model, torch_dtype=torch.float32).eval()
+    m = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).eval()
     rows = {}
     g = torch.Generator().manual_seed(7)
     for c in conc:
