@@ -54,6 +54,9 @@ BENCH_SRC   :=
 # scripts `make test` runs once with the release build (cmocka-style closing
 # lines; they skip with a message): SCRIPT_TESTS += COMPONENT/tests/test_x.sh
 SCRIPT_TESTS :=
+# scripts `make bench` runs after the binaries, with BUILD=build/rel in the
+# environment: BENCH_SCRIPTS += COMPONENT/bench/x.sh
+BENCH_SCRIPTS :=
 DEPS_GROUPS := build
 # hooks a module.mk registers: variables whose expansion $(eval)s, run once every
 # component is declared - MODULE_SETUP before the rules are made (to add to
@@ -265,8 +268,9 @@ images:
 	docker build -f operator/Dockerfile -t $(IMAGE_PREFIX)/operator:$(AREAL_VERSION) .
 	docker build -f worker/Dockerfile -t $(IMAGE_PREFIX)/worker:$(AREAL_VERSION) .
 
-bench: $(BENCH_BINS)
-	@for b in $^; do echo "== $$b"; $$b || exit 1; done
+bench: $(BENCH_BINS) $(addprefix $(BUILD)/rel/,$(PROGRAMS))
+	@for b in $(BENCH_BINS); do echo "== $$b"; $$b || exit 1; done
+	@for s in $(BENCH_SCRIPTS); do echo "== $$s"; BUILD=$(BUILD)/rel $$s || exit 1; done
 
 # libFuzzer targets are built by clang with their own flags from the sources of the
 # closure of what they name (no archives: the whole program is instrumented).

@@ -4,7 +4,7 @@
  *
  *   areal-worker serve --model DIR [--host H] [--port P] [--kv-memory BYTES]
  *       [--max-running N] [--max-queued N] [--threads N] [--weight-version V]
- *       [--served-name NAME] [--grace-ms MS]
+ *       [--served-name NAME] [--grace-ms MS] [--disable-prefix-cache]
  *
  * In a job (MASTER_ADDR set: a rank of an inference role started with
  * --model, or serve by hand inside a pod) it also registers in the trainer's
@@ -27,7 +27,7 @@
 #define SERVE_SYNOPSIS                                                                             \
     "usage: areal-worker serve --model DIR [--host H] [--port P] [--kv-memory BYTES]\n"            \
     "           [--max-running N] [--max-queued N] [--threads N] [--weight-version V]\n"           \
-    "           [--served-name NAME] [--grace-ms MS]\n"
+    "           [--served-name NAME] [--grace-ms MS] [--disable-prefix-cache]\n"
 
 static const char serve_help[] =
     "areal-worker serve: the rollout server (SGLang's HTTP API; "
@@ -39,6 +39,8 @@ static const char serve_help[] =
     "  --threads N         compute threads\n"
     "  --weight-version V  version reported before the first update\n"
     "  --served-name NAME  model name of /v1/models;  --grace-ms MS  drain time on SIGTERM\n"
+    "  --disable-prefix-cache  no KV block is shared between requests (SGLang's\n"
+    "                      --disable-radix-cache; for benches and debugging)\n"
     "  --help, --version\n" AREAL_EXIT_HELP;
 
 /* One error line quoting the argument (control bytes escaped). Returns 2. */
@@ -85,6 +87,10 @@ int worker_serve_main(int argc, char **argv, const char *job_model) {
         }
         if (strcmp(a, "--version") == 0)
             return areal_print_version(stdout, "areal-worker serve");
+        if (strcmp(a, "--disable-prefix-cache") == 0) { /* the one flag without a value */
+            cfg.disable_prefix_cache = true;
+            continue;
+        }
         if (val == NULL)
             return usage("a value is missing after, or unknown option", a);
         i++;

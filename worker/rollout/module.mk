@@ -6,3 +6,4 @@ rollout_DIR  := worker/rollout
 rollout_DEPS := model comm http
 rollout_PKGS := jansson
 rollout_LIBS := -lpthread
+BENCH_SCRIPTS += worker/rollout/bench/bench_http.sh

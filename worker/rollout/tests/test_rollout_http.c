@@ -554,6 +554,41 @@ static void a_full_queue_is_503_with_retry_after(void **state) {
     areal_rollout_server_stop(s);
 }
 
+/* ---- --disable-prefix-cache reaches the engine ------------------------------------ */
+
+/* cached_tokens of the second of two identical 40-token prompts. */
+static int second_cached_tokens(bool disable) {
+    areal_rollout_server_config cfg = {
+        .model_dir = dir, .kv_bytes = 8u << 20, .disable_prefix_cache = disable};
+    areal_rollout_server *s = NULL;
+    areal_error e;
+    if (areal_rollout_server_start(&cfg, &s, &e) != 0)
+        fail_msg("%s", e.msg);
+    int port = areal_rollout_server_port(s);
+    int32_t ids[40];
+    for (int i = 0; i < 40; i++)
+        ids[i] = 1 + i % 7;
+    char *j = rt_ids_json(ids, 40);
+    int cached = -1;
+    for (int k = 0; k < 2; k++) {
+        rt_resp r = rt_post(port, "/generate",
+                            "{\"input_ids\":%s,\"sampling_params\":{\"max_new_tokens\":2}}", j);
+        assert_int_equal(r.code, 200);
+        cached = (int)json_integer_value(
+            json_object_get(json_object_get(r.json, "meta_info"), "cached_tokens"));
+        rt_free(&r);
+    }
+    free(j);
+    areal_rollout_server_stop(s);
+    return cached;
+}
+
+static void disable_prefix_cache_shares_no_block(void **state) {
+    (void)state;
+    assert_int_equal(second_cached_tokens(false), 32); /* (40 - 1) / 16 full blocks */
+    assert_int_equal(second_cached_tokens(true), 0);
+}
+
 /* ---- 64 clients x 4 requests -------------------------------------------------------- */
 
 #define CLIENTS 64
@@ -652,6 +687,7 @@ int main(void) {
         cmocka_unit_test(weight_updates_from_disk_and_peer),
         cmocka_unit_test(bad_input_is_a_4xx_naming_the_field),
         cmocka_unit_test(a_full_queue_is_503_with_retry_after),
+        cmocka_unit_test(disable_prefix_cache_shares_no_block),
         cmocka_unit_test(concurrent_clients_equal_the_reference),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -35,6 +35,7 @@ typedef struct areal_rollout_server_config {
     const char *served_name;    /* /v1/models id; NULL: the model directory's base name */
     size_t max_body;            /* request body limit; 0: 64 MiB */
     int comm_timeout_ms;        /* weight-update group deadlines; 0: 60000 */
+    bool disable_prefix_cache;  /* engine's disable_prefix_cache (SGLang's --disable-radix-cache) */
 } areal_rollout_server_config;
 
 /*

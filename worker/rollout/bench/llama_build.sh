@@ -1,0 +1,30 @@
+#!/bin/sh
+# llama_build.sh - builds llama.cpp's llama-server (CPU, fp32-capable) and
+# makes its HF->GGUF converter importable, in the bench cache, on demand.
+# llama.cpp comes vendored in the llama-cpp-python sdist on PyPI (the only
+# network the project allows is the package registries); we fetch the sdist
+# with pip rather than cloning GitHub. Idempotent: a second run finds the
+# binary and exits. Prints the cache directory on stdout.
+#   LLAMA_CPP_PYTHON_VERSION pins the sdist (default: the newest).
+set -eu
+CACHE="${AREAL_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/areal-bench}"
+mkdir -p "$CACHE"
+SRV="$CACHE/llama-build/bin/llama-server"
+if [ -x "$SRV" ] && [ -d "$CACHE/llama.cpp" ]; then echo "$CACHE"; exit 0; fi
+command -v cmake >/dev/null || { echo "llama_build: cmake missing (apt-get install cmake)" >&2; exit 1; }
+SPEC=llama-cpp-python${LLAMA_CPP_PYTHON_VERSION:+==$LLAMA_CPP_PYTHON_VERSION}
+if ! ls "$CACHE"/sdist/llama_cpp_python-*.tar.gz >/dev/null 2>&1; then
+    pip download --no-deps --no-binary :all: -d "$CACHE/sdist" "$SPEC" >&2
+fi
+if [ ! -d "$CACHE/llama.cpp" ]; then
+    rm -rf "$CACHE/unpack" && mkdir -p "$CACHE/unpack"
+    tar -xzf "$(ls "$CACHE"/sdist/llama_cpp_python-*.tar.gz | tail -1)" -C "$CACHE/unpack"
+    mv "$CACHE"/unpack/llama_cpp_python-*/vendor/llama.cpp "$CACHE/llama.cpp"
+    rm -rf "$CACHE/unpack"
+fi
+# Native CPU flags, no BLAS, no GPU, no curl: the same threads as ours.
+nice -n 19 cmake -S "$CACHE/llama.cpp" -B "$CACHE/llama-build" -DCMAKE_BUILD_TYPE=Release \
+    -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF \
+    -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON >&2
+nice -n 19 cmake --build "$CACHE/llama-build" --target llama-server -j "${BENCH_JOBS:-2}" >&2
+echo "$CACHE"
