@@ -1,8 +1,13 @@
 /*
  * ranks.h - runs N ranks as forked processes for the comm tests.
  *
- * The parent starts a store server on a free loopback port, forks one child
- * per rank (each joins with host_store = 0), and collects exit codes. A
+ * A forked helper process runs the store server on a free loopback port; the
+ * parent forks one child per rank (each joins with host_store = 0) and
+ * collects exit codes. The store is not a thread of the parent because a
+ * rank forked while that thread held an allocator lock (ASan's, under make
+ * test-san) inherits the lock held and hangs in its first large malloc: seen
+ * as rare test_collectives timeouts. The parent therefore runs no thread when
+ * it forks. A
  * child returns 0 when its checks passed, RANK_COMM_FAIL when a comm call
  * failed (the message goes to stderr), RANK_WRONG when a result was wrong.
  */
@@ -14,6 +19,8 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "areal/comm/store.h"
 
 #include "areal/comm/comm.h"
 
@@ -38,34 +45,92 @@ static inline areal_comm_config rank_config(int rank, int world, int port, int t
     return cfg;
 }
 
-/*
- * Forks `world` ranks running fn; pids[] gets their ids. Returns the store
- * (stop it after). With pods > 0 the ranks are split into that many "pods"
- * of consecutive ranks (a local id each), so ranks of one pod connect
- * through shared memory and the others through TCP. Rank r has shared
- * memory turned off when bit r of shm_off is set (a pod then falls back to
- * its Unix-domain sockets).
- */
-static inline areal_store_server *ranks_start_opts(int world, int pods, unsigned shm_off,
-                                                   int timeout_ms, rank_fn fn, void *arg,
-                                                   pid_t *pids) {
-    areal_store_server *srv = NULL;
-    int port = 0;
-    areal_error e;
-    if (areal_store_server_start("127.0.0.1", 0, &srv, &port, &e) != AREAL_OK) {
-        fprintf(stderr, "store: %s\n", e.msg);
-        return NULL;
+/* The store in a process of its own: port, pid, and the pipe whose closing stops it. */
+typedef struct ranks_store {
+    pid_t pid;
+    int port, stop_fd;
+} ranks_store;
+
+/* Starts the store process. Returns 0, or -1 (message on stderr). */
+static inline int ranks_store_start(ranks_store *st) {
+    int up[2], stop[2];
+    st->pid = -1, st->port = -1, st->stop_fd = -1;
+    if (pipe(up) != 0)
+        return -1;
+    if (pipe(stop) != 0) {
+        close(up[0]), close(up[1]);
+        return -1;
     }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(up[0]), close(stop[1]);
+        areal_store_server *srv = NULL;
+        areal_error e;
+        int port = 0;
+        if (areal_store_server_start("127.0.0.1", 0, &srv, &port, &e) != AREAL_OK) {
+            fprintf(stderr, "store: %s\n", e.msg);
+            port = -1;
+        }
+        ssize_t w = write(up[1], &port, sizeof port);
+        char ch;
+        while (w == (ssize_t)sizeof port && port > 0 && read(stop[0], &ch, 1) > 0) {
+        } /* until every holder of the write end closed it */
+        if (port > 0)
+            areal_store_server_stop(srv);
+        fflush(NULL);
+        _exit(0);
+    }
+    close(up[1]), close(stop[0]);
+    int port = -1;
+    if (pid < 0 || read(up[0], &port, sizeof port) != (ssize_t)sizeof port)
+        port = -1;
+    close(up[0]);
+    st->pid = pid, st->port = port, st->stop_fd = stop[1];
+    if (port <= 0) {
+        close(stop[1]);
+        if (pid > 0)
+            waitpid(pid, NULL, 0);
+        st->pid = -1, st->stop_fd = -1;
+        return -1;
+    }
+    return 0;
+}
+
+/* Stops the store process and waits for it. */
+static inline void ranks_store_stop(ranks_store *st) {
+    if (st->stop_fd >= 0)
+        close(st->stop_fd);
+    if (st->pid > 0)
+        waitpid(st->pid, NULL, 0);
+    st->pid = -1, st->stop_fd = -1;
+}
+
+/*
+ * Starts the store (*st; stop it with ranks_store_stop after the ranks ended)
+ * and forks `world` ranks running fn; pids[] gets their ids. Returns 0, or -1
+ * when the store did not start (no rank runs then). With pods > 0 the ranks
+ * are split into that many "pods" of consecutive ranks (a local id each), so
+ * ranks of one pod connect through shared memory and the others through TCP.
+ * Rank r has shared memory turned off when bit r of shm_off is set (a pod
+ * then falls back to its Unix-domain sockets).
+ */
+static inline int ranks_start_opts(ranks_store *st, int world, int pods, unsigned shm_off,
+                                   int timeout_ms, rank_fn fn, void *arg, pid_t *pids) {
+    if (ranks_store_start(st) != 0)
+        return -1;
     fflush(NULL);
     for (int r = 0; r < world; r++) {
         pids[r] = fork();
         if (pids[r] == 0) {
-            areal_comm_config cfg = rank_config(r, world, port, timeout_ms);
+            close(st->stop_fd); /* only the parent keeps the store alive */
+            areal_comm_config cfg = rank_config(r, world, st->port, timeout_ms);
             char id[32];
             snprintf(id, sizeof id, "pod%d", pods > 0 ? r * pods / world : 0);
             cfg.local_id = pods > 0 ? id : NULL;
             cfg.shm_off = (shm_off >> r) & 1u;
             areal_comm *c = NULL;
+            areal_error e;
             if (areal_comm_init(&cfg, &c, &e) != AREAL_OK) {
                 fprintf(stderr, "rank %d: init: %s\n", r, e.msg);
                 _exit(RANK_COMM_FAIL);
@@ -76,17 +141,17 @@ static inline areal_store_server *ranks_start_opts(int world, int pods, unsigned
             _exit(rc);
         }
     }
-    return srv;
+    return 0;
 }
 
-static inline areal_store_server *ranks_start_pods(int world, int pods, int timeout_ms, rank_fn fn,
-                                                   void *arg, pid_t *pids) {
-    return ranks_start_opts(world, pods, 0, timeout_ms, fn, arg, pids);
+static inline int ranks_start_pods(ranks_store *st, int world, int pods, int timeout_ms, rank_fn fn,
+                                   void *arg, pid_t *pids) {
+    return ranks_start_opts(st, world, pods, 0, timeout_ms, fn, arg, pids);
 }
 
-static inline areal_store_server *ranks_start(int world, int timeout_ms, rank_fn fn, void *arg,
-                                              pid_t *pids) {
-    return ranks_start_pods(world, 0, timeout_ms, fn, arg, pids);
+static inline int ranks_start(ranks_store *st, int world, int timeout_ms, rank_fn fn, void *arg,
+                              pid_t *pids) {
+    return ranks_start_pods(st, world, 0, timeout_ms, fn, arg, pids);
 }
 
 /* Waits for every rank; returns the worst exit code (signals count as 100 + signal). */
@@ -107,11 +172,12 @@ static inline int ranks_wait(int world, const pid_t *pids) {
 static inline int ranks_run_opts(int world, int pods, unsigned shm_off, int timeout_ms, rank_fn fn,
                                  void *arg) {
     pid_t pids[RANKS_MAX];
-    areal_store_server *srv = ranks_start_opts(world, pods, shm_off, timeout_ms, fn, arg, pids);
-    if (srv == NULL)
+    ranks_store st;
+    if (world > RANKS_MAX ||
+        ranks_start_opts(&st, world, pods, shm_off, timeout_ms, fn, arg, pids) != 0)
         return RANK_COMM_FAIL;
     int worst = ranks_wait(world, pids);
-    areal_store_server_stop(srv);
+    ranks_store_stop(&st);
     return worst;
 }
 

@@ -62,9 +62,9 @@ static int loop_until_failure(areal_comm *c, void *arg) {
  */
 static int64_t hit_and_time(int sig, int pods, int *worst) {
     pid_t pids[WORLD];
-    areal_store_server *srv =
-        ranks_start_pods(WORLD, pods, DEADLINE_MS, loop_until_failure, NULL, pids);
-    assert_non_null(srv);
+    ranks_store store;
+    assert_int_equal(
+        ranks_start_pods(&store, WORLD, pods, DEADLINE_MS, loop_until_failure, NULL, pids), 0);
     struct timespec ts = {.tv_sec = 0, .tv_nsec = 500000000L};
     nanosleep(&ts, NULL);
     kill(pids[VICTIM], sig);
@@ -82,7 +82,7 @@ static int64_t hit_and_time(int sig, int pods, int *worst) {
     }
     kill(pids[VICTIM], SIGKILL);
     waitpid(pids[VICTIM], NULL, 0);
-    areal_store_server_stop(srv);
+    ranks_store_stop(&store);
     return last - t0;
 }
 
