@@ -228,7 +228,8 @@ static void openai_endpoints(void **state) {
         json_integer_value(json_object_get(json_object_get(r.json, "usage"), "completion_tokens")),
         nw);
     rt_free(&r);
-    r = rt_post(port, "/v1/completions", "{\"prompt\":\"12\",\"max_tokens\":2,\"stream\":true}");
+    r = rt_post(port, "/v1/completions",
+                "{\"prompt\":\"12\",\"max_tokens\":2,\"stream\":true,\"ignore_eos\":true}");
     assert_int_equal(r.code, 200);
     assert_non_null(strstr(r.body, "\"finish_reason\":\"length\""));
     assert_non_null(strstr(r.body, "data: [DONE]"));
