@@ -41,7 +41,7 @@ void http_hub_unref(http_hub *hub) {
     }
 }
 
-static void exchange_free(areal_http_exchange *x) {
+void http_exchange_free(areal_http_exchange *x) {
     http_hub *hub = x->hub;
     free(x->path);
     free(x->query);
@@ -52,16 +52,16 @@ static void exchange_free(areal_http_exchange *x) {
     http_hub_unref(hub);
 }
 
-static bool unref_locked(areal_http_exchange *x) {
+bool http_exchange_unref_locked(areal_http_exchange *x) {
     return --x->refs == 0;
 }
 
 void http_exchange_unref(areal_http_exchange *x) {
     pthread_mutex_lock(&x->hub->mu);
-    bool last = unref_locked(x);
+    bool last = http_exchange_unref_locked(x);
     pthread_mutex_unlock(&x->hub->mu);
     if (last)
-        exchange_free(x);
+        http_exchange_free(x);
 }
 
 void http_wake_locked(areal_http_exchange *x) {

@@ -73,6 +73,13 @@ areal_http_exchange *http_exchange_new(http_hub *hub, struct lws *wsi);
 /* Drops one reference (hub->mu NOT held); frees at zero, dropping its hub reference. */
 void http_exchange_unref(areal_http_exchange *x);
 
+/* With hub->mu held: drops one reference; true when it was the last (then free x
+ * with http_exchange_free after unlocking: freeing drops a hub reference, which locks). */
+bool http_exchange_unref_locked(areal_http_exchange *x);
+
+/* Frees x (no reference left; hub->mu NOT held). */
+void http_exchange_free(areal_http_exchange *x);
+
 /* Drops one hub reference (hub->mu NOT held); frees the hub at zero. */
 void http_hub_unref(http_hub *hub);
 

@@ -218,6 +218,13 @@ static void dispatch(areal_http_server *srv, session *ss, struct lws *wsi) {
     answer(x, 404, msg, false);
 }
 
+/* Answers a request refused at intake; its body (if any) is then read and dropped, never
+ * dispatched (without the flag, BODY_COMPLETION would run the handler on it too). */
+static void reject(session *ss, areal_http_exchange *x, int status, const char *msg) {
+    ss->dispatched = true;
+    answer(x, status, msg, true);
+}
+
 /* LWS_CALLBACK_HTTP: headers are in. Returns the callback's result. */
 static int on_request(areal_http_server *srv, session *ss, struct lws *wsi, const char *uri) {
     areal_http_exchange *x = http_exchange_new(srv->hub, wsi);
@@ -234,15 +241,14 @@ static int on_request(areal_http_server *srv, session *ss, struct lws *wsi, cons
     char len_text[32] = "";
     bool has_len = lws_hdr_copy(wsi, len_text, sizeof len_text, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0;
     if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH) >= (int)sizeof len_text) {
-        answer(x, 400, "Content-Length is malformed", true);
+        reject(ss, x, 400, "Content-Length is malformed");
         return 0;
     }
     if (!has_len) {
         if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0) {
-            answer(x, 411,
+            reject(ss, x, 411,
                    "send the body with a Content-Length (chunked request bodies are "
-                   "not accepted)",
-                   true);
+                   "not accepted)");
             return 0;
         }
         dispatch(srv, ss, wsi);
@@ -252,14 +258,14 @@ static int on_request(areal_http_server *srv, session *ss, struct lws *wsi, cons
     errno = 0;
     unsigned long long n = strtoull(len_text, &end, 10);
     if (errno != 0 || end == len_text || *end != '\0' || len_text[0] == '-') {
-        answer(x, 400, "Content-Length is malformed", true);
+        reject(ss, x, 400, "Content-Length is malformed");
         return 0;
     }
     if (n > srv->cfg.max_body) {
         char msg[160];
         snprintf(msg, sizeof msg, "request body of %llu bytes exceeds the limit of %zu bytes", n,
                  srv->cfg.max_body);
-        answer(x, 413, msg, true);
+        reject(ss, x, 413, msg);
         return 0;
     }
     x->body_want = (size_t)n;
@@ -361,6 +367,12 @@ static int on_writable(areal_http_server *srv, session *ss, struct lws *wsi) {
     }
     ss->x = NULL;
     ss->served = true;
+    /* x may still sit on the pending list (a producer's last wake came after this writable
+     * was asked for); once this connection closes, libwebsockets frees it, so on_wake must
+     * not ask it for a writable callback through x */
+    pthread_mutex_lock(&x->hub->mu);
+    x->wsi = NULL;
+    pthread_mutex_unlock(&x->hub->mu);
     http_exchange_unref(x); /* the connection's reference */
     if (close_after)
         return -1;
@@ -410,21 +422,38 @@ static void on_closed(session *ss) {
     http_exchange_unref(x);
 }
 
-/* The pending exchanges: ask for a writable callback on each open connection. */
+/*
+ * The pending exchanges: ask for a writable callback on each open connection
+ * and drop the list's references, all under hub->mu. The references must go
+ * under the lock: once on_pending is false a producer may queue x again,
+ * which rewrites x->next_pending, so a walk of the detached list after
+ * unlocking would follow the hub's new list instead, dropping references
+ * that list still holds (the exchange freed under its producer: the heap
+ * corruption and tpp.c mutex assertions the rollout server showed under load).
+ * Only exchanges whose last reference went are freed after unlocking; no one
+ * else can reach those, so their next_pending is ours to chain them.
+ */
 static void on_wake(http_hub *hub) {
+    areal_http_exchange *dead = NULL;
     pthread_mutex_lock(&hub->mu);
-    areal_http_exchange *list = hub->pending;
+    areal_http_exchange *x = hub->pending;
     hub->pending = NULL;
-    for (areal_http_exchange *x = list; x != NULL; x = x->next_pending) {
+    while (x != NULL) {
+        areal_http_exchange *next = x->next_pending;
         x->on_pending = false;
         if (x->wsi != NULL)
             lws_callback_on_writable(x->wsi);
+        if (http_exchange_unref_locked(x)) {
+            x->next_pending = dead;
+            dead = x;
+        }
+        x = next;
     }
     pthread_mutex_unlock(&hub->mu);
-    while (list != NULL) {
-        areal_http_exchange *next = list->next_pending;
-        http_exchange_unref(list);
-        list = next;
+    while (dead != NULL) {
+        areal_http_exchange *next = dead->next_pending;
+        http_exchange_free(dead);
+        dead = next;
     }
 }
 
