@@ -29,9 +29,8 @@
     "           [--max-running N] [--max-queued N] [--threads N] [--weight-version V]\n"           \
     "           [--served-name NAME] [--grace-ms MS] [--disable-prefix-cache]\n"
 
-static const char serve_help[] =
-    "areal-worker serve: the rollout server (SGLang's HTTP API; "
-    "worker/rollout/README.md)\n" SERVE_SYNOPSIS
+static const char serve_help[] = SERVE_SYNOPSIS
+    "The rollout server: SGLang's HTTP API (worker/rollout/README.md).\n"
     "  --model DIR         HF model directory (config.json, *.safetensors, tokenizer.json)\n"
     "  --host H, --port P  listen address (default 127.0.0.1, port 30000; 0 picks one)\n"
     "  --kv-memory BYTES   KV-cache budget (suffix k, m or g)\n"

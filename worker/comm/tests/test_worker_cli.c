@@ -19,6 +19,9 @@ static char bin[512];
 static void help_and_version(void **state) {
     (void)state;
     cli_check_help_version(bin, NULL, "areal-worker");
+    cli_check_help_version(bin, "serve", "areal-worker serve");
+    cli_check_help_version(bin, "tiny", "areal-worker tiny");
+    cli_check_help_version(bin, "train", "areal-worker train");
 }
 
 static void bad_usage_is_one_escaped_line(void **state) {
@@ -29,6 +32,9 @@ static void bad_usage_is_one_escaped_line(void **state) {
     cli_expect_error(2, "areal-worker: ", "missing after '--hold-ms'", bin, "--hold-ms", NULL);
     /* a model command that does not exist is an unknown argument, named */
     cli_expect_error(2, "areal-worker: ", "'tokenise'", bin, "tokenise", NULL);
+    cli_expect_error(2, "areal-worker serve: ", "'1\\n2'", bin, "serve", "--port", "1\n2", NULL);
+    cli_expect_error(2, "areal-worker tiny: ", "'--x\\n'", bin, "tiny", "--x\n", NULL);
+    cli_expect_error(2, "areal-worker train: ", "'--x\\n'", bin, "train", "--x\n", NULL);
 }
 
 int main(void) {

@@ -13,12 +13,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "areal/escape.h"
 #include "areal/model/tokenizer.h"
 #include "areal/train/cmd.h"
 #include "areal/train/hf_save.h"
 #include "areal/train/tiny.h"
 #include "areal/train/train_loop.h"
 #include "areal/train/warmup.h"
+#include "areal/version.h"
 
 bool areal_cmd_is_train(const char *name) {
     return name != NULL && (strcmp(name, "train") == 0 || strcmp(name, "tiny") == 0);
@@ -39,17 +41,52 @@ static int num_flag(int argc, char **argv, int *i, const char *flag, double lo, 
     if (strcmp(argv[*i], flag) != 0)
         return 0;
     if (*i + 1 >= argc || !num(argv[*i + 1], lo, hi, out)) {
-        fprintf(err, "areal-worker %s: %s needs a number in [%g, %g]\n", argv[0], flag, lo, hi);
+        areal_print_line(err, "areal-worker %s: %s needs a number in [%g, %g], not '%s'", argv[0],
+                         flag, lo, hi, *i + 1 < argc ? argv[*i + 1] : "");
         return -1;
     }
     (*i)++;
     return 1;
 }
 
+static const char tiny_help[] =
+    "usage: areal-worker tiny --out DIR [--warmup-steps N] [--seed S] [--max-operand M]\n"
+    "Writes the demo's tiny model (HF config.json, tokenizer.json, safetensors) to DIR and\n"
+    "warms it up on the synthetic a+b task (worker/train/README.md).\n"
+    "  --out DIR           the model directory to write\n"
+    "  --warmup-steps N    supervised steps before RL (default 300)\n"
+    "  --seed S            initialisation and data seed (default 1)\n"
+    "  --max-operand M     operands in 0..M (default 49)\n"
+    "  --help, --version\n" AREAL_EXIT_HELP;
+
+static const char train_help[] =
+    "usage: areal-worker train --model DIR --job-dir DIR --servers HOST:PORT[,...] [--resume]\n"
+    "           [--quiet] [--steps N] [--batch B] [--group G] [--eta E] [--lr LR]\n"
+    "           [--eval-every N] [--eval-n N] [--ckpt-every N] [--seed S] [--max-operand M]\n"
+    "           [--rollout-workers N]\n"
+    "The trainer role: asynchronous GRPO against SGLang-API rollout servers, weights synced\n"
+    "through the job directory, checkpoints and a progress JSONL line per step.\n"
+    "  --help, --version\n" AREAL_EXIT_HELP;
+
+/* --help / --version of a subcommand: 1 when argv[i] was one of them (answered on out). */
+static int help_or_version(const char *arg, const char *help, const char *prog, FILE *out) {
+    if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+        fputs(help, out);
+        return 1;
+    }
+    if (strcmp(arg, "--version") == 0) {
+        areal_print_version(out, prog);
+        return 1;
+    }
+    return 0;
+}
+
 static int cmd_tiny(int argc, char **argv, FILE *out, FILE *err) {
     const char *dir = NULL;
     double steps = 300, seed = 1, maxop = 49;
     for (int i = 1; i < argc; i++) {
+        if (help_or_version(argv[i], tiny_help, "areal-worker tiny", out))
+            return AREAL_EXIT_OK;
         int r;
         if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
             dir = argv[++i];
@@ -59,10 +96,9 @@ static int cmd_tiny(int argc, char **argv, FILE *out, FILE *err) {
             if (r < 0)
                 return 2;
         } else {
-            fprintf(err,
-                    "areal-worker tiny: unknown argument %s; usage: areal-worker tiny --out "
-                    "DIR [--warmup-steps N] [--seed S] [--max-operand M]\n",
-                    argv[i]);
+            areal_print_line(
+                err, "areal-worker tiny: unknown argument '%s'; see areal-worker tiny --help",
+                argv[i]);
             return 2;
         }
     }
@@ -98,7 +134,7 @@ static int cmd_tiny(int argc, char **argv, FILE *out, FILE *err) {
     areal_synth_free(&sp);
     areal_tokenizer_free(tok);
     if (rc != 0) {
-        fprintf(err, "areal-worker tiny: %s\n", e.msg);
+        areal_print_line(err, "areal-worker tiny: %s", e.msg);
         return rc == AREAL_EINVAL ? 2 : 1;
     }
     return 0;
@@ -167,6 +203,8 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
            ckpt_every = 50, seed = 1, maxop = 49, workers = 4;
     bool resume = false, quiet = false;
     for (int i = 1; i < argc; i++) {
+        if (help_or_version(argv[i], train_help, "areal-worker train", out))
+            return AREAL_EXIT_OK;
         int r;
         if (strcmp(argv[i], "--model") == 0 && i + 1 < argc)
             model = argv[++i];
@@ -192,8 +230,9 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
             if (r < 0)
                 return 2;
         } else {
-            fprintf(err, "areal-worker train: unknown argument %s (see areal/train/cmd.h)\n",
-                    argv[i]);
+            areal_print_line(
+                err, "areal-worker train: unknown argument '%s'; see areal-worker train --help",
+                argv[i]);
             return 2;
         }
     }
@@ -248,7 +287,7 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
     int rc = areal_train_run(&job, &res, &e);
     free(list);
     if (rc != AREAL_OK) {
-        fprintf(err, "areal-worker train: %s\n", e.msg);
+        areal_print_line(err, "areal-worker train: %s", e.msg);
         return rc == AREAL_EINVAL ? 2 : 1;
     }
     fprintf(err,
