@@ -184,6 +184,27 @@ static long long node_lost_ms(const pass *p) {
 
 /* A pod on a node that has not been Ready for the job's grace: it will not
  * run again, and no kubelet will confirm its deletion. */
+/*
+ * True when the job is Restarting and every pod it still sees was created no
+ * later than lastRestartTime: those are the old gang's. The new gang's pods
+ * are created at least one backoff (>= 1 s, the CRD's minimum) after the
+ * restart, so at second resolution they are always later. A pod without a
+ * creation time is never taken for an old one.
+ */
+static bool old_gang_going(const pass *p, const reconcile_input *in, const char *phase) {
+    if (strcmp(phase, "Restarting") != 0 || in->n_pods == 0)
+        return false;
+    long long last = parse_time(str_at(p->old_status, "lastRestartTime", NULL));
+    if (last < 0)
+        return false;
+    for (int i = 0; i < in->n_pods; i++) {
+        long long made = parse_time(str_at(in->pods[i], "metadata", "creationTimestamp"));
+        if (made < 0 || made > last)
+            return false;
+    }
+    return true;
+}
+
 static bool pod_lost(const pass *p, const json_t *pod) {
     long long d = down_for_ms(p, pod);
     return d >= 0 && d >= node_lost_ms(p);
@@ -658,6 +679,17 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
         snprintf(msg, sizeof msg, "the allocation is now %s; the gang is planned again", canonical);
         if (set_condition(&p, "Scheduled", false, "Rescaling", msg))
             event(&p, false, "Rescaling", "%s", msg);
+    } else if (old_gang_going(&p, in, phase) &&
+               (failed >= 0 || lost >= 0 || (planned > 0 && bound > 0 && in->n_pods < planned))) {
+        /* The last restart's own pods, not yet seen going by a lagging cache (a
+         * pod deleted with grace 0 vanishes at once; the others' deletion
+         * timestamps arrive later): the same failure, not a new one. Deleting
+         * again is idempotent; their events bring the job back. Rejected:
+         * deletion expectations kept in the controller (client-go's
+         * ControllerExpectations): right, but state outside the cache that an
+         * operator restart loses, where creation times are in every pod. */
+        set_phase(&p, "Restarting");
+        delete_pods(&p, false);
     } else if (failed >= 0 || lost >= 0 || (planned > 0 && bound > 0 && in->n_pods < planned)) {
         /* One pod failed or vanished: the gang restarts, same ranks, after a backoff. */
         long long max_restarts = int_at(json_object_get(spec, "failurePolicy"), "maxRestarts", NULL,

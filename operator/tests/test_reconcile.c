@@ -524,6 +524,54 @@ static long long restarts_of(const world *w) {
     return json_integer_value(json_object_get(json_object_get(w->job, "status"), "restarts"));
 }
 
+/* A cache that lags the restart's deletes still shows the old gang (less the
+ * failed pod, already gone) with no deletion timestamps: the same failure,
+ * not a new restart. Their creation times, before lastRestartTime, say so. A
+ * failure of the new gang afterwards is counted again. */
+static void a_lagging_cache_is_not_a_second_restart(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    reconcile_result r = step(&w);
+    reconcile_result_free(&r);
+    kubelet_sets(&w, "Running", true);
+    json_t *old[MAX_PODS];
+    int n0 = w.n_pods;
+    for (int i = 0; i < n0; i++) {
+        old[i] = json_deep_copy(w.pods[i]);
+        json_object_set_new(json_object_get(old[i], "metadata"), "creationTimestamp",
+                            json_string("2000-01-01T00:00:00Z"));
+    }
+    json_object_set_new(w.pods[0], "status",
+                        json_pack("{s:s,s:[{s:{s:{s:i}}}]}", "phase", "Failed", "containerStatuses",
+                                  "state", "terminated", "exitCode", 137));
+    r = step(&w);
+    reconcile_result_free(&r);
+    assert_string_equal(phase(&w), "Restarting");
+    assert_int_equal(restarts_of(&w), 1);
+    for (int i = 1; i < n0; i++) /* the stale view: still running, not terminating */
+        w.pods[w.n_pods++] = old[i];
+    json_decref(old[0]);
+    r = step(&w);
+    assert_int_equal(count_kind(&r, RECONCILE_CREATE), 0);
+    assert_int_equal(count_kind(&r, RECONCILE_DELETE), n0 - 1); /* deleted again, idempotent */
+    reconcile_result_free(&r);
+    assert_string_equal(phase(&w), "Restarting");
+    assert_int_equal(restarts_of(&w), 1);
+    w.now += 60000; /* the backoff is over: one new gang, and its failure counts */
+    r = step(&w);
+    reconcile_result_free(&r);
+    assert_int_equal(w.n_pods, n0);
+    kubelet_sets(&w, "Running", true);
+    json_object_set_new(w.pods[0], "status",
+                        json_pack("{s:s,s:[{s:{s:{s:i}}}]}", "phase", "Failed", "containerStatuses",
+                                  "state", "terminated", "exitCode", 1));
+    r = step(&w);
+    reconcile_result_free(&r);
+    assert_int_equal(restarts_of(&w), 2);
+    world_free(&w);
+}
+
 static void set_replicas(world *w, int n) {
     json_t *spec = json_object_get(w->job, "spec");
     json_object_set_new(spec, "rollout", json_pack("{s:i}", "replicas", n));
@@ -726,6 +774,7 @@ static void a_terminating_pod_on_a_dead_node_is_forced(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_dead_node_restarts_the_gang_elsewhere),
+        cmocka_unit_test(a_lagging_cache_is_not_a_second_restart),
         cmocka_unit_test(a_terminating_pod_on_a_dead_node_is_forced),
         cmocka_unit_test(scaling_to_zero_and_back_never_fails),
         cmocka_unit_test(refused_names_fail_with_the_field),

@@ -119,6 +119,14 @@ static json_t *store_put(fake_api *f, int r, const json_t *obj, const char *type
         snprintf(uid, sizeof uid, "uid-%ld", f->rv);
         json_object_set_new(m, "uid", json_string(uid));
     }
+    if (json_object_get(m, "creationTimestamp") == NULL) { /* set once, as the API server does */
+        char ts[32];
+        time_t now = time(NULL);
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        json_object_set_new(m, "creationTimestamp", json_string(ts));
+    }
     char key[512];
     key_of(o, key, sizeof key);
     if (type == NULL)

@@ -334,6 +334,11 @@ static void on_done(void *user, areal_engine_result *res) {
         atomic_fetch_sub(&s->open_gens, 1);
         return;
     }
+    /* Observed before the answer goes out, so a client that reads /metrics
+     * after its answer always finds its own request counted. */
+    pthread_mutex_lock(&s->mmu);
+    metrics_histogram_observe(s->m_e2e, NULL, res->e2e_s);
+    pthread_mutex_unlock(&s->mmu);
     if (g->req.stream) {
         for (int i = 0; i < res->n; i++) {
             const areal_engine_sample *es = &res->samples[i];
@@ -364,9 +369,6 @@ static void on_done(void *user, areal_engine_result *res) {
     } else {
         srv_json(g->x, 200, openai_obj(g, res));
     }
-    pthread_mutex_lock(&s->mmu);
-    metrics_histogram_observe(s->m_e2e, NULL, res->e2e_s);
-    pthread_mutex_unlock(&s->mmu);
     areal_engine_result_free(res);
     gen_free(g);
     atomic_fetch_sub(&s->open_gens, 1);
