@@ -2,7 +2,8 @@
  * sampler.c - the seeded RNG and next-token sampling of generate.h.
  *
  * The order is transformers' logits processors: temperature, then top-k,
- * then top-p, each on the survivors of the previous one. Candidates are
+ * then top-p, then min-p (SGLang's order), each on the survivors of the
+ * previous one. Candidates are
  * sorted by scaled logit (descending, ties by id) only when top-k or top-p
  * filter; plain temperature sampling scans the vocabulary in id order. The
  * log-sum-exp is taken in double with the maximum subtracted, and logits are
@@ -63,7 +64,7 @@ int32_t areal_sample(const float *logits, int V, const areal_sampling *s, areal_
     float inv_t = 1.0f / s->temperature;
     cand *c = (cand *)scratch;
     int n = V;
-    bool filter = (s->top_k > 0 && s->top_k < V) || s->top_p < 1.0f;
+    bool filter = (s->top_k > 0 && s->top_k < V) || s->top_p < 1.0f || s->min_p > 0;
     for (int j = 0; j < V; j++)
         c[j] = (cand){logits[j] * inv_t, j};
     if (filter) {
@@ -87,6 +88,16 @@ int32_t areal_sample(const float *logits, int V, const areal_sampling *s, areal_
             keep++;
             if (cum >= s->top_p)
                 break;
+        }
+        n = keep;
+        sum = keep_sum;
+    }
+    if (s->min_p > 0) { /* c[0] is the most likely: its ratio exp(z - mx) is 1 */
+        int keep = 1;
+        double keep_sum = 1.0;
+        while (keep < n && exp((double)(c[keep].z - mx)) >= (double)s->min_p) {
+            keep_sum += exp((double)(c[keep].z - mx));
+            keep++;
         }
         n = keep;
         sum = keep_sum;

@@ -55,6 +55,9 @@ typedef struct areal_sampling {
      * of a padded vocabulary, masked as serving engines do (their logits count
      * as -inf, in the logprob's normaliser too); 0: every id may be drawn */
     int vocab_limit;
+    /* after top-p, keep the candidates whose probability is at least min_p
+     * times the largest (SGLang's min-p); 0: off. Ignored when greedy. */
+    float min_p;
 } areal_sampling;
 
 /* A seeded random stream (splitmix64). */
@@ -69,8 +72,8 @@ float areal_rng_uniform(areal_rng *r);
 /*
  * Picks the next token from one row of logits [V] under s (scratch holds 2 V
  * floats) and writes its log probability under the distribution it was drawn
- * from: softmax(logits / temperature) restricted to the top-k / top-p set and
- * renormalised; for greedy, under softmax(logits). Ids at or past
+ * from: softmax(logits / temperature) restricted to the top-k / top-p / min-p
+ * set and renormalised; for greedy, under softmax(logits). Ids at or past
  * s->vocab_limit (when set) take no part. Returns the token id.
  */
 int32_t areal_sample(const float *logits, int V, const areal_sampling *s, areal_rng *rng,
