@@ -217,6 +217,13 @@ void areal_http_stream_end(areal_http_exchange *x) {
     finish(x);
 }
 
+size_t areal_http_stream_queued(areal_http_exchange *x) {
+    pthread_mutex_lock(&x->hub->mu);
+    size_t n = x->gone || x->hub->ctx == NULL ? 0 : x->out_len - x->out_off;
+    pthread_mutex_unlock(&x->hub->mu);
+    return n;
+}
+
 bool areal_http_client_gone(areal_http_exchange *x) {
     pthread_mutex_lock(&x->hub->mu);
     bool gone = x->gone || x->hub->ctx == NULL;

@@ -27,6 +27,15 @@ void k_linear_fwd(float *y, const float *x, const float *w, const float *b, int 
 void k_linear_bwd(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
                   int T, int n_in, int n_out);
 
+/* ---- k_linear_infer.c: the same product for the KV-cache paths, on the pool:
+ * every element computed the same way whatever T (batch-invariant), W streamed
+ * once per call. beta 0 overwrites y, 1 adds to it (before the bias). */
+void k_linear_infer(areal_pool *p, float *y, const float *x, const float *w, const float *b, int T,
+                    int n_in, int n_out, float beta);
+/* sum a[i] b[i] over [0, n) with k_linear_infer's per-element arithmetic (8 FMA
+ * lanes, one fixed tree, the tail in order): attention scores of the KV paths. */
+float k_dot_lanes(const float *a, const float *b, int n);
+
 /* ---- k_rmsnorm.c: HF RMSNorm y = w * x / sqrt(mean(x^2) + eps), over rows of D */
 void k_rmsnorm_fwd(areal_pool *p, float *y, float *rstd, const float *x, const float *w,
                    size_t rows, int D, float eps);

@@ -1,22 +1,20 @@
 /*
- * model_infer.c - the KV cache and the incremental (inference) forward.
+ * model_infer.c - the KV cache with one slot per sequence and the
+ * incremental (inference) forward over it (generate.h).
  *
- * One call handles any mix of prefill and decode: the new tokens of every
- * sequence are packed into rows, run through the same kernels as the
- * training forward (RMSNorm, projections, q/k norm, RoPE at position
- * len[slot] + i, MLP or MoE), their rotated keys and values are appended to
- * the cache, and every row attends the cache of its slot up to and including
- * itself. Only each sequence's last row goes through the final norm and the
- * LM head. Nothing is saved for a backward; scratch is one allocation per
- * call. Sharing layer_fwd of model_fwd.c was rejected: it writes the
- * training activation record, which inference must not allocate.
+ * One call handles any mix of prefill and decode. The slot cache is run as
+ * a paged cache whose blocks are whole slots (block_tokens = cap, each row's
+ * table the one entry {slot}), through infer_step.c, the layer body the
+ * paged cache (model_paged.c) uses too; only each sequence's last row goes
+ * through the final norm and the LM head. Nothing is saved for a backward.
+ * Sharing layer_fwd of model_fwd.c was rejected: it writes the training
+ * activation record, which inference must not allocate.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "areal/model/generate.h"
-#include "kernels.h"
-#include "model_internal.h"
+#include "infer_step.h"
 
 int areal_kv_cache_init(areal_kv_cache *c, const areal_model_config *cfg, int n_slots, int cap,
                         areal_error *err) {
@@ -47,12 +45,6 @@ void areal_kv_cache_free(areal_kv_cache *c) {
     free(c->len);
     memset(c, 0, sizeof *c);
 }
-
-typedef struct infer_buf {
-    float *x, *ln, *q, *k, *v, *ao, *tmp, *g, *u, *h, *moe, *att, *last;
-    int32_t *pos;
-    int *slot, *n_keys;
-} infer_buf;
 
 static int check_step(const areal_model *m, const areal_kv_cache *c, const int32_t *tokens,
                       const int32_t *cu, const int *slots, int n_seqs, areal_error *err) {
@@ -90,102 +82,38 @@ static int check_step(const areal_model *m, const areal_kv_cache *c, const int32
     return AREAL_OK;
 }
 
-static void layer_step(const areal_model *m, areal_kv_cache *c, int l, int T, infer_buf *b,
-                       int max_keys) {
-    const areal_model_config *cf = &m->cfg;
-    const areal_layer_w *w = &m->w.layers[l];
-    int H = cf->hidden_size, hd = cf->head_dim, nh = cf->num_heads, nkv = cf->num_kv_heads;
-    int Q = nh * hd, KV = nkv * hd, I = cf->intermediate_size;
-    float eps = (float)cf->rms_norm_eps;
-    k_rmsnorm_fwd(m->pool, b->ln, NULL, b->x, w->ln1, (size_t)T, H, eps);
-    k_linear_fwd(b->q, b->ln, w->wq, w->bq, T, H, Q, 0.0f);
-    k_linear_fwd(b->k, b->ln, w->wk, w->bk, T, H, KV, 0.0f);
-    k_linear_fwd(b->v, b->ln, w->wv, w->bv, T, H, KV, 0.0f);
-    if (cf->qk_norm) {
-        k_rmsnorm_fwd(m->pool, b->q, NULL, b->q, w->q_norm, (size_t)T * nh, hd, eps);
-        k_rmsnorm_fwd(m->pool, b->k, NULL, b->k, w->k_norm, (size_t)T * nkv, hd, eps);
-    }
-    k_rope_fwd(m->pool, b->q, b->pos, m->inv_freq, T, nh, hd);
-    k_rope_fwd(m->pool, b->k, b->pos, m->inv_freq, T, nkv, hd);
-    size_t slot_stride = (size_t)c->cap * KV, layer_off = (size_t)l * c->n_slots * slot_stride;
-    for (int t = 0; t < T; t++) {
-        size_t at = layer_off + (size_t)b->slot[t] * slot_stride + (size_t)b->pos[t] * KV;
-        memcpy(c->k + at, b->k + (size_t)t * KV, sizeof(float) * (size_t)KV);
-        memcpy(c->v + at, b->v + (size_t)t * KV, sizeof(float) * (size_t)KV);
-    }
-    k_attn_dims d = {nh, nkv, hd, m->attn_scale};
-    k_attn_decode(m->pool, b->ao, b->q, c->k + layer_off, c->v + layer_off, slot_stride, b->slot,
-                  b->n_keys, T, d, b->att, max_keys);
-    k_linear_fwd(b->x, b->ao, w->wo, w->bo, T, Q, H, 1.0f); /* residual added in place */
-    k_rmsnorm_fwd(m->pool, b->ln, NULL, b->x, w->ln2, (size_t)T, H, eps);
-    if (cf->num_experts > 0 && cf->moe_layer[l]) {
-        moe_acts ma;
-        moe_acts_bind(&ma, cf, T, b->moe);
-        moe_fwd(m, w, &ma, b->ln, b->tmp, T);
-    } else {
-        k_linear_fwd(b->g, b->ln, w->gate, w->gate_b, T, H, I, 0.0f);
-        k_linear_fwd(b->u, b->ln, w->up, w->up_b, T, H, I, 0.0f);
-        k_swiglu_fwd(m->pool, b->h, b->g, b->u, (size_t)T * I);
-        k_linear_fwd(b->tmp, b->h, w->down, w->down_b, T, I, H, 0.0f);
-    }
-    k_add(m->pool, b->x, b->x, b->tmp, (size_t)T * H);
-}
-
 int areal_model_step(areal_model *m, areal_kv_cache *c, const int32_t *tokens, const int32_t *cu,
                      const int *slots, int n_seqs, float *logits, areal_error *err) {
     int rc = check_step(m, c, tokens, cu, slots, n_seqs, err);
     if (rc != AREAL_OK)
         return rc;
-    const areal_model_config *cf = &m->cfg;
-    size_t T = (size_t)cu[n_seqs], H = (size_t)cf->hidden_size;
-    size_t Q = (size_t)cf->num_heads * cf->head_dim, KV = (size_t)c->kv_dim;
-    size_t I = (size_t)cf->intermediate_size;
-    int max_keys = 0;
-    for (int s = 0; s < n_seqs; s++)
-        if (c->len[slots[s]] + cu[s + 1] - cu[s] > max_keys)
-            max_keys = c->len[slots[s]] + cu[s + 1] - cu[s];
-    size_t nf = T * H * 3 + T * Q * 2 + T * KV * 2 + T * I * 3 + moe_acts_floats(cf, (int)T) +
-                T * (size_t)cf->num_heads * (size_t)max_keys + (size_t)n_seqs * H + 3 * T;
-    float *buf = malloc(sizeof(float) * nf);
-    if (buf == NULL)
+    size_t T = (size_t)cu[n_seqs];
+    const int32_t **table = malloc(sizeof *table * T);
+    int32_t *pos = malloc(sizeof *pos * T), *ids = malloc(sizeof *ids * (size_t)n_seqs);
+    int32_t *last = malloc(sizeof *last * (size_t)n_seqs);
+    if (table == NULL || pos == NULL || ids == NULL || last == NULL) {
+        free(table);
+        free(pos);
+        free(ids);
+        free(last);
         return areal_error_set(err, AREAL_ENOMEM, -1, "step: no memory for %zu new tokens", T);
-    infer_buf b;
-    float *f = buf;
-#define TAKE(n) (f += (n), f - (n))
-    b.x = TAKE(T * H);
-    b.ln = TAKE(T * H);
-    b.tmp = TAKE(T * H);
-    b.q = TAKE(T * Q);
-    b.ao = TAKE(T * Q);
-    b.k = TAKE(T * KV);
-    b.v = TAKE(T * KV);
-    b.g = TAKE(T * I);
-    b.u = TAKE(T * I);
-    b.h = TAKE(T * I);
-    b.moe = TAKE(moe_acts_floats(cf, (int)T));
-    b.att = TAKE(T * (size_t)cf->num_heads * (size_t)max_keys);
-    b.last = TAKE((size_t)n_seqs * H);
-    b.pos = (int32_t *)TAKE(T);
-    b.slot = (int *)TAKE(T);
-    b.n_keys = (int *)TAKE(T);
-#undef TAKE
-    for (int s = 0; s < n_seqs; s++)
+    }
+    for (int s = 0; s < n_seqs; s++) {
+        ids[s] = slots[s]; /* the one-block table of sequence s */
+        last[s] = cu[s + 1] - 1;
         for (int t = cu[s]; t < cu[s + 1]; t++) {
-            b.slot[t] = slots[s];
-            b.pos[t] = c->len[slots[s]] + (t - cu[s]);
-            b.n_keys[t] = b.pos[t] + 1;
+            table[t] = &ids[s];
+            pos[t] = c->len[slots[s]] + (t - cu[s]);
         }
-    for (size_t t = 0; t < T; t++)
-        memcpy(b.x + t * H, m->w.embed + (size_t)tokens[t] * H, sizeof(float) * H);
-    for (int l = 0; l < cf->num_layers; l++)
-        layer_step(m, c, l, (int)T, &b, max_keys);
-    for (int s = 0; s < n_seqs; s++)
-        memcpy(b.last + (size_t)s * H, b.x + (size_t)(cu[s + 1] - 1) * H, sizeof(float) * H);
-    k_rmsnorm_fwd(m->pool, b.last, NULL, b.last, m->w.norm, (size_t)n_seqs, (int)H,
-                  (float)cf->rms_norm_eps);
-    k_linear_fwd(logits, b.last, m->w.lm_head, NULL, n_seqs, (int)H, cf->vocab_size, 0.0f);
-    for (int s = 0; s < n_seqs; s++)
-        c->len[slots[s]] += cu[s + 1] - cu[s];
-    free(buf);
-    return AREAL_OK;
+    }
+    infer_kv kv = {c->k, c->v, c->n_slots, c->cap, c->kv_dim};
+    rc = infer_run(m, &kv, tokens, (int)T, table, pos, last, n_seqs, logits, err);
+    if (rc == AREAL_OK)
+        for (int s = 0; s < n_seqs; s++)
+            c->len[slots[s]] += cu[s + 1] - cu[s];
+    free(table);
+    free(pos);
+    free(ids);
+    free(last);
+    return rc;
 }

@@ -4,7 +4,9 @@
 # llama.cpp comes vendored in the llama-cpp-python sdist on PyPI (the only
 # network the project allows is the package registries); we fetch the sdist
 # with pip rather than cloning GitHub. Idempotent: a second run finds the
-# binary and exits. Prints the cache directory on stdout.
+# binary and exits. Prints the cache directory on stdout. Start it early
+# (`nice worker/rollout/bench/llama_build.sh &`): on 2 shared cores it takes
+# tens of minutes.
 #   LLAMA_CPP_PYTHON_VERSION pins the sdist (default: the newest).
 set -eu
 CACHE="${AREAL_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/areal-bench}"
@@ -22,9 +24,15 @@ if [ ! -d "$CACHE/llama.cpp" ]; then
     mv "$CACHE"/unpack/llama_cpp_python-*/vendor/llama.cpp "$CACHE/llama.cpp"
     rm -rf "$CACHE/unpack"
 fi
-# Native CPU flags, no BLAS, no GPU, no curl: the same threads as ours.
+# Only what the bench runs: the llama-server target (with the libraries it
+# links: ggml, llama, common, mtmd), Release, native CPU flags, no BLAS, no
+# GPU, no curl/OpenSSL, no tests, examples, web UI or unified app. The build
+# is niced and -j1 by default (BENCH_JOBS=N to change) because the machine is
+# shared: it is meant to be started early, in the background, and it resumes
+# where a previous (interrupted) run stopped.
 nice -n 19 cmake -S "$CACHE/llama.cpp" -B "$CACHE/llama-build" -DCMAKE_BUILD_TYPE=Release \
-    -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF \
-    -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON >&2
-nice -n 19 cmake --build "$CACHE/llama-build" --target llama-server -j "${BENCH_JOBS:-2}" >&2
+    -DGGML_NATIVE=ON -DGGML_BLAS=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
+    -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+    -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_BUILD_APP=OFF >&2
+nice -n 19 cmake --build "$CACHE/llama-build" --target llama-server -j "${BENCH_JOBS:-1}" >&2
 echo "$CACHE"

@@ -179,6 +179,15 @@ void areal_engine_destroy(areal_engine *e) {
     pthread_cond_signal(&e->wake);
     pthread_mutex_unlock(&e->mu);
     pthread_join(e->thread, NULL);
+    while (e->lent != NULL) { /* holds the caller failed to release (a contract breach) */
+        eng_lent *l = e->lent;
+        e->lent = l->next;
+        if (l->m != e->model) {
+            areal_model_free(l->m);
+            free(l->m);
+        }
+        free(l);
+    }
     areal_model_free(e->model);
     free(e->model);
     pthread_mutex_destroy(&e->mu);
@@ -440,6 +449,57 @@ int areal_engine_copy_model(areal_engine *e, areal_model *dst, areal_error *err)
         memcpy(dst->params, e->model->params, sizeof(float) * e->model->n_params);
     pthread_mutex_unlock(&e->cmd_mu);
     return rc;
+}
+
+bool eng_model_lent(const areal_engine *e, const areal_model *m) {
+    for (const eng_lent *l = e->lent; l != NULL; l = l->next)
+        if (l->m == m)
+            return true;
+    return false;
+}
+
+const areal_model *areal_engine_hold_model(areal_engine *e, char *version, size_t cap) {
+    pthread_mutex_lock(&e->mu);
+    eng_lent *l = e->lent;
+    while (l != NULL && l->m != e->model)
+        l = l->next;
+    if (l == NULL && (l = calloc(1, sizeof *l)) != NULL) {
+        l->m = e->model;
+        l->next = e->lent;
+        e->lent = l;
+    }
+    if (l == NULL) {
+        pthread_mutex_unlock(&e->mu);
+        return NULL;
+    }
+    l->refs++;
+    if (version != NULL && cap > 0)
+        snprintf(version, cap, "%s", e->version);
+    const areal_model *m = l->m;
+    pthread_mutex_unlock(&e->mu);
+    return m;
+}
+
+void areal_engine_release_model(areal_engine *e, const areal_model *m) {
+    areal_model *retired = NULL;
+    pthread_mutex_lock(&e->mu);
+    for (eng_lent **p = &e->lent; *p != NULL; p = &(*p)->next) {
+        eng_lent *l = *p;
+        if (l->m != m)
+            continue;
+        if (--l->refs == 0) {
+            *p = l->next;
+            if (l->m != e->model)
+                retired = l->m; /* swapped out while lent */
+            free(l);
+        }
+        break;
+    }
+    pthread_mutex_unlock(&e->mu);
+    if (retired != NULL) {
+        areal_model_free(retired);
+        free(retired);
+    }
 }
 
 const areal_model_config *areal_engine_model_config(const areal_engine *e) {

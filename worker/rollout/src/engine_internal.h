@@ -78,6 +78,14 @@ typedef struct seq_list {
     int n;
 } seq_list;
 
+/* A model lent by areal_engine_hold_model (under mu); freed at its last
+ * release once a swap has replaced it. */
+typedef struct eng_lent {
+    areal_model *m;
+    int refs;
+    struct eng_lent *next;
+} eng_lent;
+
 typedef enum eng_cmd { CMD_NONE, CMD_PAUSE, CMD_CONTINUE, CMD_FLUSH, CMD_SWAP } eng_cmd;
 
 struct areal_engine {
@@ -109,6 +117,7 @@ struct areal_engine {
     bool cmd_abort;
     uint64_t next_rid, seed_state;
     char version[AREAL_ENGINE_VERSION_MAX];
+    eng_lent *lent;        /* models held by readers */
     areal_engine_stats st; /* published counters */
     /* scheduler only */
     seq_list running;
@@ -147,6 +156,9 @@ int32_t eng_sample(const float *logits, int V, const areal_engine_params *p, are
  * when k > 0. */
 float eng_logprob(const float *logits, int V, float temperature, int32_t id, int k,
                   areal_engine_top *top);
+
+/* Whether m is lent (under mu): then a swap must not free it. */
+bool eng_model_lent(const areal_engine *e, const areal_model *m);
 
 /* ---- engine_sched.c: the scheduler thread */
 void *eng_scheduler(void *arg);

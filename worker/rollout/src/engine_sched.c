@@ -125,8 +125,10 @@ static void serve_cmd(areal_engine *e, eng_req **done) {
         areal_model *old = e->model;
         e->model = e->cmd_model;
         e->cmd_model = NULL;
-        areal_model_free(old);
-        free(old);
+        if (!eng_model_lent(e, old)) { /* else its last release frees it */
+            areal_model_free(old);
+            free(old);
+        }
         e->epoch++;
         kvb_flush(&e->blocks);
         if (e->cmd_version != NULL)

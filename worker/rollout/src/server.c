@@ -254,6 +254,8 @@ int areal_rollout_server_start(const areal_rollout_server_config *cfg, areal_rol
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     pthread_mutex_init(&s->mmu, NULL);
+    pthread_mutex_init(&s->smu, NULL);
+    pthread_cond_init(&s->scv, NULL);
     int rc = load_engine(s, err);
     if (rc == AREAL_OK) {
         s->lim = (rr_limits){.vocab = s->mcfg.vocab_size,
@@ -274,6 +276,8 @@ int areal_rollout_server_start(const areal_rollout_server_config *cfg, areal_rol
         rc = srv_routes_control(s, err);
     if (rc == AREAL_OK)
         rc = srv_routes_weights(s, err);
+    if (rc == AREAL_OK)
+        rc = srv_routes_peer(s, err);
     if (rc == AREAL_OK && pthread_create(&s->ctl, NULL, ctl_main, s) != 0)
         rc = areal_error_set(err, AREAL_ENOMEM, -1, "cannot start the control thread");
     if (rc != AREAL_OK) {
@@ -331,6 +335,7 @@ void areal_rollout_server_stop(areal_rollout_server *s) {
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->ctl, NULL);
+    srv_peer_stop(s);             /* the streams hold lent models: before the engine goes */
     areal_engine_destroy(s->eng); /* aborts what is left: on_done answers (or drops) them */
     areal_http_stop(s->http);
     srv_weights_free(s);
@@ -339,5 +344,7 @@ void areal_rollout_server_stop(areal_rollout_server *s) {
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mmu);
+    pthread_mutex_destroy(&s->smu);
+    pthread_cond_destroy(&s->scv);
     free(s);
 }

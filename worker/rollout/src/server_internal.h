@@ -6,7 +6,8 @@
  *   server.c           lifecycle, routes, model loading, drain
  *   server_generate.c  /generate and the OpenAI endpoints (engine callbacks)
  *   server_control.c   pause / continue / abort / health / info / metrics
- *   server_weights.c   update_weights_from_disk / _distributed / _peer, groups
+ *   server_weights.c   update_weights_from_disk / _distributed, groups
+ *   server_peer.c      GET /get_weights_safetensors, update_weights_from_peer
  *   server_req.c       request parsing (server_req.h)
  *   register.c         registration in the job's store
  */
@@ -68,6 +69,12 @@ struct areal_rollout_server {
     bool staging_on;
     unsigned char *staging_seen; /* per spec: received in this update */
 
+    /* weight streams to peers (server_peer.c) */
+    pthread_mutex_t smu;
+    pthread_cond_t scv;
+    int n_streams;     /* streaming threads alive */
+    bool streams_stop; /* set by stop: streams end early, new ones get 503 */
+
     atomic_bool draining;
     atomic_int open_gens;   /* generation requests not yet answered */
     atomic_ullong rid_seq;  /* for rids the client did not give */
@@ -100,10 +107,14 @@ bool srv_known(areal_http_exchange *x, json_t *j, const char *endpoint, const ch
 char *srv_decode(areal_rollout_server *s, const int32_t *ids, int n, bool skip_special,
                  bool partial);
 
-/* Route installers of the three endpoint files. */
+/* Route installers of the endpoint files. */
 int srv_routes_generate(areal_rollout_server *s, areal_error *err);
 int srv_routes_control(areal_rollout_server *s, areal_error *err);
 int srv_routes_weights(areal_rollout_server *s, areal_error *err);
+int srv_routes_peer(areal_rollout_server *s, areal_error *err);
+
+/* Ends the weight streams (early) and waits for their threads (before the engine goes). */
+void srv_peer_stop(areal_rollout_server *s);
 int srv_metrics_init(areal_rollout_server *s);
 
 /* Frees the weight-update groups and the staging copy (control thread or stop). */

@@ -21,17 +21,12 @@
  *     unsupported dtype) fails the whole update; a failed broadcast (sender
  *     gone) also breaks the group (init again); either way the old weights
  *     keep serving.
- *   POST /update_weights_from_peer {url}
- *     asks a running server for its model directory and version
- *     (GET url/get_model_info) and loads that directory: peers of one job
- *     share the checkpoint volume, so this is the disk path with the peer's
- *     version, and a scaled-up server catches up without the trainer.
+ * (From a peer, whatever way the peer got its weights: server_peer.c.)
  *
  * Versions: weight_version when given; else, when the serving version is an
  * integer, that integer + 1 (AReaL never sends weight_version, and its
  * version is the number of updates); else unchanged.
  */
-#include <curl/curl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -444,76 +439,6 @@ static void do_distributed(areal_rollout_server *s, areal_http_exchange *x,
     swapped(s, x, "Succeeded to update model weights from the distributed group.");
 }
 
-/* ---- from a peer -------------------------------------------------------------------- */
-
-static size_t collect(char *p, size_t sz, size_t n, void *ud) {
-    json_t **acc = ud;
-    const char *old = json_string_value(*acc);
-    size_t len = json_string_length(*acc);
-    if (len + sz * n > (1u << 20))
-        return 0;
-    char *joined = malloc(len + sz * n);
-    if (joined == NULL)
-        return 0;
-    memcpy(joined, old, len);
-    memcpy(joined + len, p, sz * n);
-    json_string_setn_nocheck(*acc, joined, len + sz * n);
-    free(joined);
-    return sz * n;
-}
-
-static void do_peer(areal_rollout_server *s, areal_http_exchange *x, const areal_http_request *r) {
-    static const char *const known[] = {"url", "abort_all_requests", NULL};
-    json_t *j = srv_body(x, r);
-    if (j == NULL)
-        return;
-    if (!srv_known(x, j, "/update_weights_from_peer", known)) {
-        json_decref(j);
-        return;
-    }
-    json_t *url = json_object_get(j, "url");
-    if (!json_is_string(url) || strncmp(json_string_value(url), "http://", 7) != 0) {
-        json_decref(j);
-        fail(x, 400, "url must be the peer's base URL, http://host:port");
-        return;
-    }
-    char full[1200];
-    snprintf(full, sizeof full, "%.1100s/get_model_info", json_string_value(url));
-    json_t *acc = json_stringn_nocheck("", 0);
-    CURL *c = curl_easy_init();
-    long code = 0;
-    CURLcode cr = CURLE_FAILED_INIT;
-    if (c) {
-        curl_easy_setopt(c, CURLOPT_URL, full);
-        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
-        curl_easy_setopt(c, CURLOPT_WRITEDATA, &acc);
-        curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
-        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-        cr = curl_easy_perform(c);
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-        curl_easy_cleanup(c);
-    }
-    json_t *info = cr == CURLE_OK && code == 200
-                       ? json_loadb(json_string_value(acc), json_string_length(acc), 0, NULL)
-                       : NULL;
-    json_decref(acc);
-    json_t *path = json_object_get(info, "model_path"),
-           *ver = json_object_get(info, "weight_version");
-    if (!json_is_string(path) || !json_is_string(ver)) {
-        json_decref(info);
-        json_decref(j);
-        fail(x, 400,
-             "the peer %s did not answer GET /get_model_info with model_path and "
-             "weight_version (%s, HTTP %ld)",
-             json_string_value(url), curl_easy_strerror(cr), code);
-        return;
-    }
-    load_and_swap(s, x, json_string_value(path), json_string_value(ver),
-                  json_is_true(json_object_get(j, "abort_all_requests")));
-    json_decref(info);
-    json_decref(j);
-}
-
 static void h_disk(areal_http_exchange *x, const areal_http_request *r, void *ud) {
     srv_ctl(ud, do_disk, x, r);
 }
@@ -523,9 +448,6 @@ static void h_init(areal_http_exchange *x, const areal_http_request *r, void *ud
 static void h_dist(areal_http_exchange *x, const areal_http_request *r, void *ud) {
     srv_ctl(ud, do_distributed, x, r);
 }
-static void h_peer(areal_http_exchange *x, const areal_http_request *r, void *ud) {
-    srv_ctl(ud, do_peer, x, r);
-}
 
 int srv_routes_weights(areal_rollout_server *s, areal_error *err) {
     int rc = areal_http_route(s->http, "POST", "/update_weights_from_disk", h_disk, s, err);
@@ -533,7 +455,5 @@ int srv_routes_weights(areal_rollout_server *s, areal_error *err) {
         rc = areal_http_route(s->http, "POST", "/init_weights_update_group", h_init, s, err);
     if (rc == AREAL_OK)
         rc = areal_http_route(s->http, "POST", "/update_weights_from_distributed", h_dist, s, err);
-    if (rc == AREAL_OK)
-        rc = areal_http_route(s->http, "POST", "/update_weights_from_peer", h_peer, s, err);
     return rc;
 }

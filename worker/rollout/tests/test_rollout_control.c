@@ -555,6 +555,8 @@ static void bad_requests_and_settings(void **state) {
     r.rid = "dup";
     r.params.max_new_tokens = 50;
     r.params.ignore_eos = true;
+    /* paused, the first "dup" stays live however fast the engine would finish it */
+    assert_int_equal(areal_engine_pause(e, AREAL_PAUSE_IN_PLACE), 0);
     assert_int_equal(areal_engine_submit(e, &r, &err), AREAL_OK);
     expect_refusal(e, &r, AREAL_EINVAL, "rid");
     assert_int_equal(areal_engine_abort_all(e), 1);

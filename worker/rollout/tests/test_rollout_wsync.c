@@ -4,9 +4,19 @@
  * smaller than one tensor (one tensor each) and larger than all (one
  * bucket), greedy outputs then equal the new weights' reference and
  * weight_version moves; a bucket with wrong shapes and a sender that dies
- * mid-bucket leave the old version serving and say why.
+ * mid-bucket leave the old version serving and say why. Then a third server
+ * pulls the weights that exist only in the first one's memory
+ * (update_weights_from_peer over GET /get_weights_safetensors): its greedy
+ * outputs and version become the peer's; a peer that dies mid-transfer (a
+ * fake one that sends half the body and hangs up) or cannot be reached
+ * leaves it on its old weights with the reason.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <sys/socket.h>
+
+#include "areal/model/safetensors.h"
 
 #include "areal/rollout/wsync.h"
 #include "rollout_http_util.h"
@@ -173,6 +183,122 @@ static areal_wsync *join_both(const int ports[2]) {
     return ws;
 }
 
+/* A fake peer: answers one request with the first `send` of `len` bytes of
+ * body (announced whole by Content-Length), then hangs up. */
+typedef struct fake_peer {
+    int fd, port;
+    const char *body;
+    size_t len, send;
+    pthread_t t;
+} fake_peer;
+
+static void *fake_main(void *arg) {
+    fake_peer *f = arg;
+    int c = accept(f->fd, NULL, NULL);
+    if (c < 0)
+        return NULL;
+    char req[4096];
+    size_t got = 0;
+    while (got < sizeof req - 1) { /* the request head */
+        ssize_t k = recv(c, req + got, sizeof req - 1 - got, 0);
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+        req[got] = '\0';
+        if (strstr(req, "\r\n\r\n"))
+            break;
+    }
+    char head[256];
+    int n = snprintf(head, sizeof head,
+                     "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+                     "Content-Length: %zu\r\n\r\n",
+                     f->len);
+    ssize_t w = send(c, head, (size_t)n, MSG_NOSIGNAL);
+    for (size_t off = 0; w >= 0 && off < f->send; off += (size_t)w)
+        w = send(c, f->body + off, f->send - off, MSG_NOSIGNAL);
+    close(c);
+    return NULL;
+}
+
+static void fake_start(fake_peer *f, const char *body, size_t len, size_t send_bytes) {
+    f->fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    assert_int_equal(bind(f->fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(f->fd, 4), 0);
+    assert_int_equal(getsockname(f->fd, (struct sockaddr *)&a, &al), 0);
+    f->port = ntohs(a.sin_port);
+    f->body = body;
+    f->len = len;
+    f->send = send_bytes;
+    assert_int_equal(pthread_create(&f->t, NULL, fake_main, f), 0);
+}
+
+static void fake_wait(fake_peer *f) {
+    pthread_join(f->t, NULL);
+    close(f->fd);
+}
+
+/* GET /get_weights_safetensors of port: a valid safetensors file holding w's
+ * parameters bit for bit, under `version`. Returns the body (caller frees). */
+static rt_resp weights_are(int port, const weights *w, const char *version) {
+    rt_resp r = rt_req(NULL, port, "/get_weights_safetensors", NULL);
+    assert_int_equal(r.code, 200);
+    areal_st_header h;
+    areal_error e;
+    if (areal_st_header_parse((const uint8_t *)r.body, r.len, "peer", &h, &e) != 0)
+        fail_msg("%s", e.msg);
+    assert_int_equal(h.n_tensors, w->n);
+    bool found = false;
+    for (size_t i = 0; i < h.n_meta; i++)
+        if (strcmp(h.meta_keys[i], "weight_version") == 0) {
+            assert_string_equal(h.meta_values[i], version);
+            found = true;
+        }
+    assert_true(found);
+    for (size_t i = 0; i < w->n; i++) {
+        const areal_st_tensor *t = areal_st_header_find(&h, w->m.specs[i].name);
+        assert_non_null(t);
+        assert_int_equal(t->dtype, AREAL_DT_F32);
+        assert_memory_equal(r.body + 8 + h.header_len + t->begin, w->t[i].data, t->end - t->begin);
+    }
+    areal_st_header_free(&h);
+    return r;
+}
+
+static void peer_pull_takes_in_memory_weights(int port_a, const weights *fresh) {
+    /* c starts on the old weights; a serves fresh ones that exist only in memory */
+    areal_rollout_server *c = rt_server(dir, "0");
+    int pc = areal_rollout_server_port(c);
+    rt_resp body = weights_are(port_a, fresh, "3");
+    /* the peer dies mid-transfer: half the body, then the connection drops */
+    fake_peer f;
+    fake_start(&f, body.body, body.len, body.len / 2);
+    rt_resp r =
+        rt_post(pc, "/update_weights_from_peer", "{\"url\":\"http://127.0.0.1:%d\"}", f.port);
+    fake_wait(&f);
+    assert_int_equal(r.code, 400);
+    assert_false(json_is_true(json_object_get(r.json, "success")));
+    assert_non_null(strstr(r.body, "broke after"));
+    assert_non_null(strstr(r.body, "version 0 keeps serving"));
+    rt_free(&r);
+    outputs_are(pc, dir, "0");
+    /* a peer that is not there */
+    r = rt_post(pc, "/update_weights_from_peer", "{\"url\":\"http://127.0.0.1:%d\"}", f.port);
+    assert_int_equal(r.code, 400);
+    assert_non_null(strstr(r.body, "version 0 keeps serving"));
+    rt_free(&r);
+    /* the real peer: its in-memory weights and its version */
+    r = rt_post(pc, "/update_weights_from_peer", "{\"url\":\"http://127.0.0.1:%d\"}", port_a);
+    if (r.code != 200)
+        fail_msg("%s", r.body);
+    assert_string_equal(json_string_value(json_object_get(r.json, "weight_version")), "3");
+    rt_free(&r);
+    outputs_are(pc, dir_new, "3");
+    rt_free(&body);
+    areal_rollout_server_stop(c);
+}
+
 static void two_servers_take_buckets_of_any_size(void **state) {
     (void)state;
     areal_rollout_server *a = rt_server(dir, "0"), *b = rt_server(dir, "0");
@@ -213,6 +339,7 @@ static void two_servers_take_buckets_of_any_size(void **state) {
     update(ws, ports, &fresh, 4096);
     outputs_are(ports[0], dir_new, "3");
     outputs_are(ports[1], dir_new, "3");
+    peer_pull_takes_in_memory_weights(ports[0], &fresh);
     areal_wsync_close(ws);
     weights_free(&fresh);
     weights_free(&old);

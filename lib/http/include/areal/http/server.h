@@ -129,6 +129,14 @@ int areal_http_stream_start(areal_http_exchange *x, int status, const char *cont
 int areal_http_stream_write(areal_http_exchange *x, const char *data, size_t len);
 void areal_http_stream_end(areal_http_exchange *x);
 
+/*
+ * Bytes of x's response queued but not yet handed to the socket (0 once the
+ * client is gone). A producer of a large stream (the rollout server's
+ * weights) writes a piece, then waits while this is above its window, so the
+ * queue never holds the whole body: stream_write itself never blocks.
+ */
+size_t areal_http_stream_queued(areal_http_exchange *x);
+
 /* Whether the client has gone (then nothing more will be delivered). */
 bool areal_http_client_gone(areal_http_exchange *x);
 

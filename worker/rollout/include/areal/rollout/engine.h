@@ -289,6 +289,21 @@ int areal_engine_swap_model(areal_engine *e, areal_model *model, const char *ver
  */
 int areal_engine_copy_model(areal_engine *e, areal_model *dst, areal_error *err);
 
+/*
+ * Lends the served model, read-only, with the version it serves under
+ * (copied into version[cap]): the pair is consistent, and the model stays
+ * valid (a swap meanwhile installs the new one but frees the lent one only
+ * at its last release) until areal_engine_release_model(e, m). For a reader
+ * that must not copy the weights nor block swaps and pauses while it works
+ * (the server streaming its weights to a peer). Every hold must be released
+ * before areal_engine_destroy. Returns the model, or NULL when out of memory
+ * (then nothing is held).
+ */
+const areal_model *areal_engine_hold_model(areal_engine *e, char *version, size_t cap);
+
+/* Returns a model lent by areal_engine_hold_model (once per hold). */
+void areal_engine_release_model(areal_engine *e, const areal_model *m);
+
 /* The served model's configuration (stable: swaps keep the architecture). */
 const areal_model_config *areal_engine_model_config(const areal_engine *e);
 

@@ -1,0 +1,200 @@
+/*
+ * infer_step.c - the incremental forward of infer_step.h: one layer body for
+ * the slot cache (generate.h) and the paged cache (paged.h).
+ *
+ * Per layer: RMSNorm, the q/k/v projections of all T rows at once
+ * (k_linear_infer: batch-invariant, so a row's numbers do not depend on
+ * which rows share its step), q/k norm, RoPE at each row's position, the
+ * rotated keys and values written to their block rows, per-(row, head)
+ * attention over the row's block table, the output projection with the
+ * residual added in place, then the MLP (or MoE) and its residual. Scratch
+ * is one allocation per call; attention scratch is taken for a group of rows
+ * at a time (at most ATTN_SCRATCH floats), since a chunk of prefill rows x
+ * heads x keys would otherwise be hundreds of MB.
+ *
+ * Attention walks the keys block by block (no division per key: it cost a
+ * third of the attention time in the engine bench), reading them in place
+ * (no gather copy of a sequence's keys); the score is k_dot_lanes, the
+ * softmax and the value sum are plain ordered loops.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "infer_step.h"
+#include "kernels.h"
+#include "model_internal.h"
+
+#define ATTN_SCRATCH ((size_t)1 << 20)
+
+typedef struct step_buf {
+    float *x, *ln, *q, *k, *v, *ao, *tmp, *g, *u, *h, *moe, *att, *last;
+    const int32_t *const *table; /* per row: its sequence's block table */
+    const int32_t *pos;
+    int max_keys;
+} step_buf;
+
+typedef struct attn_ctx {
+    float *out;
+    const float *q, *kc, *vc; /* kc, vc: this layer's blocks */
+    size_t block_stride;      /* floats per block in one layer */
+    int bt, row0;
+    const step_buf *b;
+    k_attn_dims d;
+} attn_ctx;
+
+/* One (row, head) per task. */
+static void attn_tasks(void *cv, size_t begin, size_t end) {
+    attn_ctx *x = cv;
+    k_attn_dims d = x->d;
+    int qd = d.nh * d.hd, kvd = d.nkv * d.hd, grp = d.nh / d.nkv, bt = x->bt;
+    for (size_t task = begin; task < end; task++) {
+        int r = x->row0 + (int)(task / (size_t)d.nh), h = (int)(task % (size_t)d.nh);
+        int kh = h / grp, n = x->b->pos[r] + 1;
+        const int32_t *table = x->b->table[r];
+        float *p = x->b->att + task * (size_t)x->b->max_keys;
+        const float *q = x->q + (size_t)r * qd + h * d.hd;
+        float mx = -INFINITY;
+        for (int j0 = 0, blk = 0; j0 < n; j0 += bt, blk++) {
+            const float *kb = x->kc + (size_t)table[blk] * x->block_stride + kh * d.hd;
+            int m = n - j0 < bt ? n - j0 : bt;
+            for (int i = 0; i < m; i++) {
+                float s = k_dot_lanes(q, kb + (size_t)i * kvd, d.hd) * d.scale;
+                p[j0 + i] = s;
+                if (s > mx)
+                    mx = s;
+            }
+        }
+        float sum = 0;
+        for (int j = 0; j < n; j++) {
+            p[j] = expf(p[j] - mx);
+            sum += p[j];
+        }
+        float inv = 1.0f / sum;
+        for (int j = 0; j < n; j++)
+            p[j] *= inv;
+        float *o = x->out + (size_t)r * qd + h * d.hd;
+        for (int c = 0; c < d.hd; c++)
+            o[c] = 0;
+        for (int j0 = 0, blk = 0; j0 < n; j0 += bt, blk++) {
+            const float *vb = x->vc + (size_t)table[blk] * x->block_stride + kh * d.hd;
+            int m = n - j0 < bt ? n - j0 : bt;
+            for (int i = 0; i < m; i++) {
+                const float *vj = vb + (size_t)i * kvd;
+                float pj = p[j0 + i];
+                for (int c = 0; c < d.hd; c++)
+                    o[c] += pj * vj[c];
+            }
+        }
+    }
+}
+
+static void layer(const areal_model *m, const infer_kv *c, int l, int T, step_buf *b) {
+    const areal_model_config *cf = &m->cfg;
+    const areal_layer_w *w = &m->w.layers[l];
+    areal_pool *pl = m->pool;
+    int H = cf->hidden_size, hd = cf->head_dim, nh = cf->num_heads, nkv = cf->num_kv_heads;
+    int Q = nh * hd, KV = nkv * hd, I = cf->intermediate_size, bt = c->block_tokens;
+    float eps = (float)cf->rms_norm_eps;
+    k_rmsnorm_fwd(pl, b->ln, NULL, b->x, w->ln1, (size_t)T, H, eps);
+    k_linear_infer(pl, b->q, b->ln, w->wq, w->bq, T, H, Q, 0.0f);
+    k_linear_infer(pl, b->k, b->ln, w->wk, w->bk, T, H, KV, 0.0f);
+    k_linear_infer(pl, b->v, b->ln, w->wv, w->bv, T, H, KV, 0.0f);
+    if (cf->qk_norm) {
+        k_rmsnorm_fwd(pl, b->q, NULL, b->q, w->q_norm, (size_t)T * nh, hd, eps);
+        k_rmsnorm_fwd(pl, b->k, NULL, b->k, w->k_norm, (size_t)T * nkv, hd, eps);
+    }
+    k_rope_fwd(pl, b->q, b->pos, m->inv_freq, T, nh, hd);
+    k_rope_fwd(pl, b->k, b->pos, m->inv_freq, T, nkv, hd);
+    size_t block_stride = (size_t)bt * KV, layer_off = (size_t)l * c->n_blocks * block_stride;
+    for (int t = 0; t < T; t++) {
+        size_t at = layer_off + (size_t)b->table[t][b->pos[t] / bt] * block_stride +
+                    (size_t)(b->pos[t] % bt) * KV;
+        memcpy(c->k + at, b->k + (size_t)t * KV, sizeof(float) * (size_t)KV);
+        memcpy(c->v + at, b->v + (size_t)t * KV, sizeof(float) * (size_t)KV);
+    }
+    attn_ctx x = {b->ao,
+                  b->q,
+                  c->k + layer_off,
+                  c->v + layer_off,
+                  block_stride,
+                  bt,
+                  0,
+                  b,
+                  {nh, nkv, hd, m->attn_scale}};
+    size_t per_row = (size_t)nh * (size_t)b->max_keys;
+    int group = (int)(ATTN_SCRATCH / per_row);
+    group = group < 1 ? 1 : group;
+    for (int r0 = 0; r0 < T; r0 += group) {
+        int R = T - r0 < group ? T - r0 : group;
+        x.row0 = r0;
+        areal_pool_for(pl, (size_t)R * nh, 1, attn_tasks, &x);
+    }
+    k_linear_infer(pl, b->x, b->ao, w->wo, w->bo, T, Q, H, 1.0f); /* residual added in place */
+    k_rmsnorm_fwd(pl, b->ln, NULL, b->x, w->ln2, (size_t)T, H, eps);
+    if (cf->num_experts > 0 && cf->moe_layer[l]) {
+        moe_acts ma;
+        moe_acts_bind(&ma, cf, T, b->moe);
+        moe_fwd(m, w, &ma, b->ln, b->tmp, T);
+    } else {
+        k_linear_infer(pl, b->g, b->ln, w->gate, w->gate_b, T, H, I, 0.0f);
+        k_linear_infer(pl, b->u, b->ln, w->up, w->up_b, T, H, I, 0.0f);
+        k_swiglu_fwd(pl, b->h, b->g, b->u, (size_t)T * I);
+        k_linear_infer(pl, b->tmp, b->h, w->down, w->down_b, T, I, H, 0.0f);
+    }
+    k_add(pl, b->x, b->x, b->tmp, (size_t)T * H);
+}
+
+int infer_run(areal_model *m, const infer_kv *kv, const int32_t *tokens, int T_,
+              const int32_t *const *table, const int32_t *pos, const int32_t *out_rows, int n_out,
+              float *logits, areal_error *err) {
+    const areal_model_config *cf = &m->cfg;
+    size_t T = (size_t)T_, H = (size_t)cf->hidden_size;
+    size_t Q = (size_t)cf->num_heads * cf->head_dim, KV = (size_t)kv->kv_dim;
+    size_t I = (size_t)cf->intermediate_size, nh = (size_t)cf->num_heads;
+    int max_keys = 1;
+    for (size_t t = 0; t < T; t++)
+        if (pos[t] + 1 > max_keys)
+            max_keys = pos[t] + 1;
+    size_t per_row = nh * (size_t)max_keys, group = ATTN_SCRATCH / per_row;
+    group = group < 1 ? 1 : group > T ? T : group;
+    size_t nf = T * H * 3 + T * Q * 2 + T * KV * 2 + T * I * 3 + moe_acts_floats(cf, (int)T) +
+                group * per_row + (size_t)(n_out > 0 ? n_out : 1) * H;
+    float *buf = malloc(sizeof(float) * nf);
+    if (buf == NULL)
+        return areal_error_set(err, AREAL_ENOMEM, -1, "step: no memory for %zu new tokens", T);
+    step_buf b;
+    float *f = buf;
+#define TAKE(n) (f += (n), f - (n))
+    b.x = TAKE(T * H);
+    b.ln = TAKE(T * H);
+    b.tmp = TAKE(T * H);
+    b.q = TAKE(T * Q);
+    b.ao = TAKE(T * Q);
+    b.k = TAKE(T * KV);
+    b.v = TAKE(T * KV);
+    b.g = TAKE(T * I);
+    b.u = TAKE(T * I);
+    b.h = TAKE(T * I);
+    b.moe = TAKE(moe_acts_floats(cf, (int)T));
+    b.att = TAKE(group * per_row);
+    b.last = TAKE((size_t)(n_out > 0 ? n_out : 1) * H);
+#undef TAKE
+    b.table = table;
+    b.pos = pos;
+    b.max_keys = max_keys;
+    for (size_t t = 0; t < T; t++)
+        memcpy(b.x + t * H, m->w.embed + (size_t)tokens[t] * H, sizeof(float) * H);
+    for (int l = 0; l < cf->num_layers; l++)
+        layer(m, kv, l, (int)T, &b);
+    if (n_out > 0) {
+        for (int i = 0; i < n_out; i++)
+            memcpy(b.last + (size_t)i * H, b.x + (size_t)out_rows[i] * H, sizeof(float) * H);
+        k_rmsnorm_fwd(m->pool, b.last, NULL, b.last, m->w.norm, (size_t)n_out, (int)H,
+                      (float)cf->rms_norm_eps);
+        k_linear_infer(m->pool, logits, b.last, m->w.lm_head, NULL, n_out, (int)H, cf->vocab_size,
+                       0.0f);
+    }
+    free(buf);
+    return AREAL_OK;
+}
