@@ -14,10 +14,13 @@
  *
  * Attention walks the keys block by block (no division per key: it cost a
  * third of the attention time in the engine bench), reading them in place
- * (no gather copy of a sequence's keys); the score is k_dot_lanes, the
- * softmax and the value sum are plain ordered loops.
+ * (no gather copy of a sequence's keys), one task per (row, key/value head)
+ * so the query heads of a GQA group share each key's load; the score is
+ * k_dot_lanes, the softmax an ordered loop, the value sum one FMA chain per
+ * element.
  */
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,48 +46,82 @@ typedef struct attn_ctx {
     k_attn_dims d;
 } attn_ctx;
 
-/* One (row, head) per task. */
+/* o[0..n) += p * v[0..n): one chain per element, the same in every build of
+ * this file (AVX2 when the CPU has it). */
+static void axpy(float *o, float p, const float *v, int n) {
+    for (int c = 0; c < n; c++)
+        o[c] = __builtin_fmaf(p, v[c], o[c]);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+__attribute__((target("avx2,fma"))) static void axpy_avx2(float *o, float p, const float *v,
+                                                          int n) {
+    int c = 0;
+    __m256 pv = _mm256_set1_ps(p);
+    for (; c + 8 <= n; c += 8)
+        _mm256_storeu_ps(o + c,
+                         _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + c), _mm256_loadu_ps(o + c)));
+    for (; c < n; c++)
+        o[c] = __builtin_fmaf(p, v[c], o[c]);
+}
+static bool use_avx2(void) {
+    static int known; /* 0 unknown, 1 no, 2 yes; a benign race */
+    if (known == 0)
+        known = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 2 : 1;
+    return known == 2;
+}
+#else
+#define axpy_avx2 axpy
+static bool use_avx2(void) {
+    return false;
+}
+#endif
+
+/* One (row, key/value head) per task: the query heads of the group read each
+ * key and value once; each head's sums are those it would get alone. */
 static void attn_tasks(void *cv, size_t begin, size_t end) {
     attn_ctx *x = cv;
     k_attn_dims d = x->d;
     int qd = d.nh * d.hd, kvd = d.nkv * d.hd, grp = d.nh / d.nkv, bt = x->bt;
+    void (*acc)(float *, float, const float *, int) = use_avx2() ? axpy_avx2 : axpy;
     for (size_t task = begin; task < end; task++) {
-        int r = x->row0 + (int)(task / (size_t)d.nh), h = (int)(task % (size_t)d.nh);
-        int kh = h / grp, n = x->b->pos[r] + 1;
+        int r = x->row0 + (int)(task / (size_t)d.nkv), kh = (int)(task % (size_t)d.nkv);
+        int n = x->b->pos[r] + 1, h0 = kh * grp;
         const int32_t *table = x->b->table[r];
-        float *p = x->b->att + task * (size_t)x->b->max_keys;
-        const float *q = x->q + (size_t)r * qd + h * d.hd;
-        float mx = -INFINITY;
+        /* scratch: max_keys floats per query head of this task */
+        float *p0 = x->b->att + task * (size_t)grp * (size_t)x->b->max_keys;
+        const float *q0 = x->q + (size_t)r * qd + h0 * d.hd;
         for (int j0 = 0, blk = 0; j0 < n; j0 += bt, blk++) {
             const float *kb = x->kc + (size_t)table[blk] * x->block_stride + kh * d.hd;
             int m = n - j0 < bt ? n - j0 : bt;
-            for (int i = 0; i < m; i++) {
-                float s = k_dot_lanes(q, kb + (size_t)i * kvd, d.hd) * d.scale;
-                p[j0 + i] = s;
-                if (s > mx)
-                    mx = s;
+            for (int i = 0; i < m; i++)
+                for (int g = 0; g < grp; g++)
+                    p0[(size_t)g * x->b->max_keys + j0 + i] =
+                        k_dot_lanes(q0 + g * d.hd, kb + (size_t)i * kvd, d.hd) * d.scale;
+        }
+        for (int g = 0; g < grp; g++) {
+            float *p = p0 + (size_t)g * x->b->max_keys, mx = -INFINITY, sum = 0;
+            for (int j = 0; j < n; j++)
+                mx = p[j] > mx ? p[j] : mx;
+            for (int j = 0; j < n; j++) {
+                p[j] = expf(p[j] - mx);
+                sum += p[j];
             }
+            float inv = 1.0f / sum;
+            for (int j = 0; j < n; j++)
+                p[j] *= inv;
+            float *o = x->out + (size_t)r * qd + (h0 + g) * d.hd;
+            for (int c = 0; c < d.hd; c++)
+                o[c] = 0;
         }
-        float sum = 0;
-        for (int j = 0; j < n; j++) {
-            p[j] = expf(p[j] - mx);
-            sum += p[j];
-        }
-        float inv = 1.0f / sum;
-        for (int j = 0; j < n; j++)
-            p[j] *= inv;
-        float *o = x->out + (size_t)r * qd + h * d.hd;
-        for (int c = 0; c < d.hd; c++)
-            o[c] = 0;
         for (int j0 = 0, blk = 0; j0 < n; j0 += bt, blk++) {
             const float *vb = x->vc + (size_t)table[blk] * x->block_stride + kh * d.hd;
             int m = n - j0 < bt ? n - j0 : bt;
-            for (int i = 0; i < m; i++) {
-                const float *vj = vb + (size_t)i * kvd;
-                float pj = p[j0 + i];
-                for (int c = 0; c < d.hd; c++)
-                    o[c] += pj * vj[c];
-            }
+            for (int i = 0; i < m; i++)
+                for (int g = 0; g < grp; g++)
+                    acc(x->out + (size_t)r * qd + (h0 + g) * d.hd,
+                        p0[(size_t)g * x->b->max_keys + j0 + i], vb + (size_t)i * kvd, d.hd);
         }
     }
 }
@@ -128,7 +165,7 @@ static void layer(const areal_model *m, const infer_kv *c, int l, int T, step_bu
     for (int r0 = 0; r0 < T; r0 += group) {
         int R = T - r0 < group ? T - r0 : group;
         x.row0 = r0;
-        areal_pool_for(pl, (size_t)R * nh, 1, attn_tasks, &x);
+        areal_pool_for(pl, (size_t)R * nkv, 1, attn_tasks, &x);
     }
     k_linear_infer(pl, b->x, b->ao, w->wo, w->bo, T, Q, H, 1.0f); /* residual added in place */
     k_rmsnorm_fwd(pl, b->ln, NULL, b->x, w->ln2, (size_t)T, H, eps);
