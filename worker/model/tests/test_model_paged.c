@@ -4,7 +4,9 @@
  * logits (areal_model_step), a sequence reading another's full blocks gives
  * the logits of computing them itself, every requested prompt row equals the
  * training forward's logits, and bad tables, ids and rows are refused with
- * the cache untouched.
+ * the cache untouched. Rows are batch-invariant: a sequence's logits are the
+ * same bits whether it is stepped alone or beside others (prefill of 21 rows
+ * in one step, decodes of 3), so greedy tokens cannot depend on the batch.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -12,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -177,9 +181,74 @@ static void shared_blocks_and_prompt_rows(void **state) {
     areal_model_free(&m);
 }
 
+/* Each sequence alone (prefill, then 3 decodes) vs all three in every step:
+ * bit-identical logits (the KV path's products do not depend on T). */
+static void rows_are_batch_invariant(void **state) {
+    (void)state;
+    const char *archs[] = {"ref-qwen2", "ref-llama"};
+    for (int k = 0; k < 2; k++) {
+        areal_model m;
+        load(&m, archs[k]);
+        int V = m.cfg.vocab_size;
+        enum { NS = 3, STEPS = 4 };
+        const int len[NS] = {7, 13, 1};
+        int32_t toks[NS][16], next[NS][STEPS];
+        for (int s = 0; s < NS; s++) {
+            for (int i = 0; i < len[s]; i++)
+                toks[s][i] = (int32_t)((s * 31 + i * 7 + 3) % V);
+            for (int j = 0; j < STEPS; j++)
+                next[s][j] = (int32_t)((s * 17 + j * 5 + 1) % V);
+        }
+        float *alone = malloc(sizeof(float) * (size_t)NS * STEPS * V);
+        float *together = malloc(sizeof(float) * (size_t)NS * STEPS * V);
+        areal_error err;
+        for (int s = 0; s < NS; s++) { /* alone */
+            areal_kv_cache c;
+            assert_int_equal(areal_kv_cache_init(&c, &m.cfg, 1, 32, &err), AREAL_OK);
+            int slot = 0;
+            for (int j = 0; j < STEPS; j++) {
+                const int32_t *t = j == 0 ? toks[s] : &next[s][j - 1];
+                int32_t cu[2] = {0, j == 0 ? len[s] : 1};
+                assert_int_equal(areal_model_step(&m, &c, t, cu, &slot, 1,
+                                                  alone + ((size_t)j * NS + s) * V, &err),
+                                 AREAL_OK);
+            }
+            areal_kv_cache_free(&c);
+        }
+        areal_kv_cache c;
+        assert_int_equal(areal_kv_cache_init(&c, &m.cfg, NS, 32, &err), AREAL_OK);
+        int slots[NS] = {2, 0, 1}; /* other slots than alone, too */
+        for (int j = 0; j < STEPS; j++) {
+            int32_t t[64], cu[NS + 1] = {0};
+            for (int s = 0; s < NS; s++) {
+                int n = j == 0 ? len[s] : 1;
+                for (int i = 0; i < n; i++)
+                    t[cu[s] + i] = j == 0 ? toks[s][i] : next[s][j - 1];
+                cu[s + 1] = cu[s] + n;
+            }
+            assert_int_equal(
+                areal_model_step(&m, &c, t, cu, slots, NS, together + (size_t)j * NS * V, &err),
+                AREAL_OK);
+        }
+        areal_kv_cache_free(&c);
+        for (int j = 0; j < STEPS; j++)
+            for (int s = 0; s < NS; s++)
+                if (memcmp(alone + ((size_t)j * NS + s) * V, together + ((size_t)j * NS + s) * V,
+                           sizeof(float) * (size_t)V) != 0)
+                    fail_msg("%s: sequence %d step %d: logits differ alone vs batched (max %g)",
+                             archs[k], s, j,
+                             max_diff(alone + ((size_t)j * NS + s) * V,
+                                      together + ((size_t)j * NS + s) * V, (size_t)V));
+        free(alone);
+        free(together);
+        areal_model_free(&m);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(paged_equals_slot_cache),
+        cmocka_unit_test(rows_are_batch_invariant),
         cmocka_unit_test(shared_blocks_and_prompt_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
