@@ -202,10 +202,81 @@ AVX static void k1xN(const lin_ctx *c, int t, int o, const float *p, int n_blk) 
     }
 }
 
+/* 8 x 8 transpose: on return a[i] holds column i of the rows given. */
+#define TRANSPOSE8(a0, a1, a2, a3, a4, a5, a6, a7)                                                 \
+    do {                                                                                           \
+        __m256 t0 = _mm256_unpacklo_ps(a0, a1), t1 = _mm256_unpackhi_ps(a0, a1),                   \
+               t2 = _mm256_unpacklo_ps(a2, a3), t3 = _mm256_unpackhi_ps(a2, a3),                   \
+               t4 = _mm256_unpacklo_ps(a4, a5), t5 = _mm256_unpackhi_ps(a4, a5),                   \
+               t6 = _mm256_unpacklo_ps(a6, a7), t7 = _mm256_unpackhi_ps(a6, a7);                   \
+        __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),         \
+               u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),         \
+               u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),         \
+               u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);         \
+        a0 = _mm256_permute2f128_ps(u0, u4, 0x20);                                                 \
+        a1 = _mm256_permute2f128_ps(u1, u5, 0x20);                                                 \
+        a2 = _mm256_permute2f128_ps(u2, u6, 0x20);                                                 \
+        a3 = _mm256_permute2f128_ps(u3, u7, 0x20);                                                 \
+        a4 = _mm256_permute2f128_ps(u0, u4, 0x31);                                                 \
+        a5 = _mm256_permute2f128_ps(u1, u5, 0x31);                                                 \
+        a6 = _mm256_permute2f128_ps(u2, u6, 0x31);                                                 \
+        a7 = _mm256_permute2f128_ps(u3, u7, 0x31);                                                 \
+    } while (0)
+
+/* Decode (T < 6): one full block of 8 columns at o for every row, W read in
+ * place and transposed in registers (no panel: W passes once, from memory to
+ * the FMAs). The same chain per element as the packed kernels. */
+AVX static void k_direct(const lin_ctx *c, int o) {
+    int n_in = c->n_in, T = c->T, k = 0;
+    const float *r0 = c->w + (size_t)o * n_in, *r1 = r0 + n_in, *r2 = r1 + n_in, *r3 = r2 + n_in,
+                *r4 = r3 + n_in, *r5 = r4 + n_in, *r6 = r5 + n_in, *r7 = r6 + n_in;
+    __m256 acc[5];
+    for (int t = 0; t < T; t++)
+        acc[t] = _mm256_setzero_ps();
+    for (; k + 8 <= n_in; k += 8) {
+        __m256 a0 = _mm256_loadu_ps(r0 + k), a1 = _mm256_loadu_ps(r1 + k),
+               a2 = _mm256_loadu_ps(r2 + k), a3 = _mm256_loadu_ps(r3 + k),
+               a4 = _mm256_loadu_ps(r4 + k), a5 = _mm256_loadu_ps(r5 + k),
+               a6 = _mm256_loadu_ps(r6 + k), a7 = _mm256_loadu_ps(r7 + k);
+        TRANSPOSE8(a0, a1, a2, a3, a4, a5, a6, a7);
+        for (int t = 0; t < T; t++) {
+            const float *xk = c->x + (size_t)t * n_in + k;
+            __m256 v = acc[t];
+            v = _mm256_fmadd_ps(_mm256_broadcast_ss(xk + 0), a0, v);
+            v = _mm256_fmadd_ps(_mm256_broadcast_ss(xk + 1), a1, v);
+            v = _mm256_fmadd_ps(_mm256_broadcast_ss(xk + 2), a2, v);
+            v = _mm256_fmadd_ps(_mm256_broadcast_ss(xk + 3), a3, v);
+            v = _mm256_fmadd_ps(_mm256_broadcast_ss(xk + 4), a4, v);
+            v = _mm256_fmadd_ps(_mm256_broadcast_ss(xk + 5), a5, v);
+            v = _mm256_fmadd_ps(_mm256_broadcast_ss(xk + 6), a6, v);
+            v = _mm256_fmadd_ps(_mm256_broadcast_ss(xk + 7), a7, v);
+            acc[t] = v;
+        }
+    }
+    for (; k < n_in; k++) { /* the tail: column k of the 8 rows */
+        __m256 wk = _mm256_set_ps(r7[k], r6[k], r5[k], r4[k], r3[k], r2[k], r1[k], r0[k]);
+        for (int t = 0; t < T; t++)
+            acc[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(c->x + (size_t)t * n_in + k), wk, acc[t]);
+    }
+    for (int t = 0; t < T; t++)
+        store8(c, t, o, acc[t]);
+}
+
 /* Columns [o0, o1) of every row, from the packed panel p. */
 AVX static void panel_avx2(const lin_ctx *c, int o0, int o1, float *p) {
     int n_blk = (o1 - o0 + 7) / 8;
     size_t bs = (size_t)c->n_in * 8;
+    if (c->T < 6) { /* decode: W in place, a packed panel only for a partial last block */
+        int b = 0;
+        for (; b < n_blk && o0 + b * 8 + 8 <= c->n_out; b++)
+            k_direct(c, o0 + b * 8);
+        if (b < n_blk) {
+            pack8(p, c, o0 + b * 8);
+            for (int t = 0; t < c->T; t++)
+                k1xN(c, t, o0 + b * 8, p, 1);
+        }
+        return;
+    }
     for (int b = 0; b < n_blk; b++)
         pack8(p + b * bs, c, o0 + b * 8);
     int t = 0;
