@@ -67,7 +67,14 @@ static void panel_generic(const lin_ctx *c, int o0, int o1) {
 }
 
 #ifdef HAVE_X86
-#define AVX __attribute__((target("avx2,fma")))
+/* The inner loops are not address-instrumented, as OpenBLAS (which they
+ * replace on these paths) is not: instrumented, every vector load carries a
+ * shadow check and the sanitized suite's model-heavy tests (a training loop
+ * generating through this file) ran past their time limit. Their bounds come
+ * from (T, n_in, n_out), which the callers check, and the release tests hold
+ * their results to the references; UBSan, the wrappers and the panel buffer
+ * stay instrumented. */
+#define AVX __attribute__((target("avx2,fma"), no_sanitize_address))
 
 /* p[k * 8 + j] = W[o + j][k] for k < n_in, j < 8 (rows past n_out: zeros). */
 AVX static void pack8(float *p, const lin_ctx *c, int o) {
