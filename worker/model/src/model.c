@@ -67,7 +67,10 @@ static void build_views(const areal_model *m, float *base, areal_weights *w) {
                  m->cfg.num_experts > 0 ? m->shard.ep_rank * (m->cfg.num_experts / m->shard.ep)
                                         : 0);
         V(experts, first_expert);
-        L->expert_stride = (size_t)3 * m->cfg.moe_intermediate_size * m->cfg.hidden_size;
+        /* expert tensor parallelism keeps 1/etp of each expert's intermediate size */
+        L->expert_stride = (size_t)3 *
+                           (m->cfg.moe_intermediate_size / areal_model_shard_etp(&m->shard)) *
+                           m->cfg.hidden_size;
         V(sh_gate, "mlp.shared_expert.gate_proj.weight");
         V(sh_up, "mlp.shared_expert.up_proj.weight");
         V(sh_down, "mlp.shared_expert.down_proj.weight");

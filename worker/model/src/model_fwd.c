@@ -68,6 +68,9 @@ static void bind_layer(const areal_model *m, int l, size_t T, layer_acts *a, flo
 
 void areal_acts_free(areal_acts *a) {
     if (a->priv != NULL) {
+        for (int i = 0; a->priv->layers != NULL && i < a->priv->n_layers; i++)
+            if (a->priv->layers[i].moe.disp_free != NULL)
+                a->priv->layers[i].moe.disp_free(a->priv->layers[i].moe.disp);
         free(a->priv->tokens);
         free(a->priv->att_off);
         free(a->priv->layers);
@@ -91,6 +94,7 @@ static int acts_alloc(const areal_model *m, const areal_batch *b, areal_acts *a,
     p->tokens = malloc(sizeof(int32_t) * (2 * T + (size_t)b->n_seqs + 1));
     p->att_off = malloc(sizeof(size_t) * ((size_t)b->n_seqs + 1));
     p->layers = calloc(n > 0 ? (size_t)n : 1, sizeof *p->layers);
+    p->n_layers = p->layers != NULL ? n : 0;
     if (p->tokens == NULL || p->att_off == NULL || p->layers == NULL)
         goto oom;
     p->pos = p->tokens + T;

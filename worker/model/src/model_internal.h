@@ -27,6 +27,8 @@ typedef struct moe_acts {
     float *g, *u, *h;               /* [TK, I] */
     float *y;                       /* [TK, H] expert outputs */
     float *sg, *su, *sh, *sy, *sgl; /* shared expert [T, Is] x3, [T, H], gate logit [T] */
+    void *disp;                     /* the token dispatcher's saved state (moe_dispatch.h) */
+    void (*disp_free)(void *);      /* and its free, called by areal_acts_free */
 } moe_acts;
 
 typedef struct layer_acts {
@@ -49,6 +51,7 @@ struct areal_acts_priv {
     size_t *att_off;
     size_t att_total;
     layer_acts *layers;
+    int n_layers;       /* entries of layers */
     float *res_out;     /* [T, H] after the last layer */
     float *lnf, *rstdf; /* final norm */
     void *arena;

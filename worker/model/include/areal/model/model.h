@@ -73,6 +73,9 @@ typedef struct areal_model {
     void *ops_ctx;                /* their context (the pool for the CPU ops) */
     areal_model_reduce_fn reduce; /* reduction hook (NULL: none; the whole model needs none) */
     void *reduce_ctx;
+    /* MoE token dispatcher (areal/model/moe_dispatch.h; NULL: experts run on local tokens) */
+    const struct areal_moe_dispatch *moe_dispatch;
+    void *moe_dispatch_ctx;
 } areal_model;
 
 /*
