@@ -23,11 +23,11 @@
 typedef struct ep_saved {
     int P, ne, E, H, I;
     size_t TK;
-    int32_t *lo, *hi;     /* [E] this part's slot run of each expert */
-    int64_t *rcnt;        /* [P * ne] rows from peer p for local expert j */
-    int *counts;          /* [ne] rows of each local expert */
-    size_t *eo;           /* [ne + 1] scratch of regroup */
-    size_t S, R;          /* rows sent, rows received */
+    int32_t *lo, *hi;       /* [E] this part's slot run of each expert */
+    int64_t *rcnt;          /* [P * ne] rows from peer p for local expert j */
+    int *counts;            /* [ne] rows of each local expert */
+    size_t *eo;             /* [ne + 1] scratch of regroup */
+    size_t S, R;            /* rows sent, rows received */
     float *xin, *g, *u, *h; /* [R, H], [R, I] x3 in expert order */
 } ep_saved;
 
@@ -88,7 +88,8 @@ static void unpack(const ep_saved *s, const float *src, float *dst) {
     }
 }
 
-/* Received (peer, expert) order <-> expert order: to_expert 1 regroups src into dst, 0 undoes it. */
+/* Received (peer, expert) order <-> expert order: to_expert 1 regroups src into dst, 0 undoes it.
+ */
 static void regroup(const ep_saved *s, const float *src, float *dst, int to_expert) {
     size_t H = (size_t)s->H, pe = 0, *eo = s->eo; /* pe: offset in (peer, expert) order */
     eo[0] = 0;
@@ -129,7 +130,7 @@ static int route_counts(areal_par_ep *d, ep_saved *s, int T, const int32_t *slot
     int t0 = T * d->part / d->n_parts, t1 = T * (d->part + 1) / d->n_parts;
     int64_t *scnt = malloc(sizeof(int64_t) * (size_t)s->E);
     if (scnt == NULL)
-        return -1;
+        return oom(err, -1);
     for (int e = 0; e < s->E; e++) {
         int a = off[e], b = off[e + 1];
         while (a < b && slot_tok[a] < t0)
@@ -140,16 +141,15 @@ static int route_counts(areal_par_ep *d, ep_saved *s, int T, const int32_t *slot
         s->lo[e] = a, s->hi[e] = c, scnt[e] = c - a;
         s->S += (size_t)(c - a);
     }
-    int rc = s->P > 1 ? areal_coll_all_to_all(d->g.ep, scnt, s->rcnt, (size_t)s->ne, AREAL_DT_I64,
-                                              err)
-                      : (memcpy(s->rcnt, scnt, sizeof(int64_t) * (size_t)s->E), AREAL_OK);
+    int rc = s->P > 1
+                 ? areal_coll_all_to_all(d->g.ep, scnt, s->rcnt, (size_t)s->ne, AREAL_DT_I64, err)
+                 : (memcpy(s->rcnt, scnt, sizeof(int64_t) * (size_t)s->E), AREAL_OK);
     free(scnt);
     return rc;
 }
 
 static int disp_fwd(void *ctx, const areal_model *m, int layer, int T, const int32_t *slot_tok,
-                    const int32_t *off, const float *xg, float *y, void **saved,
-                    areal_error *err) {
+                    const int32_t *off, const float *xg, float *y, void **saved, areal_error *err) {
     areal_par_ep *d = ctx;
     int e0;
     ep_saved *s = calloc(1, sizeof *s);
@@ -168,7 +168,7 @@ static int disp_fwd(void *ctx, const areal_model *m, int layer, int T, const int
     s->hi = s->lo + s->E;
     int rc = route_counts(d, s, T, slot_tok, off, err);
     if (rc != AREAL_OK)
-        return rc < 0 ? oom(err, layer) : rc;
+        return rc;
     for (int q = 0; q < s->P; q++)
         for (int j = 0; j < s->ne; j++)
             s->counts[j] += (int)s->rcnt[(size_t)q * s->ne + j];
@@ -274,6 +274,10 @@ int areal_par_ep_init(areal_par_ep *d, const areal_par_ep_groups *g, areal_error
     d->part = tr / etp;
     d->contrib = areal_par_rank(g->etp) == 0;
     return AREAL_OK;
+}
+
+const areal_moe_dispatch *areal_par_ep_dispatch_ops(void) {
+    return &EP_DISPATCH;
 }
 
 void areal_par_ep_bind(areal_model *m, areal_par_ep *d) {

@@ -16,14 +16,15 @@
 #include "par_test_util.h"
 
 typedef struct ep_layout {
-    pt_layout base;   /* name, dp, tp, pp, ep, n_mb, model */
-    int etp;          /* expert tensor parallel (0: 1) */
-    long want_empty;  /* at least this many (layer, expert) forwards without a token, layout-wide */
-    int tie_router;   /* router rows 2.. copied from row 0: ties go to the lower index, so the
-                         last expert is never chosen (an empty expert on its rank) */
+    pt_layout base;  /* name, dp, tp, pp, ep, n_mb, model */
+    int etp;         /* expert tensor parallel (0: 1) */
+    long want_empty; /* at least this many (layer, expert) forwards without a token, layout-wide */
+    int tie_router;  /* router rows 2.. copied from row 0: ties go to the lower index, so the
+                        last expert is never chosen (an empty expert on its rank) */
 } ep_layout;
 
-/* With EL->tie_router: every router's rows 2..E-1 := row 0, in the reference and the shard alike. */
+/* With EL->tie_router: every router's rows 2..E-1 := row 0, in the reference and the shard alike.
+ */
 static inline void ep_tie_router(const ep_layout *EL, areal_model *m) {
     if (!EL->tie_router)
         return;
@@ -107,8 +108,8 @@ static inline int ep_rank(areal_comm *c, void *arg) {
     /* the empty experts of the whole layout: summed over every rank of the stage */
     float emp = (float)disp.empty;
     if (areal_par_size(eg.tp_dp_cp) > 1)
-        PT_CHECK("empty count", areal_coll_all_reduce(eg.tp_dp_cp, &emp, 1, AREAL_DT_F32,
-                                                      AREAL_SUM, &e) == AREAL_OK);
+        PT_CHECK("empty count", areal_coll_all_reduce(eg.tp_dp_cp, &emp, 1, AREAL_DT_F32, AREAL_SUM,
+                                                      &e) == AREAL_OK);
     double le = fabs(loss - ref_loss) / fabs(ref_loss), ne = fabs(norm - ref_norm) / ref_norm;
     double we = pt_tensors_err(&m, m.params, &ref, ref.params, &worst);
     int last = sh.pp_stage == sh.pp - 1;
@@ -123,8 +124,9 @@ static inline int ep_rank(areal_comm *c, void *arg) {
     printf("\n");
     if (n_total != b.n_targets || !(le <= PT_TOL) || !(ne <= PT_TOL) || !(we <= PT_TOL) ||
         !(ge <= PT_GRAD_TOL) || !(pl.logits_err <= PT_TOL) || (long)emp < EL->want_empty) {
-        fprintf(stderr, "%s rank %d: differs from one process (tolerance %g) or saw %.0f < %ld "
-                        "empty experts\n",
+        fprintf(stderr,
+                "%s rank %d: differs from one process (tolerance %g) or saw %.0f < %ld "
+                "empty experts\n",
                 L->name, rank, PT_TOL, (double)emp, EL->want_empty);
         rc = RANK_WRONG;
     }

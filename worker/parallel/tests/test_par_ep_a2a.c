@@ -18,15 +18,10 @@
 #include "ep_test_util.h"
 
 #define LAYOUT(nm, D, T, P, E, ETP, MB, MODEL, EMPTY)                                              \
-    ((ep_layout){.base = {.name = nm,                                                              \
-                          .dp = D,                                                                 \
-                          .tp = T,                                                                 \
-                          .pp = P,                                                                 \
-                          .ep = E,                                                                 \
-                          .n_mb = MB,                                                              \
-                          .model = MODEL},                                                         \
-                 .etp = ETP,                                                                       \
-                 .want_empty = EMPTY})
+    ((ep_layout){                                                                                  \
+        .base = {.name = nm, .dp = D, .tp = T, .pp = P, .ep = E, .n_mb = MB, .model = MODEL},      \
+        .etp = ETP,                                                                                \
+        .want_empty = EMPTY})
 
 static void e2(void **state) {
     (void)state;
@@ -74,9 +69,13 @@ static void e2_p2(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(e2),         cmocka_unit_test(e4), cmocka_unit_test(e4_empty_expert),
-        cmocka_unit_test(e2_t2_etp1), cmocka_unit_test(e2_t2_etp2),
-        cmocka_unit_test(e2_qwen2_shared), cmocka_unit_test(e2_p2),
+        cmocka_unit_test(e2),
+        cmocka_unit_test(e4),
+        cmocka_unit_test(e4_empty_expert),
+        cmocka_unit_test(e2_t2_etp1),
+        cmocka_unit_test(e2_t2_etp2),
+        cmocka_unit_test(e2_qwen2_shared),
+        cmocka_unit_test(e2_p2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -37,8 +37,8 @@ typedef struct areal_moe_dispatch {
     int (*fwd)(void *ctx, const areal_model *m, int layer, int T, const int32_t *slot_tok,
                const int32_t *off, const float *xg, float *y, void **saved, areal_error *err);
     /* From dy [T*K, H] (d of each slot's output): dxg [T*K, H] written, expert grads added. */
-    int (*bwd)(void *ctx, const areal_model *m, int layer, void *saved, const float *dy,
-               float *dxg, areal_error *err);
+    int (*bwd)(void *ctx, const areal_model *m, int layer, void *saved, const float *dy, float *dxg,
+               areal_error *err);
     void (*saved_free)(void *saved); /* NULL-safe */
 } areal_moe_dispatch;
 

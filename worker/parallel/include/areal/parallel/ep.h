@@ -60,8 +60,13 @@ typedef struct areal_par_ep {
 int areal_par_ep_shard_of(const areal_model_config *cfg, const areal_par_ep_groups *g,
                           areal_model_shard *out, areal_error *err);
 
-/* A dispatcher over g (copied; the groups stay borrowed). AREAL_EINVAL when etp does not divide tp. */
+/* A dispatcher over g (copied; the groups stay borrowed). AREAL_EINVAL when etp does not divide tp.
+ */
 int areal_par_ep_init(areal_par_ep *d, const areal_par_ep_groups *g, areal_error *err);
+
+/* The dispatcher's table (for a caller wrapping it, as the failure tests do); ctx an areal_par_ep.
+ */
+const areal_moe_dispatch *areal_par_ep_dispatch_ops(void);
 
 /* Binds d (borrowed, outliving m's forwards and backwards) as m's MoE dispatcher. */
 void areal_par_ep_bind(areal_model *m, areal_par_ep *d);
