@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "areal/model/checkpoint.h"
+#include "areal/model/cp_attn.h"
 #include "areal/model/model.h"
 
 int areal_model_find(const areal_model *m, const char *name) {
@@ -121,6 +122,11 @@ int areal_model_init(areal_model *m, const areal_model_config *cfg, areal_pool *
                      areal_error *err) {
     areal_model_shard whole = areal_model_shard_whole(cfg);
     return areal_model_init_shard(m, cfg, &whole, pool, err);
+}
+
+void areal_model_set_cp_attn(areal_model *m, const areal_cp_attn *a, void *ctx) {
+    m->cp_attn = a;
+    m->cp_attn_ctx = a != NULL ? ctx : NULL;
 }
 
 void areal_model_set_reduce(areal_model *m, areal_model_reduce_fn fn, void *ctx) {

@@ -43,11 +43,14 @@ typedef struct layer_acts {
     float *ln2, *rstd2;
     float *g, *u, *h; /* [T, I] dense MLP */
     moe_acts moe;
+    void *cp;                /* the context-parallel attention's saved state (cp_attn.h) */
+    void (*cp_free)(void *); /* and its free, called by areal_acts_free */
 } layer_acts;
 
 struct areal_acts_priv {
     int T, n_seqs;
     int32_t *tokens, *cu, *pos; /* copies; pos = position in its sequence */
+    int32_t *gidx;              /* context parallelism: batch index per token (NULL: none) */
     size_t *att_off;
     size_t att_total;
     layer_acts *layers;

@@ -76,6 +76,9 @@ typedef struct areal_model {
     /* MoE token dispatcher (areal/model/moe_dispatch.h; NULL: experts run on local tokens) */
     const struct areal_moe_dispatch *moe_dispatch;
     void *moe_dispatch_ctx;
+    /* context-parallel attention (areal/model/cp_attn.h; NULL: packed attention) */
+    const struct areal_cp_attn *cp_attn;
+    void *cp_attn_ctx;
 } areal_model;
 
 /*
