@@ -88,8 +88,7 @@ static const areal_cp_tokens *tokens_of(void *ctx, const areal_batch *b) {
 }
 
 static int oom(int layer, areal_error *err) {
-    return areal_error_set(err, AREAL_ENOMEM, -1, "layer %d: out of memory in cp attention",
-                           layer);
+    return areal_error_set(err, AREAL_ENOMEM, -1, "layer %d: out of memory in cp attention", layer);
 }
 
 /* All-gathers the padded [maxT, w] rows of src (T of them) into dst [c * maxT, w]. */
@@ -225,7 +224,8 @@ static int cp_bwd(void *ctx, const areal_model *m, int layer, void *saved, const
     for (int t = 0; t < T; t++) {
         int start = s->gidx[t] - s->pos[t], n = s->pos[t] + 1;
         for (int h = 0; h < s->nh; h++) {
-            const float *P = s->P + s->off[t] + (size_t)h * n, *qh = s->q + (size_t)t * Q + h * s->hd;
+            const float *P = s->P + s->off[t] + (size_t)h * n,
+                        *qh = s->q + (size_t)t * Q + h * s->hd;
             const float *d = dout + (size_t)t * Q + h * s->hd;
             size_t ko = (size_t)(h / grp) * s->hd;
             float dot = 0;

@@ -254,7 +254,7 @@ areal_par_ep_groups areal_par_ep_groups_of(areal_coll *const gs[AREAL_GROUP_KIND
         .etp = gs[AREAL_GROUP_ETP],
         .edp = gs[AREAL_GROUP_EDP],
         .tp = gs[AREAL_GROUP_TP],
-        .dp = gs[AREAL_GROUP_DP],
+        .dp = gs[AREAL_GROUP_DP_CP] != NULL ? gs[AREAL_GROUP_DP_CP] : gs[AREAL_GROUP_DP],
         .pp = gs[AREAL_GROUP_PP],
         .tp_dp_cp = gs[AREAL_GROUP_TP_DP_CP],
     };
@@ -286,7 +286,7 @@ void areal_par_ep_bind(areal_model *m, areal_par_ep *d) {
 
 int areal_par_ep_shard_of(const areal_model_config *cfg, const areal_par_ep_groups *g,
                           areal_model_shard *out, areal_error *err) {
-    areal_par_groups pg = {.tp = g->tp, .pp = g->pp, .dp = g->dp, .ep = g->ep};
+    areal_par_groups pg = {.tp = g->tp, .pp = g->pp, .ep = g->ep};
     int rc = areal_par_shard_of(cfg, &pg, out, err);
     if (rc != AREAL_OK)
         return rc;

@@ -44,7 +44,7 @@ static int counts(const areal_model *m, const areal_par_ep_groups *g, size_t i) 
     if (is_expert(m, i)) /* distinct over (etp, ep, pp), replicated over edp */
         return areal_par_rank(g->edp) == 0;
     if (areal_par_rank(g->dp) != 0)
-        return 0; /* dense tensors: replicated over dp (which holds the ep ranks) */
+        return 0; /* dense tensors: replicated over dp-cp (which holds the ep ranks) */
     if (s->pp > 1 && s->pp_stage != 0 && strcmp(m->specs[i].name, EMBED) == 0)
         return 0; /* the last stage's tied copy */
     if (m->slices != NULL && m->slices[i].dim >= 0)

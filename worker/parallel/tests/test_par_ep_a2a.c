@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "areal/alloc.h"
 #include "ep_test_util.h"
 
 #define LAYOUT(nm, D, T, P, E, ETP, MB, MODEL, EMPTY)                                              \
@@ -67,6 +68,25 @@ static void e2_p2(void **state) {
     assert_int_equal(ep_run(&L), 0);
 }
 
+/*
+ * The hybrid form: attention d2 p2 t2, experts d2 p2 e2 on the same 8 ranks
+ * (the parser derives etp 1 and edp 2; the expert layout's groups come from
+ * the layout engine): the tp pairs split their tokens for the dispatch, the
+ * experts' gradients sum over edp and the rest over dp, inside two stages.
+ */
+static void hybrid_attn_d2p2t2_ffn_d2p2e2(void **state) {
+    (void)state;
+    areal_alloc a;
+    areal_error e;
+    assert_int_equal(areal_alloc_parse("megatron:(attn:d2p2t2|ffn:d2p2e2)", &a, &e), AREAL_OK);
+    const areal_strategy *s = &a.comp[0].strategy;
+    assert_true(a.comp[0].hybrid);
+    assert_int_equal(s->etp, 1);
+    assert_int_equal(s->edp, 2);
+    ep_layout L = LAYOUT("hybrid", s->dp, s->tp, s->pp, s->ep, s->etp, 2, "ref-qwen3-moe", 0);
+    assert_int_equal(ep_run(&L), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(e2),
@@ -76,6 +96,7 @@ int main(void) {
         cmocka_unit_test(e2_t2_etp2),
         cmocka_unit_test(e2_qwen2_shared),
         cmocka_unit_test(e2_p2),
+        cmocka_unit_test(hybrid_attn_d2p2t2_ffn_d2p2e2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,12 +13,11 @@
  * trainer's). The hook says which batches are shards (tokens_of, asked as
  * each forward starts); any other batch, or a model without the hook, runs
  * the ordinary packed attention over cu_seqlens (which a shard's batch may
- * give as one sequence: the model uses it for nothing else). Rejected: the model gathering keys itself
- * (a model->comm dependency), and cu_seqlens per shard (a sequence shorter
- * than 2 * cp leaves some ranks without any of its tokens, which cu_seqlens
- * cannot say: every sequence there is non-empty), and a cp field in
- * areal_batch (every positional initializer of the struct in the tree would
- * change).
+ * give as one sequence: the model uses it for nothing else). Rejected: the model gathering keys
+ * itself (a model->comm dependency), and cu_seqlens per shard (a sequence shorter than 2 * cp
+ * leaves some ranks without any of its tokens, which cu_seqlens cannot say: every sequence there is
+ * non-empty), and a cp field in areal_batch (every positional initializer of the struct in the tree
+ * would change).
  */
 #ifndef AREAL_MODEL_CP_ATTN_H
 #define AREAL_MODEL_CP_ATTN_H

@@ -36,9 +36,9 @@
 
 /* One rank's shard of one micro-batch. */
 typedef struct areal_par_cp_shard {
-    areal_batch b;       /* the local batch: n_tokens tokens, one cu_seqlens sequence */
-    areal_cp_tokens t;   /* positions and micro-batch indices of b's tokens */
-    int32_t *buf;        /* owns b.tokens, t.pos, t.gidx and the cu */
+    areal_batch b;     /* the local batch: n_tokens tokens, one cu_seqlens sequence */
+    areal_cp_tokens t; /* positions and micro-batch indices of b's tokens */
+    int32_t *buf;      /* owns b.tokens, t.pos, t.gidx and the cu */
 } areal_par_cp_shard;
 
 /*
@@ -46,14 +46,15 @@ typedef struct areal_par_cp_shard {
  * the rank is out of range, or the shard would hold no token (name the
  * micro-batch size: use larger micro-batches or a smaller cp); AREAL_ENOMEM.
  */
-int areal_par_cp_shard_make(const areal_batch *whole, int cp, int cp_rank,
-                            areal_par_cp_shard *out, areal_error *err);
+int areal_par_cp_shard_make(const areal_batch *whole, int cp, int cp_rank, areal_par_cp_shard *out,
+                            areal_error *err);
 void areal_par_cp_shard_free(areal_par_cp_shard *s);
 
 /* The attention hook's state: the cp group and the shards it recognises. */
 typedef struct areal_par_cp {
-    areal_coll *cp;                   /* borrowed; NULL or size one: nothing to gather */
-    const areal_par_cp_shard *shards; /* borrowed [n_shards]: batches whose tokens match are shards */
+    areal_coll *cp; /* borrowed; NULL or size one: nothing to gather */
+    const areal_par_cp_shard
+        *shards; /* borrowed [n_shards]: batches whose tokens match are shards */
     int n_shards;
 } areal_par_cp;
 

@@ -22,7 +22,7 @@
  * ep group, so expert tensors are summed over edp and every other tensor over
  * dp (areal_par_ep_reduce_grads); the router's gradient is complete per rank
  * (its own tokens) and is a dense tensor. The gradient norm counts dense
- * tensors on dp rank 0 and expert tensors on edp rank 0.
+ * tensors on dp-cp rank 0 and expert tensors on edp rank 0.
  */
 #ifndef AREAL_PARALLEL_EP_H
 #define AREAL_PARALLEL_EP_H
@@ -36,7 +36,8 @@
 /* The groups token dispatch uses (borrowed; NULL: size one). */
 typedef struct areal_par_ep_groups {
     areal_coll *ep, *etp, *edp; /* the expert layout's groups */
-    areal_coll *tp, *dp, *pp;   /* the dense layout's */
+    areal_coll *tp, *pp;        /* the dense layout's */
+    areal_coll *dp;             /* dp-cp: the dense tensors' replicas (the dp group when cp 1) */
     areal_coll *tp_dp_cp;       /* every rank of one pipeline stage: the norm's sum */
 } areal_par_ep_groups;
 
