@@ -401,3 +401,19 @@ int areal_moe_experts_bwd(const areal_model *m, int layer, const float *x, const
     free(sc);
     return AREAL_OK;
 }
+
+int areal_acts_moe_load(const areal_model *m, const areal_acts *a, int layer, int64_t *counts,
+                        areal_error *err) {
+    int li = layer - m->shard.first_layer;
+    if (a->priv == NULL || li < 0 || li >= a->priv->n_layers || m->cfg.num_experts == 0 ||
+        !m->cfg.moe_layer[layer])
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "moe load: layer %d is not a MoE layer of this stage's forward "
+                               "(layers %d..%d)",
+                               layer, m->shard.first_layer,
+                               m->shard.first_layer + m->shard.n_layers - 1);
+    const int32_t *off = a->priv->layers[li].moe.off;
+    for (int e = 0; e < m->cfg.num_experts; e++)
+        counts[e] = off[e + 1] - off[e];
+    return AREAL_OK;
+}

@@ -175,6 +175,8 @@ static int disp_fwd(void *ctx, const areal_model *m, int layer, int T, const int
     for (int j = 0; j < s->ne; j++) {
         s->R += (size_t)s->counts[j];
         d->empty += s->counts[j] == 0;
+        if (d->load != NULL)
+            d->load[(size_t)layer * s->E + e0 + j] += s->counts[j];
     }
     d->rows_in += (long)s->R;
     size_t H = (size_t)s->H, I = (size_t)s->I, big = s->R > s->S ? s->R : s->S;

@@ -20,7 +20,7 @@ typedef struct cp_loss {
 } cp_loss;
 
 static inline int cp_loss_fn(void *ctx, int mb, const float *logits, int T, int V, float *dlogits,
-                      double *loss, areal_error *err) {
+                             double *loss, areal_error *err) {
     cp_loss *L = ctx;
     const int32_t *gidx = L->sh[mb].t.gidx;
     int tok0 = L->mbs[mb].tok0;

@@ -7,7 +7,9 @@
  * travel by all-to-all(v), expert gradients are summed over edp and the rest
  * over dp. Each rank checks its logits, loss, grad norm, summed gradients and
  * updated weights against the reference at PT_TOL (see par_test_util.h for
- * why 1e-5 in fp32 holds: the layouts only reassociate sums).
+ * why 1e-5 in fp32 holds: the layouts only reassociate sums), and the
+ * router's load exactly: the rows each of its experts received, summed over
+ * edp, against the one-process forward's (token, expert) counts.
  */
 #ifndef EP_TEST_UTIL_H
 #define EP_TEST_UTIL_H
@@ -39,6 +41,19 @@ static inline void ep_tie_router(const ep_layout *EL, areal_model *m) {
     }
 }
 
+/* The one-process forward's load, [num_layers * num_experts] (zero for dense layers). */
+static inline int ep_ref_load(areal_model *ref, const pt_batch *b, int64_t *load, areal_error *e) {
+    areal_batch whole = {
+        .tokens = b->tokens, .cu_seqlens = b->cu, .n_tokens = b->T, .n_seqs = PT_SEQS};
+    areal_acts a;
+    int rc = areal_model_forward(ref, &whole, &a, e), E = ref->cfg.num_experts;
+    for (int l = 0; rc == AREAL_OK && l < ref->cfg.num_layers; l++)
+        if (ref->cfg.moe_layer[l])
+            rc = areal_acts_moe_load(ref, &a, l, load + (size_t)l * E, e);
+    areal_acts_free(&a);
+    return rc;
+}
+
 /* Runs one rank's step; returns 0 when equal to one process. */
 static inline int ep_rank(areal_comm *c, void *arg) {
     const ep_layout *EL = arg;
@@ -50,11 +65,17 @@ static inline int ep_rank(areal_comm *c, void *arg) {
     float *ref_logits = NULL, *ref_grads = NULL;
     areal_adamw st = {0};
     areal_par_ep disp;
+    int64_t *ref_load = NULL, *load = NULL;
+    long load_wrong = 0;
     pt_batch b;
     double ref_loss = 0, ref_norm = 0, max_norm = 0, loss = 0, norm = 0;
     PT_CHECK("reference model", pt_model(L, NULL, &ref, &e) == AREAL_OK);
     ep_tie_router(EL, &ref);
     pt_batch_make(&b, ref.cfg.vocab_size);
+    size_t nl = (size_t)ref.cfg.num_layers * ref.cfg.num_experts;
+    ref_load = calloc(nl, sizeof *ref_load), load = calloc(nl, sizeof *load);
+    PT_CHECK("load buffers", ref_load != NULL && load != NULL);
+    PT_CHECK("reference load", ep_ref_load(&ref, &b, ref_load, &e) == AREAL_OK);
     PT_CHECK("reference step", pt_reference(&ref, &b, &ref_logits, &ref_grads, &ref_loss, &ref_norm,
                                             &max_norm, &e) == AREAL_OK);
     areal_strategy s = areal_strategy_single();
@@ -71,6 +92,7 @@ static inline int ep_rank(areal_comm *c, void *arg) {
     PT_CHECK("shard model", pt_model(L, &sh, &m, &e) == AREAL_OK);
     ep_tie_router(EL, &m);
     PT_CHECK("dispatcher", areal_par_ep_init(&disp, &eg, &e) == AREAL_OK);
+    disp.load = load;
     areal_par_bind(&m, &g);
     areal_par_ep_bind(&m, &disp);
 
@@ -110,20 +132,33 @@ static inline int ep_rank(areal_comm *c, void *arg) {
     if (areal_par_size(eg.tp_dp_cp) > 1)
         PT_CHECK("empty count", areal_coll_all_reduce(eg.tp_dp_cp, &emp, 1, AREAL_DT_F32, AREAL_SUM,
                                                       &e) == AREAL_OK);
+    /* the load: each expert's rows over its edp replicas (disjoint tokens) */
+    if (areal_par_size(eg.edp) > 1)
+        PT_CHECK("load sum",
+                 areal_coll_all_reduce(eg.edp, load, nl, AREAL_DT_I64, AREAL_SUM, &e) == AREAL_OK);
+    for (int l = sh.first_layer; l < sh.first_layer + sh.n_layers; l++) {
+        int e0, ne, inter;
+        areal_moe_local(&m, &e0, &ne, &inter);
+        for (int x = e0; x < e0 + ne; x++) {
+            size_t k = (size_t)l * ref.cfg.num_experts + x;
+            load_wrong += load[k] != ref_load[k];
+        }
+    }
     double le = fabs(loss - ref_loss) / fabs(ref_loss), ne = fabs(norm - ref_norm) / ref_norm;
     double we = pt_tensors_err(&m, m.params, &ref, ref.params, &worst);
     int last = sh.pp_stage == sh.pp - 1;
     printf("%-10s rank %d (tp %d/%d etp %d/%d ep %d/%d pp %d/%d dp %d/%d): loss %.6f (rel err "
            "%.1e), grad norm %.6f (%.1e), grads %.1e (%s), weights %.1e (%s), rows in %ld, empty "
-           "experts %ld (stage %.0f)",
+           "experts %ld (stage %.0f), load mismatches %ld",
            L->name, rank, sh.tp_rank, sh.tp, sh.etp_rank, sh.etp, sh.ep_rank, sh.ep, sh.pp_stage,
            sh.pp, d, D, loss, le, norm, ne, ge, gworst, we, worst, disp.rows_in, disp.empty,
-           (double)emp);
+           (double)emp, load_wrong);
     if (last)
         printf(", logits %.1e", pl.logits_err);
     printf("\n");
     if (n_total != b.n_targets || !(le <= PT_TOL) || !(ne <= PT_TOL) || !(we <= PT_TOL) ||
-        !(ge <= PT_GRAD_TOL) || !(pl.logits_err <= PT_TOL) || (long)emp < EL->want_empty) {
+        !(ge <= PT_GRAD_TOL) || !(pl.logits_err <= PT_TOL) || (long)emp < EL->want_empty ||
+        load_wrong != 0) {
         fprintf(stderr,
                 "%s rank %d: differs from one process (tolerance %g) or saw %.0f < %ld "
                 "empty experts\n",
@@ -131,6 +166,8 @@ static inline int ep_rank(areal_comm *c, void *arg) {
         rc = RANK_WRONG;
     }
 out:
+    free(ref_load);
+    free(load);
     areal_adamw_free(&st);
     areal_model_free(&m);
     for (int k = 0; k < AREAL_GROUP_KIND_COUNT; k++)

@@ -4,6 +4,9 @@
  * its own tokens, the slots go by all-to-all(v) to their experts' ranks
  * (split inside each expert over etp where etp > 1) and come back, and one
  * training step equals one process (ep_test_util.h: harness and tolerance).
+ * Besides loss, norm, gradients and weights, each layout checks the router
+ * load: every expert's received rows, summed over edp, equal the
+ * one-process forward's (token, expert) counts (ep_test_util.h).
  * Layouts: e2, e4 (one expert a rank; again with the router tied so that
  * one expert gets no token on any rank), e2 t2 etp1 (the tp ranks dispatch halves of their tokens),
  * e2 t2 etp2 (each expert split over the tp ranks), the Qwen2-MoE shared

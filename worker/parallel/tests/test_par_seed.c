@@ -171,15 +171,15 @@ static int seed_run(const seed_layout *L) {
 
 static void c2_e2(void **state) {
     (void)state;
-    seed_layout L = {.name = "c2e2", .dp = 1, .tp = 1, .pp = 1, .cp = 2, .ep = 2, .etp = 1,
-                     .n_mb = 2};
+    seed_layout L = {
+        .name = "c2e2", .dp = 1, .tp = 1, .pp = 1, .cp = 2, .ep = 2, .etp = 1, .n_mb = 2};
     assert_int_equal(seed_run(&L), 0);
 }
 
 static void t2_c2_e2_etp2(void **state) {
     (void)state;
-    seed_layout L = {.name = "t2c2e2etp2", .dp = 1, .tp = 2, .pp = 1, .cp = 2, .ep = 2,
-                     .etp = 2, .n_mb = 1};
+    seed_layout L = {
+        .name = "t2c2e2etp2", .dp = 1, .tp = 2, .pp = 1, .cp = 2, .ep = 2, .etp = 2, .n_mb = 1};
     assert_int_equal(seed_run(&L), 0);
 }
 
@@ -191,8 +191,8 @@ static void d4_t4_p2_c2_e8_etp4(void **state) {
         printf("d4t4p2c2e8etp4: 64 ranks, run by make test-long (AREAL_TEST_LONG=1)\n");
         skip();
     }
-    seed_layout L = {.name = "d4t4p2c2e8etp4", .dp = 4, .tp = 4, .pp = 2, .cp = 2, .ep = 8,
-                     .etp = 4, .n_mb = 1};
+    seed_layout L = {
+        .name = "d4t4p2c2e8etp4", .dp = 4, .tp = 4, .pp = 2, .cp = 2, .ep = 8, .etp = 4, .n_mb = 1};
     assert_int_equal(seed_run(&L), 0);
 }
 

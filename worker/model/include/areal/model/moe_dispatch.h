@@ -65,4 +65,14 @@ int areal_moe_experts_bwd(const areal_model *m, int layer, const float *x, const
                           const float *g, const float *u, const float *h, const float *dy,
                           float *dx, areal_error *err);
 
+/*
+ * The load of layer `layer`'s experts in forward a of m: counts[e] (num_experts
+ * entries) = the (token, expert) pairs its router sent to expert e, over a's
+ * tokens (under dispatch, this rank's tokens). AREAL_EINVAL when the layer is
+ * not a MoE layer of m's stage or a holds no forward.
+ */
+typedef struct areal_acts areal_acts;
+int areal_acts_moe_load(const areal_model *m, const areal_acts *a, int layer, int64_t *counts,
+                        areal_error *err);
+
 #endif

@@ -27,6 +27,8 @@
 #ifndef AREAL_PARALLEL_EP_H
 #define AREAL_PARALLEL_EP_H
 
+#include <stdint.h>
+
 #include "areal/comm/coll.h"
 #include "areal/error.h"
 #include "areal/groups.h"
@@ -51,6 +53,8 @@ typedef struct areal_par_ep {
     int contrib;       /* this rank writes its part into the sum over tp (etp rank 0) */
     long rows_in;      /* statistics of the forwards: slots received for local experts */
     long empty;        /* (layer, local expert) pairs that received no token */
+    int64_t *load;     /* optional, the caller's [num_layers * num_experts]: += the rows each
+                          local expert received, at [layer * num_experts + expert] */
 } areal_par_ep;
 
 /*
