@@ -8,9 +8,10 @@
  * load: every expert's received rows, summed over edp, equal the
  * one-process forward's (token, expert) counts (ep_test_util.h).
  * Layouts: e2, e4 (one expert a rank; again with the router tied so that
- * one expert gets no token on any rank), e2 t2 etp1 (the tp ranks dispatch halves of their tokens),
- * e2 t2 etp2 (each expert split over the tp ranks), the Qwen2-MoE shared
- * expert, and e2 p2 (dispatch inside pipeline stages).
+ * one expert gets no token on any rank), e2 t2 etp1 (the tp ranks dispatch
+ * halves of their tokens), e2 t2 etp2 (each expert split over the tp
+ * ranks), the Qwen2-MoE shared expert, e2 p2 (dispatch inside pipeline
+ * stages) and the hybrid megatron:(attn:d2p2t2|ffn:d2p2e2).
  */
 #include <setjmp.h>
 #include <stdarg.h>
