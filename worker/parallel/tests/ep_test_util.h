@@ -41,6 +41,46 @@ static inline void ep_tie_router(const ep_layout *EL, areal_model *m) {
     }
 }
 
+/*
+ * The step's loss (par_test_util.h's mean token NLL over whole rows, the
+ * logits checked against the reference's rows), kept here so these tests do
+ * not follow changes of pt_loss made for other layouts (vocab-parallel
+ * columns, the GRPO loss).
+ */
+typedef struct ep_loss {
+    const pt_batch *b;
+    const pt_mb *mbs;
+    long n_total;
+    const float *ref_logits; /* NULL: not checked */
+    double logits_err;
+} ep_loss;
+
+static inline int ep_loss_fn(void *ctx, int mb, const float *logits, int T, int V, float *dlogits,
+                             double *loss, areal_error *err) {
+    ep_loss *L = ctx;
+    int tok0 = L->mbs[mb].tok0;
+    const int32_t *tg = L->b->targets + tok0;
+    float *logp = malloc(sizeof(float) * (size_t)T), *dlogp = malloc(sizeof(float) * (size_t)T);
+    if (logp == NULL || dlogp == NULL) {
+        free(logp), free(dlogp);
+        return areal_error_set(err, AREAL_ENOMEM, -1, "ep test loss: out of memory");
+    }
+    areal_token_logprobs(NULL, logits, T, V, tg, 1.0f, logp, NULL);
+    double sum = 0;
+    for (int t = 0; t < T; t++) {
+        sum += tg[t] >= 0 ? logp[t] : 0;
+        dlogp[t] = tg[t] >= 0 ? (float)(-1.0 / (double)L->n_total) : 0.0f;
+    }
+    *loss += -sum / (double)L->n_total;
+    areal_token_logprobs_backward(NULL, logits, T, V, tg, 1.0f, dlogp, NULL, dlogits);
+    double e = L->ref_logits == NULL
+                   ? 0
+                   : pt_rel_err(logits, L->ref_logits + (size_t)tok0 * V, (size_t)T * V);
+    L->logits_err = e > L->logits_err ? e : L->logits_err;
+    free(logp), free(dlogp);
+    return AREAL_OK;
+}
+
 /* The one-process forward's load, [num_layers * num_experts] (zero for dense layers). */
 static inline int ep_ref_load(areal_model *ref, const pt_batch *b, int64_t *load, areal_error *e) {
     areal_batch whole = {
@@ -108,9 +148,9 @@ static inline int ep_rank(areal_comm *c, void *arg) {
             local += b.targets[mbs[i].tok0 + t] >= 0;
     }
     PT_CHECK("token count", areal_par_global_count(g.dp, local, &n_total, &e) == AREAL_OK);
-    pt_loss pl = {.b = &b, .mbs = mbs, .n_total = n_total, .ref_logits = ref_logits};
+    ep_loss pl = {.b = &b, .mbs = mbs, .n_total = n_total, .ref_logits = ref_logits};
     PT_CHECK("1f1b",
-             areal_par_pipe_1f1b(&m, g.pp, bs, nmb, pt_loss_fn, &pl, &loss, &e) == AREAL_OK);
+             areal_par_pipe_1f1b(&m, g.pp, bs, nmb, ep_loss_fn, &pl, &loss, &e) == AREAL_OK);
     float lv[2] = {(float)loss, 0};
     lv[1] = (float)(loss - (double)lv[0]);
     if (D > 1)

@@ -107,9 +107,9 @@ static int ep_step(areal_model *m, const areal_par_groups *g, const areal_par_ep
     int D = areal_par_size(g->dp), d = areal_par_rank(g->dp);
     pt_mb mb;
     pt_mb_make(&mb, b, d * PT_SEQS / D, (d + 1) * PT_SEQS / D);
-    pt_loss pl = {.b = b, .mbs = &mb, .n_total = b->n_targets};
+    ep_loss pl = {.b = b, .mbs = &mb, .n_total = b->n_targets};
     double loss = 0;
-    int rc = areal_par_pipe_1f1b(m, g->pp, &mb.b, 1, pt_loss_fn, &pl, &loss, e);
+    int rc = areal_par_pipe_1f1b(m, g->pp, &mb.b, 1, ep_loss_fn, &pl, &loss, e);
     if (rc == AREAL_OK)
         rc = areal_par_reduce_partial_grads(m, g, e);
     if (rc == AREAL_OK)
