@@ -18,10 +18,11 @@
  *
  * Validation: the manifest's own fields are checked here as the CRD's schema
  * does (kind, apiVersion, spec.allocation, the types and ranges of
- * config.rl); keys this runner does not use are reported once.
+ * config.rl); spec.config is handed whole to the trainer (--config), which
+ * reads AReaL's keys and the short ones and names any key it does not know.
  * Not yet: a trainer of more than one rank (data parallel trainers need the
  * gradient all-reduce wired through the comm runtime in train_loop.c), TP > 1
- * rollout servers, AReaL's own config keys (rl-core's parser).
+ * rollout servers.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -247,24 +248,15 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
     json_t *model = json_object_get(config, "model");
     if (rc == CLI_OK)
         rc = rl_int(model, "warmupSteps", 0, 1000000, 300, &warmup);
-    double lr = 3e-4;
     json_t *lrv = json_object_get(rl, "learningRate");
     if (rc == CLI_OK && lrv != NULL && (!json_is_number(lrv) || !(json_number_value(lrv) > 0)))
         rc = cli_bad_input("spec.config.rl.learningRate: expected a number > 0");
-    if (lrv != NULL && json_is_number(lrv))
-        lr = json_number_value(lrv);
+    /* AReaL's own key for the step count, when the short one is absent (the bar's total) */
+    json_t *tts = json_object_get(config, "total_train_steps");
+    if (rc == CLI_OK && json_object_get(rl, "totalSteps") == NULL && json_is_integer(tts) &&
+        json_integer_value(tts) > 0)
+        steps = (long)json_integer_value(tts);
     const char *model_path = json_string_value(json_object_get(model, "path"));
-    if (rc == CLI_OK) {
-        const char *key;
-        json_t *v;
-        json_object_foreach(rl, key, v) {
-            if (strcmp(key, "totalSteps") && strcmp(key, "batchSize") && strcmp(key, "groupSize") &&
-                strcmp(key, "maxStaleness") && strcmp(key, "learningRate") &&
-                strcmp(key, "algorithm"))
-                fprintf(stderr, "arealctl run: spec.config.rl.%s is not used by the local run\n",
-                        key);
-        }
-    }
     areal_alloc alloc;
     areal_plan plan;
     memset(&plan, 0, sizeof plan);
@@ -383,34 +375,34 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
         proc *p = &ps[n_ps++];
         snprintf(p->name, sizeof p->name, "%s", plan.pods[trainer_pod].name);
         p->status = -1;
-        char s_steps[32], s_batch[32], s_group[32], s_eta[32], s_lr[32];
-        snprintf(s_steps, sizeof s_steps, "%ld", steps);
-        snprintf(s_batch, sizeof s_batch, "%ld", batch);
-        snprintf(s_group, sizeof s_group, "%ld", group);
-        snprintf(s_eta, sizeof s_eta, "%ld", eta);
-        snprintf(s_lr, sizeof s_lr, "%g", lr);
-        char *argv[] = {worker,
-                        "train",
-                        "--model",
-                        model_dir,
-                        "--job-dir",
-                        job_dir,
-                        "--servers",
-                        servers,
-                        "--steps",
-                        s_steps,
-                        "--batch",
-                        s_batch,
-                        "--group",
-                        s_group,
-                        "--eta",
-                        s_eta,
-                        "--lr",
-                        s_lr,
-                        resume ? "--resume" : NULL,
-                        NULL};
+        /* spec.config goes to the trainer whole, as the operator's ConfigMap does in a
+         * pod (env AREAL_CONFIG there): the trainer reads AReaL's keys and the short ones,
+         * and names a bad one. No spec.config: the trainer's demo configuration. */
+        char cfg_file[1200];
+        snprintf(cfg_file, sizeof cfg_file, "%s/job_config.json", job_dir);
+        bool have_cfg = json_is_object(config);
+        if (have_cfg && json_dump_file(config, cfg_file, JSON_INDENT(2) | JSON_SORT_KEYS) != 0)
+            rc = cli_bad_input("%s: cannot write", cfg_file);
+        char *argv[12];
+        int na = 0;
+        argv[na++] = worker;
+        argv[na++] = "train";
+        argv[na++] = "--model";
+        argv[na++] = model_dir;
+        argv[na++] = "--job-dir";
+        argv[na++] = job_dir;
+        argv[na++] = "--servers";
+        argv[na++] = servers;
+        if (resume)
+            argv[na++] = "--resume";
+        if (have_cfg) {
+            argv[na++] = "--config";
+            argv[na++] = cfg_file;
+        }
+        argv[na] = NULL;
         int fds[2];
-        if (pipe(fds) != 0) {
+        if (rc != CLI_OK) {
+        } else if (pipe(fds) != 0) {
             rc = CLI_FAILURE;
         } else {
             snprintf(logf, sizeof logf, "%s/%s.log", logs, p->name);

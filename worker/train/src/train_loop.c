@@ -263,6 +263,16 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
         return rc;
     loop l;
     rc = loop_init(&l, job, tok, err);
+    /* AReaL: total_train_steps, else total_train_epochs over the dataset (drop_last) */
+    long total_steps = job->total_steps;
+    if (rc == AREAL_OK && total_steps <= 0)
+        total_steps = (cfg->total_train_epochs > 0 ? cfg->total_train_epochs : 1) *
+                      (long)(l.n_train / (size_t)B);
+    if (rc == AREAL_OK && total_steps <= 0)
+        rc = areal_error_set(err, AREAL_EINVAL, -1,
+                             "train_dataset.batch_size %ld is larger than the %zu training "
+                             "prompts: no step to run",
+                             B, l.n_train);
     areal_pool *pool = NULL;
     if (rc == AREAL_OK && job->threads > 1)
         rc = areal_pool_create(job->threads, &pool, err);
@@ -270,7 +280,7 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
     memset(&t, 0, sizeof t);
     bool have_trainer = false;
     if (rc == AREAL_OK) {
-        rc = areal_trainer_init(&t, job->model_dir, cfg, job->total_steps, pool, NULL, err);
+        rc = areal_trainer_init(&t, job->model_dir, cfg, total_steps, pool, NULL, err);
         have_trainer = rc == AREAL_OK;
     }
     long step = 0;
@@ -358,7 +368,7 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
     areal_group *groups = calloc((size_t)B, sizeof *groups);
     if (rc == AREAL_OK && groups == NULL)
         rc = areal_error_set(err, AREAL_ENOMEM, -1, "no memory for a batch");
-    while (rc == AREAL_OK && !res->stopped && step < job->total_steps) {
+    while (rc == AREAL_OK && !res->stopped && step < total_steps) {
         if (job->stop && *job->stop) {
             /* stopped between steps: the last finished step's checkpoint, if not written */
             if (step > saved_step)
@@ -395,7 +405,7 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
             areal_rollout_ctl_set_version(ctl, t.version);
             rc = areal_rollout_ctl_resume(ctl, err);
         }
-        bool last = step == job->total_steps || (job->stop && *job->stop);
+        bool last = step == total_steps || (job->stop && *job->stop);
         bool saved = false;
         if (rc == AREAL_OK && (last || (job->ckpt_every > 0 && step % job->ckpt_every == 0))) {
             rc = save_ckpt(job, &t, ctl, step, err);

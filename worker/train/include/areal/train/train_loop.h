@@ -31,7 +31,7 @@ typedef struct areal_train_job {
     const char *const *servers;
     int n_servers;
     const areal_rl_config *cfg; /* actor, gconfig, rollout, seed (rl-core's struct) */
-    long total_steps;
+    long total_steps;           /* <= 0: cfg->total_train_epochs over the training prompts */
     areal_synth_cfg task;
     int eval_every; /* steps; 0: only before and after */
     int eval_n;     /* held-out prompts per evaluation (0: all) */
