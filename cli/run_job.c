@@ -383,7 +383,7 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
         bool have_cfg = json_is_object(config);
         if (have_cfg && json_dump_file(config, cfg_file, JSON_INDENT(2) | JSON_SORT_KEYS) != 0)
             rc = cli_bad_input("%s: cannot write", cfg_file);
-        char *argv[12];
+        char *argv[14];
         int na = 0;
         argv[na++] = worker;
         argv[na++] = "train";
@@ -395,6 +395,11 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
         argv[na++] = servers;
         if (resume)
             argv[na++] = "--resume";
+        char hport[16]; /* a free port: 8090 may be taken on a shared machine */
+        int trainer_port = free_port();
+        snprintf(hport, sizeof hport, "%d", trainer_port);
+        argv[na++] = "--http-port";
+        argv[na++] = hport;
         if (have_cfg) {
             argv[na++] = "--config";
             argv[na++] = cfg_file;
@@ -409,6 +414,8 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
             p->pid = spawn(argv, logf, fds[1]);
             close(fds[1]);
             out_fd = fds[0];
+            printf("arealctl run: trainer status on http://127.0.0.1:%d/status\n", trainer_port);
+            fflush(stdout);
         }
     }
     run_progress prog;

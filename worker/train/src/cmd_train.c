@@ -21,6 +21,7 @@
 #include "areal/train/job_config.h"
 #include "areal/train/tiny.h"
 #include "areal/train/train_loop.h"
+#include "areal/train/trainer_http.h"
 #include "areal/train/warmup.h"
 #include "areal/version.h"
 
@@ -65,13 +66,19 @@ static const char train_help[] =
     "usage: areal-worker train --job-dir DIR --servers HOST:PORT[,...] [--config FILE]\n"
     "           [--model DIR] [--resume] [--quiet] [--steps N] [--batch B] [--group G]\n"
     "           [--eta E] [--lr LR] [--eval-every N] [--eval-n N] [--ckpt-every N] [--seed S]\n"
-    "           [--max-operand M] [--rollout-workers N]\n"
+    "           [--max-operand M] [--rollout-workers N] [--reward math|exact]\n"
+    "           [--http-port P] [--http-host H]\n"
     "The trainer role: asynchronous GRPO against SGLang-API rollout servers, weights synced\n"
     "through the job directory, checkpoints and a progress JSONL line per step.\n"
     "  --config FILE   the job config: AReaL's experiment YAML (actor.*, gconfig.*, rollout.*,\n"
     "                  train_dataset.*, ...) or the CRD's short keys (rl.totalSteps, ...);\n"
     "                  default: env AREAL_CONFIG, else the demo's configuration\n"
     "  --model DIR     the initial policy (default: actor.path of the config)\n"
+    "  --http-port P   /status, /metrics, /healthz (default env AREAL_TRAINER_HTTP_PORT,\n"
+    "                  else 8090; 0: off); --http-host H: default 0.0.0.0 in a pod (POD_IP\n"
+    "                  set), else 127.0.0.1\n"
+    "  --reward K      math (answer equivalence, the default with train_dataset.path) or\n"
+    "                  exact (the answer's tokens then the end token: the synthetic task's)\n"
     "  --steps, --batch, --group, --eta, --lr, --eval-every, --ckpt-every, --seed override\n"
     "                  total_train_steps, train_dataset.batch_size (and consumer_batch_size;\n"
     "                  max_concurrent_rollouts = 2 B), gconfig.n_samples,\n"
@@ -231,6 +238,8 @@ static void override_flags(const nflag *f, bool from_file, areal_rl_config *c) {
 
 static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
     const char *model = NULL, *job_dir = NULL, *servers = NULL, *config = NULL;
+    areal_task_reward_kind reward = AREAL_TASK_REWARD_DEFAULT;
+    const char *http_host = NULL, *http_port = getenv("AREAL_TRAINER_HTTP_PORT");
     nflag f[F_N] = {
         [F_STEPS] = {"--steps", 1, 1e7, 300, false},
         [F_BATCH] = {"--batch", 1, 4096, 32, false},
@@ -261,6 +270,19 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
         } else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
             config = argv[++i];
             continue;
+        } else if (strcmp(argv[i], "--reward") == 0 && i + 1 < argc) {
+            if ((reward = areal_task_reward_parse(argv[++i])) == AREAL_TASK_REWARD_DEFAULT) {
+                areal_print_line(err, "areal-worker train: --reward '%s': expected math or exact",
+                                 argv[i]);
+                return 2;
+            }
+            continue;
+        } else if (strcmp(argv[i], "--http-port") == 0 && i + 1 < argc) {
+            http_port = argv[++i];
+            continue;
+        } else if (strcmp(argv[i], "--http-host") == 0 && i + 1 < argc) {
+            http_host = argv[++i];
+            continue;
         } else if (strcmp(argv[i], "--resume") == 0) {
             resume = true;
             continue;
@@ -280,6 +302,16 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
             return 2;
         }
     }
+    double port = 8090; /* the contract's default (CONTRACTS.md); 0 disables */
+    if (http_port != NULL && http_port[0] != '\0' && !num(http_port, 0, 65535, &port)) {
+        areal_print_line(err,
+                         "areal-worker train: the HTTP port '%s' (--http-port or env "
+                         "AREAL_TRAINER_HTTP_PORT) must be 0 (off) to 65535",
+                         http_port);
+        return 2;
+    }
+    if (http_host == NULL) /* in a pod the operator reads /status over the pod network */
+        http_host = getenv("POD_IP") != NULL && getenv("POD_IP")[0] ? "0.0.0.0" : "127.0.0.1";
     if (config == NULL && getenv("AREAL_CONFIG") != NULL && getenv("AREAL_CONFIG")[0] != '\0')
         config = getenv("AREAL_CONFIG");
     io x = {out, err, quiet};
@@ -326,6 +358,7 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
     job.cfg = &cfg;
     job.total_steps = cfg.total_train_steps; /* 0: total_train_epochs over the dataset */
     job.task = (areal_synth_cfg){(int)f[F_MAXOP].val, "+", 0.2, 7};
+    job.reward = reward;
     job.eval_every = (int)cfg.evaluator.freq_steps;
     job.eval_n = (int)f[F_EVAL_N].val;
     job.ckpt_every = (int)cfg.recover.freq_steps;
@@ -341,8 +374,24 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
     sa.sa_handler = on_signal;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    areal_trainer_http *http = NULL;
+    if (port > 0 && (rc = areal_trainer_http_start(http_host, (int)port, &http, &e)) != AREAL_OK) {
+        areal_print_line(err, "areal-worker train: %s (--http-port 0 turns the endpoints off)",
+                         e.msg);
+        free(list);
+        areal_rl_config_free(&cfg);
+        return 1;
+    }
+    if (http != NULL) {
+        char line[160];
+        snprintf(line, sizeof line, "status on http://%s:%d/status (/metrics, /healthz)", http_host,
+                 areal_trainer_http_port(http));
+        log_line(&x, line);
+    }
+    job.http = http;
     areal_train_result res;
     rc = areal_train_run(&job, &res, &e);
+    areal_trainer_http_stop(http);
     free(list);
     areal_rl_config_free(&cfg);
     if (rc != AREAL_OK) {
