@@ -71,7 +71,8 @@ char *areal_train_status_json(const areal_train_status *s) {
     json_object_set_new(o, "running_ahead", json_boolean(s->running_ahead));
     json_object_set_new(o, "checkpoint_step",
                         s->has_checkpoint ? json_integer(s->checkpoint_step) : json_null());
-    char *text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10));
+    char *text =
+        json_dumps(o, JSON_COMPACT) /* full precision: the progress line's numbers exactly */;
     json_decref(o);
     return text;
 }
