@@ -22,6 +22,7 @@
 #include "areal/model/pool.h"
 #include "areal/model/tokenizer.h"
 #include "areal/train/ckpt.h"
+#include "areal/train/dp.h"
 #include "areal/train/hf_save.h"
 #include "areal/train/rollout_ctl.h"
 #include "areal/train/task.h"
@@ -285,7 +286,7 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
     memset(&t, 0, sizeof t);
     bool have_trainer = false;
     if (rc == AREAL_OK) {
-        rc = areal_trainer_init(&t, job->model_dir, cfg, total_steps, pool, NULL, err);
+        rc = areal_trainer_init(&t, job->model_dir, cfg, total_steps, pool, job->dp, err);
         have_trainer = rc == AREAL_OK;
     }
     if (rc == AREAL_OK)
@@ -317,6 +318,9 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
                 *err = e2;
         }
     }
+    bool multi = job->dp != NULL && areal_pg_size(job->dp) > 1;
+    if (rc == AREAL_OK && multi) /* the followers start from this rank's (resumed) state */
+        rc = areal_train_dp_sync_state(job->dp, &t, err);
     areal_rollout_ctl *ctl = NULL;
     if (rc == AREAL_OK) {
         areal_rollout_cfg rcfg;
@@ -399,7 +403,7 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
         double t_wait = now_s() - t0, t1 = now_s();
         qsort(groups, (size_t)B, sizeof *groups, by_admission);
         areal_step_stats st;
-        rc = areal_trainer_step(&t, groups, (int)B, &st, err);
+        rc = areal_train_dp_step(&t, job->dp, groups, (int)B, G, &st, err);
         double t_train = now_s() - t1;
         for (long i = 0; i < B; i++)
             areal_group_free(&groups[i]);
@@ -469,6 +473,10 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
         }
     }
     res->steps_done = step;
+    if (multi) {
+        areal_error e2;
+        areal_train_dp_stop(job->dp, &e2); /* best effort: a dead follower times out */
+    }
     if (rc != AREAL_OK)
         loop_status_phase(&ls, AREAL_PHASE_FAILED, step, t.version);
     else if (step >= total_steps)

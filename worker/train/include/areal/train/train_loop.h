@@ -43,6 +43,7 @@ typedef struct areal_train_job {
     int rollout_workers;
     int threads;                     /* model pool threads (1: serial) */
     struct areal_trainer_http *http; /* nullable: where /status and /metrics are published */
+    struct areal_pg *dp; /* nullable: data-parallel trainer ranks, this one rank 0 (dp.h) */
     volatile sig_atomic_t *stop;
     void (*log)(void *ctx, const char *line);
     void (*progress)(void *ctx, const char *json_line); /* each step's line (nullable) */
