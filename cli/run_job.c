@@ -53,8 +53,9 @@
 typedef struct proc {
     char name[160];
     pid_t pid;
-    int status; /* -1 while running */
-    int port;   /* servers */
+    int status;    /* -1 while running */
+    int port;      /* servers */
+    bool follower; /* a data-parallel trainer rank > 0 */
 } proc;
 
 static volatile sig_atomic_t interrupted;
@@ -280,7 +281,7 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
                 planned = true;
         }
     }
-    int n_servers = 0, trainer_pod = -1;
+    int n_servers = 0, trainer_pod = -1, dp_size = 1;
     for (int i = 0; rc == CLI_OK && i < plan.n_pods; i++) {
         const areal_role_plan *role = &plan.roles[plan.pods[i].role];
         if (role->inference) {
@@ -289,12 +290,15 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
                                    "(tensor parallelism needs t1)",
                                    plan.pods[i].name, plan.pods[i].n_ranks);
             n_servers++;
-        } else if (trainer_pod >= 0 || role->world != 1) {
-            rc = cli_bad_input("the local trainer runs one rank: use a trainer of d1 "
-                               "(e.g. \"sglang:d1+fsdp:d1\"); got world %d",
-                               role->world);
-        } else {
+        } else if (trainer_pod >= 0 && plan.pods[trainer_pod].role != plan.pods[i].role) {
+            rc = cli_bad_input("the local run has one trainer role; '%s' is a second", role->name);
+        } else if (role->world != role->strategy.dp) {
+            rc = cli_bad_input("the local trainer runs data parallelism only (e.g. \"fsdp:d2\"); "
+                               "got world %d with dp %d",
+                               role->world, role->strategy.dp);
+        } else if (trainer_pod < 0) {
             trainer_pod = i;
+            dp_size = role->world;
         }
     }
     if (rc == CLI_OK && (n_servers == 0 || trainer_pod < 0))
@@ -318,9 +322,9 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
     memset(ps, 0, sizeof ps);
     double t0 = now_s();
     if (rc == CLI_OK) {
-        printf("arealctl run: job %s (%s): %d rollout server(s) and 1 trainer on this machine; "
-               "job directory %s\n",
-               name, alloc_text, n_servers, job_dir);
+        printf("arealctl run: job %s (%s): %d rollout server(s) and %d trainer rank(s) on this "
+               "machine; job directory %s\n",
+               name, alloc_text, n_servers, dp_size, job_dir);
         fflush(stdout);
     }
     char cfg_path[1300];
@@ -370,6 +374,45 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
         size_t used = strlen(servers);
         snprintf(servers + used, sizeof servers - used, "%s127.0.0.1:%d", used ? "," : "", p->port);
     }
+    /* Data-parallel ranks 1..d-1 first: rank 0 stays the last process (the one whose
+     * progress lines drive the bar and who is asked to stop). */
+    char dp_master[64] = "", dp_size_s[16];
+    snprintf(dp_size_s, sizeof dp_size_s, "%d", dp_size);
+    if (dp_size > 1)
+        snprintf(dp_master, sizeof dp_master, "127.0.0.1:%d", free_port());
+    char cfg_file[1200];
+    snprintf(cfg_file, sizeof cfg_file, "%s/job_config.json", job_dir);
+    bool have_cfg = json_is_object(config);
+    if (rc == CLI_OK && have_cfg &&
+        json_dump_file(config, cfg_file, JSON_INDENT(2) | JSON_SORT_KEYS) != 0)
+        rc = cli_bad_input("%s: cannot write", cfg_file);
+    for (int r = 1; rc == CLI_OK && r < dp_size && n_ps < MAX_PROCS - 1; r++) {
+        proc *p = &ps[n_ps++];
+        snprintf(p->name, sizeof p->name, "%.140s-dp%d", plan.pods[trainer_pod].name, r);
+        p->status = -1;
+        p->follower = true;
+        char rs[16];
+        snprintf(rs, sizeof rs, "%d", r);
+        char *argv[] = {worker,
+                        "train",
+                        "--model",
+                        model_dir,
+                        "--job-dir",
+                        job_dir,
+                        "--dp-rank",
+                        rs,
+                        "--dp-size",
+                        dp_size_s,
+                        "--dp-master",
+                        dp_master,
+                        "--http-port",
+                        "0",
+                        have_cfg ? "--config" : NULL,
+                        cfg_file,
+                        NULL};
+        snprintf(logf, sizeof logf, "%s/%s.log", logs, p->name);
+        p->pid = spawn(argv, logf, -1);
+    }
     int out_fd = -1;
     if (rc == CLI_OK) {
         proc *p = &ps[n_ps++];
@@ -378,12 +421,7 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
         /* spec.config goes to the trainer whole, as the operator's ConfigMap does in a
          * pod (env AREAL_CONFIG there): the trainer reads AReaL's keys and the short ones,
          * and names a bad one. No spec.config: the trainer's demo configuration. */
-        char cfg_file[1200];
-        snprintf(cfg_file, sizeof cfg_file, "%s/job_config.json", job_dir);
-        bool have_cfg = json_is_object(config);
-        if (have_cfg && json_dump_file(config, cfg_file, JSON_INDENT(2) | JSON_SORT_KEYS) != 0)
-            rc = cli_bad_input("%s: cannot write", cfg_file);
-        char *argv[14];
+        char *argv[20];
         int na = 0;
         argv[na++] = worker;
         argv[na++] = "train";
@@ -400,6 +438,14 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
         snprintf(hport, sizeof hport, "%d", trainer_port);
         argv[na++] = "--http-port";
         argv[na++] = hport;
+        if (dp_size > 1) {
+            argv[na++] = "--dp-rank";
+            argv[na++] = "0";
+            argv[na++] = "--dp-size";
+            argv[na++] = dp_size_s;
+            argv[na++] = "--dp-master";
+            argv[na++] = dp_master;
+        }
         if (have_cfg) {
             argv[na++] = "--config";
             argv[na++] = cfg_file;
@@ -456,6 +502,11 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
                 trainer_done = true;
                 if (ps[i].status != 0 && failed < 0)
                     failed = i;
+            } else if (ps[i].follower) {
+                if (ps[i].status != 0 && failed < 0) {
+                    failed = i; /* a trainer rank went down: the gang goes with it */
+                    trainer_done = true;
+                }
             } else if (!asked_stop && restarts < MAX_RESTARTS) {
                 /* A rollout server went down: restart it, as the operator would, from the
                  * newest weights the trainer published (a new server must not serve the

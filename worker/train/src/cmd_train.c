@@ -17,6 +17,7 @@
 #include "areal/escape.h"
 #include "areal/model/tokenizer.h"
 #include "areal/train/cmd.h"
+#include "areal/train/dp.h"
 #include "areal/train/hf_save.h"
 #include "areal/train/job_config.h"
 #include "areal/train/tiny.h"
@@ -67,7 +68,7 @@ static const char train_help[] =
     "           [--model DIR] [--resume] [--quiet] [--steps N] [--batch B] [--group G]\n"
     "           [--eta E] [--lr LR] [--eval-every N] [--eval-n N] [--ckpt-every N] [--seed S]\n"
     "           [--max-operand M] [--rollout-workers N] [--reward math|exact]\n"
-    "           [--http-port P] [--http-host H]\n"
+    "           [--http-port P] [--http-host H] [--dp-rank R --dp-size N --dp-master HOST:PORT]\n"
     "The trainer role: asynchronous GRPO against SGLang-API rollout servers, weights synced\n"
     "through the job directory, checkpoints and a progress JSONL line per step.\n"
     "  --config FILE   the job config: AReaL's experiment YAML (actor.*, gconfig.*, rollout.*,\n"
@@ -77,6 +78,9 @@ static const char train_help[] =
     "  --http-port P   /status, /metrics, /healthz (default env AREAL_TRAINER_HTTP_PORT,\n"
     "                  else 8090; 0: off); --http-host H: default 0.0.0.0 in a pod (POD_IP\n"
     "                  set), else 127.0.0.1\n"
+    "  --dp-rank R, --dp-size N, --dp-master HOST:PORT   data-parallel trainer ranks: rank 0\n"
+    "                  hosts the rendezvous at HOST:PORT and drives the rollouts (and HTTP),\n"
+    "                  ranks > 0 train their share of each batch (no --servers needed)\n"
     "  --reward K      math (answer equivalence, the default with train_dataset.path) or\n"
     "                  exact (the answer's tokens then the end token: the synthetic task's)\n"
     "  --steps, --batch, --group, --eta, --lr, --eval-every, --ckpt-every, --seed override\n"
@@ -204,6 +208,8 @@ enum {
     F_SEED,
     F_MAXOP,
     F_WORKERS,
+    F_DP_RANK,
+    F_DP_SIZE,
     F_N
 };
 
@@ -236,10 +242,54 @@ static void override_flags(const nflag *f, bool from_file, areal_rl_config *c) {
 #undef GIVEN
 }
 
+/* A data-parallel rank: joins the group; rank 0 runs the loop (with HTTP), others follow. */
+static int run_dp(areal_train_job *job, int rank, int size, const char *master,
+                  const char *http_host, int http_port, io *x, areal_error *e) {
+    char host[256];
+    snprintf(host, sizeof host, "%s", master);
+    char *colon = strrchr(host, ':');
+    double port = 0;
+    if (colon == NULL || !num(colon + 1, 1, 65535, &port))
+        return areal_error_set(e, AREAL_EINVAL, -1, "--dp-master '%s': expected HOST:PORT", master);
+    *colon = '\0';
+    const char *pod_ip = getenv("POD_IP");
+    bool local = strcmp(host, "127.0.0.1") == 0 || strcmp(host, "localhost") == 0;
+    areal_comm *comm = NULL;
+    areal_pg *dp = NULL;
+    int rc = areal_train_dp_join(rank, size, host, (int)port, local ? "127.0.0.1" : NULL,
+                                 local ? "127.0.0.1" : (pod_ip && pod_ip[0] ? pod_ip : NULL),
+                                 600000, &comm, &dp, e);
+    areal_trainer_http *http = NULL;
+    if (rc == AREAL_OK && rank == 0 && http_host != NULL)
+        rc = areal_trainer_http_start(http_host, http_port, &http, e);
+    if (rc == AREAL_OK && rank == 0) {
+        job->dp = dp;
+        job->http = http;
+        areal_train_result res;
+        rc = areal_train_run(job, &res, e);
+        if (rc == AREAL_OK)
+            fprintf(x->err,
+                    "areal-worker train: %s after %ld steps on %d DP ranks in %.1f s: "
+                    "held-out accuracy %.3f -> %.3f\n",
+                    res.stopped ? "stopped with a checkpoint" : "done", res.steps_done, size,
+                    res.wall_s, res.acc_start, res.acc_end);
+    } else if (rc == AREAL_OK) {
+        long steps = 0;
+        rc = areal_train_follow(job, job->total_steps, dp, &steps, e);
+        if (rc == AREAL_OK)
+            fprintf(x->err, "areal-worker train: DP rank %d of %d: %ld steps\n", rank, size, steps);
+    }
+    areal_trainer_http_stop(http);
+    areal_pg_destroy(dp);
+    areal_comm_destroy(comm);
+    return rc;
+}
+
 static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
     const char *model = NULL, *job_dir = NULL, *servers = NULL, *config = NULL;
     areal_task_reward_kind reward = AREAL_TASK_REWARD_DEFAULT;
     const char *http_host = NULL, *http_port = getenv("AREAL_TRAINER_HTTP_PORT");
+    const char *dp_master = NULL;
     nflag f[F_N] = {
         [F_STEPS] = {"--steps", 1, 1e7, 300, false},
         [F_BATCH] = {"--batch", 1, 4096, 32, false},
@@ -252,6 +302,8 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
         [F_SEED] = {"--seed", 0, 1e15, 1, false},
         [F_MAXOP] = {"--max-operand", 1, 9999, 49, false},
         [F_WORKERS] = {"--rollout-workers", 1, 1024, 4, false},
+        [F_DP_RANK] = {"--dp-rank", 0, 4095, 0, false},
+        [F_DP_SIZE] = {"--dp-size", 1, 4096, 1, false},
     };
     bool resume = false, quiet = false;
     for (int i = 1; i < argc; i++) {
@@ -276,6 +328,9 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
                                  argv[i]);
                 return 2;
             }
+            continue;
+        } else if (strcmp(argv[i], "--dp-master") == 0 && i + 1 < argc) {
+            dp_master = argv[++i];
             continue;
         } else if (strcmp(argv[i], "--http-port") == 0 && i + 1 < argc) {
             http_port = argv[++i];
@@ -334,6 +389,17 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
     }
     if (model == NULL)
         model = cfg.actor.path;
+    int dp_rank = (int)f[F_DP_RANK].val, dp_size = (int)f[F_DP_SIZE].val;
+    if (dp_rank >= dp_size || (dp_size > 1 && dp_master == NULL)) {
+        areal_print_line(err,
+                         "areal-worker train: --dp-rank %d --dp-size %d needs rank < size and "
+                         "--dp-master HOST:PORT (rank 0 hosts the rendezvous there)",
+                         dp_rank, dp_size);
+        areal_rl_config_free(&cfg);
+        return 2;
+    }
+    if (dp_rank > 0 && servers == NULL)
+        servers = ""; /* a follower talks to rank 0 only */
     if (model == NULL || job_dir == NULL || servers == NULL) {
         fprintf(err, "areal-worker train: --model DIR (or actor.path in the config), --job-dir "
                      "DIR and --servers HOST:PORT[,...] are required\n");
@@ -374,6 +440,17 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
     sa.sa_handler = on_signal;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    if (dp_size > 1) {
+        rc = run_dp(&job, dp_rank, dp_size, dp_master, port > 0 ? http_host : NULL, (int)port, &x,
+                    &e);
+        free(list);
+        areal_rl_config_free(&cfg);
+        if (rc != AREAL_OK) {
+            areal_print_line(err, "areal-worker train: DP rank %d: %s", dp_rank, e.msg);
+            return rc == AREAL_EINVAL ? 2 : 1;
+        }
+        return 0;
+    }
     areal_trainer_http *http = NULL;
     if (port > 0 && (rc = areal_trainer_http_start(http_host, (int)port, &http, &e)) != AREAL_OK) {
         areal_print_line(err, "areal-worker train: %s (--http-port 0 turns the endpoints off)",

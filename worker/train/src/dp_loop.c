@@ -337,3 +337,36 @@ int areal_train_dp_step(areal_trainer *t, areal_pg *dp, areal_group *g, int n, i
     }
     return rc;
 }
+
+int areal_train_dp_join(int rank, int size, const char *host, int port, const char *bind_host,
+                        const char *advertise, int timeout_ms, areal_comm **comm, areal_pg **dp,
+                        areal_error *err) {
+    *comm = NULL;
+    *dp = NULL;
+    if (size < 1 || size > 4096 || rank < 0 || rank >= size)
+        return areal_error_set(err, AREAL_EINVAL, -1, "DP rank %d of %d: out of range", rank, size);
+    areal_comm_config cc = {.rank = rank,
+                            .world = size,
+                            .store_host = host,
+                            .store_port = port,
+                            .host_store = rank == 0,
+                            .bind_host = bind_host,
+                            .advertise_host = advertise,
+                            .timeout_ms = timeout_ms,
+                            .connect_timeout_ms = timeout_ms,
+                            .key_prefix = "trainer-dp"};
+    int rc = areal_comm_init(&cc, comm, err);
+    int *ranks = rc == AREAL_OK ? malloc((size_t)size * sizeof *ranks) : NULL;
+    if (rc == AREAL_OK && ranks == NULL)
+        rc = areal_error_set(err, AREAL_ENOMEM, -1, "no memory for the DP group");
+    for (int i = 0; rc == AREAL_OK && i < size; i++)
+        ranks[i] = i;
+    if (rc == AREAL_OK)
+        rc = areal_comm_group(*comm, "dp", ranks, size, dp, err);
+    free(ranks);
+    if (rc != AREAL_OK) {
+        areal_comm_destroy(*comm);
+        *comm = NULL;
+    }
+    return rc;
+}

@@ -22,6 +22,18 @@
 #include "areal/train/trainer.h"
 
 /*
+ * Joins the trainer's data-parallel world: rank `rank` of `size`, the
+ * rendezvous store at host:port (hosted by rank 0, which listens there),
+ * every rank listening on bind_host (NULL: every address) and dialled at
+ * advertise (NULL: this host's name). *comm and *dp are the caller's
+ * (areal_pg_destroy, then areal_comm_destroy). Returns 0, or the comm
+ * runtime's error naming the store or the missing rank.
+ */
+int areal_train_dp_join(int rank, int size, const char *host, int port, const char *bind_host,
+                        const char *advertise, int timeout_ms, areal_comm **comm, areal_pg **dp,
+                        areal_error *err);
+
+/*
  * Rank 0: splits groups g[0..n) (G samples each) over dp, sends every other
  * rank its share (those groups are freed here) and compacts this rank's
  * share to g[0..*n_mine). Returns 0, AREAL_EINVAL (n not a multiple of the
