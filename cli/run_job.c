@@ -20,8 +20,9 @@
  * does (kind, apiVersion, spec.allocation, the types and ranges of
  * config.rl); spec.config is handed whole to the trainer (--config), which
  * reads AReaL's keys and the short ones and names any key it does not know.
- * Not yet: a trainer of more than one rank (data parallel trainers need the
- * gradient all-reduce wired through the comm runtime in train_loop.c), TP > 1
+ * A trainer role of dp d runs d `areal-worker train` ranks (--dp-rank, a
+ * rendezvous on a free loopback port; rank 0 drives the rollouts and serves
+ * /status on a free port). Not yet: tensor or pipeline parallel trainers, TP > 1
  * rollout servers.
  */
 #include <dirent.h>
