@@ -132,24 +132,30 @@ int areal_model_backward_stage(areal_model *m, const areal_acts *a, const float 
     s.du = TAKE(T * I);
     s.attn = TAKE(maxL * maxL);
 #undef TAKE
+    int v0, nv = areal_model_shard_vocab(c, sh, &v0), rc = AREAL_OK;
     if (last) { /* LM head and final norm */
         memset(s.dln, 0, sizeof(float) * T * H);
         m->ops->linear_bwd(m->ops_ctx, s.dln, m->g.lm_head, NULL, d_out, p->lnf, m->w.lm_head,
-                           (int)T, (int)H, c->vocab_size);
+                           (int)T, (int)H, nv);
+        /* a vocab-parallel head's input gradient covers only its columns */
+        if (nv != c->vocab_size)
+            rc = reduce_at(m, AREAL_REDUCE_HEAD_GRAD, -1, s.dln, T * H, err);
         memset(dres, 0, sizeof(float) * T * H);
         m->ops->rmsnorm_bwd(m->ops_ctx, dres, m->g.norm, s.dln, p->res_out, m->w.norm, p->rstdf, T,
                             (int)H);
     } else {
         memcpy(dres, d_out, sizeof(float) * T * H);
     }
-    int rc = AREAL_OK;
     for (int i = sh->n_layers - 1; i >= 0 && rc == AREAL_OK; i--)
         rc = layer_bwd(m, sh->first_layer + i, i, p, dres, &s, err);
     if (rc == AREAL_OK && dx_in != NULL && !first)
         memcpy(dx_in, dres, sizeof(float) * T * H);
     if (rc == AREAL_OK && first)
         for (size_t t = 0; t < T; t++) {
-            float *ge = m->g.embed + (size_t)p->tokens[t] * H;
+            int row = p->tokens[t] - v0; /* vocab-parallel: only the rows this shard holds */
+            if (row < 0 || row >= nv)
+                continue;
+            float *ge = m->g.embed + (size_t)row * H;
             for (size_t i = 0; i < H; i++)
                 ge[i] += dres[t * H + i];
         }

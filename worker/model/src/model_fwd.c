@@ -79,7 +79,8 @@ void areal_acts_free(areal_acts *a) {
 
 static int acts_alloc(const areal_model *m, const areal_batch *b, areal_acts *a, areal_error *err) {
     const areal_model_config *c = &m->cfg;
-    size_t T = (size_t)b->n_tokens, H = (size_t)c->hidden_size, V = (size_t)c->vocab_size;
+    size_t T = (size_t)b->n_tokens, H = (size_t)c->hidden_size;
+    size_t V = (size_t)areal_model_shard_vocab(c, &m->shard, NULL); /* local columns */
     int first = m->shard.first_layer, n = m->shard.n_layers;
     bool last = m->shard.pp_stage == m->shard.pp - 1;
     areal_acts_priv *p = calloc(1, sizeof *p);
@@ -118,7 +119,7 @@ static int acts_alloc(const areal_model *m, const areal_batch *b, areal_acts *a,
         p->lnf = f + T * H;
         p->rstdf = f + 2 * T * H;
         a->logits = f + 2 * T * H + T;
-        a->V = c->vocab_size;
+        a->V = (int)V;
     } else {
         a->hidden = p->res_out;
     }
@@ -224,12 +225,21 @@ int areal_model_forward_stage(areal_model *m, const areal_batch *b, const float 
     areal_acts_priv *p = a->priv;
     int T = p->T, H = c->hidden_size, n = sh->n_layers;
     float *x0 = n > 0 ? p->layers[0].res : p->res_out;
-    if (first)
-        for (int t = 0; t < T; t++)
-            memcpy(x0 + (size_t)t * H, m->w.embed + (size_t)p->tokens[t] * H,
-                   sizeof(float) * (size_t)H);
-    else
+    int v0, nv = areal_model_shard_vocab(c, sh, &v0);
+    if (first) {
+        /* a vocab-parallel shard holds rows [v0, v0 + nv); the others' rows are zeros */
+        for (int t = 0; t < T; t++) {
+            int row = p->tokens[t] - v0;
+            if (row >= 0 && row < nv)
+                memcpy(x0 + (size_t)t * H, m->w.embed + (size_t)row * H, sizeof(float) * (size_t)H);
+            else
+                memset(x0 + (size_t)t * H, 0, sizeof(float) * (size_t)H);
+        }
+        if (nv != c->vocab_size)
+            rc = reduce_at(m, AREAL_REDUCE_EMBED_OUT, -1, x0, (size_t)T * H, err);
+    } else {
         memcpy(x0, x_in, sizeof(float) * (size_t)T * H);
+    }
     for (int i = 0; i < n && rc == AREAL_OK; i++)
         rc = layer_fwd(m, sh->first_layer + i, i, p, i + 1 < n ? p->layers[i + 1].res : p->res_out,
                        err);
@@ -240,8 +250,7 @@ int areal_model_forward_stage(areal_model *m, const areal_batch *b, const float 
     if (last) {
         m->ops->rmsnorm_fwd(m->ops_ctx, p->lnf, p->rstdf, p->res_out, m->w.norm, (size_t)T, H,
                             (float)c->rms_norm_eps);
-        m->ops->linear_fwd(m->ops_ctx, a->logits, p->lnf, m->w.lm_head, NULL, T, H, c->vocab_size,
-                           0.0f);
+        m->ops->linear_fwd(m->ops_ctx, a->logits, p->lnf, m->w.lm_head, NULL, T, H, nv, 0.0f);
     }
     return AREAL_OK;
 }

@@ -5,6 +5,7 @@
 #include "areal/parallel/ppo.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,19 +53,31 @@ int areal_par_ppo_loss(void *ctx, int mb, const float *logits, int T, int V, flo
         free(logp), free(dlogp);
         return areal_error_set(err, AREAL_ENOMEM, -1, "ppo loss: out of memory for %d tokens", T);
     }
-    areal_token_logprobs(c->pool, logits, T, V, b->targets, c->temperature, logp, NULL);
+    areal_par_vocab v = c->vocab;
+    v.Vl = V;
+    bool split = v.tp != NULL && areal_coll_size(v.tp) > 1;
+    int rc = AREAL_OK;
+    if (split)
+        rc = areal_par_vocab_logprobs(&v, logits, T, b->targets, c->temperature, logp, NULL, err);
+    else
+        areal_token_logprobs(c->pool, logits, T, V, b->targets, c->temperature, logp, NULL);
     areal_ppo_loss_opts o = c->opts;
     /* dp_size 1: the gradients are summed over dp, not averaged (ppo.h) */
     o.scale = areal_ppo_mb_scale(areal_ppo_count_valid(b->mask, T), c->n_valid_global, 1);
     double l = 0;
     areal_ppo_loss_stats s;
-    int rc = areal_ppo_actor_loss(logp, b->prox, b->behav, b->adv, b->mask, T, b->cu_seqlens,
+    if (rc == AREAL_OK)
+        rc = areal_ppo_actor_loss(logp, b->prox, b->behav, b->adv, b->mask, T, b->cu_seqlens,
                                   b->n_seqs, &o, &l, dlogp, &s, err);
     if (rc == AREAL_OK) {
         *loss += l;
         areal_ppo_loss_stats_add(&c->stats, &s);
-        areal_token_logprobs_backward(c->pool, logits, T, V, b->targets, c->temperature, dlogp,
-                                      NULL, dlogits);
+        if (split)
+            rc = areal_par_vocab_logprobs_backward(&v, logits, T, b->targets, c->temperature, dlogp,
+                                                   NULL, dlogits, err);
+        else
+            areal_token_logprobs_backward(c->pool, logits, T, V, b->targets, c->temperature, dlogp,
+                                          NULL, dlogits);
     }
     free(logp), free(dlogp);
     return rc;

@@ -28,28 +28,29 @@
 #define PT_PROMPT 2 /* prompt tokens of every sequence */
 #define PT_GROUP  4 /* GRPO group size */
 
-static const char PT_GRPO_CFG[] = "actor:\n"
-                                  "  group_size: 4\n"
-                                  "  eps_clip: 0.2\n"
-                                  "  eps_clip_higher: 0.28\n"
-                                  "  c_clip: 3.0\n"
-                                  "  use_decoupled_loss: true\n"
-                                  "  recompute_logprob: true\n"
-                                  "  kl_ctl: 0.0\n"
-                                  "  temperature: 0.9\n"
-                                  "  adv_norm: {mean_level: group, std_level: group, group_size: 4}\n"
-                                  "  rejection_sampling: {level: token, action: mask, metric: "
-                                  "ratio, upper: 1.25}\n";
+static const char PT_GRPO_CFG[] =
+    "actor:\n"
+    "  group_size: 4\n"
+    "  eps_clip: 0.2\n"
+    "  eps_clip_higher: 0.28\n"
+    "  c_clip: 3.0\n"
+    "  use_decoupled_loss: true\n"
+    "  recompute_logprob: true\n"
+    "  kl_ctl: 0.0\n"
+    "  temperature: 0.9\n"
+    "  adv_norm: {mean_level: group, std_level: group, group_size: 4}\n"
+    "  rejection_sampling: {level: token, action: mask, metric: "
+    "ratio, upper: 1.25}\n";
 
 typedef struct pt_grpo {
     areal_rl_config cfg;
     areal_ppo_loss_opts opts;
     float prox[256], old[256], adv[256], mask[256];
     int64_t cu[PT_SEQS + 1];
-    areal_par_ppo_mb whole;           /* the reference's one micro-batch */
-    areal_par_ppo_mb mbs[PT_MAX_MB];  /* this rank's micro-batches */
+    areal_par_ppo_mb whole;          /* the reference's one micro-batch */
+    areal_par_ppo_mb mbs[PT_MAX_MB]; /* this rank's micro-batches */
     int64_t mb_cu[PT_MAX_MB][PT_SEQS + 1];
-    areal_par_ppo ref, par;           /* the reference's loss, the layout's */
+    areal_par_ppo ref, par; /* the reference's loss, the layout's */
 } pt_grpo;
 
 /* A fixed value in [-1, 1) of token t, for the logprobs' offsets. */
@@ -62,8 +63,7 @@ static inline float pt_grpo_unit(const char *what, int t) {
  * weights before the step): one forward for the recomputed logprobs, then
  * AReaL's advantages. *g must outlive both losses (opts borrow its config).
  */
-static inline int pt_grpo_prepare(pt_grpo *g, areal_model *ref, const pt_batch *b,
-                                  areal_error *e) {
+static inline int pt_grpo_prepare(pt_grpo *g, areal_model *ref, const pt_batch *b, areal_error *e) {
     memset(g, 0, sizeof *g);
     int rc = areal_rl_config_parse(PT_GRPO_CFG, sizeof PT_GRPO_CFG - 1, "grpo test", &g->cfg, e);
     if (rc != AREAL_OK)
@@ -90,9 +90,7 @@ static inline int pt_grpo_prepare(pt_grpo *g, areal_model *ref, const pt_batch *
             g->prox[t] = b->targets[t] >= 0 ? cur[t] + off : 0.0f;
             gen[t] = pos >= PT_PROMPT;
             /* rollout convention: token t's logprob, the recomputed one of position t - 1 */
-            behav[t] = pos > 0 ? g->prox[t - 1] -
-                                     0.15f * (1.0f + pt_grpo_unit("behav", t))
-                               : 0.0f;
+            behav[t] = pos > 0 ? g->prox[t - 1] - 0.15f * (1.0f + pt_grpo_unit("behav", t)) : 0.0f;
         }
     }
     areal_rl_adv_input in = {PT_SEQS, g->cu, gen, behav, g->prox, NULL, rewards, NULL};
@@ -112,8 +110,8 @@ static inline int pt_grpo_layout(pt_grpo *g, const pt_batch *b, const pt_mb *mbs
         int t0 = mbs[i].tok0;
         for (int s = 0; s <= mbs[i].b.n_seqs; s++)
             g->mb_cu[i][s] = mbs[i].cu[s];
-        g->mbs[i] = (areal_par_ppo_mb){b->targets + t0, g->prox + t0,      g->old + t0, g->adv + t0,
-                                       g->mask + t0,    g->mb_cu[i], mbs[i].b.n_seqs};
+        g->mbs[i] = (areal_par_ppo_mb){b->targets + t0, g->prox + t0, g->old + t0,    g->adv + t0,
+                                       g->mask + t0,    g->mb_cu[i],  mbs[i].b.n_seqs};
     }
     return areal_par_ppo_init(&g->par, g->mbs, n, &g->opts, (float)g->cfg.actor.temperature, data,
                               e);

@@ -53,6 +53,7 @@
 #include "areal/parallel/groups.h"
 #include "areal/parallel/pipe.h"
 #include "areal/parallel/reduce.h"
+#include "areal/parallel/vocab.h"
 #include "../../comm/tests/ranks.h" /* rank_config, ranks_wait, exit codes */
 
 #define PT_FIX      "worker/model/tests/fixtures/"
@@ -72,6 +73,7 @@ typedef struct pt_layout {
     const char *model; /* a fixture directory under PT_FIX, or NULL: the synthetic model */
     int skip_partial;  /* the harness's own check: leave out the partial gradients' sum */
     int nll;           /* the mean-token-NLL step instead of GRPO's (par_test_grpo.h) */
+    int vocab;         /* vocab-parallel embedding, lm_head and loss over tp */
 } pt_layout;
 
 /* ---- the synthetic model: Qwen3, 4 layers, 8 query and 4 key/value heads, tied */
@@ -212,14 +214,22 @@ typedef struct pt_loss {
     const float *ref_logits; /* the one-process logits [T, V], checked per micro-batch */
     double logits_err;       /* the worst relative error seen */
     areal_par_ppo *ppo;      /* the GRPO step's loss, NULL for the NLL step */
+    areal_par_vocab vocab;   /* the logits' columns (tp NULL: whole rows) */
+    int V;                   /* the whole vocabulary */
 } pt_loss;
 
-static inline void pt_check_logits(pt_loss *L, int tok0, const float *logits, int T, int V) {
-    if (L->ref_logits != NULL) {
-        double e = pt_rel_err(logits, L->ref_logits + (size_t)tok0 * V, (size_t)T * V);
-        if (e > L->logits_err)
-            L->logits_err = e;
-    }
+/* Logits [T, Vl] of this rank against the reference's columns [v0, v0 + Vl) of its rows. */
+static inline void pt_check_logits(pt_loss *L, int tok0, const float *logits, int T, int Vl) {
+    if (L->ref_logits == NULL)
+        return;
+    float *want = malloc(sizeof(float) * (size_t)T * Vl);
+    for (int t = 0; want != NULL && t < T; t++)
+        memcpy(want + (size_t)t * Vl, L->ref_logits + (size_t)(tok0 + t) * L->V + L->vocab.v0,
+               sizeof(float) * (size_t)Vl);
+    double e = want == NULL ? INFINITY : pt_rel_err(logits, want, (size_t)T * Vl);
+    if (e > L->logits_err)
+        L->logits_err = e;
+    free(want);
 }
 
 static inline int pt_loss_fn(void *ctx, int mb, const float *logits, int T, int V, float *dlogits,
@@ -229,6 +239,23 @@ static inline int pt_loss_fn(void *ctx, int mb, const float *logits, int T, int 
     if (L->ppo != NULL) {
         pt_check_logits(L, tok0, logits, T, V);
         return areal_par_ppo_loss(L->ppo, mb, logits, T, V, dlogits, loss, err);
+    }
+    if (L->vocab.tp != NULL) { /* vocab-parallel: areal_par_vocab_cross_entropy's rows */
+        const int32_t *tg = L->b->targets + tok0;
+        double ce = 0;
+        areal_par_vocab v = L->vocab;
+        v.Vl = V;
+        int rc = areal_par_vocab_cross_entropy(&v, logits, T, tg, &ce, dlogits, err);
+        int n = 0;
+        for (int t = 0; t < T; t++)
+            n += tg[t] >= 0;
+        /* the micro-batch's mean, rescaled to the global count */
+        double k = n > 0 ? (double)n / (double)L->n_total : 0;
+        *loss += ce * k;
+        for (size_t i = 0; dlogits != NULL && i < (size_t)T * V; i++)
+            dlogits[i] = (float)(dlogits[i] * k);
+        pt_check_logits(L, tok0, logits, T, V);
+        return rc;
     }
     const int32_t *tg = L->b->targets + tok0;
     float *logp = malloc(sizeof(float) * (size_t)T), *dlogp = malloc(sizeof(float) * (size_t)T);
@@ -274,7 +301,8 @@ static inline int pt_reference(areal_model *ref, const pt_batch *b, float **logi
         return rc;
     *logits = malloc(sizeof(float) * (size_t)b->T * V);
     float *dl = malloc(sizeof(float) * (size_t)b->T * V);
-    pt_loss pl = {.b = b, .n_total = b->n_targets, .ppo = b->grpo != NULL ? &b->grpo->ref : NULL};
+    pt_loss pl = {
+        .b = b, .n_total = b->n_targets, .ppo = b->grpo != NULL ? &b->grpo->ref : NULL, .V = V};
     *loss = 0;
     if (*logits == NULL || dl == NULL)
         rc = areal_error_set(e, AREAL_ENOMEM, -1, "reference: out of memory");
@@ -358,6 +386,8 @@ static inline int pt_rank(areal_comm *c, void *arg) {
     areal_par_groups g = areal_par_groups_of(gs);
     areal_model_shard sh;
     PT_CHECK("shard", areal_par_shard_of(&ref.cfg, &g, &sh, &e) == AREAL_OK);
+    sh.vocab_parallel = L->vocab != 0;
+    PT_CHECK("vocab shard", areal_model_shard_check(&ref.cfg, &sh, &e) == AREAL_OK);
     PT_CHECK("shard model", pt_model(L, &sh, &m, &e) == AREAL_OK);
     areal_par_bind(&m, &g);
 
@@ -381,9 +411,14 @@ static inline int pt_rank(areal_comm *c, void *arg) {
             local += b.targets[mbs[i].tok0 + t] >= 0;
     }
     PT_CHECK("token count", areal_par_global_count(data, local, &n_total, &e) == AREAL_OK);
-    pt_loss pl = {.b = &b, .mbs = mbs, .n_total = n_total, .ref_logits = ref_logits};
+    pt_loss pl = {
+        .b = &b, .mbs = mbs, .n_total = n_total, .ref_logits = ref_logits, .V = ref.cfg.vocab_size};
+    pl.vocab.Vl = areal_model_shard_vocab(&ref.cfg, &sh, &pl.vocab.v0);
+    pl.vocab.tp = pl.vocab.Vl != ref.cfg.vocab_size ? g.tp : NULL;
+    PT_CHECK("vocab split", !L->vocab || pl.vocab.Vl * sh.tp == ref.cfg.vocab_size);
     if (b.grpo != NULL) {
         PT_CHECK("grpo loss", pt_grpo_layout(&grpo, &b, mbs, nmb, data, &e) == AREAL_OK);
+        grpo.par.vocab = pl.vocab;
         pl.ppo = &grpo.par;
     }
     PT_CHECK("1f1b",

@@ -12,10 +12,21 @@
  * are split by experts (expert-parallel rank e holds experts
  * [e*E/ep, (e+1)*E/ep), each whole) and replicated over tensor parallelism
  * (etp = 1); the shared expert is whole. The embedding, final norm and
- * lm_head are whole (no vocabulary split yet): the first stage holds the
- * embedding, the last the norm and lm_head (and, when tied, the embedding as
- * well: Megatron's copy on the last stage, whose gradient the caller adds to
- * the first stage's).
+ * lm_head are whole unless the shard is vocab-parallel: the first stage
+ * holds the embedding, the last the norm and lm_head (and, when tied, the
+ * embedding as well: Megatron's copy on the last stage, whose gradient the
+ * caller adds to the first stage's).
+ *
+ * Vocab-parallel (Megatron's VocabParallelEmbedding and column-parallel
+ * output layer, vocab_parallel with tp > 1): the embedding and lm_head are
+ * split by rows, tp rank r holding tokens [r*V/tp, (r+1)*V/tp) (one buffer
+ * when tied, both views cut alike). The embedding looks up the tokens it
+ * owns, zeros for the others, and the hook sums the rows over tp
+ * (AREAL_REDUCE_EMBED_OUT); the stage's logits are the rank's vocabulary
+ * columns [T, V/tp] (areal_model_shard_vocab), never gathered, for a
+ * vocab-parallel loss; the lm_head's input gradient is partial over tp
+ * (AREAL_REDUCE_HEAD_GRAD). Each rank's embedding gradient takes only its
+ * own rows, from the complete residual gradient, with no reduction.
  *
  * A shard's parameter list keeps the HF names (global layer numbers), so
  * views, checkpoints and logs read the same as for the whole model.
@@ -45,6 +56,7 @@ typedef struct areal_model_shard {
     int pp_stage, pp;          /* pipeline stage and number of stages */
     int first_layer, n_layers; /* the stage's layers [first_layer, first_layer + n_layers) */
     int ep_rank, ep;           /* expert-parallel rank and size */
+    bool vocab_parallel;       /* with tp > 1: embedding and lm_head split by vocabulary rows */
 } areal_model_shard;
 
 /* How a local tensor is cut from the HF tensor: whole (dim -1), or rows/cols [start, start+len). */
@@ -64,6 +76,13 @@ areal_model_shard areal_model_shard_whole(const areal_model_config *cfg);
 int areal_model_shard_stage(const areal_model_config *cfg, int stage, int pp,
                             areal_model_shard *out, areal_error *err);
 
+/*
+ * The vocabulary columns of this shard's logits: returns their count (V/tp
+ * when vocab-parallel with tp > 1, else V) and sets *start (nullable) to the
+ * first token id.
+ */
+int areal_model_shard_vocab(const areal_model_config *cfg, const areal_model_shard *s, int *start);
+
 /* True for the whole-model shard (no split of any kind). */
 bool areal_model_shard_is_whole(const areal_model_config *cfg, const areal_model_shard *s);
 
@@ -71,7 +90,8 @@ bool areal_model_shard_is_whole(const areal_model_config *cfg, const areal_model
  * Checks s against cfg: sizes >= 1, ranks in range, the layer range inside
  * the model (starting at 0 on stage 0, ending at num_layers on the last),
  * num_heads, num_kv_heads and (dense layers) intermediate_size divisible by
- * tp, num_experts by ep. AREAL_EINVAL naming the field and the fix.
+ * tp, num_experts by ep, vocab_size by tp when vocab-parallel. AREAL_EINVAL naming the field and
+ * the fix.
  */
 int areal_model_shard_check(const areal_model_config *cfg, const areal_model_shard *s,
                             areal_error *err);
@@ -112,6 +132,8 @@ typedef enum areal_reduce_point {
     AREAL_REDUCE_ATTN_GRAD, /* backward: d(attention input norm) [T, H], partial over tp */
     AREAL_REDUCE_MLP_GRAD,  /* backward: d(MLP input norm) [T, H], partial over tp (dense) */
     AREAL_REDUCE_MOE_GRAD,  /* backward: the routed experts' part of d(MLP input norm), over ep */
+    AREAL_REDUCE_EMBED_OUT, /* forward: vocab-parallel embedding rows [T, H], partial over tp */
+    AREAL_REDUCE_HEAD_GRAD, /* backward: d(final norm output) [T, H] of a vocab-parallel lm_head */
 } areal_reduce_point;
 
 /*

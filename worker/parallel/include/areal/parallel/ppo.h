@@ -22,6 +22,7 @@
 #include "areal/comm/coll.h"
 #include "areal/error.h"
 #include "areal/model/pool.h"
+#include "areal/parallel/vocab.h"
 #include "areal/rl/loss.h"
 
 /* One micro-batch's GRPO data, all [T] in the training convention (borrowed). */
@@ -43,6 +44,7 @@ typedef struct areal_par_ppo {
     float temperature;        /* the logprobs' softmax temperature (actor.temperature) */
     long n_valid_global;      /* areal_par_ppo_count */
     areal_pool *pool;         /* nullable */
+    areal_par_vocab vocab;    /* a vocab-parallel shard's split (tp NULL: whole rows; Vl unused) */
     areal_ppo_loss_stats stats; /* summed over the micro-batches this rank computed */
 } areal_par_ppo;
 
@@ -58,7 +60,8 @@ int areal_par_ppo_init(areal_par_ppo *c, const areal_par_ppo_mb *mbs, int n_mb,
 
 /*
  * The areal_par_loss_fn of the GRPO step (ctx: an areal_par_ppo): logprobs
- * of micro-batch mb's targets from logits [T, V], the decoupled PPO loss
+ * of micro-batch mb's targets from logits [T, V] (V: the rank's columns
+ * when c->vocab.tp is set, areal/parallel/vocab.h), the decoupled PPO loss
  * scaled by n_valid_mb / n_valid_global added to *loss, its gradient chained
  * into dlogits [T, V]; c->stats accumulates. AREAL_EINVAL when mb is out of
  * range, or the loss's error (a non-finite input, bad options);
