@@ -120,6 +120,11 @@ int areal_model_init(areal_model *m, const areal_model_config *cfg, areal_pool *
     return areal_model_init_shard(m, cfg, &whole, pool, err);
 }
 
+void areal_model_set_sp(areal_model *m, areal_model_sp_fn fn, void *ctx) {
+    m->sp = fn;
+    m->sp_ctx = ctx;
+}
+
 void areal_model_set_reduce(areal_model *m, areal_model_reduce_fn fn, void *ctx) {
     m->reduce = fn;
     m->reduce_ctx = ctx;

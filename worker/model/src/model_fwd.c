@@ -141,6 +141,23 @@ static int reduce_at(const areal_model *m, areal_reduce_point pt, int l, float *
     return m->reduce(m->reduce_ctx, pt, l, buf, n, err);
 }
 
+/* The sequence-parallel exchange op of buf [T, H] (sequence-parallel shards only). */
+static int sp_at(const areal_model *m, areal_sp_op op, int l, float *buf, int T, areal_error *err) {
+    if (m->sp == NULL)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "layer %d: a sequence-parallel shard needs its hook "
+                               "(areal_model_set_sp)",
+                               l);
+    return m->sp(m->sp_ctx, op, l, buf, T, m->cfg.hidden_size, err);
+}
+
+/* The tp reduction of a row-parallel product: an all-reduce, or a reduce-scatter with sp. */
+static int reduce_rows(const areal_model *m, bool sp, areal_reduce_point pt, int l, float *buf,
+                       int T, areal_error *err) {
+    return sp ? sp_at(m, AREAL_SP_SCATTER, l, buf, T, err)
+              : reduce_at(m, pt, l, buf, (size_t)T * m->cfg.hidden_size, err);
+}
+
 /* y[T, H] += b per row: a row-parallel bias, added once after the reduction. */
 static void add_bias(float *y, const float *b, int T, int H) {
     for (int t = 0; b != NULL && t < T; t++)
@@ -159,8 +176,14 @@ static int layer_fwd(const areal_model *m, int l, int li, areal_acts_priv *p, fl
     int T = p->T, H = c->hidden_size, hd = c->head_dim, nh = m->nh, nkv = m->nkv;
     int Q = nh * hd, KV = nkv * hd, I = m->inter;
     bool split = m->shard.tp > 1; /* row-parallel biases wait for the reduction */
+    bool sp = split && m->shard.sequence_parallel;
+    int lo, hi, rc = AREAL_OK;
+    areal_model_sp_rows(&m->shard, T, &lo, &hi); /* the rows of the norms and residuals */
+    size_t r0 = (size_t)lo * H, nr = (size_t)(hi - lo);
     float eps = (float)c->rms_norm_eps;
-    o->rmsnorm_fwd(x, a->ln1, a->rstd1, a->res, w->ln1, (size_t)T, H, eps);
+    o->rmsnorm_fwd(x, a->ln1 + r0, a->rstd1 + lo, a->res + r0, w->ln1, nr, H, eps);
+    if (sp && (rc = sp_at(m, AREAL_SP_GATHER, l, a->ln1, T, err)) != AREAL_OK)
+        return rc;
     o->linear_fwd(x, a->q, a->ln1, w->wq, w->bq, T, H, Q, 0.0f);
     o->linear_fwd(x, a->k, a->ln1, w->wk, w->bk, T, H, KV, 0.0f);
     o->linear_fwd(x, a->v, a->ln1, w->wv, w->bv, T, H, KV, 0.0f);
@@ -176,13 +199,14 @@ static int layer_fwd(const areal_model *m, int l, int li, areal_acts_priv *p, fl
     areal_attn_dims d = {nh, nkv, hd, m->attn_scale};
     o->attn_fwd(x, a->ao, a->att, a->qr, a->kr, a->v, p->cu, p->n_seqs, p->att_off, d);
     o->linear_fwd(x, a->mid, a->ao, w->wo, split ? NULL : w->bo, T, Q, H, 0.0f);
-    int rc = reduce_at(m, AREAL_REDUCE_ATTN_OUT, l, a->mid, (size_t)T * H, err);
-    if (rc != AREAL_OK)
+    if ((rc = reduce_rows(m, sp, AREAL_REDUCE_ATTN_OUT, l, a->mid, T, err)) != AREAL_OK)
         return rc;
     if (split)
-        add_bias(a->mid, w->bo, T, H);
-    o->add(x, a->mid, a->mid, a->res, (size_t)T * H);
-    o->rmsnorm_fwd(x, a->ln2, a->rstd2, a->mid, w->ln2, (size_t)T, H, eps);
+        add_bias(a->mid + r0, w->bo, (int)nr, H);
+    o->add(x, a->mid + r0, a->mid + r0, a->res + r0, nr * H);
+    o->rmsnorm_fwd(x, a->ln2 + r0, a->rstd2 + lo, a->mid + r0, w->ln2, nr, H, eps);
+    if (sp && (rc = sp_at(m, AREAL_SP_GATHER, l, a->ln2, T, err)) != AREAL_OK)
+        return rc;
     if (is_moe(c, l)) {
         /* replicated over tp; split by experts over ep (reduced inside) */
         if ((rc = moe_fwd_reduced(m, l, w, &a->moe, a->ln2, out, T, err)) != AREAL_OK)
@@ -192,12 +216,12 @@ static int layer_fwd(const areal_model *m, int l, int li, areal_acts_priv *p, fl
         o->linear_fwd(x, a->u, a->ln2, w->up, w->up_b, T, H, I, 0.0f);
         o->swiglu_fwd(x, a->h, a->g, a->u, (size_t)T * I);
         o->linear_fwd(x, out, a->h, w->down, split ? NULL : w->down_b, T, I, H, 0.0f);
-        if ((rc = reduce_at(m, AREAL_REDUCE_MLP_OUT, l, out, (size_t)T * H, err)) != AREAL_OK)
+        if ((rc = reduce_rows(m, sp, AREAL_REDUCE_MLP_OUT, l, out, T, err)) != AREAL_OK)
             return rc;
         if (split)
-            add_bias(out, w->down_b, T, H);
+            add_bias(out + r0, w->down_b, (int)nr, H);
     }
-    o->add(x, out, out, a->mid, (size_t)T * H);
+    o->add(x, out + r0, out + r0, a->mid + r0, nr * H);
     return AREAL_OK;
 }
 
@@ -236,7 +260,8 @@ int areal_model_forward_stage(areal_model *m, const areal_batch *b, const float 
                 memset(x0 + (size_t)t * H, 0, sizeof(float) * (size_t)H);
         }
         if (nv != c->vocab_size)
-            rc = reduce_at(m, AREAL_REDUCE_EMBED_OUT, -1, x0, (size_t)T * H, err);
+            rc = reduce_rows(m, sh->sequence_parallel && sh->tp > 1, AREAL_REDUCE_EMBED_OUT, -1, x0,
+                             T, err);
     } else {
         memcpy(x0, x_in, sizeof(float) * (size_t)T * H);
     }
@@ -248,8 +273,16 @@ int areal_model_forward_stage(areal_model *m, const areal_batch *b, const float 
         return rc;
     }
     if (last) {
-        m->ops->rmsnorm_fwd(m->ops_ctx, p->lnf, p->rstdf, p->res_out, m->w.norm, (size_t)T, H,
-                            (float)c->rms_norm_eps);
+        int lo, hi;
+        areal_model_sp_rows(sh, T, &lo, &hi);
+        size_t r0 = (size_t)lo * H;
+        m->ops->rmsnorm_fwd(m->ops_ctx, p->lnf + r0, p->rstdf + lo, p->res_out + r0, m->w.norm,
+                            (size_t)(hi - lo), H, (float)c->rms_norm_eps);
+        if (sh->sequence_parallel && sh->tp > 1 &&
+            (rc = sp_at(m, AREAL_SP_GATHER, -1, p->lnf, T, err)) != AREAL_OK) {
+            areal_acts_free(a);
+            return rc;
+        }
         m->ops->linear_fwd(m->ops_ctx, a->logits, p->lnf, m->w.lm_head, NULL, T, H, nv, 0.0f);
     }
     return AREAL_OK;

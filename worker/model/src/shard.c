@@ -32,6 +32,16 @@ int areal_model_shard_vocab(const areal_model_config *cfg, const areal_model_sha
     return n;
 }
 
+void areal_model_sp_rows(const areal_model_shard *s, int T, int *lo, int *hi) {
+    if (!s->sequence_parallel || s->tp < 2) {
+        *lo = 0, *hi = T;
+        return;
+    }
+    int B = (T + s->tp - 1) / s->tp;
+    *lo = s->tp_rank * B < T ? s->tp_rank * B : T;
+    *hi = *lo + B < T ? *lo + B : T;
+}
+
 bool areal_model_shard_is_whole(const areal_model_config *cfg, const areal_model_shard *s) {
     return s->tp == 1 && s->pp == 1 && s->ep == 1 && s->first_layer == 0 &&
            s->n_layers == cfg->num_layers;
@@ -98,6 +108,11 @@ int areal_model_shard_check(const areal_model_config *c, const areal_model_shard
                                "shard: tp %d must divide vocab_size %d for a vocab-parallel "
                                "embedding (pad the vocabulary or turn vocab_parallel off)",
                                s->tp, c->vocab_size);
+    if (s->sequence_parallel && s->tp > 1 && c->num_experts > 0)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "shard: sequence_parallel is for dense models yet (this one has %d "
+                               "experts): turn it off",
+                               c->num_experts);
     if (s->ep > 1 && (c->num_experts == 0 || c->num_experts % s->ep != 0))
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "shard: ep %d must divide num_experts %d (a dense model has no "
@@ -221,8 +236,12 @@ void areal_tensor_slice_copy(float *dst, const float *full, const areal_tensor_s
 
 bool areal_model_shard_grad_partial(const areal_model_shard *s, const char *name) {
     const char *suf = NULL;
+    bool sp = s->sequence_parallel && s->tp > 1;
     if (layer_of(name, &suf) < 0)
-        return false;
+        return sp && strcmp(name, "model.norm.weight") == 0;
+    if (sp && (strcmp(suf, "input_layernorm.weight") == 0 ||
+               strcmp(suf, "post_attention_layernorm.weight") == 0))
+        return true;
     if (s->ep > 1 && strcmp(suf, "mlp.gate.weight") == 0)
         return true;
     return s->tp > 1 && (strcmp(suf, "self_attn.q_norm.weight") == 0 ||

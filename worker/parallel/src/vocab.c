@@ -75,8 +75,8 @@ static int stats_alloc(row_stats *st, int T, areal_error *err) {
 }
 
 int areal_par_vocab_logprobs(const areal_par_vocab *v, const float *logits, int T,
-                             const int32_t *targets, float temperature, float *logp,
-                             float *entropy, areal_error *err) {
+                             const int32_t *targets, float temperature, float *logp, float *entropy,
+                             areal_error *err) {
     row_stats st;
     int rc = stats_alloc(&st, T, err);
     if (rc == AREAL_OK)
@@ -91,9 +91,8 @@ int areal_par_vocab_logprobs(const areal_par_vocab *v, const float *logits, int 
 }
 
 int areal_par_vocab_logprobs_backward(const areal_par_vocab *v, const float *logits, int T,
-                                      const int32_t *targets, float temperature,
-                                      const float *dlogp, const float *dentropy, float *dlogits,
-                                      areal_error *err) {
+                                      const int32_t *targets, float temperature, const float *dlogp,
+                                      const float *dentropy, float *dlogits, areal_error *err) {
     row_stats st;
     float inv_t = 1.0f / temperature;
     int rc = stats_alloc(&st, T, err);

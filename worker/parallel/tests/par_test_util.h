@@ -74,6 +74,7 @@ typedef struct pt_layout {
     int skip_partial;  /* the harness's own check: leave out the partial gradients' sum */
     int nll;           /* the mean-token-NLL step instead of GRPO's (par_test_grpo.h) */
     int vocab;         /* vocab-parallel embedding, lm_head and loss over tp */
+    int sp;            /* sequence parallel over tp */
 } pt_layout;
 
 /* ---- the synthetic model: Qwen3, 4 layers, 8 query and 4 key/value heads, tied */
@@ -387,6 +388,7 @@ static inline int pt_rank(areal_comm *c, void *arg) {
     areal_model_shard sh;
     PT_CHECK("shard", areal_par_shard_of(&ref.cfg, &g, &sh, &e) == AREAL_OK);
     sh.vocab_parallel = L->vocab != 0;
+    sh.sequence_parallel = L->sp != 0;
     PT_CHECK("vocab shard", areal_model_shard_check(&ref.cfg, &sh, &e) == AREAL_OK);
     PT_CHECK("shard model", pt_model(L, &sh, &m, &e) == AREAL_OK);
     areal_par_bind(&m, &g);

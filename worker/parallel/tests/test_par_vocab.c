@@ -52,10 +52,10 @@ static int heads_rank(areal_comm *c, void *arg) {
     for (int t = 0; t < HT; t++)
         memcpy(mine + t * Vl, logits + t * HV + v0, sizeof(float) * (size_t)Vl);
     double ce = 0;
-    int ok = areal_par_vocab_logprobs(&v, mine, HT, tg, 0.7f, lp, ent, &e) == AREAL_OK &&
-             areal_par_vocab_logprobs_backward(&v, mine, HT, tg, 0.7f, dlp, dent, d, &e) ==
-                 AREAL_OK &&
-             areal_par_vocab_cross_entropy(&v, mine, HT, tg, &ce, dce, &e) == AREAL_OK;
+    int ok =
+        areal_par_vocab_logprobs(&v, mine, HT, tg, 0.7f, lp, ent, &e) == AREAL_OK &&
+        areal_par_vocab_logprobs_backward(&v, mine, HT, tg, 0.7f, dlp, dent, d, &e) == AREAL_OK &&
+        areal_par_vocab_cross_entropy(&v, mine, HT, tg, &ce, dce, &e) == AREAL_OK;
     if (!ok) {
         fprintf(stderr, "rank %d: %s\n", rank, e.msg);
         rc = RANK_COMM_FAIL;
@@ -123,8 +123,11 @@ static void t2p2_vocab_tied(void **state) {
 /* A vocabulary the tp size does not divide is refused, naming the field. */
 static void vocab_must_divide(void **state) {
     (void)state;
-    areal_model_config cfg = {
-        .num_layers = 2, .num_heads = 4, .num_kv_heads = 2, .intermediate_size = 8, .vocab_size = 95};
+    areal_model_config cfg = {.num_layers = 2,
+                              .num_heads = 4,
+                              .num_kv_heads = 2,
+                              .intermediate_size = 8,
+                              .vocab_size = 95};
     areal_model_shard s = areal_model_shard_whole(&cfg);
     s.tp = 2, s.tp_rank = 1, s.vocab_parallel = true;
     areal_error e;
@@ -142,9 +145,12 @@ static void vocab_must_divide(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(heads_equal_whole_rows), cmocka_unit_test(t2_vocab_tied),
-        cmocka_unit_test(t4_vocab),               cmocka_unit_test(d2t2_vocab_nll),
-        cmocka_unit_test(t2p2_vocab_tied),        cmocka_unit_test(vocab_must_divide),
+        cmocka_unit_test(heads_equal_whole_rows),
+        cmocka_unit_test(t2_vocab_tied),
+        cmocka_unit_test(t4_vocab),
+        cmocka_unit_test(d2t2_vocab_nll),
+        cmocka_unit_test(t2p2_vocab_tied),
+        cmocka_unit_test(vocab_must_divide),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -37,14 +37,13 @@ typedef struct areal_par_vocab {
  * at `temperature` (> 0). AREAL_ENOMEM or the collective's error.
  */
 int areal_par_vocab_logprobs(const areal_par_vocab *v, const float *logits, int T,
-                             const int32_t *targets, float temperature, float *logp,
-                             float *entropy, areal_error *err);
+                             const int32_t *targets, float temperature, float *logp, float *entropy,
+                             areal_error *err);
 
 /* dlogits [T, Vl] of a loss in (logp, entropy); recomputes the row statistics (see above). */
 int areal_par_vocab_logprobs_backward(const areal_par_vocab *v, const float *logits, int T,
-                                      const int32_t *targets, float temperature,
-                                      const float *dlogp, const float *dentropy, float *dlogits,
-                                      areal_error *err);
+                                      const int32_t *targets, float temperature, const float *dlogp,
+                                      const float *dentropy, float *dlogits, areal_error *err);
 
 /*
  * *loss = mean cross-entropy over the rows with targets >= 0 (temperature 1;
