@@ -75,6 +75,7 @@ typedef struct pt_layout {
     int nll;           /* the mean-token-NLL step instead of GRPO's (par_test_grpo.h) */
     int vocab;         /* vocab-parallel embedding, lm_head and loss over tp */
     int sp;            /* sequence parallel over tp */
+    const char *synth; /* the synthetic model's config.json (NULL: PT_SYNTH) */
 } pt_layout;
 
 /* ---- the synthetic model: Qwen3, 4 layers, 8 query and 4 key/value heads, tied */
@@ -117,7 +118,8 @@ static inline int pt_model(const pt_layout *L, const areal_model_shard *s, areal
                          : areal_model_load_shard(m, dir, s, NULL, err);
     }
     areal_model_config cfg;
-    int rc = areal_model_config_parse(PT_SYNTH, sizeof PT_SYNTH - 1, "synthetic", &cfg, err);
+    const char *js = L->synth != NULL ? L->synth : PT_SYNTH;
+    int rc = areal_model_config_parse(js, strlen(js), "synthetic", &cfg, err);
     if (rc != AREAL_OK)
         return rc;
     rc = s == NULL ? areal_model_init(m, &cfg, NULL, err)

@@ -17,8 +17,8 @@
 /* Qwen2 fixture: qkv biases, untied; 47 tokens over 2 ranks (24 + 23 rows). */
 static void t2_sp(void **state) {
     (void)state;
-    pt_layout L = {.name = "t2-sp", .dp = 1, .tp = 2, .pp = 1, .n_mb = 1, .model = "ref-qwen2",
-                   .sp = 1};
+    pt_layout L = {
+        .name = "t2-sp", .dp = 1, .tp = 2, .pp = 1, .n_mb = 1, .model = "ref-qwen2", .sp = 1};
     assert_int_equal(pt_run(&L), 0);
 }
 
@@ -95,8 +95,11 @@ static void sp_refuses_moe(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t2_sp),     cmocka_unit_test(t2_sp_vocab),    cmocka_unit_test(t4_sp),
-        cmocka_unit_test(d2t2p2_sp), cmocka_unit_test(unsummed_norm_grads_are_seen),
+        cmocka_unit_test(t2_sp),
+        cmocka_unit_test(t2_sp_vocab),
+        cmocka_unit_test(t4_sp),
+        cmocka_unit_test(d2t2p2_sp),
+        cmocka_unit_test(unsummed_norm_grads_are_seen),
         cmocka_unit_test(sp_refuses_moe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
