@@ -50,7 +50,7 @@ static void order(sched *s, int r) {
     if (warm > total)
         warm = total;
     int i = 0;
-#define MB(k) (((k) / pv) * p + (k) % p)
+#define MB(k)  (((k) / pv) * p + (k) % p)
 #define FWD(k) (*op_of(s, r, i++) = (vop){0, MB(k), ((k) % pv) / p, -1})
 #define BWD(k) (*op_of(s, r, i++) = (vop){1, MB(k), v - 1 - ((k) % pv) / p, -1})
     for (int k = 0; k < warm; k++)

@@ -68,8 +68,11 @@ static int vpp_rank(areal_comm *c, void *arg) {
         pt_mb_make(&mbs[i], &b, i * PT_SEQS / nmb, (i + 1) * PT_SEQS / nmb);
         bs[i] = mbs[i].b;
     }
-    pt_loss pl = {
-        .b = &b, .mbs = mbs, .n_total = b.n_targets, .ref_logits = ref_logits, .V = ref.cfg.vocab_size};
+    pt_loss pl = {.b = &b,
+                  .mbs = mbs,
+                  .n_total = b.n_targets,
+                  .ref_logits = ref_logits,
+                  .V = ref.cfg.vocab_size};
     pl.vocab.Vl = ref.cfg.vocab_size;
     PT_CHECK("grpo loss", pt_grpo_layout(&grpo, &b, mbs, nmb, NULL, &e) == AREAL_OK);
     pl.ppo = &grpo.par;
