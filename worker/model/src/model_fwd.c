@@ -66,6 +66,10 @@ static void bind_layer(const areal_model *m, int l, size_t T, layer_acts *a, flo
     a->att = att;
 }
 
+size_t areal_acts_floats(const areal_acts *a) {
+    return a->priv != NULL ? a->priv->arena_floats : 0;
+}
+
 void areal_acts_free(areal_acts *a) {
     if (a->priv != NULL) {
         free(a->priv->tokens);
@@ -106,6 +110,7 @@ static int acts_alloc(const areal_model *m, const areal_batch *b, areal_acts *a,
     for (int i = 0; i < n; i++)
         total += layer_floats(m, first + i, T) + p->att_total;
     p->arena = malloc(sizeof(float) * total);
+    p->arena_floats = total;
     if (p->arena == NULL)
         goto oom;
     float *f = p->arena;

@@ -107,8 +107,8 @@ int areal_par_ckpt_save(const char *dir, const char *config_json, const char *la
         while (j < na && strcmp(all[j].name, m->specs[i].name) != 0)
             j++;
         if (j == na) {
-            rc = areal_error_set(err, AREAL_EINVAL, -1, "checkpoint: %s is not a tensor of the model",
-                                 m->specs[i].name);
+            rc = areal_error_set(err, AREAL_EINVAL, -1,
+                                 "checkpoint: %s is not a tensor of the model", m->specs[i].name);
             break;
         }
         const float *src[3] = {m->params, adam->m, adam->v};
@@ -170,13 +170,13 @@ int areal_par_ckpt_load_optim(const char *dir, const areal_model *m, areal_adamw
                 areal_tensor_slice_copy(dst[k] + m->offset[i], whole, hf, &m->slices[i]);
         }
     }
-    const areal_st_tensor *st = rc == AREAL_OK ? areal_st_header_find(&f.hdr, "optimizer.step")
-                                               : NULL;
+    const areal_st_tensor *st =
+        rc == AREAL_OK ? areal_st_header_find(&f.hdr, "optimizer.step") : NULL;
     float stepf = 0;
     if (rc == AREAL_OK)
-        rc = st == NULL ? areal_error_set(err, AREAL_EINVAL, -1,
-                                          "checkpoint %s: no optimizer.step", path)
-                        : areal_st_read_f32(&f, st, &stepf, 1, err);
+        rc = st == NULL
+                 ? areal_error_set(err, AREAL_EINVAL, -1, "checkpoint %s: no optimizer.step", path)
+                 : areal_st_read_f32(&f, st, &stepf, 1, err);
     if (rc == AREAL_OK)
         adam->step = (long)stepf;
     else

@@ -107,8 +107,7 @@ static int ck_rank(areal_comm *c, void *arg) {
         if (K->fresh_optim)
             PT_CHECK("adamw", areal_adamw_init(&st, m.n_params, &e) == AREAL_OK);
         else
-            PT_CHECK("load optimizer",
-                     areal_par_ckpt_load_optim(K->dir, &m, &st, &e) == AREAL_OK);
+            PT_CHECK("load optimizer", areal_par_ckpt_load_optim(K->dir, &m, &st, &e) == AREAL_OK);
     } else {
         PT_CHECK("shard model", pt_model(L, &sh, &m, &e) == AREAL_OK);
         PT_CHECK("adamw", areal_adamw_init(&st, m.n_params, &e) == AREAL_OK);
@@ -165,9 +164,9 @@ static int ck_rank(areal_comm *c, void *arg) {
         cfg_text = config_text(L);
         areal_coll *edp = gs[AREAL_GROUP_EDP];
         PT_CHECK("config text", cfg_text != NULL);
-        PT_CHECK("save", areal_par_ckpt_save(K->dir, cfg_text, layout, &m, &st, wg,
-                                             areal_par_rank(g.dp), areal_par_rank(edp),
-                                             &e) == AREAL_OK);
+        PT_CHECK("save",
+                 areal_par_ckpt_save(K->dir, cfg_text, layout, &m, &st, wg, areal_par_rank(g.dp),
+                                     areal_par_rank(edp), &e) == AREAL_OK);
     }
 out:
     free(cfg_text);
@@ -276,8 +275,9 @@ static void fresh_optimizer_is_seen(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(tp_to_pp),     cmocka_unit_test(pp_to_tp), cmocka_unit_test(d2t2_to_t2p2),
-        cmocka_unit_test(t4_to_d2p2),   cmocka_unit_test(ep_to_pp), cmocka_unit_test(pp_to_ep),
+        cmocka_unit_test(tp_to_pp),     cmocka_unit_test(pp_to_tp),
+        cmocka_unit_test(d2t2_to_t2p2), cmocka_unit_test(t4_to_d2p2),
+        cmocka_unit_test(ep_to_pp),     cmocka_unit_test(pp_to_ep),
         cmocka_unit_test(ep_to_tp),     cmocka_unit_test(fresh_optimizer_is_seen),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

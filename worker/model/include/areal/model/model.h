@@ -184,4 +184,10 @@ int areal_model_backward_stage(areal_model *m, const areal_acts *a, const float 
 
 void areal_acts_free(areal_acts *a);
 
+/*
+ * Floats of the activation record a forward saved (the one allocation a
+ * backward reads; lib/layout's areal/memplan.h computes the same number).
+ */
+size_t areal_acts_floats(const areal_acts *a);
+
 #endif
