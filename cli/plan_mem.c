@@ -83,8 +83,8 @@ int plan_memory(FILE *out, const areal_plan *plan, const plan_mem_args *a) {
         gib(c[4], sizeof c[4], w.total);
         fprintf(out, "%-12s %5d %6ld %12s %12s %12s %12s %12s\n", role->name, w.stage, w.layers,
                 c[0], c[1], c[2], c[3], c[4]);
-        if (a->gpu_bytes > 0 && areal_mem_fit(&w, &role->strategy, &o, a->gpu_bytes, &err) !=
-                                    AREAL_OK)
+        if (a->gpu_bytes > 0 &&
+            areal_mem_fit(&w, &role->strategy, &o, a->gpu_bytes, &err) != AREAL_OK)
             rc = cli_bad_input("role %s does not fit --gpu-memory: %s", role->name, err.msg);
     }
     return rc;

@@ -49,7 +49,6 @@ static int check(const areal_mem_model *m, const areal_strategy *s, const areal_
     return AREAL_OK;
 }
 
-
 /* Parameters of layer l on a rank (shard.c's splits). */
 static int64_t layer_params(const areal_mem_model *m, const areal_strategy *s, long l) {
     int64_t h = m->hidden, hd = m->head_dim, tp = s->tp;
@@ -76,8 +75,8 @@ static int64_t layer_params(const areal_mem_model *m, const areal_strategy *s, l
 }
 
 /* Floats of one layer's activation record for T tokens (model_fwd.c's layer_floats + probs). */
-static int64_t layer_acts(const areal_mem_model *m, const areal_strategy *s, const areal_mem_opts *o,
-                          long l) {
+static int64_t layer_acts(const areal_mem_model *m, const areal_strategy *s,
+                          const areal_mem_opts *o, long l) {
     int64_t T = o->mb_tokens, H = m->hidden, hd = m->head_dim, tp = s->tp;
     int64_t nh = m->heads / tp, nkv = m->kv_heads / tp, Q = nh * hd, KV = nkv * hd;
     int64_t n = T * H * 4 + T * 2 + T * Q * 3 + T * KV * 4 + T * (nh + nkv);
@@ -114,7 +113,7 @@ int areal_mem_stage(const areal_mem_model *m, const areal_strategy *s, const are
     if (is_first || (is_last && m->tied))
         n += V * H; /* the embedding (the last stage's tied copy) */
     if (is_last)
-        n += H + (m->tied ? 0 : V * H); /* final norm, lm_head */
+        n += H + (m->tied ? 0 : V * H);                /* final norm, lm_head */
     acts += T * H + (is_last ? T * H + T + T * V : 0); /* stage output; final norm, logits */
     long alive = s->pp - stage < o->n_mb ? s->pp - stage : o->n_mb;
     int64_t shard = o->zero1 ? (int64_t)s->dp * (s->cp > 0 ? s->cp : 1) : 1;
@@ -164,7 +163,7 @@ int areal_mem_fit(const areal_mem_rank *r, const areal_strategy *s, const areal_
                            "memory: stage %d needs %lld bytes a GPU (parameters %lld, gradients "
                            "%lld, optimizer %lld, activations %lld) but a GPU has %lld; the "
                            "largest part is the %s: %s",
-                           r->stage, (long long)r->total, (long long)r->params,
-                           (long long)r->grads, (long long)r->optim, (long long)r->acts,
-                           (long long)gpu_bytes, part, grow);
+                           r->stage, (long long)r->total, (long long)r->params, (long long)r->grads,
+                           (long long)r->optim, (long long)r->acts, (long long)gpu_bytes, part,
+                           grow);
 }

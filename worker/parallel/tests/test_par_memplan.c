@@ -15,7 +15,7 @@
 #include "par_test_util.h"
 #include "areal/parallel/memplan.h"
 
-#define SEQ 6
+#define SEQ  6
 #define NSEQ 3
 
 /* Stage `stage` of layout (tp, pp, ep, vocab) of fixture `model` against the plan. */
@@ -33,7 +33,8 @@ static void check_stage(const char *model, int tp, int pp, int ep, bool vocab, i
     areal_mem_model mm = areal_par_mem_model(&whole.cfg);
     areal_strategy s = areal_strategy_single();
     s.tp = tp, s.pp = pp, s.ep = ep;
-    areal_mem_opts o = {.mb_tokens = SEQ * NSEQ, .seq_len = SEQ, .n_mb = 1, .vocab_parallel = vocab};
+    areal_mem_opts o = {
+        .mb_tokens = SEQ * NSEQ, .seq_len = SEQ, .n_mb = 1, .vocab_parallel = vocab};
     areal_mem_rank r;
     assert_int_equal(areal_mem_stage(&mm, &s, &o, stage, &r, &e), AREAL_OK);
     /* a forward of NSEQ sequences of SEQ tokens on this stage */
@@ -97,8 +98,8 @@ static void refusal_names_the_dimension(void **state) {
     o.zero1 = true, o.mb_tokens = 1024, o.seq_len = 1024;
     assert_int_equal(areal_mem_worst(&m, &s, &o, &r, &e), AREAL_OK);
     printf("d8 t4 p2 zero1: stage %d %lld bytes (params %lld, grads %lld, optim %lld, acts %lld)\n",
-           r.stage, (long long)r.total, (long long)r.params, (long long)r.grads,
-           (long long)r.optim, (long long)r.acts);
+           r.stage, (long long)r.total, (long long)r.params, (long long)r.grads, (long long)r.optim,
+           (long long)r.acts);
     assert_int_equal(areal_mem_fit(&r, &s, &o, gpu, &e), AREAL_OK);
     /* optimizer-bound without the distributed optimizer: grow dp with it */
     s.dp = 1, o.zero1 = false, s.tp = 4, s.pp = 4;

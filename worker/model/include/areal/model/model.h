@@ -75,6 +75,12 @@ typedef struct areal_model {
     void *reduce_ctx;
     areal_model_sp_fn sp; /* sequence-parallel hook (a sequence-parallel shard needs one) */
     void *sp_ctx;
+    /* MoE token dispatcher (areal/model/moe_dispatch.h; NULL: experts run on local tokens) */
+    const struct areal_moe_dispatch *moe_dispatch;
+    void *moe_dispatch_ctx;
+    /* context-parallel attention (areal/model/cp_attn.h; NULL: packed attention) */
+    const struct areal_cp_attn *cp_attn;
+    void *cp_attn_ctx;
 } areal_model;
 
 /*
