@@ -114,6 +114,7 @@ typedef struct world {
     char *log;
     size_t log_n;
     char failure[2048];
+    int connections; /* accepted by the API server over the run */
 } world;
 
 static const char *const ALLOCS[] = {
@@ -814,7 +815,8 @@ static bool run_seed(world *w) {
     heal(w);
     if (ok && !w->running)
         ok = operator_start(w);
-    wlog(w, "faults stop; every job must converge within %.0f s", CONVERGE_S);
+    wlog(w, "faults stop; every job must converge within %.0f s (%d connections so far)",
+         CONVERGE_S, fake_api_connections(w->f));
     double t0 = now_s();
     int stable = 0;
     char why[600] = "";
@@ -831,11 +833,25 @@ static bool run_seed(world *w) {
         ok = ok && !w->failure[0];
         nap_ms(30);
     }
-    if (ok && stable < 3)
+    if (ok && stable < 3) {
         ok = wfail(w, "not converged after %.0f s: %s", CONVERGE_S, why);
+        json_t *jobs = fake_api_list(w->f, "arealjobs");
+        const char *k;
+        json_t *jo;
+        json_object_foreach(jobs, k, jo) {
+            char *st = json_dumps(json_object_get(jo, "status"), JSON_COMPACT);
+            wlog(w, "job %s (rv %ld, generation %lld): %s", k, rv_of(jo),
+                 (long long)json_integer_value(
+                     json_object_get(json_object_get(jo, "metadata"), "generation")),
+                 st ? st : "-");
+            free(st);
+        }
+        json_decref(jobs);
+    }
     if (ok)
         wlog(w, "converged in %.2f s", now_s() - t0);
     operator_stop(w);
+    w->connections = fake_api_connections(w->f);
     fake_api_stop(w->f);
     w->f = NULL;
     return ok;
@@ -851,6 +867,7 @@ typedef struct runner {
     pthread_mutex_t out_mu;
     double worst_s;
     unsigned worst_seed;
+    int most_connections;
 } runner;
 
 static void *runner_main(void *arg) {
@@ -870,6 +887,8 @@ static void *runner_main(void *arg) {
         bool ok = run_seed(w);
         double took = now_s() - t0;
         pthread_mutex_lock(&r->out_mu);
+        if (w->connections > r->most_connections)
+            r->most_connections = w->connections;
         if (took > r->worst_s) {
             r->worst_s = took;
             r->worst_seed = w->seed;
@@ -913,8 +932,11 @@ static int run_seeds(const unsigned *seeds, int n, int par) {
         runner_main(&r);
     for (int i = 0; i < started; i++)
         pthread_join(th[i], NULL);
-    fprintf(stderr, "chaos: %d seeds, %d failed, %.1f s wall (%d at a time; slowest seed %u: %.1f s)\n",
-            n, atomic_load(&r.failed), now_s() - t0, par, r.worst_seed, r.worst_s);
+    fprintf(stderr,
+            "chaos: %d seeds, %d failed, %.1f s wall (%d at a time; slowest seed %u: %.1f s; at "
+            "most %d API connections in a run)\n",
+            n, atomic_load(&r.failed), now_s() - t0, par, r.worst_seed, r.worst_s,
+            r.most_connections);
     pthread_mutex_destroy(&r.out_mu);
     return atomic_load(&r.failed);
 }

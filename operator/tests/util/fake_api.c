@@ -825,6 +825,10 @@ int fake_api_modify(fake_api *f, const char *res, const char *key,
     return rc;
 }
 
+int fake_api_connections(fake_api *f) {
+    return kts_accepts(f->srv);
+}
+
 long fake_api_rv(fake_api *f) {
     pthread_mutex_lock(&f->mu);
     long rv = f->rv;

@@ -115,6 +115,9 @@ void fake_api_validate(fake_api *f, bool on);
 int fake_api_modify(fake_api *f, const char *resource, const char *key,
                     int (*fn)(json_t *obj, void *ud), void *ud);
 
+/* Connections accepted so far. */
+int fake_api_connections(fake_api *f);
+
 /* The current resourceVersion counter (every write moves it). */
 long fake_api_rv(fake_api *f);
 
