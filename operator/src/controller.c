@@ -292,8 +292,8 @@ static void gather_pod(void *ud, const void *entry) {
     const char *node = pod->node_name;
     if (node == NULL && pod->planned_node != NULL && pod->deletion_timestamp == NULL && pod->job)
         node = pod->planned_node;
-    if (node == NULL || pod->phase == CACHED_PHASE_SUCCEEDED ||
-        pod->phase == CACHED_PHASE_FAILED || !pod->requests_ok)
+    if (node == NULL || pod->phase == CACHED_PHASE_SUCCEEDED || pod->phase == CACHED_PHASE_FAILED ||
+        !pod->requests_ok)
         return;
     int64_t *at = areal_keyset_value(&g->node_index, node);
     if (at == NULL)

@@ -346,6 +346,9 @@ static void start_gang(pass *p, const areal_alloc *alloc, areal_error *err) {
     }
     areal_plan plan;
     int rc = areal_place(&job, in->cluster, &plan, &perr);
+    if (rc == AREAL_OK &&
+        (rc = desired_plan_fits(in->job, alloc, &plan, in->cluster, &in->cfg, &perr)) != AREAL_OK)
+        areal_plan_free(&plan); /* per-pod CPU/memory the planner does not count (chaos seed 387) */
     if (rc != AREAL_OK) {
         if (rc == AREAL_ENOMEM) {
             areal_error_set(err, AREAL_ENOMEM, -1, "%s", perr.msg);
@@ -641,8 +644,7 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
      * saw only terminating pods and waited with phase Running, then found
      * none and planned a new gang at once - the restart uncounted, no
      * backoff, and Running shown over an unbound gang meanwhile. */
-    bool broken_running =
-        strcmp(phase, "Running") == 0 && (terminating > 0 || in->n_pods == 0);
+    bool broken_running = strcmp(phase, "Running") == 0 && (terminating > 0 || in->n_pods == 0);
 
     if (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0) {
         set_phase(&p, phase); /* terminal: only clean up what still runs */

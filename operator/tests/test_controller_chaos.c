@@ -26,12 +26,11 @@
  * build), AREAL_CHAOS_PAR at a time (default 8: a seed mostly waits on
  * watches and backoffs). AREAL_CHAOS_SEED=N runs that seed alone with the
  * controller's log on stderr (AREAL_CHAOS_LOG=1: always; each run's jobs live
- * in their own namespace "w<run>", named in its failure report). A seed fixes the fault schedule; thread
- * timing still varies, so a failure prints the seed and the step log (what
- * was done, and what the checker saw) to rerun and read. `make test-long`
- * runs thousands. The kubelets are the driver's: bound pods become Running,
- * deleted pods on live nodes are confirmed gone, pods of deleted jobs are
- * garbage collected.
+ * in their own namespace "w<run>", named in its failure report). A seed fixes the fault schedule;
+ * thread timing still varies, so a failure prints the seed and the step log (what was done, and
+ * what the checker saw) to rerun and read. `make test-long` runs thousands. The kubelets are the
+ * driver's: bound pods become Running, deleted pods on live nodes are confirmed gone, pods of
+ * deleted jobs are garbage collected.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -62,17 +61,17 @@ static const unsigned REGRESSION_SEEDS[] = {0};
 #define DEFAULT_SEEDS 200
 #endif
 
-#define N_NODES      8
-#define MAX_JOBS     16
-#define FIRST_JOBS   7
-#define N_STEPS      24
-#define CONVERGE_S   25.0
-#define LOG_CAP      (64 * 1024)
-#define GPU_KEY      "nvidia.com/gpu"
-#define NODE_CPU     "32"
-#define NODE_CPU_M   32000
-#define NODE_MEM     "128Gi"
-#define NODE_MEM_B   (128LL << 30)
+#define N_NODES       8
+#define MAX_JOBS      16
+#define FIRST_JOBS    7
+#define N_STEPS       24
+#define CONVERGE_S    25.0
+#define LOG_CAP       (160 * 1024)
+#define GPU_KEY       "nvidia.com/gpu"
+#define NODE_CPU      "32"
+#define NODE_CPU_M    32000
+#define NODE_MEM      "128Gi"
+#define NODE_MEM_B    (128LL << 30)
 #define LONG_NAME_JOB 6 /* template index of a job whose name is too long */
 
 static double now_s(void) {
@@ -191,10 +190,10 @@ static void put_node(world *w, int i) {
 }
 
 static json_t *job_object(world *w, const djob *j) {
-    json_t *spec = json_pack("{s:s,s:s,s:{s:i,s:i,s:{s:i,s:i}}}", "allocation", j->alloc, "image",
-                             "img", "failurePolicy", "maxRestarts", 2 + pick(w, 3),
-                             "nodeLostSeconds", pick(w, 3), "backoff", "initialSeconds", 1,
-                             "maxSeconds", 1);
+    json_t *spec =
+        json_pack("{s:s,s:s,s:{s:i,s:i,s:{s:i,s:i}}}", "allocation", j->alloc, "image", "img",
+                  "failurePolicy", "maxRestarts", 2 + pick(w, 3), "nodeLostSeconds", pick(w, 3),
+                  "backoff", "initialSeconds", 1, "maxSeconds", 1);
     /* one override for the trainer (it exists at every scale, 0 included) */
     json_t *trainer = json_pack("{s:s}", "name", "trainer");
     if (pick(w, 2)) /* CPU and memory that count on the nodes too */
@@ -222,8 +221,10 @@ static void new_job(world *w) {
     djob *j = &w->jobs[w->n_jobs];
     memset(j, 0, sizeof *j);
     int roll = pick(w, 20);
-    j->kind = roll == 0 ? JOB_BAD_ENV : roll == 1 ? JOB_BAD_VOLUME : roll == 2 ? JOB_LONG_NAME
-                                                                               : JOB_GOOD;
+    j->kind = roll == 0   ? JOB_BAD_ENV
+              : roll == 1 ? JOB_BAD_VOLUME
+              : roll == 2 ? JOB_LONG_NAME
+                          : JOB_GOOD;
     if (j->kind == JOB_LONG_NAME) /* 64 characters: the Service name cannot take it */
         snprintf(j->name, sizeof j->name, "j%d-%s", w->n_jobs,
                  "a-name-much-too-long-for-a-service-and-its-pods-hostnames-xyzw");
@@ -322,11 +323,11 @@ static int kill_edit(json_t *pod, void *ud) {
     const edit *e = ud;
     if (!same_uid(pod, e->uid))
         return -1;
-    json_object_set_new(
-        pod, "status",
-        json_pack("{s:s,s:[{s:s,s:s}],s:[{s:s,s:{s:{s:i,s:s}}}]}", "phase", "Failed", "conditions",
-                  "type", "Ready", "status", "False", "containerStatuses", "name", "worker",
-                  "state", "terminated", "exitCode", 137, "reason", "Error"));
+    json_object_set_new(pod, "status",
+                        json_pack("{s:s,s:[{s:s,s:s}],s:[{s:s,s:{s:{s:i,s:s}}}]}", "phase",
+                                  "Failed", "conditions", "type", "Ready", "status", "False",
+                                  "containerStatuses", "name", "worker", "state", "terminated",
+                                  "exitCode", 137, "reason", "Error"));
     return 0;
 }
 
@@ -404,8 +405,7 @@ static job_pods pods_of(world *w, const json_t *pods, const char *name) {
         if (p == NULL)
             continue;
         if (p->job && strcmp(p->job, name) == 0) {
-            bool terminal =
-                p->phase == CACHED_PHASE_SUCCEEDED || p->phase == CACHED_PHASE_FAILED;
+            bool terminal = p->phase == CACHED_PHASE_SUCCEEDED || p->phase == CACHED_PHASE_FAILED;
             jp.active += !terminal;
             if (p->deletion_timestamp == NULL) {
                 jp.live++;
@@ -471,15 +471,13 @@ static bool check(world *w, char *suspect, size_t scap) {
                             "fake.areal.io/bound-rv")));
                 cached_pod_release(p);
             }
-            ok = wfail(w, "node n%d over-committed: %d GPUs bound of %d:%s", n, gpus[n],
-                       w->gpus[n], what);
-        }
-        else if (cpu[n] > NODE_CPU_M)
-            ok = wfail(w, "node n%d over-committed: %lldm CPU bound of %dm", n, cpu[n],
-                      NODE_CPU_M);
+            ok = wfail(w, "node n%d over-committed: %d GPUs bound of %d:%s", n, gpus[n], w->gpus[n],
+                       what);
+        } else if (cpu[n] > NODE_CPU_M)
+            ok = wfail(w, "node n%d over-committed: %lldm CPU bound of %dm", n, cpu[n], NODE_CPU_M);
         else if (mem[n] > NODE_MEM_B)
-            ok = wfail(w, "node n%d over-committed: %lld bytes of memory bound of %lld", n,
-                      mem[n], NODE_MEM_B);
+            ok = wfail(w, "node n%d over-committed: %lld bytes of memory bound of %lld", n, mem[n],
+                       NODE_MEM_B);
     }
     /* duplicates: two live pods of one job with the same role and rank */
     json_object_foreach(pods, key, pod) {
@@ -498,7 +496,7 @@ static bool check(world *w, char *suspect, size_t scap) {
                 strcmp(a->job, b->job) == 0 && strcmp(a->role, b->role) == 0 &&
                 strcmp(a->pod_index, b->pod_index) == 0)
                 ok = wfail(w, "job %s has two live pods of %s rank %s: %s and %s", a->job, a->role,
-                          a->pod_index, key, key2);
+                           a->pod_index, key, key2);
             cached_pod_release(b);
         }
         cached_pod_release(a);
@@ -513,18 +511,19 @@ static bool check(world *w, char *suspect, size_t scap) {
             str_at(jo, "metadata", "deletionTimestamp"))
             continue;
         job_pods jp = pods_of(w, pods, name);
-        long planned = (long)json_integer_value(json_object_get(json_object_get(jo, "status"),
-                                                                "pods"));
+        long planned =
+            (long)json_integer_value(json_object_get(json_object_get(jo, "status"), "pods"));
         const djob *dj = driver_job(w, name);
         if (jp.live_bound < jp.live)
             ok = wfail(w, "job %s is Running with %d of its %d pods unbound", name,
-                      jp.live - jp.live_bound, jp.live);
+                       jp.live - jp.live_bound, jp.live);
         else if (planned <= 0)
             ok = wfail(w, "job %s is Running with status.pods %ld", name, planned);
         else if (jp.live < planned && dj && rv_of(jo) > dj->disrupted_rv) {
             if (suspect == NULL)
-                ok = wfail(w, "job %s has been Running with %d of %ld pods for a second (written "
-                              "at rv %ld, after the driver last took pods at rv %ld)",
+                ok = wfail(w,
+                           "job %s has been Running with %d of %ld pods for a second (written "
+                           "at rv %ld, after the driver last took pods at rv %ld)",
                            name, jp.live, planned, rv_of(jo), dj->disrupted_rv);
             else if (suspect[0] == '\0')
                 snprintf(suspect, scap, "%s", name);
@@ -555,7 +554,8 @@ static bool converged(world *w, const djob *j, const json_t *jobs, const json_t 
     job_pods jp = pods_of(w, pods, j->name);
     long planned = (long)json_integer_value(json_object_get(json_object_get(jo, "status"), "pods"));
     snprintf(why, cap, "phase %s, Scheduled %s/%s, pods %ld planned, %d live, %d bound, %d running",
-             phase ? phase : "-", str_at(sched, "status", NULL) ? str_at(sched, "status", NULL) : "-",
+             phase ? phase : "-",
+             str_at(sched, "status", NULL) ? str_at(sched, "status", NULL) : "-",
              reason ? reason : "-", planned, jp.live, jp.live_bound, jp.running);
     if (phase == NULL)
         return false;
@@ -569,7 +569,7 @@ static bool converged(world *w, const djob *j, const json_t *jobs, const json_t 
                                                             : "metadata.name";
             if (strstr(msg, field) == NULL)
                 return wfail(w, "job %s failed (%s) without naming %s: %s", j->name, reason, field,
-                            msg);
+                             msg);
             return true;
         }
         if (strcmp(reason, "BackoffLimitExceeded") != 0)
@@ -614,9 +614,9 @@ typedef struct fault_site {
 } fault_site;
 
 static const fault_site SITES[] = {
-    {"create", "pods"},  {"create", "services"}, {"create", "configmaps"}, {"bind", "pods"},
-    {"patch", "arealjobs"}, {"delete", "pods"},  {"list", "pods"},         {"list", "nodes"},
-    {"list", "arealjobs"},
+    {"create", "pods"}, {"create", "services"}, {"create", "configmaps"},
+    {"bind", "pods"},   {"patch", "arealjobs"}, {"delete", "pods"},
+    {"list", "pods"},   {"list", "nodes"},      {"list", "arealjobs"},
 };
 #define N_SITES (int)(sizeof SITES / sizeof SITES[0])
 
@@ -848,6 +848,13 @@ static bool run_seed(world *w) {
         }
         json_decref(jobs);
     }
+    if (!ok) {
+        char *tr = fake_api_trace(w->f, NULL);
+        if (w->log_n + strlen(tr) + 64 < LOG_CAP)
+            w->log_n += (size_t)snprintf(w->log + w->log_n, LOG_CAP - w->log_n,
+                                         "  the API server's last writes:\n%s", tr);
+        free(tr);
+    }
     if (ok)
         wlog(w, "converged in %.2f s", now_s() - t0);
     operator_stop(w);
@@ -970,7 +977,8 @@ static void random_seeds(void **state) {
     long one = env_long("AREAL_CHAOS_SEED", 0);
     long n = one > 0 ? 1 : env_long("AREAL_CHAOS_SEEDS", DEFAULT_SEEDS);
     long first = one > 0 ? one : env_long("AREAL_CHAOS_FIRST", 1);
-    quiet_logs((one > 0 && env_long("AREAL_CHAOS_REPEAT", 1) <= 1) || env_long("AREAL_CHAOS_LOG", 0));
+    quiet_logs((one > 0 && env_long("AREAL_CHAOS_REPEAT", 1) <= 1) ||
+               env_long("AREAL_CHAOS_LOG", 0));
     long repeat = env_long("AREAL_CHAOS_REPEAT", 1); /* each seed this many times (timing varies) */
     if (repeat < 1)
         repeat = 1;
@@ -979,7 +987,8 @@ static void random_seeds(void **state) {
     assert_non_null(seeds);
     for (long i = 0; i < n; i++)
         seeds[i] = (unsigned)(first + i / repeat);
-    int failed = run_seeds(seeds, (int)n, one > 0 && repeat == 1 ? 1 : (int)env_long("AREAL_CHAOS_PAR", 8));
+    int failed =
+        run_seeds(seeds, (int)n, one > 0 && repeat == 1 ? 1 : (int)env_long("AREAL_CHAOS_PAR", 8));
     free(seeds);
     quiet_logs(true);
     assert_int_equal(failed, 0);

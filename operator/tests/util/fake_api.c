@@ -31,9 +31,8 @@ typedef struct evlog {
 } evlog;
 
 static const char *const COUNTERS[] = {
-    "list",  "watch", "create",       "bind",          "patch",  "delete",       "gone",
-    "event", "get",   "bind-missing", "bind-conflict", "failed", "force-delete", "invalid",
-    NULL};
+    "list", "watch",        "create",        "bind",   "patch",        "delete",  "gone", "event",
+    "get",  "bind-missing", "bind-conflict", "failed", "force-delete", "invalid", NULL};
 #define N_COUNTERS 14
 
 /* An injected failure: the next `times` requests of `what` on resource r (-1: all). */
@@ -45,7 +44,8 @@ typedef struct fault {
     char msg[256];
     int times;
 } fault;
-#define MAX_FAULTS 16
+#define MAX_FAULTS  16
+#define TRACE_LINES 128
 
 struct fake_api {
     kts *srv;
@@ -62,6 +62,8 @@ struct fake_api {
     fault faults[MAX_FAULTS];
     int n_faults;
     bool graceful_pods;
+    char *trace[TRACE_LINES]; /* the last writes answered (fake_api_trace) */
+    long n_trace;
 };
 
 /* ---- store and events (lock held) --------------------------------------------- */
@@ -668,6 +670,15 @@ static int handle(void *ud, const kts_request *rq, kts_answer *a) {
     } else {
         rc = answer_status(a, 405, "MethodNotAllowed", "fake_api: method not served");
     }
+    if (strcmp(rq->method, "GET") != 0) { /* the write and its answer, for fake_api_trace */
+        char line[480];
+        snprintf(line, sizeof line, "rv %ld: %s %.120s %.200s -> %d %.120s", f->rv, rq->method,
+                 rq->target, rq->body ? rq->body : "", a->status,
+                 a->status >= 300 && a->body ? a->body : "");
+        long at = f->n_trace++ % TRACE_LINES;
+        free(f->trace[at]);
+        f->trace[at] = strdup(line);
+    }
     pthread_mutex_unlock(&f->mu);
     return rc;
 }
@@ -702,9 +713,26 @@ void fake_api_stop(fake_api *f) {
             free(f->log[r].v[i].line);
         free(f->log[r].v);
     }
+    for (int i = 0; i < TRACE_LINES; i++)
+        free(f->trace[i]);
     pthread_cond_destroy(&f->changed);
     pthread_mutex_destroy(&f->mu);
     free(f);
+}
+
+char *fake_api_trace(fake_api *f, const char *grep) {
+    pthread_mutex_lock(&f->mu);
+    fake_text t = {0};
+    long from = f->n_trace > TRACE_LINES ? f->n_trace - TRACE_LINES : 0;
+    for (long i = from; i < f->n_trace; i++) {
+        const char *l = f->trace[i % TRACE_LINES];
+        if (l && (grep == NULL || strstr(l, grep)))
+            fake_putf(&t, "%s\n", l);
+    }
+    pthread_mutex_unlock(&f->mu);
+    if (t.p == NULL)
+        t.p = strdup("");
+    return t.p;
 }
 
 const char *fake_api_url(fake_api *f) {
@@ -807,8 +835,8 @@ void fake_api_validate(fake_api *f, bool on) {
     pthread_mutex_unlock(&f->mu);
 }
 
-int fake_api_modify(fake_api *f, const char *res, const char *key,
-                    int (*fn)(json_t *obj, void *ud), void *ud) {
+int fake_api_modify(fake_api *f, const char *res, const char *key, int (*fn)(json_t *obj, void *ud),
+                    void *ud) {
     pthread_mutex_lock(&f->mu);
     int r = resource(res), rc = -1;
     json_t *cur = json_object_get(f->store[r], key);

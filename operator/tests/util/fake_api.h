@@ -115,6 +115,10 @@ void fake_api_validate(fake_api *f, bool on);
 int fake_api_modify(fake_api *f, const char *resource, const char *key,
                     int (*fn)(json_t *obj, void *ud), void *ud);
 
+/* The last writes (up to 128) with their answers, one a line, those containing
+ * `grep` (NULL: all); malloc'd, the caller frees it. */
+char *fake_api_trace(fake_api *f, const char *grep);
+
 /* Connections accepted so far. */
 int fake_api_connections(fake_api *f);
 
