@@ -200,7 +200,8 @@ static json_t *job_object(world *w, const djob *j) {
         json_object_set_new(trainer, "resources",
                             json_pack("{s:{s:s,s:s}}", "requests", "cpu", "9", "memory", "40Gi"));
     if (j->kind == JOB_BAD_ENV)
-        json_object_set_new(trainer, "env", json_pack("[{s:s,s:s}]", "name", "1BAD", "value", "x"));
+        json_object_set_new(trainer, "env",
+                            json_pack("[{s:s,s:s}]", "name", "BAD=NAME", "value", "x"));
     if (j->kind == JOB_BAD_VOLUME)
         json_object_set_new(trainer, "volumes",
                             json_pack("[{s:s,s:{}}]", "name", "Bad_Volume", "emptyDir"));

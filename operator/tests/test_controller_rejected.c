@@ -102,9 +102,8 @@ static void put_job(fake_api *f, const char *name, json_t *trainer, int generati
 
 /* Every request that acts on a job or its children. */
 static long job_requests(fake_api *f) {
-    static const char *const kinds[] = {"create", "bind",  "patch",   "delete",
-                                        "event",  "get",   "failed",  "invalid",
-                                        "force-delete", NULL};
+    static const char *const kinds[] = {"create", "bind",   "patch",   "delete",       "event",
+                                        "get",    "failed", "invalid", "force-delete", NULL};
     long n = 0;
     for (int i = 0; kinds[i]; i++)
         n += fake_api_count(f, kinds[i]);
@@ -113,8 +112,9 @@ static long job_requests(fake_api *f) {
 
 typedef struct refusal {
     const char *job;
-    const char *reason; /* ChildRejected (the API server's 422) or InvalidSpec (the operator's check) */
-    const char *field;  /* what the condition's message must name */
+    const char
+        *reason; /* ChildRejected (the API server's 422) or InvalidSpec (the operator's check) */
+    const char *field; /* what the condition's message must name */
 } refusal;
 
 /* The Scheduled condition of job `name`: its reason and message, copied. */
@@ -159,11 +159,12 @@ static void every_refused_spec_is_reported_once_and_then_quiet(void **state) {
         put_node(h.f, i);
     harness_start(&h);
     put_job(h.f, "env",
-            json_pack("{s:s,s:[{s:s,s:s}]}", "name", "trainer", "env", "name", "1BAD", "value",
+            json_pack("{s:s,s:[{s:s,s:s}]}", "name", "trainer", "env", "name", "BAD=NAME", "value",
                       "x"),
             1);
-    put_job(h.f, "vol", json_pack("{s:s,s:[{s:s,s:{}}]}", "name", "trainer", "volumes", "name",
-                                  "Bad_Volume", "emptyDir"),
+    put_job(h.f, "vol",
+            json_pack("{s:s,s:[{s:s,s:{}}]}", "name", "trainer", "volumes", "name", "Bad_Volume",
+                      "emptyDir"),
             1);
     put_job(h.f, "mount",
             json_pack("{s:s,s:[{s:s,s:s}]}", "name", "trainer", "volumeMounts", "name", "nowhere",
@@ -208,10 +209,10 @@ static void every_refused_spec_is_reported_once_and_then_quiet(void **state) {
     assert_int_equal(fake_api_count(h.f, "invalid"), invalid);
 
     /* a new spec the API server takes: tried again, placed */
-    put_job(h.f, "env",
-            json_pack("{s:s,s:[{s:s,s:s}]}", "name", "trainer", "env", "name", "GOOD", "value",
-                      "x"),
-            2);
+    put_job(
+        h.f, "env",
+        json_pack("{s:s,s:[{s:s,s:s}]}", "name", "trainer", "env", "name", "GOOD", "value", "x"),
+        2);
     t0 = now_s();
     char reason[64] = "", msg[2048], phase[32];
     while (strcmp(reason, "GangBound") != 0 && now_s() - t0 < 20) {

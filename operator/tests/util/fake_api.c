@@ -378,12 +378,13 @@ static bool dns_label(const char *s, bool first_digit_ok) {
     return first_digit_ok || !(s[0] >= '0' && s[0] <= '9');
 }
 
+/* As Kubernetes 1.36 (RelaxedEnvironmentVariableValidation, on by default):
+ * any printable ASCII but '=', not empty. */
 static bool env_name(const char *s) {
-    if (s == NULL || s[0] == '\0' || (s[0] >= '0' && s[0] <= '9'))
+    if (s == NULL || s[0] == '\0')
         return false;
     for (const char *c = s; *c; c++)
-        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
-              *c == '_' || *c == '-' || *c == '.'))
+        if (*c < 32 || *c > 126 || *c == '=')
             return false;
     return true;
 }
@@ -439,9 +440,8 @@ static bool invalid_child(int r, const json_t *obj, char *msg, size_t cap) {
             if (!env_name(en)) {
                 snprintf(msg, cap,
                          "Pod \"%s\" is invalid: spec.containers[%zu].env[%zu].name: Invalid "
-                         "value: \"%s\": a valid environment variable name must consist of "
-                         "alphabetic characters, digits, '_', '-', or '.', and must not start with "
-                         "a digit",
+                         "value: \"%s\": a valid environment variable name must consist only of "
+                         "printable ASCII characters other than '='",
                          name ? name : "", i, j, en ? en : "");
                 return true;
             }

@@ -99,9 +99,9 @@ void fake_api_drop_watch(fake_api *f, const char *resource);
  * On: pod and Service creates are checked as the real API server checks them
  * (a few rules: the Service name a DNS-1035 label; a pod's hostname - its name
  * when it has a subdomain - a DNS label of at most 63; volume names DNS
- * labels; env names C-identifier-like; every volumeMount names a volume) and
- * refused with 422 Invalid and a message naming the field, in the real
- * server's words. Off (the default): every create is stored.
+ * labels; env names printable ASCII without '=', as 1.36 checks them; every volumeMount names a
+ * volume) and refused with 422 Invalid and a message naming the field, in the real server's words.
+ * Off (the default): every create is stored.
  */
 void fake_api_validate(fake_api *f, bool on);
 
