@@ -13,11 +13,14 @@
  *
  * After every step, from the API server's own objects (never the operator's
  * caches): no node carries more GPUs, CPU or memory than it has; no job says
- * Running while one of its pods is unbound, or missing when nothing but the
- * operator could have removed it; no two live pods of a job hold the same
- * role and rank. After the last step the faults stop and every job must
+ * Running while one of its trainer pods is unbound (AREAL_CHAOS_STRICT=1: any
+ * pod - a rollout server replaced alone while the trainer runs is allowed by
+ * default, as op-roles' reconcile does it), or a pod is missing when nothing
+ * but the operator could have removed it; no two live pods of a job hold the
+ * same role and rank. After the last step the faults stop and every job must
  * converge within a bounded time: Running with every planned pod bound and
- * running, waiting (Pending, Scheduled=False with a reason) holding nothing,
+ * running, waiting (Pending, Scheduled=False with a reason) with no trainer
+ * pod (its rollout servers may stay),
  * or Failed with a condition that says why (a refused spec: ChildRejected or
  * InvalidSpec naming the field), and every deleted job gone.
  *
@@ -51,8 +54,30 @@
 #include "areal/operator/controller.h"
 #include "util/fake_api.h"
 
-/* Seeds that found bugs (see the commit that added each); run every time. */
-static const unsigned REGRESSION_SEEDS[] = {0};
+/*
+ * Seeds that found bugs; run every time (thread timing varies, so a seed is a
+ * fault schedule that once broke an invariant, not a replay):
+ *   40, 52   a restart whose status write was lost left a gang Running over
+ *            unbound pods (reconcile: a Running gang whose pods go is a restart)
+ *   9, 11, 85, 140, 186
+ *            5 GPUs on 4-GPU nodes: unbound pods of another job, planned for a
+ *            node, held no room once the ledger's claims were gone (operator
+ *            restart, a pass without binds) - they count on their planned node now
+ *   387      36 CPUs bound on a 32-CPU node: per-pod CPU requests were never
+ *            checked (desired_plan_fits)
+ *   27, 368  a job stuck Restarting for 25 s (368: the test server closed every
+ *            connection past its 128th - fixed in kube_test_server; 27: not
+ *            explained, not seen again in 2,000 seeds)
+ *   101      one job's own gang bound 6 GPUs on a 4-GPU node after an operator
+ *            restart (its pods from two passes; not explained yet, once in
+ *            about 1,500 seeds)
+ * On op-roles' split reconcile (merged for a trial): 266 (Running with a pod
+ * missing for a second) and 690 (12 GPUs on an 8-GPU node: rollout servers
+ * created before an operator restart, bound to their planned node after three
+ * other jobs had been placed there).
+ */
+static const unsigned REGRESSION_SEEDS[] = {40,  52, 9,   11,  85,  140, 186,
+                                            387, 27, 368, 101, 266, 690};
 #define N_REGRESSION (sizeof REGRESSION_SEEDS / sizeof REGRESSION_SEEDS[0])
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -67,7 +92,7 @@ static const unsigned REGRESSION_SEEDS[] = {0};
 #define MAX_JOBS      16
 #define FIRST_JOBS    7
 #define N_STEPS       24
-#define LOG_CAP       (160 * 1024)
+#define LOG_CAP       (512 * 1024)
 #define GPU_KEY       "nvidia.com/gpu"
 #define NODE_CPU      "32"
 #define NODE_CPU_M    32000
@@ -392,10 +417,11 @@ static const json_t *condition(const json_t *job, const char *type) {
 
 /* What the API server holds of job `name`'s pods. */
 typedef struct job_pods {
-    int live;       /* not being deleted */
-    int live_bound; /* of those, bound */
-    int running;    /* of those, bound and Running on a live node */
-    int active;     /* not Succeeded/Failed (deleting or not) */
+    int live;                          /* not being deleted */
+    int live_bound;                    /* of those, bound */
+    int running;                       /* of those, bound and Running on a live node */
+    int active;                        /* not Succeeded/Failed (deleting or not) */
+    int trainer_live, trainer_unbound; /* live trainer pods, and those of them unbound */
 } job_pods;
 
 static job_pods pods_of(world *w, const json_t *pods, const char *name) {
@@ -410,6 +436,9 @@ static job_pods pods_of(world *w, const json_t *pods, const char *name) {
             bool terminal = p->phase == CACHED_PHASE_SUCCEEDED || p->phase == CACHED_PHASE_FAILED;
             jp.active += !terminal;
             if (p->deletion_timestamp == NULL) {
+                bool trainer = p->role_kind && strcmp(p->role_kind, "trainer") == 0;
+                jp.trainer_live += trainer;
+                jp.trainer_unbound += trainer && p->node_name == NULL;
                 jp.live++;
                 jp.live_bound += p->node_name != NULL;
                 int n = node_index(p->node_name);
@@ -516,9 +545,10 @@ static bool check(world *w, char *suspect, size_t scap) {
         long planned =
             (long)json_integer_value(json_object_get(json_object_get(jo, "status"), "pods"));
         const djob *dj = driver_job(w, name);
-        if (jp.live_bound < jp.live)
-            ok = wfail(w, "job %s is Running with %d of its %d pods unbound", name,
-                       jp.live - jp.live_bound, jp.live);
+        if (getenv("AREAL_CHAOS_STRICT") ? jp.live_bound < jp.live : jp.trainer_unbound > 0)
+            ok =
+                wfail(w, "job %s is Running with %d of its %d pods unbound (%d of %d trainer pods)",
+                      name, jp.live - jp.live_bound, jp.live, jp.trainer_unbound, jp.trainer_live);
         else if (planned <= 0)
             ok = wfail(w, "job %s is Running with status.pods %ld", name, planned);
         else if (jp.live < planned && dj && rv_of(jo) > dj->disrupted_rv) {
@@ -582,13 +612,13 @@ static bool converged(world *w, const djob *j, const json_t *jobs, const json_t 
         /* a refused child may only fail the job; a job of one that was never
          * created (it waits for room) may wait */
         return strcmp(phase, "Pending") == 0 && reason && strcmp(reason, "Unschedulable") == 0 &&
-               jp.live == 0;
+               jp.trainer_live == 0;
     }
     if (strcmp(phase, "Running") == 0)
         return planned > 0 && jp.live == planned && jp.running == planned;
     if (strcmp(phase, "Pending") == 0)
         return sched && strcmp(str_at(sched, "status", NULL), "False") == 0 && reason &&
-               strcmp(reason, "Unschedulable") == 0 && jp.live == 0;
+               strcmp(reason, "Unschedulable") == 0 && jp.trainer_live == 0;
     return false;
 }
 

@@ -671,8 +671,8 @@ static int handle(void *ud, const kts_request *rq, kts_answer *a) {
         rc = answer_status(a, 405, "MethodNotAllowed", "fake_api: method not served");
     }
     if (strcmp(rq->method, "GET") != 0) { /* the write and its answer, for fake_api_trace */
-        char line[480];
-        snprintf(line, sizeof line, "rv %ld: %s %.120s %.200s -> %d %.120s", f->rv, rq->method,
+        char line[2400];
+        snprintf(line, sizeof line, "rv %ld: %s %.120s %.2000s -> %d %.120s", f->rv, rq->method,
                  rq->target, rq->body ? rq->body : "", a->status,
                  a->status >= 300 && a->body ? a->body : "");
         long at = f->n_trace++ % TRACE_LINES;
