@@ -22,7 +22,8 @@
  * running, waiting (Pending, Scheduled=False with a reason) with no trainer
  * pod (its rollout servers may stay),
  * or Failed with a condition that says why (a refused spec: ChildRejected or
- * InvalidSpec naming the field), and every deleted job gone.
+ * InvalidSpec naming the field), and every deleted job gone; then the
+ * operator must be at rest (no write for 0.6 s).
  *
  * Seeds: REGRESSION_SEEDS (each found a bug; kept) and then AREAL_CHAOS_SEEDS
  * seeds from AREAL_CHAOS_FIRST (defaults: 200 from 1; 24 in a sanitized
@@ -864,6 +865,21 @@ static bool run_seed(world *w) {
         }
         ok = ok && !w->failure[0];
         nap_ms(30);
+    }
+    if (ok && stable == 3) {
+        /* at rest: a converged operator writes nothing (a status ping-pong or a
+         * retry loop would; issue 11: "the operator's CPU stays idle") */
+        static const char *const writes[] = {"create", "bind", "patch", "delete", "event", NULL};
+        nap_ms(200);
+        long before = 0, after = 0;
+        for (int i = 0; writes[i]; i++)
+            before += fake_api_count(w->f, writes[i]);
+        nap_ms(600);
+        for (int i = 0; writes[i]; i++)
+            after += fake_api_count(w->f, writes[i]);
+        if (after != before)
+            ok = wfail(w, "converged, but the operator still wrote %ld times in 0.6 s",
+                       after - before);
     }
     if (ok && stable < 3) {
         ok = wfail(w, "not converged after %.0f s: %s", CONVERGE_S, why);
