@@ -193,7 +193,7 @@ $(foreach f,$(OOM_SRC),$(eval $(call binary_rule,san,$(BUILD)/san/oom/$(call bin
 # none is intermediate, and an object added to a component is built even when the
 # archive is newer than the objects it had.
 
-.PHONY: all run test test-rel test-san test-oom test-long bench fuzz fmt lint clean deps help print-closure probe test-scripts images
+.PHONY: all run test test-rel test-san test-oom test-long test-long-chaos bench fuzz fmt lint clean deps help print-closure probe test-scripts images
 .DEFAULT_GOAL := all
 
 ARCHIVES_REL := $(foreach c,$(COMPONENTS),$(BUILD)/rel/libareal_$(c).a)
@@ -253,7 +253,9 @@ test-rel: $(REL_TESTS) $(addprefix $(BUILD)/rel/,$(PROGRAMS))
 # (CHAOS_SEEDS from CHAOS_FIRST; make test runs 200). Not part of make test.
 CHAOS_SEEDS ?= 3000
 CHAOS_FIRST ?= 1
-test-long: $(BUILD)/rel/tests/test_controller_chaos
+# (a prerequisite of test-long, whose other parts live in the module.mk files)
+test-long: test-long-chaos
+test-long-chaos: $(BUILD)/rel/tests/test_controller_chaos
 	AREAL_CHAOS_SEEDS=$(CHAOS_SEEDS) AREAL_CHAOS_FIRST=$(CHAOS_FIRST) $(BUILD)/rel/tests/test_controller_chaos
 
 # make test-oom: every allocation of the parsers, caches, reconcile and kube

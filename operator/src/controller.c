@@ -602,6 +602,31 @@ static bool report_rejected(controller *ctl, const char *key, const json_t *job,
     return retry;
 }
 
+/* True when merge-patching `patch` into `target` (RFC 7386, as the status
+ * write does) would change nothing. A status without a key the stored one has
+ * cannot remove that key by a merge patch, so comparing the two for equality
+ * said "changed" forever: a Pending job that had written "pods": 0 and then
+ * left the key out rewrote the same status as fast as its own watch events
+ * came back (the chaos test's at-rest check, seeds 9, 140, 387, 690 under
+ * ASan; seed 27's job stuck with thousands of writes). */
+static bool merge_changes_nothing(const json_t *target, const json_t *patch) {
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)patch, k, v) {
+        const json_t *cur = json_object_get(target, k);
+        if (json_is_null(v)) {
+            if (cur != NULL)
+                return false;
+        } else if (json_is_object(v) && json_is_object(cur)) {
+            if (!merge_changes_nothing(cur, v))
+                return false;
+        } else if (cur == NULL || !json_equal(cur, v)) {
+            return false;
+        }
+    }
+    return true;
+}
+
 /* Returns true when the key should be retried with backoff. */
 static bool has_binds(const reconcile_result *r) {
     for (int i = 0; i < r->n_actions; i++)
@@ -762,6 +787,11 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
         if (rejected) {
             r.requeue_after_ms = 0;
             json_decref(r.status); /* the rejection's status was written instead */
+            r.status = NULL;
+        }
+        if (!retry && r.status != NULL &&
+            merge_changes_nothing(json_object_get(patched ? patched : job, "status"), r.status)) {
+            json_decref(r.status); /* what the stored status already says */
             r.status = NULL;
         }
         if (!retry && r.status != NULL) {

@@ -881,8 +881,9 @@ static bool run_seed(world *w) {
             ok = wfail(w, "converged, but the operator still wrote %ld times in 0.6 s",
                        after - before);
     }
-    if (ok && stable < 3) {
+    if (ok && stable < 3)
         ok = wfail(w, "not converged after %.0f s: %s", CONVERGE_S, why);
+    if (!ok) {
         json_t *jobs = fake_api_list(w->f, "arealjobs");
         const char *k;
         json_t *jo;
