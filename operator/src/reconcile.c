@@ -346,6 +346,9 @@ static void start_gang(pass *p, const areal_alloc *alloc, areal_error *err) {
     }
     areal_plan plan;
     int rc = areal_place(&job, in->cluster, &plan, &perr);
+    if (rc == AREAL_OK &&
+        (rc = desired_plan_fits(in->job, alloc, &plan, in->cluster, &in->cfg, &perr)) != AREAL_OK)
+        areal_plan_free(&plan); /* per-pod CPU/memory the planner does not count (chaos seed 387) */
     if (rc != AREAL_OK) {
         if (rc == AREAL_ENOMEM) {
             areal_error_set(err, AREAL_ENOMEM, -1, "%s", perr.msg);
@@ -635,6 +638,13 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
     }
     if (planned > 0)
         json_object_set_new(p.status, "pods", json_integer(planned));
+    /* The status says Running but pods of the gang are going or all gone: a
+     * failure, whoever deleted them. Found by the chaos test (seeds 40, 52):
+     * the restart's own status write was lost (a 409 or 5xx), the next pass
+     * saw only terminating pods and waited with phase Running, then found
+     * none and planned a new gang at once - the restart uncounted, no
+     * backoff, and Running shown over an unbound gang meanwhile. */
+    bool broken_running = strcmp(phase, "Running") == 0 && (terminating > 0 || in->n_pods == 0);
 
     if (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0) {
         set_phase(&p, phase); /* terminal: only clean up what still runs */
@@ -660,7 +670,7 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
         set_condition(&p, "Scheduled", true, "Completed", "the trainer finished");
         event(&p, false, "Succeeded", "the trainer's rank-0 pod succeeded; removing the others");
         delete_pods(&p, true);
-    } else if (terminating > 0) {
+    } else if (terminating > 0 && !broken_running) {
         /* Pods of this gang are stopping (their kubelets send SIGTERM and wait
          * out the grace period; a stopped pod may report Failed): that is the
          * end of the last restart, not a new failure. Act once they are gone;
@@ -690,7 +700,8 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
          * operator restart loses, where creation times are in every pod. */
         set_phase(&p, "Restarting");
         delete_pods(&p, false);
-    } else if (failed >= 0 || lost >= 0 || (planned > 0 && bound > 0 && in->n_pods < planned)) {
+    } else if (failed >= 0 || lost >= 0 || broken_running ||
+               (planned > 0 && bound > 0 && in->n_pods < planned)) {
         /* One pod failed or vanished: the gang restarts, same ranks, after a backoff. */
         long long max_restarts = int_at(json_object_get(spec, "failurePolicy"), "maxRestarts", NULL,
                                         DEFAULT_MAX_RESTARTS);
@@ -703,6 +714,9 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
                      str_at(in->pods[lost], "metadata", "name"),
                      str_at(in->pods[lost], "spec", "nodeName"),
                      down_for_ms(&p, in->pods[lost]) / 1000);
+        else if (broken_running)
+            snprintf(why, sizeof why, "%d of %lld pods of the running gang are gone or going",
+                     (int)planned - (in->n_pods - terminating), planned);
         else
             snprintf(why, sizeof why, "%d of %lld pods are gone", (int)planned - in->n_pods,
                      planned);
