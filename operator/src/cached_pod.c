@@ -141,6 +141,17 @@ json_t *cached_pod_to_json(const cached_pod *p) {
          json_object_set(meta, "labels", labels) == 0 &&
          json_object_set(meta, "annotations", annotations) == 0;
     ok = ok && put(spec, "nodeName", p->node_name) && put(status, "phase", phase_text[p->phase]);
+    if (ok && p->requests_ok) {
+        /* the room it holds, for the job's own plans (a server placed beside the trainer) */
+        char gpus[24], cpu[32], mem[32];
+        snprintf(gpus, sizeof gpus, "%d", p->gpus);
+        snprintf(cpu, sizeof cpu, "%lldm", p->cpu_milli);
+        snprintf(mem, sizeof mem, "%lld", p->mem_bytes);
+        json_t *containers =
+            json_pack("[{s:s,s:{s:{s:s,s:s,s:s}}}]", "name", "worker", "resources", "requests",
+                      "nvidia.com/gpu", gpus, "cpu", cpu, "memory", mem);
+        ok = containers && json_object_set_new(spec, "containers", containers) == 0;
+    }
     if (ok) {
         json_t *conds =
             json_pack("[{s:s,s:s}]", "type", "Ready", "status", p->ready ? "True" : "False");

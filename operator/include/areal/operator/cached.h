@@ -82,8 +82,8 @@ void cached_pod_release(cached_pod *p); /* NULL is allowed */
 /*
  * The pod as the JSON shape reconcile reads (metadata: name, namespace, uid,
  * the areal.io labels, the planned-node, gang-size and allocation annotations, deletionTimestamp;
- * spec: nodeName; status: phase, the Ready condition, the exit code), a new reference, or NULL when
- * out of memory.
+ * spec: nodeName, one container with the requests; status: phase, the Ready condition, the exit
+ * code), a new reference, or NULL when out of memory.
  */
 json_t *cached_pod_to_json(const cached_pod *p);
 
