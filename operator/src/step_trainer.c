@@ -282,11 +282,18 @@ void step_trainer(step_ctx *c) {
     if (planned > 0)
         json_object_set_new(c->status, "trainerPods", json_integer(planned));
     bool missing = planned > 0 && bound > 0 && c->n_trainer < planned;
-    bool gang_failed = failed >= 0 || lost >= 0 || missing ||
+    /* The status says Running but pods of the gang are going or all gone: a
+     * failure, whoever deleted them. Found by branch op-chaos's randomized
+     * test (seeds 40, 52): the restart's own status write was lost (a 409 or
+     * 5xx), the next pass saw only terminating pods and waited with phase
+     * Running, then found none and planned a new gang at once - the restart
+     * uncounted, no backoff, and Running shown over an unbound gang. */
+    bool broken_running = strcmp(phase, "Running") == 0 && (terminating > 0 || c->n_trainer == 0);
+    bool gang_failed = failed >= 0 || lost >= 0 || missing || broken_running ||
                        (s->restart_scope == SPEC_RESTART_GANG && c->server_failed);
     c->trainer_bound = false;
 
-    if (terminating > 0) {
+    if (terminating > 0 && !broken_running) {
         /* Pods of this gang are stopping (their kubelets send SIGTERM and wait
          * out the grace period; a stopped pod may report Failed): that is the
          * end of the last restart, not a new failure. Act once they are gone;
@@ -329,6 +336,9 @@ void step_trainer(step_ctx *c) {
         else if (missing)
             snprintf(why, sizeof why, "%d of %lld pods are gone", (int)planned - c->n_trainer,
                      planned);
+        else if (broken_running)
+            snprintf(why, sizeof why, "%d of %lld pods of the running gang are gone or going",
+                     (int)planned - (c->n_trainer - terminating), planned);
         else
             snprintf(why, sizeof why, "a rollout server failed (restartScope Gang)");
         delete_gang(c);
