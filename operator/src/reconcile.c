@@ -5,7 +5,7 @@
  * The pass reads the job, its pods and the cluster and never talks to the
  * API server; the controller applies the actions. The spec is parsed once
  * into a job_spec; the pods are sorted into the trainer gang and the rollout
- * servers; then cleanup, trainer, rollout and status run in that order, each
+ * servers; then cleanup, trainer, rollout, containers and status run in that order, each
  * appending actions. Status is rebuilt from the observed pods every pass,
  * keeping only what cannot be observed (restart counts and times, the planned
  * gang size, placement) from the previous status. Condition timestamps move
@@ -175,6 +175,7 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
         if (!step_cleanup(&c)) {
             step_trainer(&c);
             step_rollout(&c);
+            step_containers(&c);
         }
         if (c.status != NULL)
             step_status(&c);

@@ -49,8 +49,9 @@ static bool spec_failure_retried(const step_ctx *c) {
     const json_t *sched = step_old_condition(c, "Scheduled");
     const char *reason = step_str(sched, "reason", NULL);
     bool spec_failure =
-        reason && (strcmp(reason, "ChildRejected") == 0 || strcmp(reason, "InvalidSpec") == 0 ||
-                   strcmp(reason, "InvalidAllocation") == 0);
+        reason &&
+        (strcmp(reason, "ChildRejected") == 0 || strcmp(reason, "InvalidSpec") == 0 ||
+         strcmp(reason, "InvalidAllocation") == 0 || strcmp(reason, "ContainerError") == 0);
     return spec_failure && step_int(sched, "observedGeneration", NULL, -1) != c->spec->generation;
 }
 

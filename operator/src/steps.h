@@ -10,6 +10,8 @@
  *                   (alone) when one of its pods fails or is lost;
  *   step_rollout  - the rollout replica set: one server added, removed or
  *                   replaced at a time, each a small gang of its own;
+ *   step_containers - pods that cannot start (image pull, container config):
+ *                   a condition, then Failed after spec.failurePolicy.containerErrorSeconds;
  *   step_status   - what is observed (counts, placement, defaults).
  * A step reads the typed spec, the job's pods (already selected by the job
  * label: no step looks at another job's pods) and the cluster the controller
@@ -65,6 +67,7 @@ typedef struct step_ctx {
 bool step_cleanup(step_ctx *c);
 void step_trainer(step_ctx *c);
 void step_rollout(step_ctx *c);
+void step_containers(step_ctx *c);
 void step_status(step_ctx *c);
 
 /* ---- helpers shared by the steps (step_util.c) ---------------------------- */

@@ -925,6 +925,52 @@ static void a_terminating_pod_on_a_dead_node_is_forced(void **state) {
     world_free(&w);
 }
 
+/* Issue 11: an image that cannot be pulled is a condition at once (the
+ * kubelet's reason and message, the deadline), Failed after
+ * spec.failurePolicy.containerErrorSeconds, and retried by a spec change. */
+static void an_unpullable_image_is_a_condition_then_fails(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    json_object_set_new(json_object_get(json_object_get(w.job, "spec"), "failurePolicy"),
+                        "containerErrorSeconds", json_integer(120));
+    settle(&w);
+    int k = find_pod(&w, "j-trainer-0");
+    json_object_set_new(w.pods[k], "status",
+                        json_pack("{s:s,s:[{s:s,s:{s:{s:s,s:s}}}]}", "phase", "Pending",
+                                  "containerStatuses", "name", "worker", "state", "waiting",
+                                  "reason", "ImagePullBackOff", "message",
+                                  "Back-off pulling image \"areal-worker:typo\""));
+    reconcile_result r = step(&w);
+    assert_true(r.requeue_after_ms > 119000 && r.requeue_after_ms <= 120200);
+    reconcile_result_free(&r);
+    assert_string_equal(reason_of(&w, "ContainerError"), "ImagePullBackOff");
+    const char *msg =
+        json_string_value(json_object_get(condition(&w, "ContainerError"), "message"));
+    assert_non_null(strstr(msg, "j-trainer-0"));
+    assert_non_null(strstr(msg, "areal-worker:typo"));
+    assert_non_null(strstr(msg, "containerErrorSeconds"));
+    assert_string_equal(w.last_event, "ImagePullBackOff");
+    r = step(&w); /* idle while it waits: nothing written */
+    assert_null(r.status);
+    reconcile_result_free(&r);
+
+    w.now += 121000;
+    r = step(&w);
+    reconcile_result_free(&r);
+    assert_string_equal(phase(&w), "Failed");
+    assert_string_equal(reason_of(&w, "Scheduled"), "ContainerError");
+    assert_int_equal(w.n_pods, 0);
+    assert_int_equal(count_kind((r = step(&w), &r), RECONCILE_CREATE), 0); /* stays failed */
+    reconcile_result_free(&r);
+
+    json_object_set_new(json_object_get(w.job, "metadata"), "generation", json_integer(2));
+    settle(&w); /* a new image: placed again */
+    assert_true(has_pod(&w, "j-trainer-0"));
+    assert_string_not_equal(phase(&w), "Failed");
+    world_free(&w);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_dead_node_restarts_the_gang_elsewhere),
@@ -933,6 +979,7 @@ int main(void) {
         cmocka_unit_test(scaling_moves_servers_one_at_a_time_and_never_the_trainer),
         cmocka_unit_test(failures_are_handled_per_role),
         cmocka_unit_test(restart_scope_gang_restarts_the_trainer),
+        cmocka_unit_test(an_unpullable_image_is_a_condition_then_fails),
         cmocka_unit_test(refused_names_fail_with_the_field),
         cmocka_unit_test(a_rejected_child_waits_for_a_new_spec),
         cmocka_unit_test(a_partial_gang_is_completed_before_any_bind),
