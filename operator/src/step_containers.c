@@ -56,7 +56,8 @@ void step_containers(step_ctx *c) {
         if (!step_pod_going(c->in->pods[i]) && (w = stuck(c->in->pods[i])) != NULL)
             pod = c->in->pods[i];
     const json_t *old = step_old_condition(c, "ContainerError");
-    bool was = old && step_str(old, "status", NULL) && strcmp(step_str(old, "status", NULL), "True") == 0;
+    bool was =
+        old && step_str(old, "status", NULL) && strcmp(step_str(old, "status", NULL), "True") == 0;
     if (w == NULL) {
         if (was)
             step_condition(c, "ContainerError", false, "Started", "every container started");
