@@ -145,15 +145,15 @@ static json_t *pass(life *l) {
             l->pods[l->n++] = json_deep_copy(a->obj);
         } else if (a->kind == RECONCILE_BIND) {
             for (int k = 0; k < l->n; k++)
-                if (strcmp(json_string_value(json_object_get(
-                               json_object_get(l->pods[k], "metadata"), "name")),
+                if (strcmp(json_string_value(
+                               json_object_get(json_object_get(l->pods[k], "metadata"), "name")),
                            a->name) == 0)
                     json_object_set_new(json_object_get(l->pods[k], "spec"), "nodeName",
                                         json_string(a->node));
         } else if (a->kind == RECONCILE_DELETE) {
             for (int k = 0; k < l->n; k++)
-                if (strcmp(json_string_value(json_object_get(
-                               json_object_get(l->pods[k], "metadata"), "name")),
+                if (strcmp(json_string_value(
+                               json_object_get(json_object_get(l->pods[k], "metadata"), "name")),
                            a->name) == 0) {
                     json_decref(l->pods[k]);
                     l->pods[k] = l->pods[--l->n];
@@ -182,8 +182,8 @@ static void reconcile_statuses_survive_the_schema(void **state) {
     const json_t *schema = status_schema(crd);
     life l = {.now = 1795000000000LL};
     l.job = json_pack("{s:s,s:s,s:{s:s,s:s,s:s,s:i},s:{s:s,s:{s:[{s:s,s:s}]}}}", "apiVersion",
-                      "areal.io/v1alpha1", "kind", "AReaLJob", "metadata", "name", "j",
-                      "namespace", "ns", "uid", "u", "generation", 1, "spec", "allocation",
+                      "areal.io/v1alpha1", "kind", "AReaLJob", "metadata", "name", "j", "namespace",
+                      "ns", "uid", "u", "generation", 1, "spec", "allocation",
                       "sglang:d2t2+megatron:d2p2t2", "topology", "levels", "label",
                       "example.com/rack", "policy", "Preferred");
     areal_cluster_init(&l.c);
@@ -208,9 +208,9 @@ static void reconcile_statuses_survive_the_schema(void **state) {
     expect_kept(pass(&l), schema, "running");
     /* a rollout server fails and is replaced */
     for (int k = 0; k < l.n; k++)
-        if (strstr(json_string_value(json_object_get(json_object_get(l.pods[k], "metadata"),
-                                                     "name")),
-                   "rollout") != NULL) {
+        if (strstr(
+                json_string_value(json_object_get(json_object_get(l.pods[k], "metadata"), "name")),
+                "rollout") != NULL) {
             json_object_set_new(l.pods[k], "status", json_pack("{s:s}", "phase", "Failed"));
             break;
         }
