@@ -61,6 +61,7 @@ typedef struct step_ctx {
     bool trainer_bound; /* the gang is whole and bound, nothing of it planned this pass */
     bool server_failed; /* a server failed or was lost (restartScope Gang restarts the gang) */
     int servers_placed; /* servers the trainer step placed with its gang this pass */
+    bool gang_restart;  /* restartScope Gang: the trainer step deleted every server too */
     const char *phase;  /* the phase this pass writes */
 } step_ctx;
 

@@ -200,6 +200,19 @@ static const char *reason_of(const world *w, const char *type) {
     return json_string_value(json_object_get(condition(w, type), "reason"));
 }
 
+/* The value of env var `name` of a pod's container, or NULL. */
+static const char *env_of(const json_t *pod, const char *name) {
+    const json_t *c =
+        json_array_get(json_object_get(json_object_get(pod, "spec"), "containers"), 0);
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(c, "env"), i, e) {
+        if (strcmp(json_string_value(json_object_get(e, "name")), name) == 0)
+            return json_string_value(json_object_get(e, "value"));
+    }
+    return NULL;
+}
+
 static void creates_and_binds_the_gang_where_the_planner_says(void **state) {
     (void)state;
     world w;
@@ -239,6 +252,15 @@ static void creates_and_binds_the_gang_where_the_planner_says(void **state) {
     reconcile_result_free(&r);
     assert_int_equal(rollout_pods(&w), 2); /* one 2-GPU pod per server */
     assert_true(find_pod(&w, "j-rollout-0") >= 0 && find_pod(&w, "j-rollout-1") >= 0);
+    /* a server's pods meet the trainer's rank 0 and carry their server's index */
+    const json_t *server = w.pods[find_pod(&w, "j-rollout-1")];
+    assert_string_equal(env_of(server, "MASTER_ADDR"), "j-trainer-0.j");
+    assert_string_equal(env_of(server, "AREAL_SERVER_INDEX"), "1");
+    assert_string_equal(env_of(server, "WORLD_SIZE"), "2");
+    assert_string_equal(env_of(server, "AREAL_ALLOCATION"), "sglang:d1t2+megatron:d2p2t2");
+    assert_null(env_of(w.pods[find_pod(&w, "j-trainer-0")], "AREAL_SERVER_INDEX"));
+    assert_null(json_object_get(json_object_get(json_object_get(server, "metadata"), "labels"),
+                                "areal.io/master"));
     assert_non_null(json_object_get(
         json_object_get(json_object_get(status_of(&w), "placement"), "quality"), "trainer/tp"));
 
@@ -764,8 +786,15 @@ static void restart_scope_gang_restarts_the_trainer(void **state) {
     reconcile_result r = step(&w);
     reconcile_result_free(&r);
     assert_int_equal(restarts_of(&w), 1);
-    assert_false(has_pod(&w, "j-trainer-0"));
-    assert_false(has_pod(&w, "j-rollout-0"));
+    assert_string_equal(w.last_event, "GangRestarting");
+    assert_int_equal(w.n_pods, 0); /* every pod of the job goes */
+    assert_non_null(
+        strstr(json_string_value(json_object_get(condition(&w, "Scheduled"), "message")),
+               "pod j-rollout-0 failed"));
+    w.now += 60000;
+    settle(&w); /* and the whole job comes back, same names */
+    assert_true(has_pod(&w, "j-trainer-0") && has_pod(&w, "j-rollout-0") &&
+                has_pod(&w, "j-rollout-1"));
     world_free(&w);
 }
 
