@@ -29,8 +29,6 @@
 #include "areal/operator/reconcile.h"
 #include "areal/operator/spec.h"
 
-#define STEP_MAX_SERVERS 4096
-
 /* One rollout server: the pods of one index (pod index / pods per server). */
 typedef struct step_server {
     int index;

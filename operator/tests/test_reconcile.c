@@ -182,6 +182,10 @@ static int rollout_pods(const world *w) {
     return n;
 }
 
+static const char *node_of(const json_t *pod) {
+    return json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
+}
+
 static const json_t *status_of(const world *w) {
     return json_object_get(w->job, "status");
 }
@@ -771,6 +775,50 @@ static void failures_are_handled_per_role(void **state) {
     world_free(&w);
 }
 
+/* Issue 16: a node lost under rollout servers only is the failure of those
+ * servers: they are deleted with grace 0 and placed again on ready nodes; the
+ * trainer keeps running, no restart is counted. */
+static void a_lost_node_under_servers_replaces_them_only(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 4);
+    settle(&w);
+    kubelet_sets(&w, "Running", true);
+    settle(&w);
+    const char *tnode = node_of(w.pods[find_pod(&w, "j-trainer-0")]);
+    static char dead[64];
+    snprintf(dead, sizeof dead, "%s", node_of(w.pods[find_pod(&w, "j-rollout-0")]));
+    assert_string_not_equal(tnode, dead); /* the trainer fills its own node */
+    for (int i = 0; i < w.cluster.n_nodes; i++)
+        if (strcmp(w.cluster.nodes[i].name, dead) == 0)
+            w.cluster.nodes[i].ready = false;
+    w.down[0] = (reconcile_down_node){dead, w.now - 60000};
+    w.n_down = 1;
+    char trainer[512], now[512];
+    trainer_uids(&w, trainer, sizeof trainer);
+    for (int pass = 0; pass < 8; pass++) {
+        reconcile_result r = step(&w);
+        for (int i = 0; i < r.n_actions; i++) {
+            const reconcile_action *a = &r.actions[i];
+            if (a->kind == RECONCILE_DELETE)
+                assert_true(a->force); /* only pods on the dead node go, with grace 0 */
+            if (a->kind == RECONCILE_BIND)
+                assert_string_not_equal(a->node, dead);
+        }
+        reconcile_result_free(&r);
+        kubelet_sets(&w, "Running", true);
+    }
+    assert_int_equal(rollout_pods(&w), 2);
+    for (int i = 0; i < w.n_pods; i++)
+        assert_string_not_equal(node_of(w.pods[i]), dead);
+    trainer_uids(&w, now, sizeof now);
+    assert_string_equal(trainer, now);
+    assert_int_equal(restarts_of(&w), 0);
+    assert_string_equal(phase(&w), "Running");
+    assert_true(json_integer_value(json_object_get(status_of(&w), "rolloutReplacements")) >= 1);
+    world_free(&w);
+}
+
 /* restartScope Gang: a server's failure restarts the trainer gang too. */
 static void restart_scope_gang_restarts_the_trainer(void **state) {
     (void)state;
@@ -836,10 +884,6 @@ static void refused_names_fail_with_the_field(void **state) {
     c = json_array_get(json_object_get(json_object_get(w.job, "status"), "conditions"), 0);
     assert_non_null(strstr(json_string_value(json_object_get(c, "message")), "too long"));
     world_free(&w);
-}
-
-static const char *node_of(const json_t *pod) {
-    return json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
 }
 
 /* Issue 11: a node stops under a running gang. Within the grace nothing
@@ -1008,6 +1052,7 @@ int main(void) {
         cmocka_unit_test(scaling_moves_servers_one_at_a_time_and_never_the_trainer),
         cmocka_unit_test(failures_are_handled_per_role),
         cmocka_unit_test(restart_scope_gang_restarts_the_trainer),
+        cmocka_unit_test(a_lost_node_under_servers_replaces_them_only),
         cmocka_unit_test(an_unpullable_image_is_a_condition_then_fails),
         cmocka_unit_test(refused_names_fail_with_the_field),
         cmocka_unit_test(a_rejected_child_waits_for_a_new_spec),
