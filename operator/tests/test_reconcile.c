@@ -90,7 +90,9 @@ static reconcile_result step(world *w) {
                           .now_ms = w->now};
     reconcile_result r;
     areal_error e;
-    assert_int_equal(reconcile_job(&in, &r, &e), AREAL_OK);
+    int rc = reconcile_job(&in, &r, &e);
+    if (rc != AREAL_OK)
+        fail_msg("reconcile_job: %s", e.msg);
     for (int i = 0; i < r.n_actions; i++) {
         reconcile_action *a = &r.actions[i];
         switch (a->kind) {
@@ -674,6 +676,42 @@ static bool has_pod(world *w, const char *name) {
     return find_pod(w, name) >= 0;
 }
 
+/* Scale-down is one server at a time: while the removed server's pods stop
+ * (a worker drains on SIGTERM), the next one is left alone. */
+static void scale_down_waits_for_each_server_to_stop(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    set_replicas(&w, 3);
+    settle(&w);
+    kubelet_sets(&w, "Running", true);
+    settle(&w);
+    assert_int_equal(rollout_pods(&w), 3);
+    set_replicas(&w, 1);
+    json_t *going = json_deep_copy(w.pods[find_pod(&w, "j-rollout-2")]);
+    reconcile_result r = step(&w);
+    assert_int_equal(count_kind(&r, RECONCILE_DELETE), 1);
+    reconcile_result_free(&r);
+    assert_false(has_pod(&w, "j-rollout-2"));
+    /* the kubelet takes its time: the pod is still there, terminating */
+    json_object_set_new(json_object_get(going, "metadata"), "deletionTimestamp",
+                        json_string("2026-11-29T21:00:00Z"));
+    w.pods[w.n_pods++] = going;
+    r = step(&w);
+    assert_int_equal(count_kind(&r, RECONCILE_DELETE), 0); /* server 1 waits its turn */
+    reconcile_result_free(&r);
+    assert_true(has_pod(&w, "j-rollout-1"));
+    int k = find_pod(&w, "j-rollout-2"); /* now gone */
+    assert_true(k >= 0);
+    json_decref(w.pods[k]);
+    w.pods[k] = w.pods[--w.n_pods];
+    settle(&w);
+    assert_int_equal(rollout_pods(&w), 1);
+    assert_true(has_pod(&w, "j-rollout-0"));
+    assert_int_equal(restarts_of(&w), 0);
+    world_free(&w);
+}
+
 /* Issues 11 and 16: scaling 2 -> 0 -> 3 -> 1 never fails, restarts or touches
  * the trainer: servers come one per pass (lowest index first) and go one per
  * pass (highest index first); status.rolloutReplicas counts ready servers. */
@@ -1051,6 +1089,7 @@ int main(void) {
         cmocka_unit_test(a_terminating_pod_on_a_dead_node_is_forced),
         cmocka_unit_test(scaling_moves_servers_one_at_a_time_and_never_the_trainer),
         cmocka_unit_test(failures_are_handled_per_role),
+        cmocka_unit_test(scale_down_waits_for_each_server_to_stop),
         cmocka_unit_test(restart_scope_gang_restarts_the_trainer),
         cmocka_unit_test(a_lost_node_under_servers_replaces_them_only),
         cmocka_unit_test(an_unpullable_image_is_a_condition_then_fails),
