@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "areal/operator/cached.h"
 #include "areal/podenv.h"
 
 static const char *job_name(const json_t *job) {
@@ -473,4 +474,42 @@ json_t *desired_pod(const json_t *job, const areal_alloc *alloc, const areal_pla
     if (pod_obj == NULL)
         areal_error_set(err, AREAL_ENOMEM, -1, "out of memory building pod %s", p->name);
     return pod_obj;
+}
+
+int desired_plan_fits(const json_t *job, const areal_alloc *alloc, const areal_plan *plan,
+                      const areal_cluster *cluster, const desired_config *cfg, areal_error *err) {
+    int n = cluster->n_nodes;
+    long long *cpu = calloc((size_t)n + 1, sizeof *cpu), *mem = calloc((size_t)n + 1, sizeof *mem);
+    int rc = cpu && mem ? AREAL_OK : areal_error_set(err, AREAL_ENOMEM, -1, "out of memory");
+    for (int i = 0; rc == AREAL_OK && i < plan->n_pods; i++) {
+        json_t *pod = desired_pod(job, alloc, plan, cluster, i, cfg, err);
+        cached_pod *cp = pod ? cached_pod_new(pod) : NULL;
+        json_decref(pod);
+        if (cp == NULL) {
+            rc = areal_error_set(err, AREAL_ENOMEM, -1, "out of memory");
+            break;
+        }
+        int at = plan->pods[i].node;
+        if (at >= 0 && at < n) {
+            cpu[at] += cp->cpu_milli;
+            mem[at] += cp->mem_bytes;
+        }
+        cached_pod_release(cp);
+    }
+    for (int i = 0; rc == AREAL_OK && i < n; i++) {
+        const areal_node *nd = &cluster->nodes[i];
+        if (nd->cpu_milli > 0 && cpu[i] > 0 && nd->cpu_used_milli + cpu[i] > nd->cpu_milli)
+            rc = areal_error_set(err, AREAL_ENOFIT, -1,
+                                 "node %s has %ldm CPU free, the pods planned there request "
+                                 "%lldm (spec.roles[].resources.requests.cpu)",
+                                 nd->name, nd->cpu_milli - nd->cpu_used_milli, cpu[i]);
+        else if (nd->mem_bytes > 0 && mem[i] > 0 && nd->mem_used_bytes + mem[i] > nd->mem_bytes)
+            rc = areal_error_set(err, AREAL_ENOFIT, -1,
+                                 "node %s has %lld bytes of memory free, the pods planned there "
+                                 "request %lld (spec.roles[].resources.requests.memory)",
+                                 nd->name, nd->mem_bytes - nd->mem_used_bytes, mem[i]);
+    }
+    free(cpu);
+    free(mem);
+    return rc;
 }

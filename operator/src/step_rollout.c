@@ -53,6 +53,9 @@ int step_rollout_plan(step_ctx *c, int index, const areal_cluster *cluster, area
         return AREAL_EINVAL;
     areal_error perr;
     int rc = areal_place(&job, cluster, plan, &perr);
+    if (rc == AREAL_OK && (rc = desired_plan_fits(c->in->job, &s->shape, plan, cluster, &c->in->cfg,
+                                                  &perr)) != AREAL_OK)
+        areal_plan_free(plan); /* per-pod CPU/memory the planner does not count */
     if (rc != AREAL_OK)
         return areal_error_set(err, rc, -1, "rollout server %d: %s", index, perr.msg);
     /* the planner names the pods of a one-server plan 0..k-1: server i has i*k..i*k+k-1 */

@@ -66,6 +66,9 @@ static void start_gang(step_ctx *c) {
     }
     areal_plan plan;
     int rc = areal_place(&job, &cluster, &plan, &perr);
+    if (rc == AREAL_OK &&
+        (rc = desired_plan_fits(in->job, &s->shape, &plan, &cluster, &in->cfg, &perr)) != AREAL_OK)
+        areal_plan_free(&plan); /* per-pod CPU/memory the planner does not count (chaos seed 387) */
     if (rc != AREAL_OK) {
         step_cluster_free(&cluster);
         if (rc == AREAL_ENOMEM) {
