@@ -377,7 +377,8 @@ json_t *desired_pod(const json_t *job, const areal_alloc *alloc, const areal_pla
 
     char canonical[4096], master[512], index[16];
     areal_alloc_format(alloc, canonical, sizeof canonical);
-    snprintf(master, sizeof master, "%s.%s", master_pod(plan)->name, job_name(job));
+    const char *master_name = c.master_pod ? c.master_pod : master_pod(plan)->name;
+    snprintf(master, sizeof master, "%s.%s", master_name, job_name(job));
     snprintf(index, sizeof index, "%d", p->index);
 
     json_t *env = json_array();
@@ -387,6 +388,8 @@ json_t *desired_pod(const json_t *job, const areal_alloc *alloc, const areal_pla
     add_env(env, AREAL_ENV_ROLE, role->name);
     add_env(env, AREAL_ENV_ALLOCATION, canonical);
     add_env(env, AREAL_ENV_POD_INDEX, index);
+    if (c.server_index != NULL)
+        add_env(env, AREAL_ENV_SERVER_INDEX, c.server_index);
     add_env_int(env, AREAL_ENV_FIRST_RANK, p->first_rank);
     add_env_int(env, AREAL_ENV_POD_RANKS, p->n_ranks);
     add_env_int(env, AREAL_ENV_WORLD_SIZE, role->world);
@@ -431,7 +434,7 @@ json_t *desired_pod(const json_t *job, const areal_alloc *alloc, const areal_pla
     json_object_set_new(labels, AREAL_LABEL_ROLE_KIND,
                         json_string(role->inference ? "rollout" : "trainer"));
     json_object_set_new(labels, AREAL_LABEL_POD_INDEX, json_string(index));
-    if (p == master_pod(plan))
+    if (strcmp(p->name, master_name) == 0)
         json_object_set_new(labels, AREAL_LABEL_MASTER, json_string("true"));
     json_t *meta = child_meta(job, p->name, labels);
     json_t *annotations = json_object();
