@@ -29,7 +29,16 @@
 
 #include "areal/simkubelet.h"
 
-enum { STEP_LOG = 1, STEP_UNSHARE, STEP_PRIVATE, STEP_MOUNT, STEP_HOSTNAME, STEP_CHDIR, STEP_EXEC };
+enum {
+    STEP_LOG = 1,
+    STEP_UNSHARE,
+    STEP_PRIVATE,
+    STEP_MOUNT,
+    STEP_SECRETS,
+    STEP_HOSTNAME,
+    STEP_CHDIR,
+    STEP_EXEC
+};
 
 static const char *step_name(int step) {
     switch (step) {
@@ -41,6 +50,8 @@ static const char *step_name(int step) {
         return "make / private in the pod's mount namespace";
     case STEP_MOUNT:
         return "bind-mount the pod's hosts file over /etc/hosts";
+    case STEP_SECRETS:
+        return "bind-mount the pod's service-account files over /var/run/secrets";
     case STEP_HOSTNAME:
         return "set the pod's host name";
     case STEP_CHDIR:
@@ -70,6 +81,12 @@ static void child(const sim_spawn *s, int fd) {
             child_fail(fd, STEP_PRIVATE);
         if (mount(s->hosts_path, "/etc/hosts", NULL, MS_BIND, NULL) != 0)
             child_fail(fd, STEP_MOUNT);
+        /* the mount point on the host: an empty directory, made once (a bind
+         * mount needs one; what a pod sees there is only its own files) */
+        if (s->secrets_path != NULL &&
+            ((mkdir("/var/run/secrets", 0755) != 0 && errno != EEXIST) ||
+             mount(s->secrets_path, "/var/run/secrets", NULL, MS_BIND, NULL) != 0))
+            child_fail(fd, STEP_SECRETS);
         if (s->hostname != NULL && sethostname(s->hostname, strlen(s->hostname)) != 0)
             child_fail(fd, STEP_HOSTNAME);
     }
