@@ -46,6 +46,7 @@ typedef struct cached_pod {
     const char *planned_node;                       /* annotation areal.io/planned-node */
     const char *gang_size;                          /* annotation areal.io/gang-size */
     const char *allocation;                         /* annotation areal.io/allocation */
+    const char *pod_ip;                             /* status.podIP (NULL: none yet) */
     cached_pod_phase phase;
     bool master;      /* label areal.io/master=true */
     bool ready;       /* condition Ready=True */
