@@ -25,8 +25,8 @@
 
 #define BODY_MAX (256 * 1024)
 
-static const char *const phases[] = {"starting",      "waiting_for_servers", "training",
-                                     "checkpointing", "done",                "failed"};
+static const char *const phases[] = {
+    "starting", "waiting_for_servers", "training", "checkpointing", "done", "failed"};
 
 /* A JSON number into *out (integers too); false for null/absent; -1 for another type. */
 static int number(const json_t *o, const char *key, double *out) {
@@ -86,8 +86,7 @@ int progress_parse(const char *body, size_t len, trainer_status *st, areal_error
         int r = integer(o, ints[i].key, ints[i].out);
         if (r < 0)
             rc = areal_error_set(err, AREAL_EINVAL, -1,
-                                 "trainer /status: %s must be a whole number or null",
-                                 ints[i].key);
+                                 "trainer /status: %s must be a whole number or null", ints[i].key);
         *ints[i].has = r > 0;
     }
     const json_t *stale = json_object_get(o, "staleness");
@@ -236,14 +235,14 @@ int progress_http_get(const char *ip, int port, const char *path, int timeout_ms
                       path, ip, port);
     for (int sent = 0; sent < rl;) {
         if (wait_fd(fd, POLLOUT, deadline) <= 0) {
-            rc = areal_error_set(err, AREAL_EIO, -1, "GET http://%s:%d%s: send timed out", ip,
-                                 port, path);
+            rc = areal_error_set(err, AREAL_EIO, -1, "GET http://%s:%d%s: send timed out", ip, port,
+                                 path);
             goto out;
         }
         ssize_t s = send(fd, req + sent, (size_t)(rl - sent), MSG_NOSIGNAL);
         if (s < 0 && errno != EAGAIN && errno != EINTR) {
-            rc = areal_error_set(err, AREAL_EIO, -1, "GET http://%s:%d%s: send: %s", ip, port,
-                                 path, strerror(errno));
+            rc = areal_error_set(err, AREAL_EIO, -1, "GET http://%s:%d%s: send: %s", ip, port, path,
+                                 strerror(errno));
             goto out;
         }
         if (s > 0)
@@ -282,8 +281,8 @@ int progress_http_get(const char *ip, int port, const char *path, int timeout_ms
         if (got < 0) {
             if (errno == EAGAIN || errno == EINTR)
                 continue;
-            rc = areal_error_set(err, AREAL_EIO, -1, "GET http://%s:%d%s: recv: %s", ip, port,
-                                 path, strerror(errno));
+            rc = areal_error_set(err, AREAL_EIO, -1, "GET http://%s:%d%s: recv: %s", ip, port, path,
+                                 strerror(errno));
             goto out;
         }
         n += (size_t)got;
@@ -295,8 +294,8 @@ int progress_http_get(const char *ip, int port, const char *path, int timeout_ms
     int status = 0;
     char *hdr_end = strstr(buf, "\r\n\r\n");
     if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1 || hdr_end == NULL) {
-        rc = areal_error_set(err, AREAL_EIO, -1, "GET http://%s:%d%s: not an HTTP answer", ip,
-                             port, path);
+        rc = areal_error_set(err, AREAL_EIO, -1, "GET http://%s:%d%s: not an HTTP answer", ip, port,
+                             path);
         goto out;
     }
     if (status != 200) {

@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "areal/log.h"
+#include "areal/operator/autoscale.h"
 #include "areal/operator/progress.h"
 #include "areal/operator/reconcile.h"
 
@@ -30,7 +31,8 @@
 typedef struct seen {
     char key[520];
     char phase[24];
-    bool live; /* polled this round */
+    bool live;               /* polled this round */
+    autoscale_state auto_st; /* spec.rollout.target's policy, per job */
 } seen;
 
 struct progress_poller {
@@ -69,18 +71,17 @@ static seen *seen_get(progress_poller *p, const char *key) {
 
 static void event(progress_poller *p, const progress_target *t, const json_t *job,
                   const char *reason, const char *msg) {
-    const char *uid =
-        json_string_value(json_object_get(json_object_get(job, "metadata"), "uid"));
+    const char *uid = json_string_value(json_object_get(json_object_get(job, "metadata"), "uid"));
     char now[32], prefix[300];
     reconcile_format_time((long long)time(NULL) * 1000, now);
     snprintf(prefix, sizeof prefix, "%s.", t->job);
-    json_t *ev = json_pack(
-        "{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:s,s:s},s:s,s:s,s:s,s:s,s:s,s:i,s:{s:s}}",
-        "apiVersion", "v1", "kind", "Event", "metadata", "generateName", prefix, "namespace",
-        t->ns, "involvedObject", "apiVersion", "areal.io/v1alpha1", "kind", "AReaLJob", "name",
-        t->job, "namespace", t->ns, "uid", uid ? uid : "", "reason", reason, "message", msg,
-        "type", "Normal", "firstTimestamp", now, "lastTimestamp", now, "count", 1, "source",
-        "component", "areal-operator");
+    json_t *ev =
+        json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:s,s:s},s:s,s:s,s:s,s:s,s:s,s:i,s:{s:s}}",
+                  "apiVersion", "v1", "kind", "Event", "metadata", "generateName", prefix,
+                  "namespace", t->ns, "involvedObject", "apiVersion", "areal.io/v1alpha1", "kind",
+                  "AReaLJob", "name", t->job, "namespace", t->ns, "uid", uid ? uid : "", "reason",
+                  reason, "message", msg, "type", "Normal", "firstTimestamp", now, "lastTimestamp",
+                  now, "count", 1, "source", "component", "areal-operator");
     if (ev == NULL)
         return;
     kube_resource res = {NULL, "v1", "events", t->ns};
@@ -105,6 +106,77 @@ static void gauges(progress_poller *p, const progress_target *t, const trainer_s
         metrics_gauge_set(p->g_sps, lv, st->samples_per_second);
     if (st->has_sync)
         metrics_gauge_set(p->g_sync, lv, st->last_weight_sync_seconds);
+}
+
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static long long int_or(const json_t *o, const char *k, long long d) {
+    const json_t *v = json_object_get(o, k);
+    return json_is_integer(v) ? (long long)json_integer_value(v) : d;
+}
+
+static double num_or(const json_t *o, const char *k, double d) {
+    const json_t *v = json_object_get(o, k);
+    return json_is_number(v) ? json_number_value(v) : d;
+}
+
+/*
+ * spec.rollout.target set: the built-in policy (autoscale.h) decides the
+ * rollout replicas from this sample and a change is written to
+ * spec.rollout.replicas (a merge patch of the job, as `kubectl scale` writes
+ * the scale subresource), with an Event "Autoscaled". The reconcile then
+ * moves the rollout servers like for any other replica change.
+ */
+static void autoscale(progress_poller *p, const progress_target *t, const json_t *job,
+                      const trainer_status *ts, seen *s) {
+    const json_t *rollout = json_object_get(json_object_get(job, "spec"), "rollout");
+    const json_t *target = json_object_get(rollout, "target");
+    if (!json_is_object(target))
+        return;
+    long long cur = int_or(rollout, "replicas", -1);
+    if (cur < 0)
+        return; /* unset: the allocation's size; the policy starts once it is written */
+    autoscale_policy pol = {
+        .min_replicas = (int)int_or(rollout, "minReplicas", 0),
+        .max_replicas = (int)int_or(rollout, "maxReplicas", cur),
+        .up_window_s = num_or(target, "scaleUpWindowSeconds", 0),
+        .down_window_s = num_or(target, "scaleDownWindowSeconds", 0),
+        .cooldown_s = num_or(target, "cooldownSeconds", 0),
+    };
+    autoscale_sample smp = {.t_s = mono_s(),
+                            .waiting_for_samples = ts->waiting_for_samples,
+                            .running_ahead = ts->running_ahead,
+                            .servers = ts->has_servers ? ts->servers : -1};
+    autoscale_reason why;
+    int want = autoscale_decide(&pol, &s->auto_st, &smp, (int)cur, &why);
+    if (want == cur)
+        return;
+    json_t *patch = json_pack("{s:{s:{s:i}}}", "spec", "rollout", "replicas", want);
+    kube_resource res = {"areal.io", "v1alpha1", "arealjobs", t->ns};
+    kube_error ke;
+    int rc = patch ? kube_patch(p->kc, &res, t->job, KUBE_PATCH_MERGE, patch, NULL, NULL, &ke)
+                   : KUBE_ENOMEM;
+    json_decref(patch);
+    if (rc != KUBE_OK) {
+        areal_log(AREAL_LOG_WARN, "progress", AREAL_FIELDS({"job", t->job}),
+                  "autoscaling to %d rollout replicas not written: %s", want,
+                  patch ? ke.msg : "out of memory");
+        s->auto_st.decided = (int)cur; /* try again on the next sample */
+        return;
+    }
+    char msg[200];
+    snprintf(msg, sizeof msg, "rollout replicas %lld -> %d (%s: %s)", cur, want,
+             autoscale_reason_name(why),
+             why == AUTOSCALE_UP ? "the trainer waited for samples through the window"
+             : why == AUTOSCALE_DOWN
+                 ? "rollouts ran ahead of the staleness bound through the window"
+                 : "outside minReplicas..maxReplicas");
+    areal_log(AREAL_LOG_INFO, "progress", AREAL_FIELDS({"job", t->job}), "%s", msg);
+    event(p, t, job, "Autoscaled", msg);
 }
 
 static void poll_one(progress_poller *p, const progress_target *t) {
@@ -160,6 +232,8 @@ static void poll_one(progress_poller *p, const progress_target *t) {
             event(p, t, job, "TrainerPhase", msg);
             snprintf(s->phase, sizeof s->phase, "%s", st.phase);
         }
+        if (strcmp(st.phase, "training") == 0)
+            autoscale(p, t, job, &st, s);
     }
     json_decref(job);
 }

@@ -21,8 +21,7 @@ typedef struct collect {
 static void add(void *ud, const cached_pod *p) {
     collect *c = ud;
     if (c->n == c->cap || !p->master || p->phase != CACHED_PHASE_RUNNING || p->job == NULL ||
-        p->pod_ip == NULL || p->pod_ip[0] == '\0' || p->deletion_timestamp != NULL ||
-        p->ns == NULL)
+        p->pod_ip == NULL || p->pod_ip[0] == '\0' || p->deletion_timestamp != NULL || p->ns == NULL)
         return;
     progress_target *t = &c->out[c->n++];
     snprintf(t->ns, sizeof t->ns, "%s", p->ns);

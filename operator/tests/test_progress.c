@@ -64,9 +64,9 @@ static void parses_the_recorded_status(void **state) {
     assert_non_null(p);
     json_t *want = json_pack("{s:s,s:I,s:I,s:I,s:f,s:f,s:f,s:f,s:i,s:s}", "trainerPhase",
                              "training", "step", (json_int_t)12, "totalSteps", (json_int_t)500,
-                             "policyVersion", (json_int_t)12, "rewardMean", 0.41, "staleness",
-                             1.0, "samplesPerSecond", 35.2, "lastWeightSyncSeconds", 0.21,
-                             "servers", 2, "updateTime", "2026-12-01T14:00:00Z");
+                             "policyVersion", (json_int_t)12, "rewardMean", 0.41, "staleness", 1.0,
+                             "samplesPerSecond", 35.2, "lastWeightSyncSeconds", 0.21, "servers", 2,
+                             "updateTime", "2026-12-01T14:00:00Z");
     assert_true(json_equal(p, want));
     json_decref(want);
     json_decref(p);
@@ -253,8 +253,8 @@ static void a_round_writes_progress_events_and_metrics(void **state) {
     progress_config pc = {.port = s.port, .interval_ms = 3600 * 1000, .timeout_ms = 2000};
     progress_poller *p = NULL;
     areal_error e;
-    assert_int_equal(
-        progress_poller_start(kc, &pc, one_target, (void *)"127.0.0.1", m, &p, &e), AREAL_OK);
+    assert_int_equal(progress_poller_start(kc, &pc, one_target, (void *)"127.0.0.1", m, &p, &e),
+                     AREAL_OK);
     /* the same families twice is refused */
     progress_poller *p2 = NULL;
     assert_int_equal(progress_poller_start(kc, &pc, one_target, (void *)"127.0.0.1", m, &p2, &e),
@@ -268,8 +268,8 @@ static void a_round_writes_progress_events_and_metrics(void **state) {
     assert_int_equal(json_integer_value(json_object_get(prog, "policyVersion")), 12);
     assert_float_equal(json_number_value(json_object_get(prog, "rewardMean")), 0.41, 1e-12);
     assert_float_equal(json_number_value(json_object_get(prog, "staleness")), 1.0, 1e-12);
-    assert_string_equal(
-        json_string_value(json_object_get(json_object_get(got, "status"), "phase")), "Running");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(got, "status"), "phase")),
+                        "Running");
     json_decref(got);
     /* the fake API counts Events (it keeps none): one for the phase, not two */
     assert_int_equal(fake_api_count(f, "event"), 1);
@@ -284,19 +284,70 @@ static void a_round_writes_progress_events_and_metrics(void **state) {
     oneshot_stop(&s);
     progress_poller_round(p);
     text = metrics_render(m, &ml);
-    assert_non_null(
-        strstr(text, "areal_job_status_errors_total{namespace=\"rl\",job=\"demo\"} 1"));
+    assert_non_null(strstr(text, "areal_job_status_errors_total{namespace=\"rl\",job=\"demo\"} 1"));
     assert_null(strstr(text, "areal_job_step{")); /* a snapshot: no stale gauge */
     free(text);
     got = fake_api_get(f, "arealjobs", "rl/demo");
-    assert_int_equal(
-        json_integer_value(json_object_get(
-            json_object_get(json_object_get(got, "status"), "progress"), "step")),
-        12);
+    assert_int_equal(json_integer_value(json_object_get(
+                         json_object_get(json_object_get(got, "status"), "progress"), "step")),
+                     12);
     json_decref(got);
 
     progress_poller_stop(p);
     metrics_registry_free(m);
+    kube_client_free(kc);
+    fake_api_stop(f);
+}
+
+/* spec.rollout.target: the trainer waits for samples through the (1 s)
+ * window, so the poller writes one more rollout replica, once. */
+static void a_waiting_trainer_gets_one_more_server(void **state) {
+    (void)state;
+    fake_api *f = fake_api_start();
+    json_t *job = json_pack(
+        "{s:s,s:s,s:{s:s,s:s,s:s},s:{s:s,s:{s:i,s:i,s:i,s:{s:s,s:f,s:f,s:f}}},s:{s:s}}",
+        "apiVersion", "areal.io/v1alpha1", "kind", "AReaLJob", "metadata", "name", "demo",
+        "namespace", "rl", "uid", "uid-demo", "spec", "allocation", "sglang:d1t1+megatron:d1t1",
+        "rollout", "replicas", 2, "minReplicas", 1, "maxReplicas", 4, "target", "metric",
+        "Staleness", "value", 1.0, "scaleUpWindowSeconds", 1.0, "cooldownSeconds", 60.0, "status",
+        "phase", "Running");
+    fake_api_put(f, "arealjobs", job);
+    json_decref(job);
+    kube_config cfg;
+    kube_config_init(&cfg);
+    cfg.server = strdup(fake_api_url(f));
+    cfg.allow_insecure = 1;
+    cfg.qps = 0;
+    kube_client *kc = kube_client_new(&cfg, NULL);
+    kube_config_free(&cfg);
+    oneshot s;
+    oneshot_start(&s,
+                  http_200("{\"phase\":\"training\",\"step\":3,\"servers\":2,"
+                           "\"waiting_for_samples\":true,\"running_ahead\":false}"),
+                  0);
+    progress_config pc = {.port = s.port, .interval_ms = 3600 * 1000, .timeout_ms = 2000};
+    progress_poller *p = NULL;
+    areal_error e;
+    assert_int_equal(progress_poller_start(kc, &pc, one_target, (void *)"127.0.0.1", NULL, &p, &e),
+                     AREAL_OK);
+    progress_poller_round(p); /* the run of waiting begins */
+    json_t *got = fake_api_get(f, "arealjobs", "rl/demo");
+    assert_int_equal(json_integer_value(json_object_get(
+                         json_object_get(json_object_get(got, "spec"), "rollout"), "replicas")),
+                     2);
+    json_decref(got);
+    usleep(1100 * 1000);
+    progress_poller_round(p); /* a full window: +1 */
+    progress_poller_round(p); /* cooldown: nothing more */
+    got = fake_api_get(f, "arealjobs", "rl/demo");
+    assert_int_equal(json_integer_value(json_object_get(
+                         json_object_get(json_object_get(got, "spec"), "rollout"), "replicas")),
+                     3);
+    json_decref(got);
+    /* TrainerPhase once, Autoscaled once */
+    assert_int_equal(fake_api_count(f, "event"), 2);
+    progress_poller_stop(p);
+    oneshot_stop(&s);
     kube_client_free(kc);
     fake_api_stop(f);
 }
@@ -307,6 +358,7 @@ int main(void) {
         cmocka_unit_test(bad_answers_name_the_field),
         cmocka_unit_test(get_is_bounded_and_checked),
         cmocka_unit_test(a_round_writes_progress_events_and_metrics),
+        cmocka_unit_test(a_waiting_trainer_gets_one_more_server),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

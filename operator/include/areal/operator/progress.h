@@ -94,7 +94,11 @@ typedef struct progress_poller progress_poller;
  * areal_job_weight_sync_seconds {namespace, job} (jobs no longer polled drop
  * out) and the counter areal_job_status_errors_total {namespace, job}. A
  * trainer that does not answer yet (starting up, or not serving /status) is
- * counted and skipped; its job's status is left as it is. `m` may be NULL.
+ * counted and skipped; its job's status is left as it is. A job with
+ * spec.rollout.target and spec.rollout.replicas set gets the built-in
+ * autoscaling policy (autoscale.h) on each sample taken while its trainer
+ * trains: a change is merge-patched into spec.rollout.replicas with an Event
+ * "Autoscaled". `m` may be NULL.
  * AREAL_ENOMEM / AREAL_EIO when the thread cannot start; AREAL_EINVAL when
  * `m` already has these families.
  */
