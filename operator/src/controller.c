@@ -58,6 +58,10 @@ typedef struct informer {
     kube_watch *watch;
     pthread_t thread;
     bool started;
+    /* transient failures since the last good list, and when one was last
+     * logged (informer thread only) */
+    int failures;
+    double logged_s;
 } informer;
 
 struct controller {
@@ -171,8 +175,35 @@ static int on_list_page(void *ud, const json_t *items) {
     return cache_replace_items(inf->cache, items) == 0 ? KUBE_OK : KUBE_ENOMEM;
 }
 
+/* How often a failing informer says so again (the first failure is logged at once). */
+#define TRANSIENT_LOG_EVERY_S 30.0
+
+/* A list or watch failed and will be retried: the cause is logged at once
+ * (a wrong CA, a refused connection, a 5xx), then at most every
+ * TRANSIENT_LOG_EVERY_S with the count, so an operator that cannot reach its
+ * API server says why instead of only failing /readyz. */
+static void on_transient(void *ud, const kube_error *e, int failures) {
+    informer *inf = ud;
+    inf->failures = failures;
+    double now = areal_mono_s();
+    if (failures > 1 && now - inf->logged_s < TRANSIENT_LOG_EVERY_S)
+        return;
+    inf->logged_s = now;
+    char count[16];
+    snprintf(count, sizeof count, "%d", failures);
+    areal_log(AREAL_LOG_ERROR, "controller",
+              AREAL_FIELDS({"informer", inf->kind}, {"failures", count}),
+              "cannot list or watch %s (%d failures so far; retrying with backoff): %s", inf->kind,
+              failures, e->msg);
+}
+
 static void on_list_end(void *ud, int ok) {
     informer *inf = ud;
+    if (ok && inf->failures > 0) {
+        areal_log(AREAL_LOG_INFO, "controller", AREAL_FIELDS({"informer", inf->kind}),
+                  "%s listed again after %d failures", inf->kind, inf->failures);
+        inf->failures = 0;
+    }
     cache_replace_end(inf->cache, ok != 0);
     if (ok) /* every job looks again at the world as listed */
         cache_each(inf->ctl->jobs.cache, enqueue_job, inf->ctl);
@@ -195,7 +226,8 @@ static void *informer_main(void *arg) {
                               .ud = inf,
                               .list_begin = on_list_begin,
                               .list_page = on_list_page,
-                              .list_end = on_list_end};
+                              .list_end = on_list_end,
+                              .transient_error = on_transient};
     kube_watch_opts opts = {.timeout_seconds = 300, .list_limit = LIST_PAGE};
     while (!atomic_load(&inf->ctl->stopping)) {
         kube_error err;

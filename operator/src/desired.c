@@ -376,7 +376,8 @@ json_t *desired_pod(const json_t *job, const areal_alloc *alloc, const areal_pla
 
     char canonical[4096], master[512], index[16];
     areal_alloc_format(alloc, canonical, sizeof canonical);
-    snprintf(master, sizeof master, "%s.%s", master_pod(plan)->name, job_name(job));
+    const char *master_name = c.master_pod ? c.master_pod : master_pod(plan)->name;
+    snprintf(master, sizeof master, "%s.%s", master_name, job_name(job));
     snprintf(index, sizeof index, "%d", p->index);
 
     json_t *env = json_array();
@@ -430,7 +431,7 @@ json_t *desired_pod(const json_t *job, const areal_alloc *alloc, const areal_pla
     json_object_set_new(labels, AREAL_LABEL_ROLE_KIND,
                         json_string(role->inference ? "rollout" : "trainer"));
     json_object_set_new(labels, AREAL_LABEL_POD_INDEX, json_string(index));
-    if (p == master_pod(plan))
+    if (strcmp(p->name, master_name) == 0)
         json_object_set_new(labels, AREAL_LABEL_MASTER, json_string("true"));
     json_t *meta = child_meta(job, p->name, labels);
     json_t *annotations = json_object();

@@ -41,6 +41,9 @@ typedef struct desired_config {
     const char *scheduler_name; /* pods name it as their scheduler; default "areal-operator" */
     const char *default_image;  /* when the job gives none; default "areal-worker:latest" */
     int master_port;            /* the trainer's rendezvous port; default 29500 */
+    /* Set for the pods of a plan without the trainer (a rollout server): the
+     * trainer's rank-0 pod, for MASTER_ADDR; NULL: the plan's own rank 0. */
+    const char *master_pod;
 } desired_config;
 
 /*
