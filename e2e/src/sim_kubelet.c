@@ -472,6 +472,28 @@ static void start(sim *s, pod *p) {
     }
     char secrets[DIR_MAX + 16];
     snprintf(secrets, sizeof secrets, "%s/secrets", p->dir);
+    sim_mounts *mounts = calloc(1, sizeof *mounts);
+    if (mounts == NULL) {
+        release_ip(s, p);
+        wait_with(p, "FailedCreatePodSandBox", "out of memory");
+        return;
+    }
+    int vrc = sim_volumes_prepare(s->c, p->obj, c, p->dir, mounts, &err);
+    if (vrc == AREAL_EIO) { /* a ConfigMap not there yet: retried, as a kubelet does */
+        free(mounts);
+        release_ip(s, p);
+        p->retry_at_ms = areal_now_ms() + RETRY_MS * 2;
+        areal_log(AREAL_LOG_INFO, "kubelet", NULL,
+                  "pod %s/%s: volumes not ready (retry in %d ms): %s", p->ns, p->name, RETRY_MS * 2,
+                  err.msg);
+        return;
+    }
+    if (vrc != AREAL_OK) {
+        free(mounts);
+        release_ip(s, p);
+        wait_with(p, "CreateContainerConfigError", err.msg);
+        return;
+    }
     sim_strv argv = {0}, envp = {0};
     sim_env_ctx ctx = {.pod_ip = p->ip,
                        .host_ip = p->host_ip,
@@ -479,6 +501,7 @@ static void start(sim *s, pod *p) {
                        .entrypoint = sim_image_entrypoint(&s->o->images, image),
                        .service_env = s->o->service_env};
     if (sim_env_build(p->obj, c, &ctx, &argv, &envp, &err) != AREAL_OK) {
+        free(mounts);
         release_ip(s, p);
         wait_with(p, "CreateContainerConfigError", err.msg);
         return;
@@ -490,8 +513,17 @@ static void start(sim *s, pod *p) {
     if (sim_spawn_resolve(argv.v[0], dir, path, sizeof path, &err) != AREAL_OK) {
         start_error(s, p, err.msg);
     } else {
-        sim_spawn sp = {path, argv.v, envp.v,      wd && wd[0] ? wd : p->dir,
-                        log,  hosts,  p->hostname, sa ? secrets : NULL};
+        sim_spawn sp = {.path = path,
+                        .argv = argv.v,
+                        .envp = envp.v,
+                        .workdir = wd && wd[0] ? wd : p->dir,
+                        .log_path = log,
+                        .hosts_path = hosts,
+                        .hostname = p->hostname,
+                        .secrets_path = sa ? secrets : NULL,
+                        .mount_src = mounts->srcp,
+                        .mount_dst = mounts->dstp,
+                        .n_mounts = mounts->n};
         if (sim_spawn_start(&sp, &p->pid, &err) != AREAL_OK) {
             start_error(s, p, err.msg);
         } else {
@@ -511,6 +543,7 @@ static void start(sim *s, pod *p) {
     }
     sim_strv_free(&argv);
     sim_strv_free(&envp);
+    free(mounts);
 }
 
 /* ---- one pod, one tick -------------------------------------------------------------- */

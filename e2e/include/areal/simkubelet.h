@@ -41,6 +41,10 @@ typedef struct sim_spawn {
     /* bind-mounted over /var/run/secrets (made when missing; needs hosts_path's
      * mount namespace); NULL: none */
     const char *secrets_path;
+    /* more bind mounts: src[i] over dst[i] (dst made when missing, as for
+     * secrets_path; needs hosts_path's mount namespace) */
+    const char *const *mount_src, *const *mount_dst;
+    size_t n_mounts;
 } sim_spawn;
 
 /*
@@ -90,6 +94,31 @@ int sim_nodes_revive(kube_client *c, sim_node_filter alive, void *ud, int *reviv
  */
 int sim_project_service_account(kube_client *c, const json_t *pod, const char *pod_dir,
                                 bool *projected, areal_error *err);
+
+/* ---- volumes (sim_volumes.c) --------------------------------------------- */
+
+#define SIM_MOUNTS_MAX 16
+#define SIM_PATH_MAX   1024
+
+/* The bind mounts of one container (sim_volumes_prepare fills it). */
+typedef struct sim_mounts {
+    size_t n;
+    char src[SIM_MOUNTS_MAX][SIM_PATH_MAX], dst[SIM_MOUNTS_MAX][SIM_PATH_MAX];
+    const char *srcp[SIM_MOUNTS_MAX], *dstp[SIM_MOUNTS_MAX]; /* into src, dst */
+} sim_mounts;
+
+/*
+ * The container's volumeMounts as host directories to bind over their
+ * mountPaths: configMap volumes get their keys written as files under
+ * pod_dir/volumes/<name>, hostPath volumes are the host path
+ * (DirectoryOrCreate makes it), emptyDir volumes pod_dir/volumes/<name> (one
+ * at /dev/shm is skipped: the host's stands in). AREAL_EINVAL naming the
+ * volume for what is not simulated (subPath, other kinds, a mount naming no
+ * volume): the kubelet's CreateContainerConfigError; AREAL_EIO when the
+ * ConfigMap cannot be read or a hostPath is missing (the caller retries).
+ */
+int sim_volumes_prepare(kube_client *c, const json_t *pod, const json_t *container,
+                        const char *pod_dir, sim_mounts *m, areal_error *err);
 
 /* ---- default-scheduler stand-in (sim_sched.c) ---------------------------- */
 
