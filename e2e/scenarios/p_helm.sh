@@ -69,7 +69,8 @@ expect_eq "condition Scheduled=GangBound" GangBound \
 wait_until 90 phase_is $NS gang Succeeded || fail "job phase $(job_phase $NS gang), want Succeeded"
 pass "the job Succeeded $((SECONDS - t1)) s after it was applied"
 ip=$(kubectl -n "$OPNS" get pod "$leader" -o jsonpath='{.status.podIP}')
-curl -sf "http://$ip:8080/metrics" | grep -q '^areal_reconciles_total' ||
+metrics=$(curl -sf "http://$ip:8080/metrics") || fail "no /metrics at $ip:8080"
+grep -q '^areal_reconciles_total' <<<"$metrics" ||
     fail "the leader's /metrics on its pod IP ($ip:8080) has no areal_reconciles_total"
 pass "the leader serves /metrics on its pod IP $ip:8080"
 k delete aj gang --wait=true --timeout=60s >/dev/null || fail "the job was not deleted (finalizer left?)"

@@ -62,15 +62,17 @@ pass "status.progress from the trainer's /status: $(k get aj rl-tiny -o jsonpath
 row=$(k get aj rl-tiny --no-headers | tr -s ' ')
 case "$row" in "rl-tiny Running "*) pass "kubectl get aj: $row" ;; *) fail "kubectl get aj row: $row" ;; esac
 ip=$(kubectl -n "$OPNS" get pod "$(operator_pods)" -o jsonpath='{.status.podIP}')
-curl -sf "http://$ip:8080/metrics" | grep -q "^areal_job_step{namespace=\"$NS\",job=\"rl-tiny\"}" ||
+metrics=$(curl -sf "http://$ip:8080/metrics") || fail "no /metrics at $ip:8080"
+grep -q "^areal_job_step{namespace=\"$NS\",job=\"rl-tiny\"}" <<<"$metrics" ||
     fail "the operator's /metrics has no areal_job_step for the job"
-pass "the operator's /metrics: $(curl -sf "http://$ip:8080/metrics" | grep "^areal_job_reward_mean{namespace=\"$NS\"" | head -n 1)"
+pass "the operator's /metrics: $(grep "^areal_job_reward_mean{namespace=\"$NS\"" <<<"$metrics")"
 
 wait_until 240 phase_is $NS rl-tiny Succeeded || fail "job phase $(job_phase $NS rl-tiny) after $((SECONDS - t1)) s, want Succeeded"
 pass "the job Succeeded $((SECONDS - t1)) s after it was applied"
-k get events --field-selector involvedObject.name=rl-tiny,reason=TrainerPhase -o jsonpath='{range .items[*]}{.message}{"\n"}{end}' |
-    grep -q "trainer phase training" || fail "no TrainerPhase event for training; the job's events: $(k get events --field-selector involvedObject.name=rl-tiny 2>&1)"
-pass "TrainerPhase Events: $(k get events --field-selector involvedObject.name=rl-tiny,reason=TrainerPhase -o jsonpath='{range .items[*]}{.message}; {end}')"
+# (into a variable first: grep -q ending a pipe early would fail it under pipefail)
+phases=$(k get events --field-selector involvedObject.name=rl-tiny,reason=TrainerPhase -o jsonpath='{range .items[*]}{.message}; {end}')
+case "$phases" in *"trainer phase training"*) ;; *) fail "no TrainerPhase event for training; the job's events: $(k get events --field-selector involvedObject.name=rl-tiny 2>&1)" ;; esac
+pass "TrainerPhase Events: $phases"
 # The trainer's progress lines: the reward of the first and the last steps.
 pod_log $NS rl-tiny-trainer-0 | python3 -c '
 import json, sys

@@ -94,8 +94,7 @@ static int write_configmap(kube_client *c, const char *ns, const char *cm_name, 
         const char *text = json_string_value(val);
         size_t len = strlen(text);
         if (fd < 0 || write(fd, text, len) != (ssize_t)len)
-            rc = areal_error_set(err, AREAL_EIO, -1, "cannot write %s: %s", path,
-                                 strerror(errno));
+            rc = areal_error_set(err, AREAL_EIO, -1, "cannot write %s: %s", path, strerror(errno));
         if (fd >= 0)
             close(fd);
     }

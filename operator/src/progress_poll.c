@@ -179,7 +179,8 @@ static void autoscale(progress_poller *p, const progress_target *t, const json_t
     event(p, t, job, "Autoscaled", msg);
 }
 
-static void poll_one(progress_poller *p, const progress_target *t) {
+/* Returns true with *out filled when the trainer answered. */
+static bool poll_one(progress_poller *p, const progress_target *t, trainer_status *out) {
     char key[520];
     snprintf(key, sizeof key, "%s/%s", t->ns, t->job);
     const char *lv[] = {t->ns, t->job};
@@ -197,16 +198,16 @@ static void poll_one(progress_poller *p, const progress_target *t) {
         seen *s = seen_get(p, key);
         if (s != NULL)
             s->live = true; /* keep its last phase: a blip is no phase change */
-        return;
+        return false;
     }
     free(body);
-    gauges(p, t, &st);
+    *out = st;
     char now[32];
     reconcile_format_time((long long)time(NULL) * 1000, now);
     json_t *prog = progress_json(&st, now);
     json_t *patch = prog ? json_pack("{s:{s:o}}", "status", "progress", prog) : NULL;
     if (patch == NULL)
-        return;
+        return true;
     kube_resource res = {"areal.io", "v1alpha1", "arealjobs", t->ns};
     json_t *job = NULL;
     kube_error ke;
@@ -216,7 +217,7 @@ static void poll_one(progress_poller *p, const progress_target *t) {
         areal_log(AREAL_LOG_WARN, "progress", AREAL_FIELDS({"job", key}),
                   "status.progress not written: %s", ke.msg);
         metrics_counter_add(p->c_errors, lv, 1);
-        return;
+        return true;
     }
     seen *s = seen_get(p, key);
     if (s != NULL) {
@@ -236,6 +237,7 @@ static void poll_one(progress_poller *p, const progress_target *t) {
             autoscale(p, t, job, &st, s);
     }
     json_decref(job);
+    return true;
 }
 
 void progress_poller_round(progress_poller *p) {
@@ -243,10 +245,21 @@ void progress_poller_round(progress_poller *p) {
     if (ts == NULL)
         return;
     size_t n = p->targets(p->ud, ts, TARGETS_MAX);
+    trainer_status *st = calloc(n ? n : 1, sizeof *st);
+    bool *ok = calloc(n ? n : 1, sizeof *ok);
+    if (st == NULL || ok == NULL) {
+        free(st);
+        free(ok);
+        free(ts);
+        return;
+    }
     pthread_mutex_lock(&p->mu);
     for (size_t i = 0; i < p->n_seen; i++)
         p->seen[i].live = false;
-    /* a snapshot: the gauges of jobs no longer polled go */
+    for (size_t i = 0; i < n; i++)
+        ok[i] = poll_one(p, &ts[i], &st[i]);
+    /* a snapshot, swapped in at once after the GETs (a scrape during a round
+     * sees the last round's values, never none): jobs no longer polled go */
     metrics_family_reset(p->g_step);
     metrics_family_reset(p->g_version);
     metrics_family_reset(p->g_reward);
@@ -254,13 +267,16 @@ void progress_poller_round(progress_poller *p) {
     metrics_family_reset(p->g_sps);
     metrics_family_reset(p->g_sync);
     for (size_t i = 0; i < n; i++)
-        poll_one(p, &ts[i]);
+        if (ok[i])
+            gauges(p, &ts[i], &st[i]);
     size_t k = 0;
     for (size_t i = 0; i < p->n_seen; i++)
         if (p->seen[i].live)
             p->seen[k++] = p->seen[i];
     p->n_seen = k;
     pthread_mutex_unlock(&p->mu);
+    free(st);
+    free(ok);
     free(ts);
 }
 

@@ -24,9 +24,9 @@
 
 typedef struct autoscale_policy {
     int min_replicas, max_replicas; /* bounds (min >= 0, max >= min) */
-    double up_window_s;   /* waiting_for_samples must hold this long (default 20) */
-    double down_window_s; /* running_ahead must hold this long (default 60) */
-    double cooldown_s;    /* no change this long after a change (default 30) */
+    double up_window_s;             /* waiting_for_samples must hold this long (default 20) */
+    double down_window_s;           /* running_ahead must hold this long (default 60) */
+    double cooldown_s;              /* no change this long after a change (default 30) */
 } autoscale_policy;
 
 /* One /status reading: `t_s` seconds on any monotonic clock. */
