@@ -387,6 +387,8 @@ json_t *desired_pod(const json_t *job, const areal_alloc *alloc, const areal_pla
     add_env(env, AREAL_ENV_ROLE, role->name);
     add_env(env, AREAL_ENV_ALLOCATION, canonical);
     add_env(env, AREAL_ENV_POD_INDEX, index);
+    if (c.server_index != NULL)
+        add_env(env, AREAL_ENV_SERVER_INDEX, c.server_index);
     add_env_int(env, AREAL_ENV_FIRST_RANK, p->first_rank);
     add_env_int(env, AREAL_ENV_POD_RANKS, p->n_ranks);
     add_env_int(env, AREAL_ENV_WORLD_SIZE, role->world);

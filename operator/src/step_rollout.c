@@ -71,6 +71,9 @@ int step_rollout_plan(step_ctx *c, int index, const areal_cluster *cluster, area
 bool step_rollout_create(step_ctx *c, const areal_plan *plan, const areal_cluster *cluster) {
     desired_config dcfg = c->in->cfg;
     dcfg.master_pod = c->spec->master_pod; /* MASTER_ADDR: the trainer's rank 0 */
+    char server[16];
+    snprintf(server, sizeof server, "%d", plan->n_pods ? plan->pods[0].index / plan->n_pods : 0);
+    dcfg.server_index = server;
     if (!step_create_pods(c, &c->spec->shape, plan, cluster, NULL, &dcfg))
         return false;
     step_write_placement(c, plan, cluster);
@@ -131,6 +134,8 @@ void step_rollout(step_ctx *c) {
         step_delete_pods(c, c->server_pods, c->n_server_pods, false);
         return;
     }
+    if (c->gang_restart)
+        return; /* the servers went with the gang; they come back with it */
     int want = s->rollout_replicas, ready = 0;
     for (int i = 0; i < c->n_servers; i++)
         ready += c->servers[i].ready;

@@ -127,7 +127,7 @@ static void start_gang(step_ctx *c) {
         snprintf(cm, sizeof cm, "%s-config", s->name);
         reconcile_action *a = step_push(c, RECONCILE_CREATE, "configmaps", cm);
         if (a != NULL)
-            a->obj = desired_configmap(in->job, &s->shape, &plan, &cluster, &in->cfg);
+            a->obj = desired_configmap(in->job, &s->alloc, &plan, &cluster, &in->cfg);
     }
     /* A first placement takes the desired servers along, all or nothing. */
     int n_servers = s->split && c->n_servers == 0 ? s->rollout_replicas : 0;
@@ -225,6 +225,26 @@ static bool old_gang_going(const step_ctx *c, const char *phase) {
             return false;
     }
     return true;
+}
+
+/* Why a server failed, for a restartScope Gang restart (the first failed or lost pod). */
+static void server_failure(const step_ctx *c, char *why, size_t cap) {
+    snprintf(why, cap, "a rollout server failed (restartScope Gang)");
+    for (int i = 0; i < c->n_server_pods; i++) {
+        const json_t *pod = c->server_pods[i];
+        const char *ph = step_str(pod, "status", "phase");
+        if (ph && strcmp(ph, "Failed") == 0) {
+            snprintf(why, cap, "pod %s failed (exit code %d)", step_str(pod, "metadata", "name"),
+                     step_pod_exit_code(pod));
+            return;
+        }
+        if (!step_pod_terminated(pod) && step_pod_lost(c, pod)) {
+            snprintf(why, cap, "pod %s is lost: node %s has not been Ready for %llds",
+                     step_str(pod, "metadata", "name"), step_str(pod, "spec", "nodeName"),
+                     step_down_for_ms(c, pod) / 1000);
+            return;
+        }
+    }
 }
 
 /* Binds the unbound pods to their planned nodes; false when one has no plan. */
@@ -340,8 +360,13 @@ void step_trainer(step_ctx *c) {
             snprintf(why, sizeof why, "%d of %lld pods of the running gang are gone or going",
                      (int)planned - (c->n_trainer - terminating), planned);
         else
-            snprintf(why, sizeof why, "a rollout server failed (restartScope Gang)");
+            server_failure(c, why, sizeof why);
         delete_gang(c);
+        if (s->restart_scope == SPEC_RESTART_GANG) {
+            /* the whole job restarts: every server goes too, and comes back with the gang */
+            step_delete_pods(c, c->server_pods, c->n_server_pods, false);
+            c->gang_restart = true;
+        }
         if (restarts >= s->max_restarts) {
             step_phase(c, "Failed");
             json_object_set_new(c->status, "completionTime", json_string(c->now));

@@ -29,8 +29,6 @@
 #include "areal/operator/reconcile.h"
 #include "areal/operator/spec.h"
 
-#define STEP_MAX_SERVERS 4096
-
 /* One rollout server: the pods of one index (pod index / pods per server). */
 typedef struct step_server {
     int index;
@@ -61,6 +59,7 @@ typedef struct step_ctx {
     bool trainer_bound; /* the gang is whole and bound, nothing of it planned this pass */
     bool server_failed; /* a server failed or was lost (restartScope Gang restarts the gang) */
     int servers_placed; /* servers the trainer step placed with its gang this pass */
+    bool gang_restart;  /* restartScope Gang: the trainer step deleted every server too */
     const char *phase;  /* the phase this pass writes */
 } step_ctx;
 

@@ -182,6 +182,10 @@ static int rollout_pods(const world *w) {
     return n;
 }
 
+static const char *node_of(const json_t *pod) {
+    return json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
+}
+
 static const json_t *status_of(const world *w) {
     return json_object_get(w->job, "status");
 }
@@ -198,6 +202,19 @@ static const json_t *condition(const world *w, const char *type) {
 
 static const char *reason_of(const world *w, const char *type) {
     return json_string_value(json_object_get(condition(w, type), "reason"));
+}
+
+/* The value of env var `name` of a pod's container, or NULL. */
+static const char *env_of(const json_t *pod, const char *name) {
+    const json_t *c =
+        json_array_get(json_object_get(json_object_get(pod, "spec"), "containers"), 0);
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(c, "env"), i, e) {
+        if (strcmp(json_string_value(json_object_get(e, "name")), name) == 0)
+            return json_string_value(json_object_get(e, "value"));
+    }
+    return NULL;
 }
 
 static void creates_and_binds_the_gang_where_the_planner_says(void **state) {
@@ -239,6 +256,15 @@ static void creates_and_binds_the_gang_where_the_planner_says(void **state) {
     reconcile_result_free(&r);
     assert_int_equal(rollout_pods(&w), 2); /* one 2-GPU pod per server */
     assert_true(find_pod(&w, "j-rollout-0") >= 0 && find_pod(&w, "j-rollout-1") >= 0);
+    /* a server's pods meet the trainer's rank 0 and carry their server's index */
+    const json_t *server = w.pods[find_pod(&w, "j-rollout-1")];
+    assert_string_equal(env_of(server, "MASTER_ADDR"), "j-trainer-0.j");
+    assert_string_equal(env_of(server, "AREAL_SERVER_INDEX"), "1");
+    assert_string_equal(env_of(server, "WORLD_SIZE"), "2");
+    assert_string_equal(env_of(server, "AREAL_ALLOCATION"), "sglang:d1t2+megatron:d2p2t2");
+    assert_null(env_of(w.pods[find_pod(&w, "j-trainer-0")], "AREAL_SERVER_INDEX"));
+    assert_null(json_object_get(json_object_get(json_object_get(server, "metadata"), "labels"),
+                                "areal.io/master"));
     assert_non_null(json_object_get(
         json_object_get(json_object_get(status_of(&w), "placement"), "quality"), "trainer/tp"));
 
@@ -749,6 +775,50 @@ static void failures_are_handled_per_role(void **state) {
     world_free(&w);
 }
 
+/* Issue 16: a node lost under rollout servers only is the failure of those
+ * servers: they are deleted with grace 0 and placed again on ready nodes; the
+ * trainer keeps running, no restart is counted. */
+static void a_lost_node_under_servers_replaces_them_only(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 4);
+    settle(&w);
+    kubelet_sets(&w, "Running", true);
+    settle(&w);
+    const char *tnode = node_of(w.pods[find_pod(&w, "j-trainer-0")]);
+    static char dead[64];
+    snprintf(dead, sizeof dead, "%s", node_of(w.pods[find_pod(&w, "j-rollout-0")]));
+    assert_string_not_equal(tnode, dead); /* the trainer fills its own node */
+    for (int i = 0; i < w.cluster.n_nodes; i++)
+        if (strcmp(w.cluster.nodes[i].name, dead) == 0)
+            w.cluster.nodes[i].ready = false;
+    w.down[0] = (reconcile_down_node){dead, w.now - 60000};
+    w.n_down = 1;
+    char trainer[512], now[512];
+    trainer_uids(&w, trainer, sizeof trainer);
+    for (int pass = 0; pass < 8; pass++) {
+        reconcile_result r = step(&w);
+        for (int i = 0; i < r.n_actions; i++) {
+            const reconcile_action *a = &r.actions[i];
+            if (a->kind == RECONCILE_DELETE)
+                assert_true(a->force); /* only pods on the dead node go, with grace 0 */
+            if (a->kind == RECONCILE_BIND)
+                assert_string_not_equal(a->node, dead);
+        }
+        reconcile_result_free(&r);
+        kubelet_sets(&w, "Running", true);
+    }
+    assert_int_equal(rollout_pods(&w), 2);
+    for (int i = 0; i < w.n_pods; i++)
+        assert_string_not_equal(node_of(w.pods[i]), dead);
+    trainer_uids(&w, now, sizeof now);
+    assert_string_equal(trainer, now);
+    assert_int_equal(restarts_of(&w), 0);
+    assert_string_equal(phase(&w), "Running");
+    assert_true(json_integer_value(json_object_get(status_of(&w), "rolloutReplacements")) >= 1);
+    world_free(&w);
+}
+
 /* restartScope Gang: a server's failure restarts the trainer gang too. */
 static void restart_scope_gang_restarts_the_trainer(void **state) {
     (void)state;
@@ -764,8 +834,15 @@ static void restart_scope_gang_restarts_the_trainer(void **state) {
     reconcile_result r = step(&w);
     reconcile_result_free(&r);
     assert_int_equal(restarts_of(&w), 1);
-    assert_false(has_pod(&w, "j-trainer-0"));
-    assert_false(has_pod(&w, "j-rollout-0"));
+    assert_string_equal(w.last_event, "GangRestarting");
+    assert_int_equal(w.n_pods, 0); /* every pod of the job goes */
+    assert_non_null(
+        strstr(json_string_value(json_object_get(condition(&w, "Scheduled"), "message")),
+               "pod j-rollout-0 failed"));
+    w.now += 60000;
+    settle(&w); /* and the whole job comes back, same names */
+    assert_true(has_pod(&w, "j-trainer-0") && has_pod(&w, "j-rollout-0") &&
+                has_pod(&w, "j-rollout-1"));
     world_free(&w);
 }
 
@@ -807,10 +884,6 @@ static void refused_names_fail_with_the_field(void **state) {
     c = json_array_get(json_object_get(json_object_get(w.job, "status"), "conditions"), 0);
     assert_non_null(strstr(json_string_value(json_object_get(c, "message")), "too long"));
     world_free(&w);
-}
-
-static const char *node_of(const json_t *pod) {
-    return json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
 }
 
 /* Issue 11: a node stops under a running gang. Within the grace nothing
@@ -979,6 +1052,7 @@ int main(void) {
         cmocka_unit_test(scaling_moves_servers_one_at_a_time_and_never_the_trainer),
         cmocka_unit_test(failures_are_handled_per_role),
         cmocka_unit_test(restart_scope_gang_restarts_the_trainer),
+        cmocka_unit_test(a_lost_node_under_servers_replaces_them_only),
         cmocka_unit_test(an_unpullable_image_is_a_condition_then_fails),
         cmocka_unit_test(refused_names_fail_with_the_field),
         cmocka_unit_test(a_rejected_child_waits_for_a_new_spec),

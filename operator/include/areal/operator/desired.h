@@ -44,6 +44,8 @@ typedef struct desired_config {
     /* Set for the pods of a plan without the trainer (a rollout server): the
      * trainer's rank-0 pod, for MASTER_ADDR; NULL: the plan's own rank 0. */
     const char *master_pod;
+    /* Set for the pods of one rollout server: its index (AREAL_SERVER_INDEX). */
+    const char *server_index;
 } desired_config;
 
 /*
