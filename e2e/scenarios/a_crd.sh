@@ -51,7 +51,7 @@ expect_eq "status.trainerPods and rolloutReplacements kept" "2 1" \
     "$(k get aj small -o jsonpath='{.status.trainerPods} {.status.rolloutReplacements}')"
 
 header=$(k get aj | awk 'NR == 1' | tr -s ' ')
-expect_eq "printer columns" "NAME PHASE ALLOCATION GPUS READY STEP AGE" "$header"
+expect_eq "printer columns" "NAME PHASE ALLOCATION GPUS READY STEP VERSION REWARD AGE" "$header"
 row=$(k get aj small --no-headers | tr -s ' ' | cut -d' ' -f1-6)
 expect_eq "printer row" "small Running sglang:d2t2+megatron:d2p2t2 12 3 7" "$row"
 expect_eq "category 'areal'" small "$(k get areal -o jsonpath='{.items[*].metadata.name}')"

@@ -73,6 +73,7 @@ static void pack_strings(cached_pod *p, const json_t *pod, cached_packer *k) {
     p->role_kind =
         cached_pack(k, json_string_value(json_object_get(labels, AREAL_LABEL_ROLE_KIND)));
     p->planned_node = cached_pack(k, str2(meta, "annotations", AREAL_ANNOTATION_NODE));
+    p->pod_ip = cached_pack(k, str2(pod, "status", "podIP"));
     p->gang_size = cached_pack(k, str2(meta, "annotations", AREAL_ANNOTATION_GANG));
     p->allocation = cached_pack(k, str2(meta, "annotations", AREAL_ANNOTATION_ALLOC));
     p->creation_timestamp = cached_pack(k, str2(pod, "metadata", "creationTimestamp"));
@@ -160,7 +161,8 @@ json_t *cached_pod_to_json(const cached_pod *p) {
          put(meta, "deletionTimestamp", p->deletion_timestamp) &&
          json_object_set(meta, "labels", labels) == 0 &&
          json_object_set(meta, "annotations", annotations) == 0;
-    ok = ok && put(spec, "nodeName", p->node_name) && put(status, "phase", phase_text[p->phase]);
+    ok = ok && put(spec, "nodeName", p->node_name) && put(status, "phase", phase_text[p->phase]) &&
+         put(status, "podIP", p->pod_ip);
     if (ok && p->requests_ok) {
         /* the room it holds, for the job's own plans (a server placed beside the trainer) */
         char gpus[24], cpu[32], mem[32];

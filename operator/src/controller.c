@@ -1002,6 +1002,21 @@ void controller_cache_sizes(controller *ctl, size_t *jobs, size_t *pods, size_t 
         *nodes = cache_len(ctl->nodes.cache);
 }
 
+typedef struct each_pod {
+    void (*fn)(void *ud, const cached_pod *pod);
+    void *ud;
+} each_pod;
+
+static void each_pod_entry(void *ud, const void *entry) {
+    each_pod *e = ud;
+    e->fn(e->ud, entry);
+}
+
+void controller_each_pod(controller *ctl, void (*fn)(void *ud, const cached_pod *pod), void *ud) {
+    each_pod e = {fn, ud};
+    cache_each(ctl->pods.cache, each_pod_entry, &e);
+}
+
 void controller_free(controller *ctl) {
     if (ctl == NULL)
         return;

@@ -46,6 +46,7 @@ typedef struct cached_pod {
     const char *planned_node;                       /* annotation areal.io/planned-node */
     const char *gang_size;                          /* annotation areal.io/gang-size */
     const char *allocation;                         /* annotation areal.io/allocation */
+    const char *pod_ip;                             /* status.podIP (NULL: none yet) */
     const char *creation_timestamp;                 /* metadata.creationTimestamp */
     /* The first container waiting with a reason (ErrImagePull, ImagePullBackOff,
      * CreateContainerConfigError, ...) and its message: a pod that cannot start. */
