@@ -7,6 +7,7 @@
 #   make test       unit, property, CLI and build tests, built plain and with ASan+UBSan,
 #                   the allocation-failure tests (make test-oom, tests/oom), then the e2e
 #                   suite when its control plane is built (see e2e/README.md)
+#   make test-long  the operator's randomized fault test over thousands of seeds
 #   make bench      benchmarks (release build)
 #   make images     the operator and worker Docker images (not in CI)
 #   make fuzz       libFuzzer targets, FUZZ_SECONDS each (default 60)
@@ -192,7 +193,7 @@ $(foreach f,$(OOM_SRC),$(eval $(call binary_rule,san,$(BUILD)/san/oom/$(call bin
 # none is intermediate, and an object added to a component is built even when the
 # archive is newer than the objects it had.
 
-.PHONY: all run test test-rel test-san test-oom bench fuzz fmt lint clean deps help print-closure probe test-scripts images
+.PHONY: all run test test-rel test-san test-oom test-long test-long-chaos bench fuzz fmt lint clean deps help print-closure probe test-scripts images
 .DEFAULT_GOAL := all
 
 ARCHIVES_REL := $(foreach c,$(COMPONENTS),$(BUILD)/rel/libareal_$(c).a)
@@ -247,6 +248,15 @@ test: $(REL_TESTS) $(addprefix $(BUILD)/rel/,$(PROGRAMS)) $(SAN_TESTS) $(addpref
 
 test-rel: $(REL_TESTS) $(addprefix $(BUILD)/rel/,$(PROGRAMS))
 	@AREAL_BIN=$(BUILD)/rel AREALCTL=$(BUILD)/rel/arealctl scripts/run-tests.sh release $(REL_TESTS) $(SCRIPT_TESTS)
+
+# make test-long: the operator's randomized fault test over thousands of seeds
+# (CHAOS_SEEDS from CHAOS_FIRST; make test runs 200). Not part of make test.
+CHAOS_SEEDS ?= 3000
+CHAOS_FIRST ?= 1
+# (a prerequisite of test-long, whose other parts live in the module.mk files)
+test-long: test-long-chaos
+test-long-chaos: $(BUILD)/rel/tests/test_controller_chaos
+	AREAL_CHAOS_SEEDS=$(CHAOS_SEEDS) AREAL_CHAOS_FIRST=$(CHAOS_FIRST) $(BUILD)/rel/tests/test_controller_chaos
 
 # make test-oom: every allocation of the parsers, caches, reconcile and kube
 # client fails once (tests/oom/oom.h); part of `make test`.

@@ -53,6 +53,20 @@ typedef struct plan_view {
     int rank;
 } plan_view;
 
+/* `plan --model`: the memory plan's inputs (plan_mem.c). */
+typedef struct plan_mem_args {
+    const char *model;   /* config.json or a model directory; NULL: no memory table */
+    long long gpu_bytes; /* --gpu-memory, 0: no check */
+    long mb_tokens, seq_len, n_mb;
+} plan_mem_args;
+
+/*
+ * Prints the MEMORY table of the training roles; CLI_BAD_INPUT (one line on
+ * stderr) when the model cannot be read or split so, or a role does not fit
+ * gpu_bytes (naming the dimension to grow).
+ */
+int plan_memory(FILE *out, const areal_plan *plan, const plan_mem_args *a);
+
 /* Human-readable tables. */
 void plan_print_text(FILE *out, const plan_view *v);
 

@@ -29,6 +29,7 @@ typedef struct plan_args {
     int n_rules;
     areal_locality_rule rules[AREAL_MAX_RULES];
     const char *rule_text[AREAL_MAX_RULES];
+    plan_mem_args mem;
 } plan_args;
 
 static void cli_vline(const char *fmt, va_list ap) {
@@ -68,6 +69,13 @@ static const char plan_usage[] =
     "                        leaf, spine, zone or a label key)\n"
     "  --job NAME            pod name prefix (default " DEFAULT_JOB ")\n"
     "  --json                the plan as one JSON document (README.md)\n"
+    "  --model PATH          config.json (or its directory): print each trainer\n"
+    "                        rank's memory (parameters, gradients, optimizer, peak\n"
+    "                        activations); with --gpu-memory Q refuse a layout\n"
+    "                        that does not fit Q bytes (e.g. 80Gi)\n"
+    "  --mb-tokens N, --seq-len N, --n-mb N\n"
+    "                        tokens a micro-batch (4096), a sequence (= mb-tokens),\n"
+    "                        micro-batches a step (1)\n"
     "  --help, --version\n" AREAL_EXIT_HELP;
 
 static int parse_long(const char *text, long lo, long hi, long *out) {
@@ -112,12 +120,18 @@ static int parse_args(int argc, char **argv, plan_args *a) {
         {"json", no_argument, NULL, 'J'},
         {"require", required_argument, NULL, 'q'},
         {"prefer", required_argument, NULL, 'p'},
+        {"model", required_argument, NULL, 'm'},
+        {"gpu-memory", required_argument, NULL, 'G'},
+        {"mb-tokens", required_argument, NULL, 'T'},
+        {"seq-len", required_argument, NULL, 'S'},
+        {"n-mb", required_argument, NULL, 'n'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     *a = (plan_args){
         .alloc = DEFAULT_ALLOC, .job = DEFAULT_JOB, .gpus_per_node = DEFAULT_GPUS, .rank = -1};
+    a->mem = (plan_mem_args){.mb_tokens = 4096, .n_mb = 1};
     opterr = 0; /* one message of our own instead of getopt's */
     optind = 1;
     for (;;) {
@@ -155,6 +169,25 @@ static int parse_args(int argc, char **argv, plan_args *a) {
         case 'J':
             a->json = true;
             break;
+        case 'm':
+            a->mem.model = optarg;
+            break;
+        case 'G':
+            if (areal_quantity_parse(optarg, 1, &a->mem.gpu_bytes) != AREAL_OK ||
+                a->mem.gpu_bytes < 1)
+                return cli_bad_input("--gpu-memory '%s': expected bytes, e.g. 80Gi", optarg);
+            break;
+        case 'T':
+        case 'S':
+        case 'n':
+            if (parse_long(optarg, 1, 1L << 40, &v) != 0)
+                return cli_bad_input("--%s '%s': expected a whole number from 1",
+                                     c == 'T'   ? "mb-tokens"
+                                     : c == 'S' ? "seq-len"
+                                                : "n-mb",
+                                     optarg);
+            *(c == 'T' ? &a->mem.mb_tokens : c == 'S' ? &a->mem.seq_len : &a->mem.n_mb) = v;
+            break;
         case 'q':
             rc = add_rule(a, optarg, AREAL_TOPO_REQUIRED, "--require");
             break;
@@ -176,6 +209,10 @@ static int parse_args(int argc, char **argv, plan_args *a) {
         if (rc != CLI_OK)
             return rc;
     }
+    if (a->mem.seq_len == 0)
+        a->mem.seq_len = a->mem.mb_tokens;
+    if (a->mem.gpu_bytes > 0 && a->mem.model == NULL)
+        return cli_bad_input("--gpu-memory needs --model (the model's config.json)");
     if (optind < argc)
         return cli_bad_input("plan: unexpected argument '%s'; values go after their option, e.g. "
                              "--alloc 'sglang:d4t2+megatron:d2p2t2'",
@@ -271,7 +308,7 @@ int cmd_plan(int argc, char **argv) {
             rc = plan_print_json(stdout, &view);
         } else {
             plan_print_text(stdout, &view);
-            rc = CLI_OK;
+            rc = a.mem.model != NULL ? plan_memory(stdout, &plan, &a.mem) : CLI_OK;
         }
     }
     areal_plan_free(&plan);

@@ -42,6 +42,8 @@ OPERATOR_CALLS = {
                                   "kube_reflector_run", "kube_watch_new", "kube_watch_stop",
                                   "kube_watch_free"},
     "operator/src/lease.c": {"kube_get", "kube_create", "kube_update"},
+    # status.progress (patch arealjobs/status) and TrainerPhase Events (create events)
+    "operator/src/progress_poll.c": {"kube_create", "kube_patch"},
 }
 OPERATOR_RESOURCES = {"arealjobs", "pods", "nodes", "services", "configmaps", "events"}
 KUBE_CALL = re.compile(r"\b(kube_(?:get|list|create|update|patch|delete|bind_pod|reflector_run|"

@@ -87,7 +87,7 @@ args=$(python3 -c 'import sys,yaml
 for d in yaml.safe_load_all(open(sys.argv[1])):
     if d and d["kind"] == "Deployment": print(" ".join(d["spec"]["template"]["spec"]["containers"][0]["args"]))' \
     "$tmp/one-namespace.yaml")
-want="--qps=50 --burst=100 --workers=4 --scheduler-name=my-sched --default-image=registry.example/areal/worker:1 --metrics-address=0.0.0.0:8080 --namespace=team-a --leader-elect --lease-namespace=areal-system --lease-name=t-areal-operator --id=\$(POD_NAME)"
+want="--qps=50 --burst=100 --workers=4 --scheduler-name=my-sched --default-image=registry.example/areal/worker:1 --metrics-address=0.0.0.0:8080 --progress-port=8090 --progress-interval=5 --namespace=team-a --leader-elect --lease-namespace=areal-system --lease-name=t-areal-operator --id=\$(POD_NAME)"
 if [ "$args" = "$want" ]; then ok "values become the operator's flags"; else
     echo "got:  $args" >"$tmp/out"
     echo "want: $want" >>"$tmp/out"

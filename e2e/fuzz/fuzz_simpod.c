@@ -24,7 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     json_t *c = json_array_get(json_object_get(json_object_get(pod, "spec"), "containers"), 0);
-    sim_env_ctx ctx = {"127.20.0.1", "10.200.0.1", "/opt/bin"};
+    sim_env_ctx ctx = {.pod_ip = "127.20.0.1", .host_ip = "10.200.0.1", .image_dir = "/opt/bin"};
     sim_strv argv = {0}, envp = {0};
     areal_error e;
     int rc = sim_env_build(pod, c, &ctx, &argv, &envp, &e);

@@ -28,7 +28,8 @@
 static const char usage_text[] =
     "usage: areal-e2e-kubelet --kubeconfig FILE --state-dir DIR --nodes-file FILE\n"
     "                         [--stopped-file FILE] [--pod-cidr CIDR]\n"
-    "                         [--image REPOSITORY=DIR]... [--cluster-domain D]\n"
+    "                         [--image REPOSITORY=DIR]... [--entrypoint REPOSITORY=PROGRAM]...\n"
+    "                         [--schedule-default] [--cluster-domain D]\n"
     "The e2e suite's node simulator: runs the pods bound to the nodes named in\n"
     "--nodes-file as local processes until SIGTERM (e2e/README.md).\n"
     "  --kubeconfig FILE       the API server\n"
@@ -37,6 +38,12 @@ static const char usage_text[] =
     "  --stopped-file FILE     nodes whose pods are stopped\n"
     "  --pod-cidr CIDR         pod IPs on loopback\n"
     "  --image REPOSITORY=DIR  what an image runs\n"
+    "  --entrypoint REPOSITORY=PROGRAM  the image's ENTRYPOINT (a container\n"
+    "                          without command runs it with its args)\n"
+    "  --schedule-default      bind pods that name default-scheduler (no\n"
+    "                          kube-scheduler runs), round robin over live nodes\n"
+    "Pods get KUBERNETES_SERVICE_HOST/PORT of the --kubeconfig server and their\n"
+    "service account's token, CA and namespace in /var/run/secrets.\n"
     "  --cluster-domain D      for pods' host names\n"
     "  --help, --version\n" AREAL_EXIT_HELP;
 
@@ -68,6 +75,8 @@ int main(int argc, char **argv) {
         {"pod-cidr", required_argument, NULL, 'c'},
         {"image", required_argument, NULL, 'i'},
         {"cluster-domain", required_argument, NULL, 'd'},
+        {"entrypoint", required_argument, NULL, 'e'},
+        {"schedule-default", no_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -100,6 +109,15 @@ int main(int argc, char **argv) {
                 return AREAL_EXIT_USAGE;
             }
             break;
+        case 'e':
+            if (sim_image_set_entrypoint(&o.images, optarg, &err) != AREAL_OK) {
+                areal_print_line(stderr, "areal-e2e-kubelet: --entrypoint: %s", err.msg);
+                return AREAL_EXIT_USAGE;
+            }
+            break;
+        case 'S':
+            o.schedule_default = true;
+            break;
         case 'h':
             fputs(usage_text, stdout);
             return AREAL_EXIT_OK;
@@ -125,6 +143,25 @@ int main(int argc, char **argv) {
         areal_log(AREAL_LOG_ERROR, "kubelet", NULL, "%s", kerr.msg);
         kube_config_free(&cfg);
         return 1;
+    }
+    /* The kubernetes Service of a real cluster routes to the API server; here
+     * the pods share the host's network, so its variables name the
+     * kubeconfig's server itself (https://HOST:PORT). */
+    static char svc[4][300];
+    const char *service_env[5] = {NULL};
+    const char *srv = cfg.server ? cfg.server : "";
+    if (strncmp(srv, "https://", 8) == 0) {
+        const char *h = srv + 8, *colon = strrchr(h, ':');
+        size_t hl = colon ? (size_t)(colon - h) : strcspn(h, "/");
+        const char *port = colon ? colon + 1 : "443";
+        int pl = (int)strcspn(port, "/");
+        snprintf(svc[0], sizeof svc[0], "KUBERNETES_SERVICE_HOST=%.*s", (int)hl, h);
+        snprintf(svc[1], sizeof svc[1], "KUBERNETES_SERVICE_PORT=%.*s", pl, port);
+        snprintf(svc[2], sizeof svc[2], "KUBERNETES_SERVICE_PORT_HTTPS=%.*s", pl, port);
+        snprintf(svc[3], sizeof svc[3], "KUBERNETES_PORT=tcp://%.*s:%.*s", (int)hl, h, pl, port);
+        for (int i = 0; i < 4; i++)
+            service_env[i] = svc[i];
+        o.service_env = service_env;
     }
     /* a kubelet's bursts (a gang of pods starting at once) must not queue, and
      * a failed call is tried again on the next tick rather than inside it */

@@ -34,8 +34,24 @@ k patch aj small --subresource=status --type=merge -p '{"status": {"phase": "Run
 k patch aj small --type=merge -p '{"status": {"phase": "Failed"}}' >/dev/null
 expect_eq "status only through the subresource" Running "$(k get aj small -o jsonpath='{.status.phase}')"
 
+# What the operator writes survives the schema (issue 11: placement quality
+# keys like "trainer/tp" were pruned, and pods had no role or ranks).
+k patch aj small --subresource=status --type=merge -p '{"status": {"trainerPods": 2,
+    "rolloutReplacements": 1,
+    "defaults": {"failurePolicy": {"maxRestarts": 3, "containerErrorSeconds": 300}},
+    "placement": {"pods": [{"pod": "small-trainer-0", "node": "n0", "role": "trainer", "ranks": "0-3"}],
+                  "quality": {"trainer/tp": {"groups": 2, "withinNode": 2}}}}}' >/dev/null
+expect_eq "placement quality keeps its dynamic keys" 2 \
+    "$(k get aj small -o "jsonpath={.status.placement.quality['trainer/tp'].withinNode}")"
+expect_eq "placement pods keep role and ranks" "trainer 0-3" \
+    "$(k get aj small -o jsonpath='{.status.placement.pods[0].role} {.status.placement.pods[0].ranks}')"
+expect_eq "status.defaults kept" 300 \
+    "$(k get aj small -o jsonpath='{.status.defaults.failurePolicy.containerErrorSeconds}')"
+expect_eq "status.trainerPods and rolloutReplacements kept" "2 1" \
+    "$(k get aj small -o jsonpath='{.status.trainerPods} {.status.rolloutReplacements}')"
+
 header=$(k get aj | awk 'NR == 1' | tr -s ' ')
-expect_eq "printer columns" "NAME PHASE ALLOCATION GPUS READY STEP AGE" "$header"
+expect_eq "printer columns" "NAME PHASE ALLOCATION GPUS READY STEP VERSION REWARD AGE" "$header"
 row=$(k get aj small --no-headers | tr -s ' ' | cut -d' ' -f1-6)
 expect_eq "printer row" "small Running sglang:d2t2+megatron:d2p2t2 12 3 7" "$row"
 expect_eq "category 'areal'" small "$(k get areal -o jsonpath='{.items[*].metadata.name}')"

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Scenario (f): a worker process dies (SIGKILL to a pod's container, as if it
-# crashed). The node simulator reports the pod Failed with exit code 137; the
-# operator restarts the whole gang per the failure policy (same names and
-# ranks, new pods, after the backoff), and the new gang completes.
+# crashed). The node simulator reports the pod Failed with exit code 137; with
+# failurePolicy.restartScope Gang the operator restarts every pod of the job
+# (same names and ranks, new pods, after the backoff), and the new gang
+# completes. (The default scope, Role, would replace only the killed rollout
+# server and keep the trainer running.)
 . "$(dirname "$0")/lib.sh"
 scenario_with_operator e2e-f
 
@@ -15,6 +17,7 @@ spec:
   allocation: "sglang:d2t2+megatron:d2t2"
   failurePolicy:
     maxRestarts: 2
+    restartScope: Gang
     backoff: {initialSeconds: 1, maxSeconds: 2}
   roles:
   - name: trainer

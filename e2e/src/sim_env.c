@@ -162,6 +162,15 @@ static int build(const json_t *pod, const json_t *container, const sim_env_ctx *
     int rc = env_set(envp, "PATH", path, err);
     if (rc == AREAL_OK)
         rc = env_set(envp, "HOSTNAME", host ? host : "", err);
+    for (const char *const *se = ctx->service_env; rc == AREAL_OK && se && *se; se++) {
+        const char *eq = strchr(*se, '=');
+        char sname[128];
+        if (eq == NULL || eq == *se || (size_t)(eq - *se) >= sizeof sname)
+            return areal_error_set(err, AREAL_EINVAL, -1, "service variable '%s' is not NAME=value",
+                                   *se);
+        snprintf(sname, sizeof sname, "%.*s", (int)(eq - *se), *se);
+        rc = env_set(envp, sname, eq + 1, err);
+    }
     size_t i;
     json_t *e;
     const char *cname = json_string_value(json_object_get(container, "name"));
@@ -198,6 +207,16 @@ static int build(const json_t *pod, const json_t *container, const sim_env_ctx *
     if (rc != AREAL_OK)
         return rc;
     const char *lists[2] = {"command", "args"};
+    /* Kubernetes' rule: `command` replaces the image's ENTRYPOINT; without
+     * one the ENTRYPOINT runs with `args` */
+    if (json_array_size(json_object_get(container, "command")) == 0 && ctx->entrypoint != NULL &&
+        ctx->entrypoint[0] != '\0') {
+        char *ep = strdup(ctx->entrypoint);
+        if (ep == NULL)
+            return areal_error_set(err, AREAL_ENOMEM, -1, "out of memory");
+        if ((rc = strv_push(argv, ep, err)) != AREAL_OK)
+            return rc;
+    }
     for (int l = 0; l < 2; l++) {
         json_array_foreach(json_object_get(container, lists[l]), i, e) {
             const char *s = json_string_value(e);
@@ -211,8 +230,9 @@ static int build(const json_t *pod, const json_t *container, const sim_env_ctx *
     }
     if (argv->n == 0)
         return areal_error_set(err, AREAL_EINVAL, -1,
-                               "container '%s' has no command: the simulator runs no image "
-                               "entrypoint, so set spec.containers[].command",
+                               "container '%s' has no command and its image no entrypoint "
+                               "(areal-e2e-kubelet --entrypoint REPOSITORY=PROGRAM): set "
+                               "spec.containers[].command",
                                cname ? cname : "?");
     return AREAL_OK;
 }

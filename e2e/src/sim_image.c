@@ -54,3 +54,35 @@ const char *sim_image_dir(const sim_image_map *m, const char *image) {
             return m->dir[i];
     return NULL;
 }
+
+int sim_image_set_entrypoint(sim_image_map *m, const char *spec, areal_error *err) {
+    const char *eq = spec ? strchr(spec, '=') : NULL;
+    if (eq == NULL || eq == spec || eq[1] == '\0')
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "entrypoint '%s' is not REPOSITORY=PROGRAM, e.g. "
+                               "areal/operator=areal-operator",
+                               spec ? spec : "");
+    size_t rl = (size_t)(eq - spec), el = strlen(eq + 1);
+    for (int i = 0; i < m->n; i++) {
+        if (strlen(m->repo[i]) != rl || strncmp(m->repo[i], spec, rl) != 0)
+            continue;
+        if (el >= sizeof m->entry[i])
+            return areal_error_set(err, AREAL_ERANGE, -1, "entrypoint '%s' is too long", spec);
+        memcpy(m->entry[i], eq + 1, el + 1);
+        return AREAL_OK;
+    }
+    return areal_error_set(err, AREAL_EINVAL, -1,
+                           "entrypoint '%s': repository '%.*s' has no image map; give --image "
+                           "%.*s=DIR before it",
+                           spec, (int)rl, spec, (int)rl, spec);
+}
+
+const char *sim_image_entrypoint(const sim_image_map *m, const char *image) {
+    if (image == NULL)
+        return NULL;
+    size_t n = repo_len(image);
+    for (int i = 0; i < m->n; i++)
+        if (strlen(m->repo[i]) == n && strncmp(m->repo[i], image, n) == 0)
+            return m->entry[i][0] ? m->entry[i] : NULL;
+    return NULL;
+}

@@ -460,9 +460,48 @@ static void start(sim *s, pod *p) {
         return;
     }
     write_hosts(s);
+    bool sa = false;
+    if (sim_project_service_account(s->c, p->obj, p->dir, &sa, &err) != AREAL_OK) {
+        /* as a kubelet retries a mount: the pod stays ContainerCreating */
+        release_ip(s, p);
+        p->retry_at_ms = areal_now_ms() + RETRY_MS * 2;
+        areal_log(AREAL_LOG_INFO, "kubelet", NULL,
+                  "pod %s/%s: service-account volume not ready (retry in %d ms): %s", p->ns,
+                  p->name, RETRY_MS * 2, err.msg);
+        return;
+    }
+    char secrets[DIR_MAX + 16];
+    snprintf(secrets, sizeof secrets, "%s/secrets", p->dir);
+    sim_mounts *mounts = calloc(1, sizeof *mounts);
+    if (mounts == NULL) {
+        release_ip(s, p);
+        wait_with(p, "FailedCreatePodSandBox", "out of memory");
+        return;
+    }
+    int vrc = sim_volumes_prepare(s->c, p->obj, c, p->dir, mounts, &err);
+    if (vrc == AREAL_EIO) { /* a ConfigMap not there yet: retried, as a kubelet does */
+        free(mounts);
+        release_ip(s, p);
+        p->retry_at_ms = areal_now_ms() + RETRY_MS * 2;
+        areal_log(AREAL_LOG_INFO, "kubelet", NULL,
+                  "pod %s/%s: volumes not ready (retry in %d ms): %s", p->ns, p->name, RETRY_MS * 2,
+                  err.msg);
+        return;
+    }
+    if (vrc != AREAL_OK) {
+        free(mounts);
+        release_ip(s, p);
+        wait_with(p, "CreateContainerConfigError", err.msg);
+        return;
+    }
     sim_strv argv = {0}, envp = {0};
-    sim_env_ctx ctx = {p->ip, p->host_ip, dir};
+    sim_env_ctx ctx = {.pod_ip = p->ip,
+                       .host_ip = p->host_ip,
+                       .image_dir = dir,
+                       .entrypoint = sim_image_entrypoint(&s->o->images, image),
+                       .service_env = s->o->service_env};
     if (sim_env_build(p->obj, c, &ctx, &argv, &envp, &err) != AREAL_OK) {
+        free(mounts);
         release_ip(s, p);
         wait_with(p, "CreateContainerConfigError", err.msg);
         return;
@@ -474,7 +513,17 @@ static void start(sim *s, pod *p) {
     if (sim_spawn_resolve(argv.v[0], dir, path, sizeof path, &err) != AREAL_OK) {
         start_error(s, p, err.msg);
     } else {
-        sim_spawn sp = {path, argv.v, envp.v, wd && wd[0] ? wd : p->dir, log, hosts, p->hostname};
+        sim_spawn sp = {.path = path,
+                        .argv = argv.v,
+                        .envp = envp.v,
+                        .workdir = wd && wd[0] ? wd : p->dir,
+                        .log_path = log,
+                        .hosts_path = hosts,
+                        .hostname = p->hostname,
+                        .secrets_path = sa ? secrets : NULL,
+                        .mount_src = mounts->srcp,
+                        .mount_dst = mounts->dstp,
+                        .n_mounts = mounts->n};
         if (sim_spawn_start(&sp, &p->pid, &err) != AREAL_OK) {
             start_error(s, p, err.msg);
         } else {
@@ -494,6 +543,7 @@ static void start(sim *s, pod *p) {
     }
     sim_strv_free(&argv);
     sim_strv_free(&envp);
+    free(mounts);
 }
 
 /* ---- one pod, one tick -------------------------------------------------------------- */
@@ -604,7 +654,7 @@ static void step(sim *s, pod *p, int64_t now) {
         p->st = P_LOST;
         return;
     }
-    if (p->st == P_NEW) {
+    if (p->st == P_NEW && now >= p->retry_at_ms) {
         const char *phase =
             json_string_value(json_object_get(json_object_get(p->obj, "status"), "phase"));
         if (phase != NULL && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0))
@@ -724,7 +774,8 @@ int sim_kubelet_run(kube_client *c, const sim_kubelet_opts *o, areal_error *err)
     sigaddset(&set, SIGCHLD);
     long tick = o->tick_ms > 0 ? o->tick_ms : 50;
     unsigned long ticks = 0;
-    int64_t revive_at = 0;
+    int64_t revive_at = 0, sched_at = 0;
+    size_t sched_rr = 0;
     for (;;) {
         apply_queue(s);
         if (ticks++ % 4 == 0) {
@@ -741,6 +792,22 @@ int sim_kubelet_run(kube_client *c, const sim_kubelet_opts *o, areal_error *err)
                 areal_log(AREAL_LOG_INFO, "kubelet", NULL,
                           "posted Ready=True for %d node(s) marked Unknown", n);
             revive_at = now + 2000;
+        }
+        if (o->schedule_default && now >= sched_at) {
+            const char *live[NODES_MAX];
+            size_t n_live = 0;
+            for (size_t i = 0; i < s->nodes.n; i++)
+                if (!has_name(&s->stopped, s->nodes.v[i]))
+                    live[n_live++] = s->nodes.v[i];
+            int bound = 0;
+            areal_error serr;
+            if (sim_sched_bind_pending(c, live, n_live, &sched_rr, &bound, &serr) != AREAL_OK)
+                areal_log(AREAL_LOG_WARN, "kubelet", NULL, "default-scheduler stand-in: %s",
+                          serr.msg);
+            else if (bound > 0)
+                areal_log(AREAL_LOG_INFO, "kubelet", NULL,
+                          "default-scheduler stand-in bound %d pod(s)", bound);
+            sched_at = now + 1000;
         }
         for (size_t i = 0; i < s->n; i++)
             step(s, s->pods[i], now);

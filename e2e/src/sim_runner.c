@@ -29,7 +29,17 @@
 
 #include "areal/simkubelet.h"
 
-enum { STEP_LOG = 1, STEP_UNSHARE, STEP_PRIVATE, STEP_MOUNT, STEP_HOSTNAME, STEP_CHDIR, STEP_EXEC };
+enum {
+    STEP_LOG = 1,
+    STEP_UNSHARE,
+    STEP_PRIVATE,
+    STEP_MOUNT,
+    STEP_SECRETS,
+    STEP_VOLUMES,
+    STEP_HOSTNAME,
+    STEP_CHDIR,
+    STEP_EXEC
+};
 
 static const char *step_name(int step) {
     switch (step) {
@@ -41,6 +51,10 @@ static const char *step_name(int step) {
         return "make / private in the pod's mount namespace";
     case STEP_MOUNT:
         return "bind-mount the pod's hosts file over /etc/hosts";
+    case STEP_SECRETS:
+        return "bind-mount the pod's service-account files over /var/run/secrets";
+    case STEP_VOLUMES:
+        return "bind-mount a volume of the pod over its mountPath";
     case STEP_HOSTNAME:
         return "set the pod's host name";
     case STEP_CHDIR:
@@ -57,6 +71,25 @@ static void child_fail(int fd, int step) {
     _exit(127);
 }
 
+/* mkdir -p with a stack buffer: only system calls between fork and exec. */
+static int make_dirs(const char *path) {
+    char buf[1024];
+    size_t n = strlen(path);
+    if (n >= sizeof buf)
+        return -1;
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] == '/' || buf[i] == '\0') {
+            char c = buf[i];
+            buf[i] = '\0';
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+                return -1;
+            buf[i] = c;
+        }
+    }
+    return 0;
+}
+
 static void child(const sim_spawn *s, int fd) {
     setsid();
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -70,6 +103,16 @@ static void child(const sim_spawn *s, int fd) {
             child_fail(fd, STEP_PRIVATE);
         if (mount(s->hosts_path, "/etc/hosts", NULL, MS_BIND, NULL) != 0)
             child_fail(fd, STEP_MOUNT);
+        /* the mount point on the host: an empty directory, made once (a bind
+         * mount needs one; what a pod sees there is only its own files) */
+        if (s->secrets_path != NULL &&
+            ((mkdir("/var/run/secrets", 0755) != 0 && errno != EEXIST) ||
+             mount(s->secrets_path, "/var/run/secrets", NULL, MS_BIND, NULL) != 0))
+            child_fail(fd, STEP_SECRETS);
+        for (size_t i = 0; i < s->n_mounts; i++)
+            if (make_dirs(s->mount_dst[i]) != 0 ||
+                mount(s->mount_src[i], s->mount_dst[i], NULL, MS_BIND | MS_REC, NULL) != 0)
+                child_fail(fd, STEP_VOLUMES);
         if (s->hostname != NULL && sethostname(s->hostname, strlen(s->hostname)) != 0)
             child_fail(fd, STEP_HOSTNAME);
     }

@@ -145,7 +145,7 @@ static void env_resolves_downward_api_and_expansion(void **state) {
     json_t *pod = json_loads(POD, 0, NULL);
     assert_non_null(pod);
     json_t *c = json_array_get(json_object_get(json_object_get(pod, "spec"), "containers"), 0);
-    sim_env_ctx ctx = {"127.20.0.7", "10.200.0.2", "/opt/areal"};
+    sim_env_ctx ctx = {.pod_ip = "127.20.0.7", .host_ip = "10.200.0.2", .image_dir = "/opt/areal"};
     sim_strv argv = {0}, envp = {0};
     areal_error e;
     assert_int_equal(sim_env_build(pod, c, &ctx, &argv, &envp, &e), AREAL_OK);
@@ -186,6 +186,57 @@ static void env_resolves_downward_api_and_expansion(void **state) {
     json_object_del(c, "args");
     assert_int_equal(sim_env_build(pod, c, &ctx, &argv, &envp, &e), AREAL_EINVAL);
     assert_non_null(strstr(e.msg, "no command"));
+    sim_strv_free(&argv);
+    sim_strv_free(&envp);
+    json_decref(pod);
+}
+
+/* An image's ENTRYPOINT runs when the container has no command (args after
+ * it); a command replaces it. Service variables come before the container's
+ * env, which overrides them. */
+static void entrypoint_and_service_env(void **state) {
+    (void)state;
+    sim_image_map m = {0};
+    areal_error e;
+    assert_int_equal(sim_image_set_entrypoint(&m, "areal/operator=areal-operator", &e),
+                     AREAL_EINVAL); /* not mapped yet */
+    assert_non_null(strstr(e.msg, "--image"));
+    assert_int_equal(sim_image_add(&m, "areal/operator=/opt/bin", &e), AREAL_OK);
+    assert_null(sim_image_entrypoint(&m, "areal/operator:1"));
+    assert_int_equal(sim_image_set_entrypoint(&m, "areal/operator", &e), AREAL_EINVAL);
+    assert_int_equal(sim_image_set_entrypoint(&m, "areal/operator=areal-operator", &e), AREAL_OK);
+    assert_string_equal(sim_image_entrypoint(&m, "areal/operator:1"), "areal-operator");
+    assert_null(sim_image_entrypoint(&m, "areal/worker:1"));
+
+    json_t *pod = json_loads("{\"metadata\":{\"name\":\"op-1\",\"namespace\":\"s\"},"
+                             "\"spec\":{\"containers\":[{\"name\":\"operator\","
+                             "\"args\":[\"--qps=5\"],\"env\":[{\"name\":"
+                             "\"KUBERNETES_SERVICE_PORT\",\"value\":\"9\"}]}]}}",
+                             0, NULL);
+    assert_non_null(pod);
+    json_t *c = json_array_get(json_object_get(json_object_get(pod, "spec"), "containers"), 0);
+    const char *svc[] = {"KUBERNETES_SERVICE_HOST=127.0.0.1", "KUBERNETES_SERVICE_PORT=16443",
+                         NULL};
+    sim_env_ctx ctx = {.pod_ip = "127.20.0.8",
+                       .image_dir = "/opt/bin",
+                       .entrypoint = sim_image_entrypoint(&m, "areal/operator:1"),
+                       .service_env = svc};
+    sim_strv argv = {0}, envp = {0};
+    assert_int_equal(sim_env_build(pod, c, &ctx, &argv, &envp, &e), AREAL_OK);
+    assert_int_equal(argv.n, 2);
+    assert_string_equal(argv.v[0], "areal-operator");
+    assert_string_equal(argv.v[1], "--qps=5");
+    assert_string_equal(env_of(&envp, "KUBERNETES_SERVICE_HOST"), "127.0.0.1");
+    assert_string_equal(env_of(&envp, "KUBERNETES_SERVICE_PORT"), "9"); /* the pod's wins */
+    /* a command replaces the entrypoint */
+    json_object_set_new(c, "command", json_pack("[s]", "other"));
+    assert_int_equal(sim_env_build(pod, c, &ctx, &argv, &envp, &e), AREAL_OK);
+    assert_string_equal(argv.v[0], "other");
+    assert_int_equal(argv.n, 2);
+    const char *bad[] = {"NOEQUALS", NULL};
+    ctx.service_env = bad;
+    assert_int_equal(sim_env_build(pod, c, &ctx, &argv, &envp, &e), AREAL_EINVAL);
+    assert_non_null(strstr(e.msg, "NOEQUALS"));
     sim_strv_free(&argv);
     sim_strv_free(&envp);
     json_decref(pod);
@@ -296,6 +347,7 @@ int main(void) {
         cmocka_unit_test(hosts_file_has_self_and_dns_records),
         cmocka_unit_test(image_map_matches_repository_exactly),
         cmocka_unit_test(env_resolves_downward_api_and_expansion),
+        cmocka_unit_test(entrypoint_and_service_env),
         cmocka_unit_test(status_patch_for_each_state),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

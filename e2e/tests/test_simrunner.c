@@ -56,10 +56,37 @@ static void container_sees_its_pod(void **state) {
     make_dir(&d);
     char *argv[] = {"sh", "-c",
                     "echo host=$(hostname); echo env=$GREETING; echo pwd=$(pwd); "
-                    "getent hosts pod-a.job; exit 7",
+                    "getent hosts pod-a.job; "
+                    "echo ns=$(cat /var/run/secrets/kubernetes.io/serviceaccount/namespace); "
+                    "echo cfg=$(cat mnt/etc/areal/config.json); "
+                    "exit 7",
                     NULL};
     char *envp[] = {"GREETING=hello", "PATH=/usr/bin:/bin", NULL};
-    sim_spawn s = {"/bin/sh", argv, envp, d.path, d.log, d.hosts, "pod-a"};
+    /* the service-account files a kubelet projects, as sim_secrets.c lays them out */
+    char secrets[300], sa[340], nsf[360];
+    snprintf(secrets, sizeof secrets, "%s/secrets", d.path);
+    snprintf(sa, sizeof sa, "%s/kubernetes.io", secrets);
+    assert_int_equal(mkdir(secrets, 0755), 0);
+    assert_int_equal(mkdir(sa, 0755), 0);
+    snprintf(sa, sizeof sa, "%s/kubernetes.io/serviceaccount", secrets);
+    assert_int_equal(mkdir(sa, 0755), 0);
+    snprintf(nsf, sizeof nsf, "%s/namespace", sa);
+    FILE *f = fopen(nsf, "w");
+    assert_non_null(f);
+    fputs("team-a", f);
+    fclose(f);
+    /* a volume: the pod dir's "vol" over a path that does not exist yet */
+    char vol[300], volf[320], at[300];
+    snprintf(vol, sizeof vol, "%s/vol", d.path);
+    assert_int_equal(mkdir(vol, 0755), 0);
+    snprintf(volf, sizeof volf, "%s/config.json", vol);
+    f = fopen(volf, "w");
+    assert_non_null(f);
+    fputs("{\"rl\":1}", f);
+    fclose(f);
+    snprintf(at, sizeof at, "%s/mnt/etc/areal", d.path);
+    const char *src[] = {vol}, *dst[] = {at};
+    sim_spawn s = {"/bin/sh", argv, envp, d.path, d.log, d.hosts, "pod-a", secrets, src, dst, 1};
     pid_t pid = 0;
     areal_error e;
     assert_int_equal(sim_spawn_start(&s, &pid, &e), AREAL_OK);
@@ -76,6 +103,24 @@ static void container_sees_its_pod(void **state) {
     snprintf(want, sizeof want, "pwd=%s\n", d.path);
     assert_non_null(strstr(out, want));
     assert_non_null(strstr(out, "127.20.0.9"));
+    assert_non_null(strstr(out, "ns=team-a\n"));
+    assert_non_null(strstr(out, "cfg={\"rl\":1}\n"));
+    /* the mount stayed in the pod's namespace: here the made directory is empty */
+    char seen[340];
+    snprintf(seen, sizeof seen, "%s/config.json", at);
+    assert_int_not_equal(access(seen, F_OK), 0);
+    unlink(volf);
+    rmdir(vol);
+    rmdir(at);
+    snprintf(at, sizeof at, "%s/mnt/etc", d.path);
+    rmdir(at);
+    snprintf(at, sizeof at, "%s/mnt", d.path);
+    rmdir(at);
+    unlink(nsf);
+    rmdir(sa);
+    snprintf(sa, sizeof sa, "%s/kubernetes.io", secrets);
+    rmdir(sa);
+    rmdir(secrets);
     /* nothing leaked to this process's view */
     char host[256];
     gethostname(host, sizeof host);
@@ -91,7 +136,7 @@ static void the_process_is_its_own_group(void **state) {
     make_dir(&d);
     char *argv[] = {"sleep", "30", NULL};
     char *envp[] = {NULL};
-    sim_spawn s = {"/bin/sleep", argv, envp, d.path, d.log, NULL, NULL};
+    sim_spawn s = {"/bin/sleep", argv, envp, d.path, d.log, NULL, NULL, NULL, NULL, NULL, 0};
     pid_t pid = 0;
     areal_error e;
     assert_int_equal(sim_spawn_start(&s, &pid, &e), AREAL_OK);
@@ -112,14 +157,16 @@ static void failures_name_the_step(void **state) {
     char *envp[] = {NULL};
     pid_t pid = 0;
     areal_error e;
-    sim_spawn s = {"/nonexistent/prog", argv, envp, d.path, d.log, NULL, NULL};
+    sim_spawn s = {"/nonexistent/prog", argv, envp, d.path, d.log, NULL, NULL, NULL, NULL, NULL, 0};
     assert_int_equal(sim_spawn_start(&s, &pid, &e), AREAL_EIO);
     assert_non_null(strstr(e.msg, "exec"));
     assert_non_null(strstr(e.msg, "/nonexistent/prog"));
-    sim_spawn s2 = {"/bin/true", argv, envp, "/nonexistent/dir", d.log, NULL, NULL};
+    sim_spawn s2 = {"/bin/true", argv, envp, "/nonexistent/dir", d.log, NULL, NULL, NULL,
+                    NULL,        NULL, 0};
     assert_int_equal(sim_spawn_start(&s2, &pid, &e), AREAL_EIO);
     assert_non_null(strstr(e.msg, "working directory"));
-    sim_spawn s3 = {"/bin/true", argv, envp, d.path, "/nonexistent/dir/log", NULL, NULL};
+    sim_spawn s3 = {"/bin/true", argv, envp, d.path, "/nonexistent/dir/log", NULL, NULL,
+                    NULL,        NULL, NULL, 0};
     assert_int_equal(sim_spawn_start(&s3, &pid, &e), AREAL_EIO);
     assert_non_null(strstr(e.msg, "log file"));
 

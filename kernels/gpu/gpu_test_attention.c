@@ -149,13 +149,14 @@ static void test_attention(void **state) {
     (void)state;
     kt_need_device();
     const int one[] = {1}, mixed[] = {5, 1, 40, 17}, long1[] = {300}, many[] = {33, 64, 2, 129, 7};
-    const ref_case
-        cases[] =
-            {
-                {1, 1, 1, 8, one},     {4, 2, 1, 8, mixed}, {4, 4, 2, 33, mixed},
-                {1, 7, 1, 64, long1},  {5, 4, 4, 64, many}, {2, 2, 2, 128, mixed},
-                {4, 14, 2, 64, mixed}, /* Qwen2-0.5B's heads: 14 query heads on 2 KV heads */
-            };
+    const ref_case cases[] =
+        {
+            {1, 1, 1, 8, one},     {4, 2, 1, 8, mixed}, {4, 4, 2, 33, mixed},
+            {1, 7, 1, 64, long1},  {5, 4, 4, 64, many}, {2, 2, 2, 128, mixed},
+            {4, 14, 2, 64, mixed}, /* Qwen2-0.5B's heads: 14 query heads on 2 KV heads */
+            {4, 4, 2, 256, mixed}, /* hd > 128: the widest kernels, past 48 KiB of shared memory */
+            {2, 2, 1, 160, mixed},
+        };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         attn_case(&cases[i], 100 + i);
 }
@@ -240,6 +241,7 @@ static void test_paged(void **state) {
     paged_case(3, 4, 2, 33, 16, 2);
     paged_case(8, 14, 2, 64, 16, 3);
     paged_case(5, 8, 8, 128, 32, 4);
+    paged_case(2, 4, 2, 256, 16, 5);
 }
 
 static void test_bad_input(void **state) {

@@ -225,6 +225,31 @@ static void test_moe(void **state) {
     moe_case(513, 128, 8, 96, 1, 4);
 }
 
+/* A router row of NaN (an inf upstream) must still name K distinct, existing
+ * experts, as moe.c's loop does (its first candidate wins): a garbage id would
+ * index the slot buffers out of range. */
+static void test_nan_router(void **state) {
+    (void)state;
+    kt_need_device();
+    enum { T = 3, E = 40, K = 4 };
+    float logits[T * E];
+    uint64_t s = 9;
+    for (int i = 0; i < T * E; i++)
+        logits[i] = kt_unif(&s, 1.0f);
+    logits[E + 5] = NAN; /* row 1: one NaN makes the whole softmax NaN */
+    float *dl = kt_up(logits, sizeof logits), *dp = kt_dev(sizeof logits), *dw = kt_dev(T * K * 4);
+    int32_t *dt = kt_dev(T * K * 4), topk[T * K];
+    KT_OK(areal_k_moe_route(dp, dt, dw, dl, T, E, K, 1, NULL, KT_ERR));
+    kt_down(topk, dt, sizeof topk);
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k < K; k++) {
+            assert_in_range(topk[t * K + k], 0, E - 1);
+            for (int j = 0; j < k; j++)
+                assert_int_not_equal(topk[t * K + j], topk[t * K + k]);
+        }
+    cudaFree(dl), cudaFree(dp), cudaFree(dw), cudaFree(dt);
+}
+
 static void test_bad_input(void **state) {
     (void)state;
     kt_need_device();
@@ -250,6 +275,7 @@ static void test_bad_input(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_moe),
+        cmocka_unit_test(test_nan_router),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -71,6 +71,7 @@ __global__ void fwd(uint16_t *out, float *lse, const uint16_t *q, const uint16_t
     load_tile(Qs, hd, q, qd, t0 + i0, kStrip, nq, h * hd, hd);
 
     float m[kRows], l[kRows], o[kRows][NPL];
+#pragma unroll
     for (int r = 0; r < kRows; r++) {
         m[r] = -INFINITY, l[r] = 0.0f;
         for (int c = 0; c < NPL; c++)
@@ -83,6 +84,7 @@ __global__ void fwd(uint16_t *out, float *lse, const uint16_t *q, const uint16_t
         load_tile(Ks, kp, k, kvd, t0 + j0, kTile, nk, kh * hd, hd);
         load_tile(Vs, hd, v, kvd, t0 + j0, kTile, nk, kh * hd, hd);
         __syncthreads();
+#pragma unroll
         for (int r = 0; r < kRows; r++) {
             const int sr = strip_row(r, w), i = i0 + sr;
             if (sr >= nq || j0 > i)
@@ -114,6 +116,7 @@ __global__ void fwd(uint16_t *out, float *lse, const uint16_t *q, const uint16_t
             }
         }
     }
+#pragma unroll
     for (int r = 0; r < kRows; r++) {
         const int sr = strip_row(r, w);
         if (sr >= nq)
@@ -165,6 +168,7 @@ __global__ void bwd_dkdv(uint16_t *dk, uint16_t *dv, const uint16_t *dout, const
     load_tile(Vs, hd, v, kvd, t0 + j0, kStrip, nk, kh * hd, hd);
 
     float gk[kRows][NPL], gv[kRows][NPL];
+#pragma unroll
     for (int r = 0; r < kRows; r++)
         for (int c = 0; c < NPL; c++)
             gk[r][c] = gv[r][c] = 0.0f;
@@ -180,6 +184,7 @@ __global__ void bwd_dkdv(uint16_t *dk, uint16_t *dv, const uint16_t *dout, const
                 Es[e] = e < nq ? delta[t] : 0.0f;
             }
             __syncthreads();
+#pragma unroll
             for (int r = 0; r < kRows; r++) {
                 const int sr = strip_row(r, w), j = j0 + sr;
                 if (sr >= nk || i0 + nq - 1 < j)
@@ -212,6 +217,7 @@ __global__ void bwd_dkdv(uint16_t *dk, uint16_t *dv, const uint16_t *dout, const
             }
         }
     }
+#pragma unroll
     for (int r = 0; r < kRows; r++) {
         const int sr = strip_row(r, w);
         if (sr >= nk)
@@ -244,6 +250,7 @@ __global__ void bwd_dq(uint16_t *dq, const uint16_t *dout, const float *lse, con
     load_tile(Qs, hd, q, qd, t0 + i0, kStrip, nq, h * hd, hd);
     load_tile(Ds, hd, dout, qd, t0 + i0, kStrip, nq, h * hd, hd);
     float g[kRows][NPL], rl[kRows], rd[kRows];
+#pragma unroll
     for (int r = 0; r < kRows; r++) {
         const int sr = strip_row(r, w);
         const size_t t = (size_t)(t0 + i0 + (sr < nq ? sr : 0)) * s.nh + h;
@@ -258,6 +265,7 @@ __global__ void bwd_dq(uint16_t *dq, const uint16_t *dout, const float *lse, con
         load_tile(Ks, kp, k, kvd, t0 + j0, kTile, nk, kh * hd, hd);
         load_tile(Vs, kp, v, kvd, t0 + j0, kTile, nk, kh * hd, hd);
         __syncthreads();
+#pragma unroll
         for (int r = 0; r < kRows; r++) {
             const int sr = strip_row(r, w), i = i0 + sr;
             if (sr >= nq || j0 > i)
@@ -287,6 +295,7 @@ __global__ void bwd_dq(uint16_t *dq, const uint16_t *dout, const float *lse, con
             }
         }
     }
+#pragma unroll
     for (int r = 0; r < kRows; r++) {
         const int sr = strip_row(r, w);
         if (sr >= nq)
@@ -309,9 +318,10 @@ int check(const char *fn, const void *a, const void *b, const void *c, const voi
                                "%s: nh %d must be a positive multiple of nkv %d", fn, s.nh, s.nkv);
     if (s.hd < 1 || s.hd > 256)
         return areal_error_set(err, AREAL_EINVAL, -1, "%s: hd %d outside 1..256", fn, s.hd);
-    if (s.n_seqs < 0 || s.max_len < 0 || s.n_seqs > 65535)
-        return areal_error_set(err, AREAL_EINVAL, -1, "%s: n_seqs %d / max_len %d out of range", fn,
-                               s.n_seqs, s.max_len);
+    if (s.T < 0 || s.n_seqs < 0 || s.max_len < 0 || s.n_seqs > 65535 || s.nh > 65535)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "%s: T %d, n_seqs %d, max_len %d or nh %d out of range", fn, s.T,
+                               s.n_seqs, s.max_len, s.nh);
     return AREAL_OK;
 }
 

@@ -64,14 +64,17 @@ __global__ void route_k(float *probs, int32_t *topk, float *topk_w, const float 
             float bv = -1.0f;
             int be = E;
             for (int e = lane, bit = 0; e < E; e += 32, bit++)
-                if (!(chosen_lo >> bit & 1u) && p[e] > bv)
+                if (!(chosen_lo >> bit & 1u) && (be == E || p[e] > bv)) /* NaN: still a valid id */
                     bv = p[e], be = e;
             for (int o = 16; o > 0; o >>= 1) { /* arg-max, ties to the lower index */
                 const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
                 const int oe = __shfl_xor_sync(0xffffffffu, be, o);
-                if (ov > bv || (ov == bv && oe < be))
+                if (oe < E && (be == E || ov > bv || (ov == bv && oe < be)))
                     bv = ov, be = oe;
             }
+            /* NaN has no order: lanes may disagree, so lane 0's choice is everyone's */
+            bv = __shfl_sync(0xffffffffu, bv, 0);
+            be = __shfl_sync(0xffffffffu, be, 0);
             if ((be & 31) == lane)
                 chosen_lo |= 1u << (be >> 5);
             if (lane == k)

@@ -128,11 +128,12 @@ int check(const char *fn, areal_k_paged_shape s, areal_error *err) {
     if (s.nh < 1 || s.nkv < 1 || s.nh % s.nkv != 0)
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "%s: nh %d must be a positive multiple of nkv %d", fn, s.nh, s.nkv);
-    if (s.hd < 1 || s.hd > 256 || s.block_size < 1 || s.max_blocks < 1 || s.B > 65535)
+    if (s.hd < 1 || s.hd > 256 || s.block_size < 1 || s.max_blocks < 1 || s.B < 0 || s.B > 65535 ||
+        s.nh > 65535)
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "%s: hd %d (1..256), block_size %d, max_blocks %d (>= 1) or B %d "
-                               "(<= 65535) out of range",
-                               fn, s.hd, s.block_size, s.max_blocks, s.B);
+                               "(0..65535) or nh %d out of range",
+                               fn, s.hd, s.block_size, s.max_blocks, s.B, s.nh);
     return AREAL_OK;
 }
 

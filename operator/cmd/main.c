@@ -24,6 +24,8 @@
 #include "areal/operator/controller.h"
 #include "areal/operator/httpd.h"
 #include "areal/operator/lease.h"
+#include "areal/operator/progress.h"
+#include "areal/operator/progress_targets.h"
 #include "areal/http/metrics.h"
 #include "areal/version.h"
 
@@ -32,6 +34,8 @@ typedef struct options {
     const char *lease_ns, *lease_name, *identity;
     double qps;
     int burst, workers;
+    int progress_port; /* the trainers' /status port; 0: no progress polling */
+    double progress_s; /* between progress rounds */
     char metrics_host[128];
     int metrics_port;
     bool leader_elect;
@@ -40,8 +44,10 @@ typedef struct options {
 typedef struct app {
     options opt;
     controller *ctl;
+    kube_client *kc;
     leader_elector *le;
     metrics_registry *metrics;
+    progress_poller *progress;
     pthread_t ctl_thread;
     atomic_bool ctl_started, lost;
 } app;
@@ -53,7 +59,7 @@ static void usage(FILE *out) {
         "                      [--qps N] [--burst N] [--workers N] [--scheduler-name NAME]\n"
         "                      [--default-image IMAGE] [--metrics-address HOST:PORT]\n"
         "                      [--leader-elect] [--lease-namespace NS] [--lease-name NAME]\n"
-        "                      [--id IDENTITY]\n"
+        "                      [--id IDENTITY] [--progress-port N] [--progress-interval S]\n"
         "Reconciles AReaLJobs: gang-plans, creates and binds their pods (README.md).\n"
         "  --kubeconfig PATH      else $KUBECONFIG, else the in-cluster service account\n"
         "  --context NAME         a context of the kubeconfig\n"
@@ -65,6 +71,9 @@ static void usage(FILE *out) {
         "  --metrics-address HOST:PORT  /metrics, /healthz, /readyz (default 0.0.0.0:8080)\n"
         "  --leader-elect         hold a Lease before reconciling (--lease-namespace,\n"
         "                         --lease-name, --id)\n"
+        "  --progress-port N      the trainers' GET /status port for status.progress\n"
+        "                         (default 8090, the trainer's; 0: no progress)\n"
+        "  --progress-interval S  seconds between progress reads (default 5)\n"
         "  --help, --version\n"
         "Logs are JSON lines on stderr (AREAL_LOG_FORMAT=text for a terminal).\n" AREAL_EXIT_HELP);
 }
@@ -95,6 +104,8 @@ static int parse(int argc, char **argv, options *o) {
         {"lease-namespace", required_argument, NULL, 'N'},
         {"lease-name", required_argument, NULL, 'E'},
         {"id", required_argument, NULL, 'I'},
+        {"progress-port", required_argument, NULL, 'P'},
+        {"progress-interval", required_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -108,6 +119,8 @@ static int parse(int argc, char **argv, options *o) {
                    .qps = 100,
                    .burst = 300,
                    .workers = 2,
+                   .progress_port = 8090,
+                   .progress_s = 5,
                    .metrics_host = "0.0.0.0",
                    .metrics_port = 8080};
     opterr = 0;
@@ -172,6 +185,16 @@ static int parse(int argc, char **argv, options *o) {
         case 'I':
             o->identity = optarg;
             break;
+        case 'P':
+            o->progress_port = (int)strtol(optarg, &end, 10);
+            if (end == optarg || *end || o->progress_port < 0 || o->progress_port > 65535)
+                return bad_usage("--progress-port '%s': expected 0 (off) to 65535", optarg);
+            break;
+        case 'T':
+            o->progress_s = strtod(optarg, &end);
+            if (end == optarg || *end || !(o->progress_s >= 0.1 && o->progress_s <= 3600))
+                return bad_usage("--progress-interval '%s': expected 0.1 to 3600 seconds", optarg);
+            break;
         case 'h':
             usage(stdout);
             return -1;
@@ -205,6 +228,15 @@ static void on_started(void *ud) {
     areal_log(AREAL_LOG_INFO, "operator", NULL, "leading: starting the controller");
     if (pthread_create(&a->ctl_thread, NULL, run_controller, a) == 0)
         atomic_store(&a->ctl_started, true);
+    /* only the leader writes progress, as it writes everything else */
+    if (a->opt.progress_port > 0) {
+        progress_config pc = {.port = a->opt.progress_port,
+                              .interval_ms = (int)(a->opt.progress_s * 1000)};
+        areal_error err;
+        if (progress_poller_start(a->kc, &pc, progress_targets_of_controller, a->ctl, a->metrics,
+                                  &a->progress, &err) != AREAL_OK)
+            areal_log(AREAL_LOG_ERROR, "operator", NULL, "no progress polling: %s", err.msg);
+    }
 }
 
 static void on_lost(void *ud) {
@@ -250,6 +282,7 @@ int main(int argc, char **argv) {
         areal_log(AREAL_LOG_ERROR, "operator", NULL, "%s", kerr.msg);
         return 2;
     }
+    a.kc = kc;
     a.metrics = metrics_registry_new();
     controller_config ccfg = {
         .ns = a.opt.ns,
@@ -293,6 +326,7 @@ int main(int argc, char **argv) {
     int sig = 0;
     sigwait(&sigs, &sig);
     areal_log(AREAL_LOG_INFO, "operator", NULL, "signal %d: stopping", sig);
+    progress_poller_stop(a.progress);
     controller_stop(a.ctl);
     if (atomic_load(&a.ctl_started))
         pthread_join(a.ctl_thread, NULL);

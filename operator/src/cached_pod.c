@@ -41,6 +41,21 @@ static cached_pod_phase phase_of(const char *s) {
 static const char *const phase_text[] = {NULL,        "Pending", "Running",
                                          "Succeeded", "Failed",  "Unknown"};
 
+/* The state.waiting of the first container (init containers first) that waits with a reason. */
+static const json_t *first_waiting(const json_t *pod) {
+    static const char *const lists[] = {"initContainerStatuses", "containerStatuses"};
+    for (int l = 0; l < 2; l++) {
+        size_t i;
+        json_t *cs;
+        json_array_foreach(json_object_get(json_object_get(pod, "status"), lists[l]), i, cs) {
+            const json_t *w = json_object_get(json_object_get(cs, "state"), "waiting");
+            if (json_string_value(json_object_get(w, "reason")) != NULL)
+                return w;
+        }
+    }
+    return NULL;
+}
+
 /* The strings of the pod, packed (or only counted while k->at is NULL). */
 static void pack_strings(cached_pod *p, const json_t *pod, cached_packer *k) {
     const json_t *meta = json_object_get(pod, "metadata");
@@ -58,8 +73,13 @@ static void pack_strings(cached_pod *p, const json_t *pod, cached_packer *k) {
     p->role_kind =
         cached_pack(k, json_string_value(json_object_get(labels, AREAL_LABEL_ROLE_KIND)));
     p->planned_node = cached_pack(k, str2(meta, "annotations", AREAL_ANNOTATION_NODE));
+    p->pod_ip = cached_pack(k, str2(pod, "status", "podIP"));
     p->gang_size = cached_pack(k, str2(meta, "annotations", AREAL_ANNOTATION_GANG));
     p->allocation = cached_pack(k, str2(meta, "annotations", AREAL_ANNOTATION_ALLOC));
+    p->creation_timestamp = cached_pack(k, str2(pod, "metadata", "creationTimestamp"));
+    const json_t *waiting = first_waiting(pod);
+    p->waiting_reason = cached_pack(k, json_string_value(json_object_get(waiting, "reason")));
+    p->waiting_message = cached_pack(k, json_string_value(json_object_get(waiting, "message")));
 }
 
 /* Ready condition, first terminated exit code, phase, requests. */
@@ -136,20 +156,40 @@ json_t *cached_pod_to_json(const cached_pod *p) {
          put(annotations, AREAL_ANNOTATION_GANG, p->gang_size) &&
          put(annotations, AREAL_ANNOTATION_ALLOC, p->allocation);
     ok = ok && put(meta, "name", p->name) && put(meta, "namespace", p->ns) &&
-         put(meta, "uid", p->uid) && put(meta, "resourceVersion", p->resource_version) &&
+         put(meta, "creationTimestamp", p->creation_timestamp) && put(meta, "uid", p->uid) &&
+         put(meta, "resourceVersion", p->resource_version) &&
          put(meta, "deletionTimestamp", p->deletion_timestamp) &&
          json_object_set(meta, "labels", labels) == 0 &&
          json_object_set(meta, "annotations", annotations) == 0;
-    ok = ok && put(spec, "nodeName", p->node_name) && put(status, "phase", phase_text[p->phase]);
+    ok = ok && put(spec, "nodeName", p->node_name) && put(status, "phase", phase_text[p->phase]) &&
+         put(status, "podIP", p->pod_ip);
+    if (ok && p->requests_ok) {
+        /* the room it holds, for the job's own plans (a server placed beside the trainer) */
+        char gpus[24], cpu[32], mem[32];
+        snprintf(gpus, sizeof gpus, "%d", p->gpus);
+        snprintf(cpu, sizeof cpu, "%lldm", p->cpu_milli);
+        snprintf(mem, sizeof mem, "%lld", p->mem_bytes);
+        json_t *containers =
+            json_pack("[{s:s,s:{s:{s:s,s:s,s:s}}}]", "name", "worker", "resources", "requests",
+                      "nvidia.com/gpu", gpus, "cpu", cpu, "memory", mem);
+        ok = containers && json_object_set_new(spec, "containers", containers) == 0;
+    }
     if (ok) {
         json_t *conds =
             json_pack("[{s:s,s:s}]", "type", "Ready", "status", p->ready ? "True" : "False");
         ok = conds && json_object_set_new(status, "conditions", conds) == 0;
     }
-    if (ok && p->exit_code >= 0) {
-        json_t *cs = json_pack("[{s:{s:{s:i}}}]", "state", "terminated", "exitCode", p->exit_code);
-        ok = cs && json_object_set_new(status, "containerStatuses", cs) == 0;
-    }
+    json_t *statuses = ok && (p->exit_code >= 0 || p->waiting_reason) ? json_array() : NULL;
+    if (statuses != NULL)
+        ok = json_object_set_new(status, "containerStatuses", statuses) == 0;
+    if (ok && statuses && p->exit_code >= 0)
+        ok = json_array_append_new(statuses, json_pack("{s:{s:{s:i}}}", "state", "terminated",
+                                                       "exitCode", p->exit_code)) == 0;
+    if (ok && statuses && p->waiting_reason != NULL)
+        ok = json_array_append_new(statuses,
+                                   json_pack("{s:{s:{s:s,s:s}}}", "state", "waiting", "reason",
+                                             p->waiting_reason, "message",
+                                             p->waiting_message ? p->waiting_message : "")) == 0;
     ok = ok && json_object_set(pod, "metadata", meta) == 0 &&
          json_object_set(pod, "spec", spec) == 0 && json_object_set(pod, "status", status) == 0;
     json_decref(labels);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "areal/operator/cached.h"
 #include "areal/podenv.h"
 
 static const char *job_name(const json_t *job) {
@@ -376,7 +377,8 @@ json_t *desired_pod(const json_t *job, const areal_alloc *alloc, const areal_pla
 
     char canonical[4096], master[512], index[16];
     areal_alloc_format(alloc, canonical, sizeof canonical);
-    snprintf(master, sizeof master, "%s.%s", master_pod(plan)->name, job_name(job));
+    const char *master_name = c.master_pod ? c.master_pod : master_pod(plan)->name;
+    snprintf(master, sizeof master, "%s.%s", master_name, job_name(job));
     snprintf(index, sizeof index, "%d", p->index);
 
     json_t *env = json_array();
@@ -386,6 +388,8 @@ json_t *desired_pod(const json_t *job, const areal_alloc *alloc, const areal_pla
     add_env(env, AREAL_ENV_ROLE, role->name);
     add_env(env, AREAL_ENV_ALLOCATION, canonical);
     add_env(env, AREAL_ENV_POD_INDEX, index);
+    if (c.server_index != NULL)
+        add_env(env, AREAL_ENV_SERVER_INDEX, c.server_index);
     add_env_int(env, AREAL_ENV_FIRST_RANK, p->first_rank);
     add_env_int(env, AREAL_ENV_POD_RANKS, p->n_ranks);
     add_env_int(env, AREAL_ENV_WORLD_SIZE, role->world);
@@ -430,7 +434,7 @@ json_t *desired_pod(const json_t *job, const areal_alloc *alloc, const areal_pla
     json_object_set_new(labels, AREAL_LABEL_ROLE_KIND,
                         json_string(role->inference ? "rollout" : "trainer"));
     json_object_set_new(labels, AREAL_LABEL_POD_INDEX, json_string(index));
-    if (p == master_pod(plan))
+    if (strcmp(p->name, master_name) == 0)
         json_object_set_new(labels, AREAL_LABEL_MASTER, json_string("true"));
     json_t *meta = child_meta(job, p->name, labels);
     json_t *annotations = json_object();
@@ -470,4 +474,42 @@ json_t *desired_pod(const json_t *job, const areal_alloc *alloc, const areal_pla
     if (pod_obj == NULL)
         areal_error_set(err, AREAL_ENOMEM, -1, "out of memory building pod %s", p->name);
     return pod_obj;
+}
+
+int desired_plan_fits(const json_t *job, const areal_alloc *alloc, const areal_plan *plan,
+                      const areal_cluster *cluster, const desired_config *cfg, areal_error *err) {
+    int n = cluster->n_nodes;
+    long long *cpu = calloc((size_t)n + 1, sizeof *cpu), *mem = calloc((size_t)n + 1, sizeof *mem);
+    int rc = cpu && mem ? AREAL_OK : areal_error_set(err, AREAL_ENOMEM, -1, "out of memory");
+    for (int i = 0; rc == AREAL_OK && i < plan->n_pods; i++) {
+        json_t *pod = desired_pod(job, alloc, plan, cluster, i, cfg, err);
+        cached_pod *cp = pod ? cached_pod_new(pod) : NULL;
+        json_decref(pod);
+        if (cp == NULL) {
+            rc = areal_error_set(err, AREAL_ENOMEM, -1, "out of memory");
+            break;
+        }
+        int at = plan->pods[i].node;
+        if (at >= 0 && at < n) {
+            cpu[at] += cp->cpu_milli;
+            mem[at] += cp->mem_bytes;
+        }
+        cached_pod_release(cp);
+    }
+    for (int i = 0; rc == AREAL_OK && i < n; i++) {
+        const areal_node *nd = &cluster->nodes[i];
+        if (nd->cpu_milli > 0 && cpu[i] > 0 && nd->cpu_used_milli + cpu[i] > nd->cpu_milli)
+            rc = areal_error_set(err, AREAL_ENOFIT, -1,
+                                 "node %s has %ldm CPU free, the pods planned there request "
+                                 "%lldm (spec.roles[].resources.requests.cpu)",
+                                 nd->name, nd->cpu_milli - nd->cpu_used_milli, cpu[i]);
+        else if (nd->mem_bytes > 0 && mem[i] > 0 && nd->mem_used_bytes + mem[i] > nd->mem_bytes)
+            rc = areal_error_set(err, AREAL_ENOFIT, -1,
+                                 "node %s has %lld bytes of memory free, the pods planned there "
+                                 "request %lld (spec.roles[].resources.requests.memory)",
+                                 nd->name, nd->mem_bytes - nd->mem_used_bytes, mem[i]);
+    }
+    free(cpu);
+    free(mem);
+    return rc;
 }

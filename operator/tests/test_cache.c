@@ -118,6 +118,31 @@ static void pods_keep_what_reconcile_reads(void **state) {
     cache_release(c, got);
     json_decref(bare);
 
+    /* a pod that cannot start its container: the reason, message and creation time survive */
+    json_t *stuck = json_pack("{s:{s:s,s:s},s:{s:[{s:s,s:{s:{s:s,s:s}}}]}}", "metadata", "name",
+                              "stuck", "creationTimestamp", "2026-11-29T20:00:00Z", "status",
+                              "containerStatuses", "name", "worker", "state", "waiting", "reason",
+                              "ImagePullBackOff", "message", "Back-off pulling image \"nope:1\"");
+    assert_int_equal(cache_apply(c, stuck, false), 0);
+    got = cache_get(c, "stuck");
+    assert_string_equal(got->waiting_reason, "ImagePullBackOff");
+    assert_string_equal(got->creation_timestamp, "2026-11-29T20:00:00Z");
+    view = cached_pod_to_json(got);
+    const json_t *w = json_object_get(
+        json_object_get(
+            json_array_get(json_object_get(json_object_get(view, "status"), "containerStatuses"),
+                           0),
+            "state"),
+        "waiting");
+    assert_string_equal(json_string_value(json_object_get(w, "reason")), "ImagePullBackOff");
+    assert_non_null(strstr(json_string_value(json_object_get(w, "message")), "nope:1"));
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(view, "metadata"), "creationTimestamp")),
+        "2026-11-29T20:00:00Z");
+    json_decref(view);
+    cache_release(c, got);
+    json_decref(stuck);
+
     json_t *nameless = json_pack("{s:{}}", "metadata");
     assert_int_equal(cache_apply(c, nameless, false), -1);
     json_decref(nameless);

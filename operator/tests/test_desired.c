@@ -312,12 +312,45 @@ static void gpu_pods_get_a_memory_backed_dev_shm(void **state) {
     json_decref(job);
 }
 
+/* The trainer's pods ask for 8 CPUs each (spec.roles[].resources.requests): a
+ * plan on nodes with less free CPU than that is refused, naming the field;
+ * with room it fits (the planner itself counts only GPUs here). */
+static void plans_are_checked_for_cpu_requests(void **state) {
+    (void)state;
+    json_t *job = load(JOB);
+    areal_alloc a;
+    assert_int_equal(desired_job_alloc(job, &a, NULL), AREAL_OK);
+    areal_job pj;
+    areal_job_init(&pj, "gsm8k", &a);
+    assert_int_equal(desired_job_constraints(job, &a, &pj, NULL), AREAL_OK);
+    areal_cluster c;
+    make_cluster(&c);
+    areal_plan plan;
+    areal_error e;
+    assert_int_equal(areal_place(&pj, &c, &plan, &e), AREAL_OK);
+    desired_config cfg = {0};
+    for (int i = 0; i < c.n_nodes; i++) {
+        c.nodes[i].cpu_milli = 64000;
+        c.nodes[i].cpu_used_milli = 0;
+    }
+    assert_int_equal(desired_plan_fits(job, &a, &plan, &c, &cfg, &e), AREAL_OK);
+    for (int i = 0; i < c.n_nodes; i++)
+        c.nodes[i].cpu_used_milli = 64000 - 7000; /* 7 CPUs free: less than one trainer pod */
+    assert_int_equal(desired_plan_fits(job, &a, &plan, &c, &cfg, &e), AREAL_ENOFIT);
+    assert_non_null(strstr(e.msg, "requests.cpu"));
+    assert_non_null(strstr(e.msg, "7000m CPU free"));
+    areal_plan_free(&plan);
+    areal_cluster_free(&c);
+    json_decref(job);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(alloc_takes_rollout_replicas),
         cmocka_unit_test(validate_names_the_field),
         cmocka_unit_test(pods_carry_plan_environment_and_overrides),
         cmocka_unit_test(gpu_pods_get_a_memory_backed_dev_shm),
+        cmocka_unit_test(plans_are_checked_for_cpu_requests),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -55,6 +55,12 @@ static void world_init(world *w, int nodes) {
     w->now = T0;
 }
 
+/* A trainer gang of two 8-GPU pods (d4p2t2) beside the two rollout servers. */
+static void big_trainer(world *w) {
+    json_object_set_new(json_object_get(w->job, "spec"), "allocation",
+                        json_string("sglang:d2t2+megatron:d4p2t2"));
+}
+
 static void world_free(world *w) {
     json_decref(w->job);
     for (int i = 0; i < w->n_pods; i++)
@@ -84,7 +90,9 @@ static reconcile_result step(world *w) {
                           .now_ms = w->now};
     reconcile_result r;
     areal_error e;
-    assert_int_equal(reconcile_job(&in, &r, &e), AREAL_OK);
+    int rc = reconcile_job(&in, &r, &e);
+    if (rc != AREAL_OK)
+        fail_msg("reconcile_job: %s", e.msg);
     for (int i = 0; i < r.n_actions; i++) {
         reconcile_action *a = &r.actions[i];
         switch (a->kind) {
@@ -149,13 +157,77 @@ static int count_kind(const reconcile_result *r, reconcile_action_kind k) {
     return n;
 }
 
+/* Passes until one creates, binds and deletes nothing (the rollout servers
+ * come one per pass once the trainer gang is bound). Returns the passes. */
+static int settle(world *w) {
+    for (int n = 1; n <= 16; n++) {
+        reconcile_result r = step(w);
+        int acts = count_kind(&r, RECONCILE_CREATE) + count_kind(&r, RECONCILE_BIND) +
+                   count_kind(&r, RECONCILE_DELETE);
+        reconcile_result_free(&r);
+        if (acts == 0)
+            return n;
+    }
+    fail_msg("the job does not settle");
+    return -1;
+}
+
+static const char *role_kind(const json_t *pod) {
+    return json_string_value(json_object_get(
+        json_object_get(json_object_get(pod, "metadata"), "labels"), "areal.io/role-kind"));
+}
+
+static int rollout_pods(const world *w) {
+    int n = 0;
+    for (int i = 0; i < w->n_pods; i++)
+        n += role_kind(w->pods[i]) && strcmp(role_kind(w->pods[i]), "rollout") == 0;
+    return n;
+}
+
+static const char *node_of(const json_t *pod) {
+    return json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
+}
+
+static const json_t *status_of(const world *w) {
+    return json_object_get(w->job, "status");
+}
+
+static const json_t *condition(const world *w, const char *type) {
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(status_of(w), "conditions"), i, c) {
+        if (strcmp(json_string_value(json_object_get(c, "type")), type) == 0)
+            return c;
+    }
+    return NULL;
+}
+
+static const char *reason_of(const world *w, const char *type) {
+    return json_string_value(json_object_get(condition(w, type), "reason"));
+}
+
+/* The value of env var `name` of a pod's container, or NULL. */
+static const char *env_of(const json_t *pod, const char *name) {
+    const json_t *c =
+        json_array_get(json_object_get(json_object_get(pod, "spec"), "containers"), 0);
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(c, "env"), i, e) {
+        if (strcmp(json_string_value(json_object_get(e, "name")), name) == 0)
+            return json_string_value(json_object_get(e, "value"));
+    }
+    return NULL;
+}
+
 static void creates_and_binds_the_gang_where_the_planner_says(void **state) {
     (void)state;
     world w;
     world_init(&w, 3);
     reconcile_result r = step(&w);
-    assert_int_equal(count_kind(&r, RECONCILE_PATCH_JOB), 1);  /* the finalizer */
-    assert_int_equal(count_kind(&r, RECONCILE_CREATE), 2 + 3); /* svc, cm, 3 pods */
+    assert_int_equal(count_kind(&r, RECONCILE_PATCH_JOB), 1); /* the finalizer */
+    /* the first placement: svc, cm, the trainer's pod of 8 GPUs and the two
+     * rollout servers of 2, all or nothing */
+    assert_int_equal(count_kind(&r, RECONCILE_CREATE), 2 + 1 + 2);
     assert_int_equal(count_kind(&r, RECONCILE_BIND), 3);
     /* every create comes before every bind */
     int last_create = -1, first_bind = 1000;
@@ -168,7 +240,7 @@ static void creates_and_binds_the_gang_where_the_planner_says(void **state) {
     assert_true(last_create < first_bind);
     /* the same nodes as areal_place on the same inventory (what arealctl plan prints) */
     areal_alloc a;
-    assert_int_equal(areal_alloc_parse("sglang:d2t2+megatron:d2p2t2", &a, NULL), AREAL_OK);
+    assert_int_equal(areal_alloc_parse("megatron:d2p2t2", &a, NULL), AREAL_OK);
     areal_job pj;
     areal_job_init(&pj, "j", &a);
     areal_plan plan;
@@ -184,6 +256,19 @@ static void creates_and_binds_the_gang_where_the_planner_says(void **state) {
     assert_string_equal(phase(&w), "Pending");
     assert_string_equal(w.last_event, "GangBound");
     reconcile_result_free(&r);
+    assert_int_equal(rollout_pods(&w), 2); /* one 2-GPU pod per server */
+    assert_true(find_pod(&w, "j-rollout-0") >= 0 && find_pod(&w, "j-rollout-1") >= 0);
+    /* a server's pods meet the trainer's rank 0 and carry their server's index */
+    const json_t *server = w.pods[find_pod(&w, "j-rollout-1")];
+    assert_string_equal(env_of(server, "MASTER_ADDR"), "j-trainer-0.j");
+    assert_string_equal(env_of(server, "AREAL_SERVER_INDEX"), "1");
+    assert_string_equal(env_of(server, "WORLD_SIZE"), "2");
+    assert_string_equal(env_of(server, "AREAL_ALLOCATION"), "sglang:d1t2+megatron:d2p2t2");
+    assert_null(env_of(w.pods[find_pod(&w, "j-trainer-0")], "AREAL_SERVER_INDEX"));
+    assert_null(json_object_get(json_object_get(json_object_get(server, "metadata"), "labels"),
+                                "areal.io/master"));
+    assert_non_null(json_object_get(
+        json_object_get(json_object_get(status_of(&w), "placement"), "quality"), "trainer/tp"));
 
     /* idempotent: nothing more to do, and nothing to write */
     r = step(&w);
@@ -197,7 +282,8 @@ static void creates_and_binds_the_gang_where_the_planner_says(void **state) {
     assert_string_equal(phase(&w), "Running");
     assert_int_equal(
         json_integer_value(json_object_get(json_object_get(w.job, "status"), "readyPods")), 3);
-    assert_string_equal(w.last_event, "Running");
+    assert_int_equal(json_integer_value(json_object_get(status_of(&w), "rolloutReplicas")), 2);
+    assert_string_equal(reason_of(&w, "RolloutReady"), "ServersReady");
     reconcile_result_free(&r);
     int events = w.events;
     r = step(&w);
@@ -221,17 +307,19 @@ static void failed_pod_restarts_the_gang_with_backoff_then_fails(void **state) {
             json_string_value(json_object_get(json_object_get(w.pods[i], "metadata"), "name")));
     for (int attempt = 1; attempt <= 3; attempt++) {
         kubelet_sets(&w, "Running", true);
-        json_object_set_new(w.pods[0], "status",
+        json_object_set_new(w.pods[find_pod(&w, "j-trainer-0")], "status",
                             json_pack("{s:s,s:[{s:{s:{s:i}}}]}", "phase", "Failed",
                                       "containerStatuses", "state", "terminated", "exitCode", 137));
         r = step(&w);
-        assert_int_equal(w.n_pods, 0); /* the whole gang goes */
         if (attempt == 3) {
+            assert_int_equal(w.n_pods, 0); /* failed: everything goes */
             assert_string_equal(phase(&w), "Failed");
             assert_string_equal(w.last_event, "BackoffLimitExceeded");
             reconcile_result_free(&r);
             break;
         }
+        assert_int_equal(w.n_pods, rollout_pods(&w)); /* the trainer gang goes, the servers stay */
+        assert_int_equal(rollout_pods(&w), 2);
         assert_string_equal(phase(&w), "Restarting");
         assert_int_equal(
             json_integer_value(json_object_get(json_object_get(w.job, "status"), "restarts")),
@@ -330,14 +418,15 @@ static void trainer_success_finishes_the_job(void **state) {
 static void unschedulable_job_waits_with_the_reason(void **state) {
     (void)state;
     world w;
-    world_init(&w, 1); /* 8 GPUs; the job needs 12 */
+    world_init(&w, 1);
+    w.cluster.nodes[0].gpus = 4; /* the trainer gang needs 8 */
     reconcile_result r = step(&w);
     assert_int_equal(count_kind(&r, RECONCILE_CREATE), 0);
     assert_string_equal(phase(&w), "Pending");
     const json_t *cond =
         json_array_get(json_object_get(json_object_get(w.job, "status"), "conditions"), 0);
     assert_string_equal(json_string_value(json_object_get(cond, "reason")), "Unschedulable");
-    assert_non_null(strstr(json_string_value(json_object_get(cond, "message")), "needs 12 GPUs"));
+    assert_non_null(strstr(json_string_value(json_object_get(cond, "message")), "needs 8 GPUs"));
     assert_string_equal(w.last_event, "Unschedulable");
     reconcile_result_free(&r);
     int events = w.events;
@@ -349,7 +438,7 @@ static void unschedulable_job_waits_with_the_reason(void **state) {
     /* nodes are added: placed */
     assert_true(areal_cluster_add_node(&w.cluster, "node-new", 8, 0, NULL) >= 0);
     r = step(&w);
-    assert_int_equal(count_kind(&r, RECONCILE_BIND), 3);
+    assert_int_equal(count_kind(&r, RECONCILE_BIND), 1 + 2); /* the trainer and its servers */
     reconcile_result_free(&r);
     world_free(&w);
 }
@@ -381,9 +470,8 @@ static void suspend_and_delete_remove_the_pods(void **state) {
     assert_string_equal(phase(&w), "Suspended");
     reconcile_result_free(&r);
     json_object_set_new(json_object_get(w.job, "spec"), "suspend", json_false());
-    r = step(&w);
+    settle(&w);
     assert_int_equal(w.n_pods, 3);
-    reconcile_result_free(&r);
     /* deletion: pods go, then the finalizer */
     json_object_set_new(json_object_get(w.job, "metadata"), "deletionTimestamp",
                         json_string("2026-11-29T20:00:00Z"));
@@ -419,9 +507,10 @@ static void a_partial_gang_is_completed_before_any_bind(void **state) {
     (void)state;
     world w;
     world_init(&w, 3);
+    big_trainer(&w);
     reconcile_result r = step(&w);
     reconcile_result_free(&r);
-    assert_int_equal(w.n_pods, 3);
+    assert_int_equal(w.n_pods, 4);
     for (int i = 0; i < w.n_pods; i++)
         json_object_del(json_object_get(w.pods[i], "spec"), "nodeName");
     char lost[128];
@@ -432,7 +521,7 @@ static void a_partial_gang_is_completed_before_any_bind(void **state) {
     r = step(&w); /* the world asserts no pod is created twice, none bound twice */
     assert_int_equal(count_kind(&r, RECONCILE_DELETE), 0);
     assert_int_equal(count_kind(&r, RECONCILE_CREATE), 1);
-    assert_int_equal(count_kind(&r, RECONCILE_BIND), 3);
+    assert_int_equal(count_kind(&r, RECONCILE_BIND), 2 + 2);
     int create = -1, first_bind = -1;
     for (int i = 0; i < r.n_actions; i++) {
         if (r.actions[i].kind == RECONCILE_CREATE) {
@@ -455,6 +544,7 @@ static void running_needs_every_planned_pod(void **state) {
     (void)state;
     world w;
     world_init(&w, 3);
+    big_trainer(&w);
     reconcile_result r = step(&w);
     reconcile_result_free(&r);
     json_object_del(json_object_get(w.job, "status"), "pods"); /* a lost status write */
@@ -464,7 +554,7 @@ static void running_needs_every_planned_pod(void **state) {
     r = step(&w);
     assert_string_not_equal(phase(&w), "Running");
     assert_string_equal(phase(&w), "Restarting");
-    assert_int_equal(count_kind(&r, RECONCILE_DELETE), 2);
+    assert_int_equal(count_kind(&r, RECONCILE_DELETE), 1);
     reconcile_result_free(&r);
     world_free(&w);
 }
@@ -496,8 +586,7 @@ static void a_rejected_child_waits_for_a_new_spec(void **state) {
     assert_int_equal(r.n_actions, 0);
     assert_null(r.status); /* idle */
     reconcile_result_free(&r);
-    const json_t *c =
-        json_array_get(json_object_get(json_object_get(w.job, "status"), "conditions"), 0);
+    const json_t *c = condition(&w, "Scheduled");
     assert_string_equal(json_string_value(json_object_get(c, "reason")), "ChildRejected");
     assert_non_null(strstr(json_string_value(json_object_get(c, "message")), "env[0].name"));
 
@@ -507,17 +596,6 @@ static void a_rejected_child_waits_for_a_new_spec(void **state) {
     assert_string_equal(phase(&w), "Pending");
     reconcile_result_free(&r);
     world_free(&w);
-}
-
-static int rollout_pods(const world *w) {
-    int n = 0;
-    for (int i = 0; i < w->n_pods; i++) {
-        const char *kind = json_string_value(
-            json_object_get(json_object_get(json_object_get(w->pods[i], "metadata"), "labels"),
-                            "areal.io/role-kind"));
-        n += kind && strcmp(kind, "rollout") == 0;
-    }
-    return n;
 }
 
 static long long restarts_of(const world *w) {
@@ -532,17 +610,21 @@ static void a_lagging_cache_is_not_a_second_restart(void **state) {
     (void)state;
     world w;
     world_init(&w, 3);
+    big_trainer(&w);
     reconcile_result r = step(&w);
     reconcile_result_free(&r);
     kubelet_sets(&w, "Running", true);
     json_t *old[MAX_PODS];
-    int n0 = w.n_pods;
-    for (int i = 0; i < n0; i++) {
-        old[i] = json_deep_copy(w.pods[i]);
+    int n0 = 0, all = w.n_pods; /* the trainer gang's pods, trainer-0 first */
+    old[n0++] = json_deep_copy(w.pods[find_pod(&w, "j-trainer-0")]);
+    for (int i = 0; i < w.n_pods; i++)
+        if (strcmp(role_kind(w.pods[i]), "trainer") == 0 && i != find_pod(&w, "j-trainer-0"))
+            old[n0++] = json_deep_copy(w.pods[i]);
+    assert_int_equal(n0, 2);
+    for (int i = 0; i < n0; i++)
         json_object_set_new(json_object_get(old[i], "metadata"), "creationTimestamp",
                             json_string("2000-01-01T00:00:00Z"));
-    }
-    json_object_set_new(w.pods[0], "status",
+    json_object_set_new(w.pods[find_pod(&w, "j-trainer-0")], "status",
                         json_pack("{s:s,s:[{s:{s:{s:i}}}]}", "phase", "Failed", "containerStatuses",
                                   "state", "terminated", "exitCode", 137));
     r = step(&w);
@@ -561,9 +643,9 @@ static void a_lagging_cache_is_not_a_second_restart(void **state) {
     w.now += 60000; /* the backoff is over: one new gang, and its failure counts */
     r = step(&w);
     reconcile_result_free(&r);
-    assert_int_equal(w.n_pods, n0);
+    assert_int_equal(w.n_pods, all);
     kubelet_sets(&w, "Running", true);
-    json_object_set_new(w.pods[0], "status",
+    json_object_set_new(w.pods[find_pod(&w, "j-trainer-1")], "status",
                         json_pack("{s:s,s:[{s:{s:{s:i}}}]}", "phase", "Failed", "containerStatuses",
                                   "state", "terminated", "exitCode", 1));
     r = step(&w);
@@ -577,44 +659,228 @@ static void set_replicas(world *w, int n) {
     json_object_set_new(spec, "rollout", json_pack("{s:i}", "replicas", n));
 }
 
-/* Issue 11: scaling 2 -> 0 -> 2 never fails the job: at zero the trainer runs
- * alone; each change replaces the gang without counting a restart. */
-static void scaling_to_zero_and_back_never_fails(void **state) {
+/* The pod names of the world, sorted into one string (a fingerprint of who exists). */
+static void trainer_uids(const world *w, char *out, size_t cap) {
+    out[0] = '\0';
+    for (int i = 0; i < w->n_pods; i++)
+        if (strcmp(role_kind(w->pods[i]), "trainer") == 0) {
+            strncat(
+                out,
+                json_string_value(json_object_get(json_object_get(w->pods[i], "metadata"), "name")),
+                cap - strlen(out) - 2);
+            strncat(out, ",", cap - strlen(out) - 1);
+        }
+}
+
+static bool has_pod(world *w, const char *name) {
+    return find_pod(w, name) >= 0;
+}
+
+/* Scale-down is one server at a time: while the removed server's pods stop
+ * (a worker drains on SIGTERM), the next one is left alone. */
+static void scale_down_waits_for_each_server_to_stop(void **state) {
     (void)state;
     world w;
     world_init(&w, 3);
-    reconcile_result r = step(&w);
-    reconcile_result_free(&r);
-    assert_int_equal(rollout_pods(&w), 2);
+    set_replicas(&w, 3);
+    settle(&w);
     kubelet_sets(&w, "Running", true);
-    reconcile_result_free((r = step(&w), &r));
+    settle(&w);
+    assert_int_equal(rollout_pods(&w), 3);
+    set_replicas(&w, 1);
+    json_t *going = json_deep_copy(w.pods[find_pod(&w, "j-rollout-2")]);
+    reconcile_result r = step(&w);
+    assert_int_equal(count_kind(&r, RECONCILE_DELETE), 1);
+    reconcile_result_free(&r);
+    assert_false(has_pod(&w, "j-rollout-2"));
+    /* the kubelet takes its time: the pod is still there, terminating */
+    json_object_set_new(json_object_get(going, "metadata"), "deletionTimestamp",
+                        json_string("2026-11-29T21:00:00Z"));
+    w.pods[w.n_pods++] = going;
+    r = step(&w);
+    assert_int_equal(count_kind(&r, RECONCILE_DELETE), 0); /* server 1 waits its turn */
+    reconcile_result_free(&r);
+    assert_true(has_pod(&w, "j-rollout-1"));
+    int k = find_pod(&w, "j-rollout-2"); /* now gone */
+    assert_true(k >= 0);
+    json_decref(w.pods[k]);
+    w.pods[k] = w.pods[--w.n_pods];
+    settle(&w);
+    assert_int_equal(rollout_pods(&w), 1);
+    assert_true(has_pod(&w, "j-rollout-0"));
+    assert_int_equal(restarts_of(&w), 0);
+    world_free(&w);
+}
+
+/* Issues 11 and 16: scaling 2 -> 0 -> 3 -> 1 never fails, restarts or touches
+ * the trainer: servers come one per pass (lowest index first) and go one per
+ * pass (highest index first); status.rolloutReplicas counts ready servers. */
+static void scaling_moves_servers_one_at_a_time_and_never_the_trainer(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    settle(&w);
+    kubelet_sets(&w, "Running", true);
+    settle(&w);
     assert_string_equal(phase(&w), "Running");
+    assert_int_equal(rollout_pods(&w), 2);
+    assert_int_equal(json_integer_value(json_object_get(status_of(&w), "rolloutReplicas")), 2);
+    char trainer[512], now[512];
+    trainer_uids(&w, trainer, sizeof trainer);
 
     set_replicas(&w, 0);
-    r = step(&w); /* the old gang goes */
-    assert_string_equal(phase(&w), "Pending");
-    assert_string_equal(w.last_event, "Rescaling");
-    assert_int_equal(w.n_pods, 0);
+    reconcile_result r = step(&w); /* the highest index first */
+    assert_int_equal(count_kind(&r, RECONCILE_DELETE), 1);
     reconcile_result_free(&r);
-    r = step(&w); /* the trainer alone */
-    assert_true(count_kind(&r, RECONCILE_BIND) > 0);
-    reconcile_result_free(&r);
-    assert_true(w.n_pods > 0);
+    assert_true(has_pod(&w, "j-rollout-0") && !has_pod(&w, "j-rollout-1"));
+    assert_string_equal(w.last_event, "RolloutServerRemoved");
+    settle(&w);
     assert_int_equal(rollout_pods(&w), 0);
-    assert_int_equal(
-        json_integer_value(json_object_get(json_object_get(w.job, "status"), "rolloutReplicas")),
-        0);
+    assert_string_equal(phase(&w), "Running"); /* the trainer waits, it is not failed */
+    assert_int_equal(json_integer_value(json_object_get(status_of(&w), "rolloutReplicas")), 0);
+    assert_string_equal(reason_of(&w, "RolloutReady"), "ScaledToZero");
+
+    set_replicas(&w, 3);
+    for (int want = 1; want <= 3; want++) {
+        r = step(&w); /* one server per pass */
+        assert_int_equal(count_kind(&r, RECONCILE_BIND), 1);
+        reconcile_result_free(&r);
+        assert_int_equal(rollout_pods(&w), want);
+        kubelet_sets(&w, "Running", true);
+    }
+    assert_true(has_pod(&w, "j-rollout-2"));
+    settle(&w);
+    assert_int_equal(json_integer_value(json_object_get(status_of(&w), "rolloutReplicas")), 3);
+    assert_string_equal(reason_of(&w, "RolloutReady"), "ServersReady");
+
+    set_replicas(&w, 1);
+    settle(&w);
+    assert_int_equal(rollout_pods(&w), 1);
+    assert_true(has_pod(&w, "j-rollout-0"));
+    trainer_uids(&w, now, sizeof now);
+    assert_string_equal(trainer, now); /* the same trainer pods throughout */
+    assert_int_equal(restarts_of(&w), 0);
+    assert_string_equal(phase(&w), "Running");
+    world_free(&w);
+}
+
+/* Issue 16: a rollout pod's failure replaces that server only; a trainer pod's
+ * failure restarts the trainer gang only (the servers keep running). */
+static void failures_are_handled_per_role(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    settle(&w);
     kubelet_sets(&w, "Running", true);
-    reconcile_result_free((r = step(&w), &r));
+    settle(&w);
+    char trainer[512], now[512];
+    trainer_uids(&w, trainer, sizeof trainer);
+    int k = find_pod(&w, "j-rollout-1");
+    assert_true(k >= 0);
+    json_object_set_new(w.pods[k], "status",
+                        json_pack("{s:s,s:[{s:{s:{s:i}}}]}", "phase", "Failed", "containerStatuses",
+                                  "state", "terminated", "exitCode", 1));
+    reconcile_result r = step(&w);
+    assert_int_equal(count_kind(&r, RECONCILE_DELETE), 1);
+    reconcile_result_free(&r);
+    assert_string_equal(w.last_event, "RolloutServerFailed");
+    assert_false(has_pod(&w, "j-rollout-1"));
+    r = step(&w); /* replaced at the same index */
+    assert_int_equal(count_kind(&r, RECONCILE_CREATE), 1);
+    reconcile_result_free(&r);
+    assert_true(has_pod(&w, "j-rollout-1"));
+    trainer_uids(&w, now, sizeof now);
+    assert_string_equal(trainer, now);
+    assert_int_equal(restarts_of(&w), 0);
+    assert_int_equal(json_integer_value(json_object_get(status_of(&w), "rolloutReplacements")), 1);
     assert_string_equal(phase(&w), "Running");
 
-    set_replicas(&w, 2);
-    reconcile_result_free((r = step(&w), &r));
-    assert_string_equal(phase(&w), "Pending");
-    assert_int_equal(w.n_pods, 0);
-    reconcile_result_free((r = step(&w), &r));
+    kubelet_sets(&w, "Running", true);
+    k = find_pod(&w, "j-trainer-0");
+    json_object_set_new(w.pods[k], "status",
+                        json_pack("{s:s,s:[{s:{s:{s:i}}}]}", "phase", "Failed", "containerStatuses",
+                                  "state", "terminated", "exitCode", 137));
+    r = step(&w);
+    reconcile_result_free(&r);
+    assert_string_equal(phase(&w), "Restarting");
+    assert_int_equal(restarts_of(&w), 1);
+    assert_int_equal(rollout_pods(&w), 2); /* the servers stay */
+    assert_false(has_pod(&w, "j-trainer-0"));
+    w.now += 60000;
+    settle(&w);
+    assert_true(has_pod(&w, "j-trainer-0"));
     assert_int_equal(rollout_pods(&w), 2);
+    world_free(&w);
+}
+
+/* Issue 16: a node lost under rollout servers only is the failure of those
+ * servers: they are deleted with grace 0 and placed again on ready nodes; the
+ * trainer keeps running, no restart is counted. */
+static void a_lost_node_under_servers_replaces_them_only(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 4);
+    settle(&w);
+    kubelet_sets(&w, "Running", true);
+    settle(&w);
+    const char *tnode = node_of(w.pods[find_pod(&w, "j-trainer-0")]);
+    static char dead[64];
+    snprintf(dead, sizeof dead, "%s", node_of(w.pods[find_pod(&w, "j-rollout-0")]));
+    assert_string_not_equal(tnode, dead); /* the trainer fills its own node */
+    for (int i = 0; i < w.cluster.n_nodes; i++)
+        if (strcmp(w.cluster.nodes[i].name, dead) == 0)
+            w.cluster.nodes[i].ready = false;
+    w.down[0] = (reconcile_down_node){dead, w.now - 60000};
+    w.n_down = 1;
+    char trainer[512], now[512];
+    trainer_uids(&w, trainer, sizeof trainer);
+    for (int pass = 0; pass < 8; pass++) {
+        reconcile_result r = step(&w);
+        for (int i = 0; i < r.n_actions; i++) {
+            const reconcile_action *a = &r.actions[i];
+            if (a->kind == RECONCILE_DELETE)
+                assert_true(a->force); /* only pods on the dead node go, with grace 0 */
+            if (a->kind == RECONCILE_BIND)
+                assert_string_not_equal(a->node, dead);
+        }
+        reconcile_result_free(&r);
+        kubelet_sets(&w, "Running", true);
+    }
+    assert_int_equal(rollout_pods(&w), 2);
+    for (int i = 0; i < w.n_pods; i++)
+        assert_string_not_equal(node_of(w.pods[i]), dead);
+    trainer_uids(&w, now, sizeof now);
+    assert_string_equal(trainer, now);
     assert_int_equal(restarts_of(&w), 0);
+    assert_string_equal(phase(&w), "Running");
+    assert_true(json_integer_value(json_object_get(status_of(&w), "rolloutReplacements")) >= 1);
+    world_free(&w);
+}
+
+/* restartScope Gang: a server's failure restarts the trainer gang too. */
+static void restart_scope_gang_restarts_the_trainer(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    json_object_set_new(json_object_get(json_object_get(w.job, "spec"), "failurePolicy"),
+                        "restartScope", json_string("Gang"));
+    settle(&w);
+    kubelet_sets(&w, "Running", true);
+    settle(&w);
+    int k = find_pod(&w, "j-rollout-0");
+    json_object_set_new(w.pods[k], "status", json_pack("{s:s}", "phase", "Failed"));
+    reconcile_result r = step(&w);
+    reconcile_result_free(&r);
+    assert_int_equal(restarts_of(&w), 1);
+    assert_string_equal(w.last_event, "GangRestarting");
+    assert_int_equal(w.n_pods, 0); /* every pod of the job goes */
+    assert_non_null(
+        strstr(json_string_value(json_object_get(condition(&w, "Scheduled"), "message")),
+               "pod j-rollout-0 failed"));
+    w.now += 60000;
+    settle(&w); /* and the whole job comes back, same names */
+    assert_true(has_pod(&w, "j-trainer-0") && has_pod(&w, "j-rollout-0") &&
+                has_pod(&w, "j-rollout-1"));
     world_free(&w);
 }
 
@@ -658,10 +924,6 @@ static void refused_names_fail_with_the_field(void **state) {
     world_free(&w);
 }
 
-static const char *node_of(const json_t *pod) {
-    return json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
-}
-
 /* Issue 11: a node stops under a running gang. Within the grace nothing
  * happens (but the job looks again when it ends); past it, the gang
  * restarts: the pod on the dead node is deleted with grace 0, the others
@@ -670,13 +932,13 @@ static void a_dead_node_restarts_the_gang_elsewhere(void **state) {
     (void)state;
     world w;
     world_init(&w, 4);
-    reconcile_result r = step(&w);
-    reconcile_result_free(&r);
+    settle(&w);
     kubelet_sets(&w, "Running", true);
-    reconcile_result_free((r = step(&w), &r));
+    settle(&w);
     assert_string_equal(phase(&w), "Running");
+    reconcile_result r;
     static char dead[64];
-    snprintf(dead, sizeof dead, "%s", node_of(w.pods[0]));
+    snprintf(dead, sizeof dead, "%s", node_of(w.pods[find_pod(&w, "j-trainer-0")]));
     for (int i = 0; i < w.cluster.n_nodes; i++)
         if (strcmp(w.cluster.nodes[i].name, dead) == 0)
             w.cluster.nodes[i].ready = false;
@@ -690,10 +952,12 @@ static void a_dead_node_restarts_the_gang_elsewhere(void **state) {
     assert_string_equal(phase(&w), "Running");
 
     w.now += 21000;
-    int on_dead = 0;
-    for (int i = 0; i < w.n_pods; i++)
-        on_dead += strcmp(node_of(w.pods[i]), dead) == 0;
-    int n = w.n_pods;
+    int on_dead = 0, expect = 0; /* the trainer gang, and the servers that were on the node */
+    for (int i = 0; i < w.n_pods; i++) {
+        bool there = strcmp(node_of(w.pods[i]), dead) == 0;
+        on_dead += there;
+        expect += there || strcmp(role_kind(w.pods[i]), "trainer") == 0;
+    }
     reconcile_input in = {.job = w.job,
                           .pods = (const json_t *const *)w.pods,
                           .n_pods = w.n_pods,
@@ -716,17 +980,18 @@ static void a_dead_node_restarts_the_gang_elsewhere(void **state) {
         assert_int_equal(r.actions[i].force, there); /* grace 0 only where no kubelet is */
         forced += r.actions[i].force;
     }
-    assert_int_equal(deletes, n);
+    assert_int_equal(deletes, expect);
     assert_int_equal(forced, on_dead);
     reconcile_result_free(&r);
     reconcile_result_free((r = step(&w), &r)); /* applied */
     assert_string_equal(phase(&w), "Restarting");
-    assert_string_equal(w.last_event, "GangRestarting");
-    assert_int_equal(w.n_pods, 0);
+    assert_int_equal(restarts_of(&w), 1);
+    assert_false(has_pod(&w, "j-trainer-0"));
 
     w.now += 60000; /* past the backoff */
-    reconcile_result_free((r = step(&w), &r));
-    assert_true(w.n_pods > 0);
+    settle(&w);
+    assert_true(has_pod(&w, "j-trainer-0"));
+    assert_int_equal(rollout_pods(&w), 2);
     for (int i = 0; i < w.n_pods; i++)
         assert_string_not_equal(node_of(w.pods[i]), dead);
     world_free(&w);
@@ -771,12 +1036,63 @@ static void a_terminating_pod_on_a_dead_node_is_forced(void **state) {
     world_free(&w);
 }
 
+/* Issue 11: an image that cannot be pulled is a condition at once (the
+ * kubelet's reason and message, the deadline), Failed after
+ * spec.failurePolicy.containerErrorSeconds, and retried by a spec change. */
+static void an_unpullable_image_is_a_condition_then_fails(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    json_object_set_new(json_object_get(json_object_get(w.job, "spec"), "failurePolicy"),
+                        "containerErrorSeconds", json_integer(120));
+    settle(&w);
+    int k = find_pod(&w, "j-trainer-0");
+    json_object_set_new(w.pods[k], "status",
+                        json_pack("{s:s,s:[{s:s,s:{s:{s:s,s:s}}}]}", "phase", "Pending",
+                                  "containerStatuses", "name", "worker", "state", "waiting",
+                                  "reason", "ImagePullBackOff", "message",
+                                  "Back-off pulling image \"areal-worker:typo\""));
+    reconcile_result r = step(&w);
+    assert_true(r.requeue_after_ms > 119000 && r.requeue_after_ms <= 120200);
+    reconcile_result_free(&r);
+    assert_string_equal(reason_of(&w, "ContainerError"), "ImagePullBackOff");
+    const char *msg =
+        json_string_value(json_object_get(condition(&w, "ContainerError"), "message"));
+    assert_non_null(strstr(msg, "j-trainer-0"));
+    assert_non_null(strstr(msg, "areal-worker:typo"));
+    assert_non_null(strstr(msg, "containerErrorSeconds"));
+    assert_string_equal(w.last_event, "ImagePullBackOff");
+    r = step(&w); /* idle while it waits: nothing written */
+    assert_null(r.status);
+    reconcile_result_free(&r);
+
+    w.now += 121000;
+    r = step(&w);
+    reconcile_result_free(&r);
+    assert_string_equal(phase(&w), "Failed");
+    assert_string_equal(reason_of(&w, "Scheduled"), "ContainerError");
+    assert_int_equal(w.n_pods, 0);
+    assert_int_equal(count_kind((r = step(&w), &r), RECONCILE_CREATE), 0); /* stays failed */
+    reconcile_result_free(&r);
+
+    json_object_set_new(json_object_get(w.job, "metadata"), "generation", json_integer(2));
+    settle(&w); /* a new image: placed again */
+    assert_true(has_pod(&w, "j-trainer-0"));
+    assert_string_not_equal(phase(&w), "Failed");
+    world_free(&w);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_dead_node_restarts_the_gang_elsewhere),
         cmocka_unit_test(a_lagging_cache_is_not_a_second_restart),
         cmocka_unit_test(a_terminating_pod_on_a_dead_node_is_forced),
-        cmocka_unit_test(scaling_to_zero_and_back_never_fails),
+        cmocka_unit_test(scaling_moves_servers_one_at_a_time_and_never_the_trainer),
+        cmocka_unit_test(failures_are_handled_per_role),
+        cmocka_unit_test(scale_down_waits_for_each_server_to_stop),
+        cmocka_unit_test(restart_scope_gang_restarts_the_trainer),
+        cmocka_unit_test(a_lost_node_under_servers_replaces_them_only),
+        cmocka_unit_test(an_unpullable_image_is_a_condition_then_fails),
         cmocka_unit_test(refused_names_fail_with_the_field),
         cmocka_unit_test(a_rejected_child_waits_for_a_new_spec),
         cmocka_unit_test(a_partial_gang_is_completed_before_any_bind),

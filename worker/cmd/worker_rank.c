@@ -148,7 +148,13 @@ int worker_rank_main(const worker_opts *o) {
         }
     }
     char prefix[32];
-    snprintf(prefix, sizeof prefix, "c%d", ci);
+    /* A rollout server placed alone is a world of its own beside the other
+     * servers of its component: its keys in the shared store must not meet theirs. */
+    const char *server = getenv(AREAL_ENV_SERVER_INDEX);
+    if (server != NULL && server[0] != '\0' && strlen(server) < 12)
+        snprintf(prefix, sizeof prefix, "c%d-s%s", ci, server);
+    else
+        snprintf(prefix, sizeof prefix, "c%d", ci);
     const char *pod_ip = getenv(AREAL_ENV_POD_IP);
     areal_comm_config cfg = {
         .rank = rank,

@@ -38,6 +38,13 @@ typedef struct sim_spawn {
     const char *log_path;   /* stdout and stderr, appended */
     const char *hosts_path; /* bind-mounted over /etc/hosts; NULL: no namespaces */
     const char *hostname;   /* set in a new UTS namespace; NULL: keep */
+    /* bind-mounted over /var/run/secrets (made when missing; needs hosts_path's
+     * mount namespace); NULL: none */
+    const char *secrets_path;
+    /* more bind mounts: src[i] over dst[i] (dst made when missing, as for
+     * secrets_path; needs hosts_path's mount namespace) */
+    const char *const *mount_src, *const *mount_dst;
+    size_t n_mounts;
 } sim_spawn;
 
 /*
@@ -45,7 +52,8 @@ typedef struct sim_spawn {
  * every signal unblocked and the default dispositions, SIGKILL when the
  * simulator dies (PR_SET_PDEATHSIG), and - when hosts_path is set - in its own
  * mount namespace (propagation private) with the hosts file bind-mounted, and
- * its own UTS namespace with `hostname`. Returns AREAL_OK with *pid set once
+ * its own UTS namespace with `hostname`, and `secrets_path` (when set)
+ * bind-mounted over /var/run/secrets. Returns AREAL_OK with *pid set once
  * the exec succeeded, or AREAL_EIO naming the step that failed (open the log,
  * unshare, mount, chdir, exec) and errno; the child is reaped then.
  * Call from the thread that will outlive the child (PDEATHSIG is per thread).
@@ -72,6 +80,57 @@ typedef bool (*sim_node_filter)(void *ud, const char *name);
 int sim_nodes_revive(kube_client *c, sim_node_filter alive, void *ud, int *revived,
                      areal_error *err);
 
+/* ---- service accounts (sim_secrets.c) ------------------------------------ */
+
+/*
+ * What a kubelet projects for `pod`'s service account: unless
+ * spec.automountServiceAccountToken is false, a token from the TokenRequest
+ * API bound to the pod (serviceAccountName, default "default"), the CA from
+ * the namespace's kube-root-ca.crt ConfigMap and the namespace, as files
+ * token, ca.crt, namespace in pod_dir/secrets/kubernetes.io/serviceaccount
+ * (the runner mounts pod_dir/secrets over /var/run/secrets). *projected says
+ * whether anything was written. AREAL_EIO naming the call that failed (the
+ * caller tries again later, as a kubelet retries a mount).
+ */
+int sim_project_service_account(kube_client *c, const json_t *pod, const char *pod_dir,
+                                bool *projected, areal_error *err);
+
+/* ---- volumes (sim_volumes.c) --------------------------------------------- */
+
+#define SIM_MOUNTS_MAX 16
+#define SIM_PATH_MAX   1024
+
+/* The bind mounts of one container (sim_volumes_prepare fills it). */
+typedef struct sim_mounts {
+    size_t n;
+    char src[SIM_MOUNTS_MAX][SIM_PATH_MAX], dst[SIM_MOUNTS_MAX][SIM_PATH_MAX];
+    const char *srcp[SIM_MOUNTS_MAX], *dstp[SIM_MOUNTS_MAX]; /* into src, dst */
+} sim_mounts;
+
+/*
+ * The container's volumeMounts as host directories to bind over their
+ * mountPaths: configMap volumes get their keys written as files under
+ * pod_dir/volumes/<name>, hostPath volumes are the host path
+ * (DirectoryOrCreate makes it), emptyDir volumes pod_dir/volumes/<name> (one
+ * at /dev/shm is skipped: the host's stands in). AREAL_EINVAL naming the
+ * volume for what is not simulated (subPath, other kinds, a mount naming no
+ * volume): the kubelet's CreateContainerConfigError; AREAL_EIO when the
+ * ConfigMap cannot be read or a hostPath is missing (the caller retries).
+ */
+int sim_volumes_prepare(kube_client *c, const json_t *pod, const json_t *container,
+                        const char *pod_dir, sim_mounts *m, areal_error *err);
+
+/* ---- default-scheduler stand-in (sim_sched.c) ---------------------------- */
+
+/*
+ * Binds every unbound, undeleted pod whose spec.schedulerName is
+ * "default-scheduler" to nodes[*rr % n_nodes], advancing *rr per bind (round
+ * robin). *bound counts binds. A pod bound or deleted meanwhile is skipped;
+ * AREAL_EIO names the first other failure (the next pass tries again).
+ */
+int sim_sched_bind_pending(kube_client *c, const char *const *nodes, size_t n_nodes, size_t *rr,
+                           int *bound, areal_error *err);
+
 /* ---- the simulator (sim_kubelet.c) --------------------------------------- */
 
 typedef struct sim_kubelet_opts {
@@ -81,7 +140,12 @@ typedef struct sim_kubelet_opts {
     const char *pod_cidr;       /* e.g. "127.20.0.0/16" */
     const char *cluster_domain; /* NULL: cluster.local */
     sim_image_map images;
-    int tick_ms; /* main loop period (0: 50) */
+    /* "NAME=value" service variables of every pod (KUBERNETES_SERVICE_HOST/PORT:
+     * the API server's loopback address stands in for the kubernetes Service);
+     * NULL-terminated, NULL: none */
+    const char *const *service_env;
+    bool schedule_default; /* bind pods naming default-scheduler (sim_sched.c) */
+    int tick_ms;           /* main loop period (0: 50) */
 } sim_kubelet_opts;
 
 /*

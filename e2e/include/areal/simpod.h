@@ -88,6 +88,7 @@ typedef struct sim_image_map {
     int n;
     char repo[SIM_IMAGES_MAX][256]; /* image name without tag or digest */
     char dir[SIM_IMAGES_MAX][1024];
+    char entry[SIM_IMAGES_MAX][256]; /* the image's ENTRYPOINT; "" none */
 } sim_image_map;
 
 /* Adds "REPO=DIR". AREAL_EINVAL for a spec without '=' or an empty side,
@@ -97,6 +98,15 @@ int sim_image_add(sim_image_map *m, const char *spec, areal_error *err);
 /* The directory of `image` ("areal/worker:latest", "x@sha256:..."), or NULL
  * when no entry names its repository (the kubelet's ErrImagePull). */
 const char *sim_image_dir(const sim_image_map *m, const char *image);
+
+/* Sets the ENTRYPOINT of a mapped repository from "REPO=PROGRAM" (what a
+ * container without `command` runs, its `args` appended, as with a real
+ * image). AREAL_EINVAL for a malformed spec or a repository not mapped yet
+ * (map it with sim_image_add first), AREAL_ERANGE when too long. */
+int sim_image_set_entrypoint(sim_image_map *m, const char *spec, areal_error *err);
+
+/* The ENTRYPOINT of `image`, or NULL when it has none (or is not mapped). */
+const char *sim_image_entrypoint(const sim_image_map *m, const char *image);
 
 /* ---- argv and environment ------------------------------------------------ */
 
@@ -113,19 +123,26 @@ typedef struct sim_env_ctx {
     const char *pod_ip;    /* status.podIP */
     const char *host_ip;   /* status.hostIP; NULL: "" */
     const char *image_dir; /* PATH head; NULL: none */
+    /* the image's ENTRYPOINT, run when the container has no command; NULL: none */
+    const char *entrypoint;
+    /* "NAME=value" strings a kubelet adds for services (KUBERNETES_SERVICE_HOST,
+     * ...), before the container's env, which may override them; NULL-terminated,
+     * NULL: none */
+    const char *const *service_env;
 } sim_env_ctx;
 
 /*
  * The environment of `container` of `pod` as a kubelet builds it: PATH (image
  * dir, then the system dirs), HOSTNAME (spec.hostname, else the pod name),
- * then the container's env in order, a later name replacing an earlier one;
+ * ctx->service_env, then the container's env in order, a later name replacing an earlier one;
  * `value` has $(NAME) references to earlier variables expanded ("$$(" stays
  * literal), `valueFrom.fieldRef` reads metadata.name|namespace|uid,
  * metadata.labels['k'], metadata.annotations['k'], spec.nodeName,
  * spec.serviceAccountName, status.podIP(s), status.hostIP(s).
  * Any other valueFrom (secretKeyRef, configMapKeyRef, resourceFieldRef) is
  * AREAL_EINVAL naming the variable (the kubelet's CreateContainerConfigError).
- * `argv` gets command + args with $(NAME) expanded from that environment.
+ * `argv` gets command + args with $(NAME) expanded from that environment
+ * (ctx->entrypoint + args when the container has no command).
  * Both vectors are reset first; on failure both are freed.
  */
 int sim_env_build(const json_t *pod, const json_t *container, const sim_env_ctx *ctx,

@@ -124,6 +124,8 @@ int kube_reflector_run(kube_watch *w, const kube_resource *res, const kube_watch
                 *err = e;
             return rc;
         }
+        if (fns->transient_error != NULL && rc != KUBE_EGONE)
+            fns->transient_error(fns->ud, &e, failures + 1);
         if (kube_watch_sleep_(w, kube_backoff_ms(c, failures++)))
             return kube_error_set(err, KUBE_ESTOPPED, "the reflector was stopped");
         if (failures > 30)

@@ -276,7 +276,15 @@ typedef struct cache {
     int replaces;
     size_t last_size;
     rec events;
+    int transients, last_failures, last_status; /* the transient_error callback */
 } cache;
+
+static void on_transient(void *ud, const kube_error *e, int failures) {
+    cache *c = ud;
+    c->transients++;
+    c->last_failures = failures;
+    c->last_status = e->http_status;
+}
 
 static int on_replace(void *ud, json_t *list) {
     cache *c = ud;
@@ -405,6 +413,28 @@ static void reflector_returns_permanent_errors(void **state) {
     assert_int_equal(kts_count(f->srv), 2);
 }
 
+/* A list that fails past the client's own retries (5 by default) is retried
+ * by the reflector, which reports each such failure, with its cause, to
+ * transient_error before its backoff (the operator logs it). */
+static void reflector_reports_transient_failures(void **state) {
+    fx *f = *state;
+    for (int i = 0; i < 6; i++)
+        kts_push(f->srv, 503, NULL, "{\"kind\":\"Status\",\"code\":503}");
+    kts_push(f->srv, 403, NULL,
+             "{\"kind\":\"Status\",\"reason\":\"Forbidden\",\"message\":\"no list\","
+             "\"code\":403}");
+    cache c = {0};
+    kube_reflector_fns fns = {
+        .replace = on_replace, .event = on_cache_event, .ud = &c, .transient_error = on_transient};
+    kube_error e;
+    assert_int_equal(kube_reflector_run(f->w, &PODS, NULL, &fns, &e), KUBE_EHTTP);
+    assert_int_equal(e.http_status, 403);
+    assert_int_equal(kts_count(f->srv), 7);
+    assert_int_equal(c.transients, 1);
+    assert_int_equal(c.last_failures, 1);
+    assert_int_equal(c.last_status, 503);
+}
+
 static void many_reconnects_keep_the_resource_version(void **state) {
     fx *f = *state;
     /* a long watch: 200 connections that each end after one event (server timeout);
@@ -489,6 +519,7 @@ int main(void) {
         T(many_reconnects_keep_the_resource_version),
         T(unauthorized_watch_rereads_the_token),
         T(reflector_hands_over_pages),
+        T(reflector_reports_transient_failures),
         T(reflector_returns_permanent_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -31,9 +31,9 @@ typedef struct evlog {
 } evlog;
 
 static const char *const COUNTERS[] = {
-    "list",  "watch", "create",       "bind",          "patch",  "delete",       "gone",
-    "event", "get",   "bind-missing", "bind-conflict", "failed", "force-delete", NULL};
-#define N_COUNTERS 13
+    "list", "watch",        "create",        "bind",   "patch",        "delete",  "gone", "event",
+    "get",  "bind-missing", "bind-conflict", "failed", "force-delete", "invalid", NULL};
+#define N_COUNTERS 14
 
 /* An injected failure: the next `times` requests of `what` on resource r (-1: all). */
 typedef struct fault {
@@ -44,7 +44,8 @@ typedef struct fault {
     char msg[256];
     int times;
 } fault;
-#define MAX_FAULTS 8
+#define MAX_FAULTS  16
+#define TRACE_LINES 128
 
 struct fake_api {
     kts *srv;
@@ -54,11 +55,15 @@ struct fake_api {
     json_t *store[R_COUNT]; /* key -> object */
     evlog log[R_COUNT];
     bool gone[R_COUNT];
+    bool drop[R_COUNT]; /* the next watch is cut off without its chunked end */
+    bool validate;      /* pods and services are validated on create (fake_api_validate) */
     int gen_pods, gen_nodes;
     long counts[N_COUNTERS];
     fault faults[MAX_FAULTS];
     int n_faults;
     bool graceful_pods;
+    char *trace[TRACE_LINES]; /* the last writes answered (fake_api_trace) */
+    long n_trace;
 };
 
 /* ---- store and events (lock held) --------------------------------------------- */
@@ -351,7 +356,115 @@ static int do_watch(fake_api *f, const route *rt, kts_answer *a) {
                   RES_KIND[rt->r], f->rv > from ? f->rv : from);
     a->body = t.p;
     a->len = t.n;
+    if (f->drop[rt->r]) { /* the connection breaks after what was sent */
+        f->drop[rt->r] = false;
+        a->end = KTS_END_DROP;
+    }
     return 1;
+}
+
+/* ---- validation of children, as the real API server's (a few rules) ------------ */
+
+static bool dns_label(const char *s, bool first_digit_ok) {
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n > 63)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+        if (!alnum && !(c == '-' && i > 0 && i + 1 < n))
+            return false;
+    }
+    return first_digit_ok || !(s[0] >= '0' && s[0] <= '9');
+}
+
+/* As Kubernetes 1.36 (RelaxedEnvironmentVariableValidation, on by default):
+ * any printable ASCII but '=', not empty. */
+static bool env_name(const char *s) {
+    if (s == NULL || s[0] == '\0')
+        return false;
+    for (const char *c = s; *c; c++)
+        if (*c < 32 || *c > 126 || *c == '=')
+            return false;
+    return true;
+}
+
+/* The first field of a pod or Service the real server refuses, as its 422 message
+ * ("Pod \"x\" is invalid: spec.containers[0].env[3].name: Invalid value: ..."), or false. */
+static bool invalid_child(int r, const json_t *obj, char *msg, size_t cap) {
+    const char *name = json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+    if (r == R_SERVICES) {
+        if (!dns_label(name, false)) {
+            snprintf(msg, cap,
+                     "Service \"%s\" is invalid: metadata.name: Invalid value: \"%s\": a DNS-1035 "
+                     "label must consist of lower case alphanumeric characters or '-', start with "
+                     "an alphabetic character, and end with an alphanumeric character (at most 63)",
+                     name ? name : "", name ? name : "");
+            return true;
+        }
+        return false;
+    }
+    if (r != R_PODS)
+        return false;
+    const json_t *spec = json_object_get(obj, "spec");
+    const json_t *sub = json_object_get(spec, "subdomain");
+    const char *host = json_string_value(json_object_get(spec, "hostname"));
+    if ((sub != NULL || host != NULL) && !dns_label(host ? host : name, true)) {
+        snprintf(msg, cap,
+                 "Pod \"%s\" is invalid: %s: Invalid value: \"%s\": must be no more than 63 "
+                 "characters and a DNS-1123 label",
+                 name ? name : "", host ? "spec.hostname" : "metadata.name", host ? host : name);
+        return true;
+    }
+    if (json_is_string(sub) && !dns_label(json_string_value(sub), true)) {
+        snprintf(msg, cap, "Pod \"%s\" is invalid: spec.subdomain: Invalid value: \"%s\"",
+                 name ? name : "", json_string_value(sub));
+        return true;
+    }
+    size_t i, j;
+    json_t *v, *c, *e;
+    json_array_foreach(json_object_get(spec, "volumes"), i, v) {
+        const char *vn = json_string_value(json_object_get(v, "name"));
+        if (!dns_label(vn, true)) {
+            snprintf(msg, cap,
+                     "Pod \"%s\" is invalid: spec.volumes[%zu].name: Invalid value: \"%s\": a "
+                     "lowercase RFC 1123 label must consist of lower case alphanumeric characters "
+                     "or '-'",
+                     name ? name : "", i, vn ? vn : "");
+            return true;
+        }
+    }
+    json_array_foreach(json_object_get(spec, "containers"), i, c) {
+        json_array_foreach(json_object_get(c, "env"), j, e) {
+            const char *en = json_string_value(json_object_get(e, "name"));
+            if (!env_name(en)) {
+                snprintf(msg, cap,
+                         "Pod \"%s\" is invalid: spec.containers[%zu].env[%zu].name: Invalid "
+                         "value: \"%s\": a valid environment variable name must consist only of "
+                         "printable ASCII characters other than '='",
+                         name ? name : "", i, j, en ? en : "");
+                return true;
+            }
+        }
+        json_array_foreach(json_object_get(c, "volumeMounts"), j, e) {
+            const char *mn = json_string_value(json_object_get(e, "name"));
+            bool found = false;
+            size_t k;
+            json_t *vol;
+            json_array_foreach(json_object_get(spec, "volumes"), k, vol) {
+                const char *vn = json_string_value(json_object_get(vol, "name"));
+                found = found || (vn && mn && strcmp(vn, mn) == 0);
+            }
+            if (!found) {
+                snprintf(msg, cap,
+                         "Pod \"%s\" is invalid: spec.containers[%zu].volumeMounts[%zu].name: "
+                         "Not found: \"%s\"",
+                         name ? name : "", i, j, mn ? mn : "");
+                return true;
+            }
+        }
+    }
+    return false;
 }
 
 static int do_create(fake_api *f, const route *rt, const kts_request *rq, kts_answer *a) {
@@ -381,6 +494,14 @@ static int do_create(fake_api *f, const route *rt, const kts_request *rq, kts_an
             if (!json_is_object(spec))
                 json_object_set_new(pod, "spec", spec = json_object());
             json_object_set_new(spec, "nodeName", json_string(node));
+            /* when it was bound, for tests that explain a failure */
+            json_t *meta = json_object_get(pod, "metadata");
+            json_t *ann = json_object_get(meta, "annotations");
+            if (json_is_object(meta) && !json_is_object(ann))
+                json_object_set_new(meta, "annotations", ann = json_object());
+            char brv[32];
+            snprintf(brv, sizeof brv, "%ld", f->rv + 1);
+            json_object_set_new(ann, "fake.areal.io/bound-rv", json_string(brv));
             store_put(f, R_PODS, pod, "MODIFIED");
             json_t *ok = json_pack("{s:s,s:s}", "kind", "Status", "status", "Success");
             rc = answer_json(a, 201, ok);
@@ -397,7 +518,11 @@ static int do_create(fake_api *f, const route *rt, const kts_request *rq, kts_an
             json_object_set_new(m, "namespace", json_string(rt->ns));
         char key[512];
         key_of(body, key, sizeof key);
-        if (json_object_get(f->store[rt->r], key) != NULL) {
+        char why[1024];
+        if (f->validate && invalid_child(rt->r, body, why, sizeof why)) {
+            count(f, "invalid");
+            rc = answer_status(a, 422, "Invalid", why);
+        } else if (json_object_get(f->store[rt->r], key) != NULL) {
             rc = answer_status(a, 409, "AlreadyExists", "fake_api: it exists");
         } else {
             json_t *stored = store_put(f, rt->r, body, "ADDED");
@@ -545,6 +670,15 @@ static int handle(void *ud, const kts_request *rq, kts_answer *a) {
     } else {
         rc = answer_status(a, 405, "MethodNotAllowed", "fake_api: method not served");
     }
+    if (strcmp(rq->method, "GET") != 0) { /* the write and its answer, for fake_api_trace */
+        char line[2400];
+        snprintf(line, sizeof line, "rv %ld: %s %.120s %.2000s -> %d %.120s", f->rv, rq->method,
+                 rq->target, rq->body ? rq->body : "", a->status,
+                 a->status >= 300 && a->body ? a->body : "");
+        long at = f->n_trace++ % TRACE_LINES;
+        free(f->trace[at]);
+        f->trace[at] = strdup(line);
+    }
     pthread_mutex_unlock(&f->mu);
     return rc;
 }
@@ -579,9 +713,26 @@ void fake_api_stop(fake_api *f) {
             free(f->log[r].v[i].line);
         free(f->log[r].v);
     }
+    for (int i = 0; i < TRACE_LINES; i++)
+        free(f->trace[i]);
     pthread_cond_destroy(&f->changed);
     pthread_mutex_destroy(&f->mu);
     free(f);
+}
+
+char *fake_api_trace(fake_api *f, const char *grep) {
+    pthread_mutex_lock(&f->mu);
+    fake_text t = {0};
+    long from = f->n_trace > TRACE_LINES ? f->n_trace - TRACE_LINES : 0;
+    for (long i = from; i < f->n_trace; i++) {
+        const char *l = f->trace[i % TRACE_LINES];
+        if (l && (grep == NULL || strstr(l, grep)))
+            fake_putf(&t, "%s\n", l);
+    }
+    pthread_mutex_unlock(&f->mu);
+    if (t.p == NULL)
+        t.p = strdup("");
+    return t.p;
 }
 
 const char *fake_api_url(fake_api *f) {
@@ -670,6 +821,47 @@ void fake_api_fail(fake_api *f, const char *what, const char *res, int code, con
         ft->times = times;
     }
     pthread_mutex_unlock(&f->mu);
+}
+
+void fake_api_drop_watch(fake_api *f, const char *res) {
+    pthread_mutex_lock(&f->mu);
+    f->drop[resource(res)] = true;
+    pthread_mutex_unlock(&f->mu);
+}
+
+void fake_api_validate(fake_api *f, bool on) {
+    pthread_mutex_lock(&f->mu);
+    f->validate = on;
+    pthread_mutex_unlock(&f->mu);
+}
+
+int fake_api_modify(fake_api *f, const char *res, const char *key, int (*fn)(json_t *obj, void *ud),
+                    void *ud) {
+    pthread_mutex_lock(&f->mu);
+    int r = resource(res), rc = -1;
+    json_t *cur = json_object_get(f->store[r], key);
+    json_t *o = cur ? json_deep_copy(cur) : NULL;
+    if (o != NULL) {
+        rc = fn(o, ud);
+        if (rc == 1)
+            store_del(f, r, key);
+        else if (rc == 0)
+            store_put(f, r, o, "MODIFIED");
+    }
+    json_decref(o);
+    pthread_mutex_unlock(&f->mu);
+    return rc;
+}
+
+int fake_api_connections(fake_api *f) {
+    return kts_accepts(f->srv);
+}
+
+long fake_api_rv(fake_api *f) {
+    pthread_mutex_lock(&f->mu);
+    long rv = f->rv;
+    pthread_mutex_unlock(&f->mu);
+    return rv;
 }
 
 void fake_api_graceful_pods(fake_api *f, bool on) {

@@ -6,7 +6,9 @@
  * What it serves: lists (paginated with limit/continue) and watches of pods,
  * nodes and arealjobs; creates (pods, services, configmaps, events), pod
  * bindings, merge patches of arealjobs and their status (409 when the patch
- * names a metadata.resourceVersion that is not the current one), deletes. Every write
+ * names a metadata.resourceVersion that is not the current one), deletes. A bind
+ * stamps the pod with the annotation fake.areal.io/bound-rv (the resourceVersion
+ * of the bind) so a test can tell when each pod was bound. Every write
  * bumps one resourceVersion counter and is appended to the resource's event
  * log, which watches read from, as the real server does. A watch with nothing
  * new waits up to 100 ms, then sends a BOOKMARK and ends (the client rewatches
@@ -65,8 +67,9 @@ void fake_api_expire(fake_api *f, const char *resource);
 /* Requests seen, by kind: "list", "watch", "create", "bind", "patch", "delete", "gone",
  * "event", "get", "bind-missing" (a bind of a pod that does not exist),
  * "bind-conflict" (a bind of a pod already bound: 409, as the real server),
- * "failed" (answered by an injected failure, see fake_api_fail) and
- * "force-delete" (a delete with gracePeriodSeconds 0). */
+ * "failed" (answered by an injected failure, see fake_api_fail),
+ * "force-delete" (a delete with gracePeriodSeconds 0) and "invalid" (a create
+ * refused with 422 by fake_api_validate's rules). */
 long fake_api_count(fake_api *f, const char *what);
 
 /* Every object of `resource`, as an object keyed by ns/name (a copy; caller decrefs). */
@@ -87,6 +90,40 @@ void fake_api_fail(fake_api *f, const char *what, const char *resource, int code
  * test calls fake_api_delete); a delete with grace 0 removes it at once, as
  * the real server does. Off (the default): every delete removes the pod. */
 void fake_api_graceful_pods(fake_api *f, bool on);
+
+/* The next watch of `resource` sends what it has and then breaks the
+ * connection (no chunked end), as a proxy or an API server dying mid-stream. */
+void fake_api_drop_watch(fake_api *f, const char *resource);
+
+/*
+ * On: pod and Service creates are checked as the real API server checks them
+ * (a few rules: the Service name a DNS-1035 label; a pod's hostname - its name
+ * when it has a subdomain - a DNS label of at most 63; volume names DNS
+ * labels; env names printable ASCII without '=', as 1.36 checks them; every volumeMount names a
+ * volume) and refused with 422 Invalid and a message naming the field, in the real server's words.
+ * Off (the default): every create is stored.
+ */
+void fake_api_validate(fake_api *f, bool on);
+
+/*
+ * Edits the stored object ns/name of `resource` atomically: `fn` gets a copy
+ * and returns 0 (store it, a MODIFIED event), 1 (delete the object, a DELETED
+ * event, finalizers notwithstanding) or -1 (leave it). Returns fn's answer, or
+ * -1 when there is no such object. For kubelet-like edits that must not race
+ * with the operator's binds (a get-then-put would undo a bind in between).
+ */
+int fake_api_modify(fake_api *f, const char *resource, const char *key,
+                    int (*fn)(json_t *obj, void *ud), void *ud);
+
+/* The last writes (up to 128) with their answers, one a line, those containing
+ * `grep` (NULL: all); malloc'd, the caller frees it. */
+char *fake_api_trace(fake_api *f, const char *grep);
+
+/* Connections accepted so far. */
+int fake_api_connections(fake_api *f);
+
+/* The current resourceVersion counter (every write moves it). */
+long fake_api_rv(fake_api *f);
 
 /* Objects stored in `resource`. */
 int fake_api_len(fake_api *f, const char *resource);

@@ -124,6 +124,11 @@ int areal_model_init(areal_model *m, const areal_model_config *cfg, areal_pool *
     return areal_model_init_shard(m, cfg, &whole, pool, err);
 }
 
+void areal_model_set_sp(areal_model *m, areal_model_sp_fn fn, void *ctx) {
+    m->sp = fn;
+    m->sp_ctx = ctx;
+}
+
 void areal_model_set_cp_attn(areal_model *m, const areal_cp_attn *a, void *ctx) {
     m->cp_attn = a;
     m->cp_attn_ctx = a != NULL ? ctx : NULL;

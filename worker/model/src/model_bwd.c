@@ -22,6 +22,7 @@
 
 typedef struct bwd_scratch {
     float *dln, *dao, *dq, *dk, *dv, *dqr, *dkr, *dh, *dg, *du, *attn;
+    float *dfull; /* [T, H] sequence-parallel: the rows' gradient gathered */
 } bwd_scratch;
 
 static int reduce_at(const areal_model *m, areal_reduce_point pt, int l, float *buf, size_t n,
@@ -30,6 +31,31 @@ static int reduce_at(const areal_model *m, areal_reduce_point pt, int l, float *
     if (m->reduce == NULL || m->shard.tp == 1)
         return AREAL_OK;
     return m->reduce(m->reduce_ctx, pt, l, buf, n, err);
+}
+
+static int sp_at(const areal_model *m, areal_sp_op op, int l, float *buf, int T, areal_error *err) {
+    if (m->sp == NULL)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "layer %d: a sequence-parallel shard needs its hook "
+                               "(areal_model_set_sp)",
+                               l);
+    return m->sp(m->sp_ctx, op, l, buf, T, m->cfg.hidden_size, err);
+}
+
+/* The tp reduction of a column-parallel input gradient: all-reduce, or reduce-scatter with sp. */
+static int reduce_rows(const areal_model *m, bool sp, areal_reduce_point pt, int l, float *buf,
+                       int T, areal_error *err) {
+    return sp ? sp_at(m, AREAL_SP_SCATTER, l, buf, T, err)
+              : reduce_at(m, pt, l, buf, (size_t)T * m->cfg.hidden_size, err);
+}
+
+/* d(rows) -> every row's gradient (sp: dres holds only this rank's rows). */
+static int gather_rows(const areal_model *m, bool sp, int l, const float *dres, float *dfull, int T,
+                       areal_error *err) {
+    if (!sp)
+        return AREAL_OK;
+    memcpy(dfull, dres, sizeof(float) * (size_t)T * m->cfg.hidden_size);
+    return sp_at(m, AREAL_SP_GATHER, l, dfull, T, err);
 }
 
 /* Layer l (global; li its index in the stage's records): dres d(out) in, d(res) out. */
@@ -43,24 +69,34 @@ static int layer_bwd(const areal_model *m, int l, int li, const areal_acts_priv 
     int T = p->T, H = c->hidden_size, hd = c->head_dim, nh = m->nh, nkv = m->nkv;
     int Q = nh * hd, KV = nkv * hd, I = m->inter, rc = AREAL_OK;
     size_t tH = (size_t)T * H;
+    /* sequence-parallel: dres holds this rank's rows; dfull every row's */
+    bool sp = m->shard.tp > 1 && m->shard.sequence_parallel;
+    int lo, hi;
+    areal_model_sp_rows(&m->shard, T, &lo, &hi);
+    size_t r0 = (size_t)lo * H, nr = (size_t)(hi - lo);
+    const float *dout = sp ? s->dfull : dres;
     /* MLP branch: dres is d(out) = d(mid) through the residual */
     memset(s->dln, 0, sizeof(float) * tH);
+    if ((rc = gather_rows(m, sp, l, dres, s->dfull, T, err)) != AREAL_OK)
+        return rc;
     if (c->num_experts > 0 && c->moe_layer[l]) {
         rc = moe_bwd(m, l, w, g, &a->moe, a->ln2, dres, s->dln, T, err);
     } else {
         memset(s->dh, 0, sizeof(float) * (size_t)T * I);
-        o->linear_bwd(x, s->dh, g->down, g->down_b, dres, a->h, w->down, T, I, H);
+        o->linear_bwd(x, s->dh, g->down, g->down_b, dout, a->h, w->down, T, I, H);
         o->swiglu_bwd(x, s->dg, s->du, s->dh, a->g, a->u, (size_t)T * I);
         o->linear_bwd(x, s->dln, g->gate, g->gate_b, s->dg, a->ln2, w->gate, T, H, I);
         o->linear_bwd(x, s->dln, g->up, g->up_b, s->du, a->ln2, w->up, T, H, I);
-        rc = reduce_at(m, AREAL_REDUCE_MLP_GRAD, l, s->dln, tH, err);
+        rc = reduce_rows(m, sp, AREAL_REDUCE_MLP_GRAD, l, s->dln, T, err);
     }
     if (rc != AREAL_OK)
         return rc;
-    o->rmsnorm_bwd(x, dres, g->ln2, s->dln, a->mid, w->ln2, a->rstd2, (size_t)T, H);
+    o->rmsnorm_bwd(x, dres + r0, g->ln2, s->dln + r0, a->mid + r0, w->ln2, a->rstd2 + lo, nr, H);
     /* attention branch: dres is now d(mid) */
+    if ((rc = gather_rows(m, sp, l, dres, s->dfull, T, err)) != AREAL_OK)
+        return rc;
     memset(s->dao, 0, sizeof(float) * (size_t)T * Q);
-    o->linear_bwd(x, s->dao, g->wo, g->bo, dres, a->ao, w->wo, T, Q, H);
+    o->linear_bwd(x, s->dao, g->wo, g->bo, dout, a->ao, w->wo, T, Q, H);
     memset(s->dqr, 0, sizeof(float) * (size_t)T * Q);
     memset(s->dkr, 0, sizeof(float) * (size_t)T * KV);
     memset(s->dv, 0, sizeof(float) * (size_t)T * KV);
@@ -89,9 +125,9 @@ static int layer_bwd(const areal_model *m, int l, int li, const areal_acts_priv 
     o->linear_bwd(x, s->dln, g->wq, g->bq, dq, a->ln1, w->wq, T, H, Q);
     o->linear_bwd(x, s->dln, g->wk, g->bk, dk, a->ln1, w->wk, T, H, KV);
     o->linear_bwd(x, s->dln, g->wv, g->bv, s->dv, a->ln1, w->wv, T, H, KV);
-    if ((rc = reduce_at(m, AREAL_REDUCE_ATTN_GRAD, l, s->dln, tH, err)) != AREAL_OK)
+    if ((rc = reduce_rows(m, sp, AREAL_REDUCE_ATTN_GRAD, l, s->dln, T, err)) != AREAL_OK)
         return rc;
-    o->rmsnorm_bwd(x, dres, g->ln1, s->dln, a->res, w->ln1, a->rstd1, (size_t)T, H);
+    o->rmsnorm_bwd(x, dres + r0, g->ln1, s->dln + r0, a->res + r0, w->ln1, a->rstd1 + lo, nr, H);
     return AREAL_OK;
 }
 
@@ -117,7 +153,8 @@ int areal_model_backward_stage(areal_model *m, const areal_acts *a, const float 
     for (int s2 = 0; s2 < p->n_seqs; s2++)
         if ((size_t)(p->cu[s2 + 1] - p->cu[s2]) > maxL)
             maxL = (size_t)(p->cu[s2 + 1] - p->cu[s2]);
-    size_t need = T * H * 2 + T * Q * 3 + T * KV * 5 + T * I * 3 + maxL * maxL;
+    bool sp = sh->tp > 1 && sh->sequence_parallel;
+    size_t need = T * H * (sp ? 3 : 2) + T * Q * 3 + T * KV * 5 + T * I * 3 + maxL * maxL;
     float *buf = malloc(sizeof(float) * need);
     if (buf == NULL)
         return areal_error_set(err, AREAL_ENOMEM, -1,
@@ -138,25 +175,38 @@ int areal_model_backward_stage(areal_model *m, const areal_acts *a, const float 
     s.dg = TAKE(T * I);
     s.du = TAKE(T * I);
     s.attn = TAKE(maxL * maxL);
+    s.dfull = sp ? TAKE(T * H) : NULL;
 #undef TAKE
+    int v0, nv = areal_model_shard_vocab(c, sh, &v0), rc = AREAL_OK;
     if (last) { /* LM head and final norm */
         memset(s.dln, 0, sizeof(float) * T * H);
         m->ops->linear_bwd(m->ops_ctx, s.dln, m->g.lm_head, NULL, d_out, p->lnf, m->w.lm_head,
-                           (int)T, (int)H, c->vocab_size);
+                           (int)T, (int)H, nv);
+        /* a vocab-parallel head's input gradient covers only its columns */
+        if (nv != c->vocab_size)
+            rc = reduce_rows(m, sp, AREAL_REDUCE_HEAD_GRAD, -1, s.dln, (int)T, err);
         memset(dres, 0, sizeof(float) * T * H);
-        m->ops->rmsnorm_bwd(m->ops_ctx, dres, m->g.norm, s.dln, p->res_out, m->w.norm, p->rstdf, T,
-                            (int)H);
+        int lo, hi;
+        areal_model_sp_rows(sh, (int)T, &lo, &hi);
+        size_t r0 = (size_t)lo * H;
+        m->ops->rmsnorm_bwd(m->ops_ctx, dres + r0, m->g.norm, s.dln + r0, p->res_out + r0,
+                            m->w.norm, p->rstdf + lo, (size_t)(hi - lo), (int)H);
     } else {
         memcpy(dres, d_out, sizeof(float) * T * H);
     }
-    int rc = AREAL_OK;
     for (int i = sh->n_layers - 1; i >= 0 && rc == AREAL_OK; i--)
         rc = layer_bwd(m, sh->first_layer + i, i, p, dres, &s, err);
     if (rc == AREAL_OK && dx_in != NULL && !first)
         memcpy(dx_in, dres, sizeof(float) * T * H);
+    /* sequence-parallel: the embedding's gradient needs every row's */
+    if (rc == AREAL_OK && first && sp)
+        rc = sp_at(m, AREAL_SP_GATHER, -1, dres, (int)T, err);
     if (rc == AREAL_OK && first)
         for (size_t t = 0; t < T; t++) {
-            float *ge = m->g.embed + (size_t)p->tokens[t] * H;
+            int row = p->tokens[t] - v0; /* vocab-parallel: only the rows this shard holds */
+            if (row < 0 || row >= nv)
+                continue;
+            float *ge = m->g.embed + (size_t)row * H;
             for (size_t i = 0; i < H; i++)
                 ge[i] += dres[t * H + i];
         }

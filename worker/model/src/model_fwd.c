@@ -67,6 +67,10 @@ static void bind_layer(const areal_model *m, int l, size_t T, layer_acts *a, flo
     a->att = att;
 }
 
+size_t areal_acts_floats(const areal_acts *a) {
+    return a->priv != NULL ? a->priv->arena_floats : 0;
+}
+
 void areal_acts_free(areal_acts *a) {
     if (a->priv != NULL) {
         for (int i = 0; a->priv->layers != NULL && i < a->priv->n_layers; i++) {
@@ -86,7 +90,8 @@ void areal_acts_free(areal_acts *a) {
 
 static int acts_alloc(const areal_model *m, const areal_batch *b, areal_acts *a, areal_error *err) {
     const areal_model_config *c = &m->cfg;
-    size_t T = (size_t)b->n_tokens, H = (size_t)c->hidden_size, V = (size_t)c->vocab_size;
+    size_t T = (size_t)b->n_tokens, H = (size_t)c->hidden_size;
+    size_t V = (size_t)areal_model_shard_vocab(c, &m->shard, NULL); /* local columns */
     int first = m->shard.first_layer, n = m->shard.n_layers;
     bool last = m->shard.pp_stage == m->shard.pp - 1;
     areal_acts_priv *p = calloc(1, sizeof *p);
@@ -120,6 +125,7 @@ static int acts_alloc(const areal_model *m, const areal_batch *b, areal_acts *a,
     for (int i = 0; i < n; i++)
         total += layer_floats(m, first + i, T) + p->att_total;
     p->arena = malloc(sizeof(float) * total);
+    p->arena_floats = total;
     if (p->arena == NULL)
         goto oom;
     float *f = p->arena;
@@ -133,7 +139,7 @@ static int acts_alloc(const areal_model *m, const areal_batch *b, areal_acts *a,
         p->lnf = f + T * H;
         p->rstdf = f + 2 * T * H;
         a->logits = f + 2 * T * H + T;
-        a->V = c->vocab_size;
+        a->V = (int)V;
     } else {
         a->hidden = p->res_out;
     }
@@ -155,6 +161,23 @@ static int reduce_at(const areal_model *m, areal_reduce_point pt, int l, float *
     return m->reduce(m->reduce_ctx, pt, l, buf, n, err);
 }
 
+/* The sequence-parallel exchange op of buf [T, H] (sequence-parallel shards only). */
+static int sp_at(const areal_model *m, areal_sp_op op, int l, float *buf, int T, areal_error *err) {
+    if (m->sp == NULL)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "layer %d: a sequence-parallel shard needs its hook "
+                               "(areal_model_set_sp)",
+                               l);
+    return m->sp(m->sp_ctx, op, l, buf, T, m->cfg.hidden_size, err);
+}
+
+/* The tp reduction of a row-parallel product: an all-reduce, or a reduce-scatter with sp. */
+static int reduce_rows(const areal_model *m, bool sp, areal_reduce_point pt, int l, float *buf,
+                       int T, areal_error *err) {
+    return sp ? sp_at(m, AREAL_SP_SCATTER, l, buf, T, err)
+              : reduce_at(m, pt, l, buf, (size_t)T * m->cfg.hidden_size, err);
+}
+
 /* y[T, H] += b per row: a row-parallel bias, added once after the reduction. */
 static void add_bias(float *y, const float *b, int T, int H) {
     for (int t = 0; b != NULL && t < T; t++)
@@ -173,8 +196,14 @@ static int layer_fwd(const areal_model *m, int l, int li, areal_acts_priv *p, fl
     int T = p->T, H = c->hidden_size, hd = c->head_dim, nh = m->nh, nkv = m->nkv;
     int Q = nh * hd, KV = nkv * hd, I = m->inter;
     bool split = m->shard.tp > 1; /* row-parallel biases wait for the reduction */
+    bool sp = split && m->shard.sequence_parallel;
+    int lo, hi, rc = AREAL_OK;
+    areal_model_sp_rows(&m->shard, T, &lo, &hi); /* the rows of the norms and residuals */
+    size_t r0 = (size_t)lo * H, nr = (size_t)(hi - lo);
     float eps = (float)c->rms_norm_eps;
-    o->rmsnorm_fwd(x, a->ln1, a->rstd1, a->res, w->ln1, (size_t)T, H, eps);
+    o->rmsnorm_fwd(x, a->ln1 + r0, a->rstd1 + lo, a->res + r0, w->ln1, nr, H, eps);
+    if (sp && (rc = sp_at(m, AREAL_SP_GATHER, l, a->ln1, T, err)) != AREAL_OK)
+        return rc;
     o->linear_fwd(x, a->q, a->ln1, w->wq, w->bq, T, H, Q, 0.0f);
     o->linear_fwd(x, a->k, a->ln1, w->wk, w->bk, T, H, KV, 0.0f);
     o->linear_fwd(x, a->v, a->ln1, w->wv, w->bv, T, H, KV, 0.0f);
@@ -198,13 +227,14 @@ static int layer_fwd(const areal_model *m, int l, int li, areal_acts_priv *p, fl
         o->attn_fwd(x, a->ao, a->att, a->qr, a->kr, a->v, p->cu, p->n_seqs, p->att_off, d);
     }
     o->linear_fwd(x, a->mid, a->ao, w->wo, split ? NULL : w->bo, T, Q, H, 0.0f);
-    int rc = reduce_at(m, AREAL_REDUCE_ATTN_OUT, l, a->mid, (size_t)T * H, err);
-    if (rc != AREAL_OK)
+    if ((rc = reduce_rows(m, sp, AREAL_REDUCE_ATTN_OUT, l, a->mid, T, err)) != AREAL_OK)
         return rc;
     if (split)
-        add_bias(a->mid, w->bo, T, H);
-    o->add(x, a->mid, a->mid, a->res, (size_t)T * H);
-    o->rmsnorm_fwd(x, a->ln2, a->rstd2, a->mid, w->ln2, (size_t)T, H, eps);
+        add_bias(a->mid + r0, w->bo, (int)nr, H);
+    o->add(x, a->mid + r0, a->mid + r0, a->res + r0, nr * H);
+    o->rmsnorm_fwd(x, a->ln2 + r0, a->rstd2 + lo, a->mid + r0, w->ln2, nr, H, eps);
+    if (sp && (rc = sp_at(m, AREAL_SP_GATHER, l, a->ln2, T, err)) != AREAL_OK)
+        return rc;
     if (is_moe(c, l)) {
         /* replicated over tp; split by experts over ep (reduced inside) */
         if ((rc = moe_fwd_reduced(m, l, w, &a->moe, a->ln2, out, T, err)) != AREAL_OK)
@@ -214,12 +244,12 @@ static int layer_fwd(const areal_model *m, int l, int li, areal_acts_priv *p, fl
         o->linear_fwd(x, a->u, a->ln2, w->up, w->up_b, T, H, I, 0.0f);
         o->swiglu_fwd(x, a->h, a->g, a->u, (size_t)T * I);
         o->linear_fwd(x, out, a->h, w->down, split ? NULL : w->down_b, T, I, H, 0.0f);
-        if ((rc = reduce_at(m, AREAL_REDUCE_MLP_OUT, l, out, (size_t)T * H, err)) != AREAL_OK)
+        if ((rc = reduce_rows(m, sp, AREAL_REDUCE_MLP_OUT, l, out, T, err)) != AREAL_OK)
             return rc;
         if (split)
-            add_bias(out, w->down_b, T, H);
+            add_bias(out + r0, w->down_b, (int)nr, H);
     }
-    o->add(x, out, out, a->mid, (size_t)T * H);
+    o->add(x, out + r0, out + r0, a->mid + r0, nr * H);
     return AREAL_OK;
 }
 
@@ -247,12 +277,22 @@ int areal_model_forward_stage(areal_model *m, const areal_batch *b, const float 
     areal_acts_priv *p = a->priv;
     int T = p->T, H = c->hidden_size, n = sh->n_layers;
     float *x0 = n > 0 ? p->layers[0].res : p->res_out;
-    if (first)
-        for (int t = 0; t < T; t++)
-            memcpy(x0 + (size_t)t * H, m->w.embed + (size_t)p->tokens[t] * H,
-                   sizeof(float) * (size_t)H);
-    else
+    int v0, nv = areal_model_shard_vocab(c, sh, &v0);
+    if (first) {
+        /* a vocab-parallel shard holds rows [v0, v0 + nv); the others' rows are zeros */
+        for (int t = 0; t < T; t++) {
+            int row = p->tokens[t] - v0;
+            if (row >= 0 && row < nv)
+                memcpy(x0 + (size_t)t * H, m->w.embed + (size_t)row * H, sizeof(float) * (size_t)H);
+            else
+                memset(x0 + (size_t)t * H, 0, sizeof(float) * (size_t)H);
+        }
+        if (nv != c->vocab_size)
+            rc = reduce_rows(m, sh->sequence_parallel && sh->tp > 1, AREAL_REDUCE_EMBED_OUT, -1, x0,
+                             T, err);
+    } else {
         memcpy(x0, x_in, sizeof(float) * (size_t)T * H);
+    }
     for (int i = 0; i < n && rc == AREAL_OK; i++)
         rc = layer_fwd(m, sh->first_layer + i, i, p, i + 1 < n ? p->layers[i + 1].res : p->res_out,
                        err);
@@ -261,10 +301,17 @@ int areal_model_forward_stage(areal_model *m, const areal_batch *b, const float 
         return rc;
     }
     if (last) {
-        m->ops->rmsnorm_fwd(m->ops_ctx, p->lnf, p->rstdf, p->res_out, m->w.norm, (size_t)T, H,
-                            (float)c->rms_norm_eps);
-        m->ops->linear_fwd(m->ops_ctx, a->logits, p->lnf, m->w.lm_head, NULL, T, H, c->vocab_size,
-                           0.0f);
+        int lo, hi;
+        areal_model_sp_rows(sh, T, &lo, &hi);
+        size_t r0 = (size_t)lo * H;
+        m->ops->rmsnorm_fwd(m->ops_ctx, p->lnf + r0, p->rstdf + lo, p->res_out + r0, m->w.norm,
+                            (size_t)(hi - lo), H, (float)c->rms_norm_eps);
+        if (sh->sequence_parallel && sh->tp > 1 &&
+            (rc = sp_at(m, AREAL_SP_GATHER, -1, p->lnf, T, err)) != AREAL_OK) {
+            areal_acts_free(a);
+            return rc;
+        }
+        m->ops->linear_fwd(m->ops_ctx, a->logits, p->lnf, m->w.lm_head, NULL, T, H, nv, 0.0f);
     }
     return AREAL_OK;
 }

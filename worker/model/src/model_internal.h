@@ -58,6 +58,7 @@ struct areal_acts_priv {
     float *res_out;     /* [T, H] after the last layer */
     float *lnf, *rstdf; /* final norm */
     void *arena;
+    size_t arena_floats; /* its size (areal_acts_floats) */
 };
 
 /* Bytes needed for the MoE activations of T tokens (0 for a dense model). */

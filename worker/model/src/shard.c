@@ -27,6 +27,24 @@ areal_model_shard areal_model_shard_whole(const areal_model_config *cfg) {
                                .ep_a2a = false};
 }
 
+int areal_model_shard_vocab(const areal_model_config *cfg, const areal_model_shard *s, int *start) {
+    bool split = s->vocab_parallel && s->tp > 1;
+    int n = split ? cfg->vocab_size / s->tp : cfg->vocab_size;
+    if (start != NULL)
+        *start = split ? n * s->tp_rank : 0;
+    return n;
+}
+
+void areal_model_sp_rows(const areal_model_shard *s, int T, int *lo, int *hi) {
+    if (!s->sequence_parallel || s->tp < 2) {
+        *lo = 0, *hi = T;
+        return;
+    }
+    int B = (T + s->tp - 1) / s->tp;
+    *lo = s->tp_rank * B < T ? s->tp_rank * B : T;
+    *hi = *lo + B < T ? *lo + B : T;
+}
+
 bool areal_model_shard_is_whole(const areal_model_config *cfg, const areal_model_shard *s) {
     return s->tp == 1 && s->pp == 1 && s->ep == 1 && areal_model_shard_etp(s) == 1 &&
            s->first_layer == 0 && s->n_layers == cfg->num_layers;
@@ -88,6 +106,16 @@ int areal_model_shard_check(const areal_model_config *c, const areal_model_shard
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "shard: tp %d must divide intermediate_size %d", s->tp,
                                c->intermediate_size);
+    if (s->vocab_parallel && s->tp > 1 && c->vocab_size % s->tp != 0)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "shard: tp %d must divide vocab_size %d for a vocab-parallel "
+                               "embedding (pad the vocabulary or turn vocab_parallel off)",
+                               s->tp, c->vocab_size);
+    if (s->sequence_parallel && s->tp > 1 && c->num_experts > 0)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "shard: sequence_parallel is for dense models yet (this one has %d "
+                               "experts): turn it off",
+                               c->num_experts);
     if (s->ep > 1 && (c->num_experts == 0 || c->num_experts % s->ep != 0))
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "shard: ep %d must divide num_experts %d (a dense model has no "
@@ -131,7 +159,13 @@ static bool place(const areal_model_config *c, const areal_model_shard *s,
     int l = layer_of(t->name, &suf);
     bool first = s->pp_stage == 0, last = s->pp_stage == s->pp - 1;
     if (l < 0) {
-        if (strcmp(t->name, "model.embed_tokens.weight") == 0)
+        bool embed = strcmp(t->name, "model.embed_tokens.weight") == 0;
+        if ((embed || strcmp(t->name, "lm_head.weight") == 0) && s->vocab_parallel && s->tp > 1) {
+            sl->dim = 0; /* vocabulary rows */
+            sl->len = t->shape[0] / s->tp;
+            sl->start = sl->len * s->tp_rank;
+        }
+        if (embed)
             return first || (last && c->tie_word_embeddings);
         return last; /* model.norm.weight, lm_head.weight */
     }
@@ -224,8 +258,12 @@ void areal_tensor_slice_copy(float *dst, const float *full, const areal_tensor_s
 
 bool areal_model_shard_grad_partial(const areal_model_shard *s, const char *name) {
     const char *suf = NULL;
+    bool sp = s->sequence_parallel && s->tp > 1;
     if (layer_of(name, &suf) < 0)
-        return false;
+        return sp && strcmp(name, "model.norm.weight") == 0;
+    if (sp && (strcmp(suf, "input_layernorm.weight") == 0 ||
+               strcmp(suf, "post_attention_layernorm.weight") == 0))
+        return true;
     if (s->ep > 1 && !s->ep_a2a && strcmp(suf, "mlp.gate.weight") == 0)
         return true;
     return s->tp > 1 && (strcmp(suf, "self_attn.q_norm.weight") == 0 ||

@@ -135,7 +135,7 @@ int areal_par_pipe_1f1b(areal_model *m, areal_coll *pp, const areal_batch *mbs, 
         .p = pp == NULL ? 1 : areal_coll_size(pp),
         .s = pp == NULL ? 0 : areal_coll_rank(pp),
         .H = m->cfg.hidden_size,
-        .V = m->cfg.vocab_size,
+        .V = areal_model_shard_vocab(&m->cfg, &m->shard, NULL), /* vocab-parallel: local */
         .loss_fn = loss_fn,
         .loss_ctx = loss_ctx,
     };

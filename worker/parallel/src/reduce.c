@@ -5,6 +5,8 @@
  */
 #include "areal/parallel/reduce.h"
 
+#include "areal/parallel/sp.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -28,6 +30,7 @@ int areal_par_reduce(void *ctx, areal_reduce_point point, int layer, float *buf,
 
 void areal_par_bind(areal_model *m, const areal_par_groups *g) {
     areal_model_set_reduce(m, areal_par_reduce, (void *)g);
+    areal_model_set_sp(m, areal_par_sp, (void *)g);
 }
 
 static size_t numel(const areal_tensor_spec *t) {

@@ -3,8 +3,10 @@
  * only: each test is one C file): one training step of a layout on forked
  * ranks against the same step in one process, computed by every rank itself.
  *
- * The step: the loss is minus the sum of the next-token log-probabilities of
- * a packed batch divided by the batch's target count (mean token NLL), its
+ * The step: one GRPO training step (par_test_grpo.h: worker/rl's decoupled
+ * PPO loss on a GRPO batch, aggregated over the batch's valid tokens across
+ * micro-batches and dp ranks, areal/parallel/ppo.h), or with `nll` the mean
+ * next-token NLL of the batch; its
  * gradient, the global gradient norm, clipping to half the one-process norm
  * (so the clip path runs), one AdamW step. The one-process side is the model
  * core's whole model (itself checked against PyTorch by worker/model's
@@ -51,6 +53,7 @@
 #include "areal/parallel/groups.h"
 #include "areal/parallel/pipe.h"
 #include "areal/parallel/reduce.h"
+#include "areal/parallel/vocab.h"
 #include "../../comm/tests/ranks.h" /* rank_config, ranks_wait, exit codes */
 
 #define PT_FIX       "worker/model/tests/fixtures/"
@@ -70,6 +73,10 @@ typedef struct pt_layout {
     int zero1;         /* ZeRO-1 over dp instead of a plain all-reduce */
     const char *model; /* a fixture directory under PT_FIX, or NULL: the synthetic model */
     int skip_partial;  /* the harness's own check: leave out the partial gradients' sum */
+    int nll;           /* the mean-token-NLL step instead of GRPO's (par_test_grpo.h) */
+    int vocab;         /* vocab-parallel embedding, lm_head and loss over tp */
+    int sp;            /* sequence parallel over tp */
+    const char *synth; /* the synthetic model's config.json (NULL: PT_SYNTH) */
 } pt_layout;
 
 /* ---- the synthetic model: Qwen3, 4 layers, 8 query and 4 key/value heads, tied */
@@ -112,7 +119,8 @@ static inline int pt_model(const pt_layout *L, const areal_model_shard *s, areal
                          : areal_model_load_shard(m, dir, s, NULL, err);
     }
     areal_model_config cfg;
-    int rc = areal_model_config_parse(PT_SYNTH, sizeof PT_SYNTH - 1, "synthetic", &cfg, err);
+    const char *js = L->synth != NULL ? L->synth : PT_SYNTH;
+    int rc = areal_model_config_parse(js, strlen(js), "synthetic", &cfg, err);
     if (rc != AREAL_OK)
         return rc;
     rc = s == NULL ? areal_model_init(m, &cfg, NULL, err)
@@ -148,11 +156,12 @@ static inline int pt_model(const pt_layout *L, const areal_model_shard *s, areal
 typedef struct pt_batch {
     int32_t tokens[256], targets[256], cu[PT_SEQS + 1];
     int T, n_targets;
+    struct pt_grpo *grpo; /* the GRPO step's data, NULL for the NLL step */
 } pt_batch;
 
 static inline void pt_batch_make(pt_batch *b, int vocab) {
     static const int len[PT_SEQS] = {5, 9, 3, 7, 6, 4, 8, 5};
-    b->T = 0, b->n_targets = 0, b->cu[0] = 0;
+    b->T = 0, b->n_targets = 0, b->cu[0] = 0, b->grpo = NULL;
     for (int s = 0; s < PT_SEQS; s++) {
         for (int i = 0; i < len[s]; i++)
             b->tokens[b->T + i] = (int32_t)((s * 31 + i * 17 + 7) % vocab);
@@ -182,6 +191,8 @@ static inline void pt_mb_make(pt_mb *mb, const pt_batch *b, int s0, int s1) {
                           .n_seqs = s1 - s0};
 }
 
+#include "par_test_grpo.h"
+
 /* max |a - b| / max(max |b|, 1e-6): the error relative to the reference's scale (NaN: inf). */
 static inline double pt_rel_err(const float *a, const float *b, size_t n) {
     double md = 0, ms = 1e-6;
@@ -195,7 +206,10 @@ static inline double pt_rel_err(const float *a, const float *b, size_t n) {
     return md / ms;
 }
 
-/* ---- the step's loss: minus the summed logprob of the targets over n_total targets */
+/*
+ * ---- the step's loss: GRPO's (L->ppo), or minus the summed logprob of the
+ * targets over n_total targets
+ */
 
 typedef struct pt_loss {
     const pt_batch *b;
@@ -203,12 +217,50 @@ typedef struct pt_loss {
     long n_total;
     const float *ref_logits; /* the one-process logits [T, V], checked per micro-batch */
     double logits_err;       /* the worst relative error seen */
+    areal_par_ppo *ppo;      /* the GRPO step's loss, NULL for the NLL step */
+    areal_par_vocab vocab;   /* the logits' columns (tp NULL: whole rows) */
+    int V;                   /* the whole vocabulary */
 } pt_loss;
+
+/* Logits [T, Vl] of this rank against the reference's columns [v0, v0 + Vl) of its rows. */
+static inline void pt_check_logits(pt_loss *L, int tok0, const float *logits, int T, int Vl) {
+    if (L->ref_logits == NULL)
+        return;
+    float *want = malloc(sizeof(float) * (size_t)T * Vl);
+    for (int t = 0; want != NULL && t < T; t++)
+        memcpy(want + (size_t)t * Vl, L->ref_logits + (size_t)(tok0 + t) * L->V + L->vocab.v0,
+               sizeof(float) * (size_t)Vl);
+    double e = want == NULL ? INFINITY : pt_rel_err(logits, want, (size_t)T * Vl);
+    if (e > L->logits_err)
+        L->logits_err = e;
+    free(want);
+}
 
 static inline int pt_loss_fn(void *ctx, int mb, const float *logits, int T, int V, float *dlogits,
                              double *loss, areal_error *err) {
     pt_loss *L = ctx;
     int tok0 = L->mbs == NULL ? 0 : L->mbs[mb].tok0;
+    if (L->ppo != NULL) {
+        pt_check_logits(L, tok0, logits, T, V);
+        return areal_par_ppo_loss(L->ppo, mb, logits, T, V, dlogits, loss, err);
+    }
+    if (L->vocab.tp != NULL) { /* vocab-parallel: areal_par_vocab_cross_entropy's rows */
+        const int32_t *tg = L->b->targets + tok0;
+        double ce = 0;
+        areal_par_vocab v = L->vocab;
+        v.Vl = V;
+        int rc = areal_par_vocab_cross_entropy(&v, logits, T, tg, &ce, dlogits, err);
+        int n = 0;
+        for (int t = 0; t < T; t++)
+            n += tg[t] >= 0;
+        /* the micro-batch's mean, rescaled to the global count */
+        double k = n > 0 ? (double)n / (double)L->n_total : 0;
+        *loss += ce * k;
+        for (size_t i = 0; dlogits != NULL && i < (size_t)T * V; i++)
+            dlogits[i] = (float)(dlogits[i] * k);
+        pt_check_logits(L, tok0, logits, T, V);
+        return rc;
+    }
     const int32_t *tg = L->b->targets + tok0;
     float *logp = malloc(sizeof(float) * (size_t)T), *dlogp = malloc(sizeof(float) * (size_t)T);
     if (logp == NULL || dlogp == NULL) {
@@ -223,11 +275,7 @@ static inline int pt_loss_fn(void *ctx, int mb, const float *logits, int T, int 
     }
     *loss += -sum / (double)L->n_total;
     areal_token_logprobs_backward(NULL, logits, T, V, tg, 1.0f, dlogp, NULL, dlogits);
-    if (L->ref_logits != NULL) {
-        double e = pt_rel_err(logits, L->ref_logits + (size_t)tok0 * V, (size_t)T * V);
-        if (e > L->logits_err)
-            L->logits_err = e;
-    }
+    pt_check_logits(L, tok0, logits, T, V);
     free(logp), free(dlogp);
     return AREAL_OK;
 }
@@ -257,7 +305,8 @@ static inline int pt_reference(areal_model *ref, const pt_batch *b, float **logi
         return rc;
     *logits = malloc(sizeof(float) * (size_t)b->T * V);
     float *dl = malloc(sizeof(float) * (size_t)b->T * V);
-    pt_loss pl = {.b = b, .n_total = b->n_targets};
+    pt_loss pl = {
+        .b = b, .n_total = b->n_targets, .ppo = b->grpo != NULL ? &b->grpo->ref : NULL, .V = V};
     *loss = 0;
     if (*logits == NULL || dl == NULL)
         rc = areal_error_set(e, AREAL_ENOMEM, -1, "reference: out of memory");
@@ -320,10 +369,15 @@ static inline int pt_rank(areal_comm *c, void *arg) {
     float *ref_logits = NULL, *ref_grads = NULL;
     areal_par_zero1 z = {0};
     areal_adamw st = {0};
+    pt_grpo grpo = {0};
     pt_batch b;
     double ref_loss = 0, ref_norm = 0, max_norm = 0, loss = 0, norm = 0;
     PT_CHECK("reference model", pt_model(L, NULL, &ref, &e) == AREAL_OK);
     pt_batch_make(&b, ref.cfg.vocab_size);
+    if (!L->nll) {
+        PT_CHECK("grpo batch", pt_grpo_prepare(&grpo, &ref, &b, &e) == AREAL_OK);
+        b.grpo = &grpo;
+    }
     PT_CHECK("reference step", pt_reference(&ref, &b, &ref_logits, &ref_grads, &ref_loss, &ref_norm,
                                             &max_norm, &e) == AREAL_OK);
 
@@ -336,6 +390,9 @@ static inline int pt_rank(areal_comm *c, void *arg) {
     areal_par_groups g = areal_par_groups_of(gs);
     areal_model_shard sh;
     PT_CHECK("shard", areal_par_shard_of(&ref.cfg, &g, &sh, &e) == AREAL_OK);
+    sh.vocab_parallel = L->vocab != 0;
+    sh.sequence_parallel = L->sp != 0;
+    PT_CHECK("vocab shard", areal_model_shard_check(&ref.cfg, &sh, &e) == AREAL_OK);
     PT_CHECK("shard model", pt_model(L, &sh, &m, &e) == AREAL_OK);
     areal_par_bind(&m, &g);
 
@@ -359,7 +416,16 @@ static inline int pt_rank(areal_comm *c, void *arg) {
             local += b.targets[mbs[i].tok0 + t] >= 0;
     }
     PT_CHECK("token count", areal_par_global_count(data, local, &n_total, &e) == AREAL_OK);
-    pt_loss pl = {.b = &b, .mbs = mbs, .n_total = n_total, .ref_logits = ref_logits};
+    pt_loss pl = {
+        .b = &b, .mbs = mbs, .n_total = n_total, .ref_logits = ref_logits, .V = ref.cfg.vocab_size};
+    pl.vocab.Vl = areal_model_shard_vocab(&ref.cfg, &sh, &pl.vocab.v0);
+    pl.vocab.tp = pl.vocab.Vl != ref.cfg.vocab_size ? g.tp : NULL;
+    PT_CHECK("vocab split", !L->vocab || pl.vocab.Vl * sh.tp == ref.cfg.vocab_size);
+    if (b.grpo != NULL) {
+        PT_CHECK("grpo loss", pt_grpo_layout(&grpo, &b, mbs, nmb, data, &e) == AREAL_OK);
+        grpo.par.vocab = pl.vocab;
+        pl.ppo = &grpo.par;
+    }
     PT_CHECK("1f1b",
              areal_par_pipe_1f1b(&m, g.pp, bs, nmb, pt_loss_fn, &pl, &loss, &e) == AREAL_OK);
     float lv[2] = {(float)loss, 0};
@@ -400,6 +466,16 @@ static inline int pt_rank(areal_comm *c, void *arg) {
            norm, ne, ge, gworst, we, worst, last ? "" : "\n");
     if (last)
         printf(", logits %.1e\n", pl.logits_err);
+    /* the reference's batch must take every path of the loss (pt_grpo_prepare) */
+    const areal_ppo_loss_stats *rs = &grpo.ref.stats;
+    if (b.grpo != NULL && (rs->n_clipped == 0 || rs->n_dual_clipped == 0 || rs->n_filtered == 0 ||
+                           rs->n_kept == rs->n_valid)) {
+        fprintf(stderr,
+                "%s rank %d: the GRPO batch took too few paths: %ld valid, %ld kept, %ld "
+                "clipped, %ld dual-clipped\n",
+                L->name, rank, rs->n_valid, rs->n_kept, rs->n_clipped, rs->n_dual_clipped);
+        rc = RANK_WRONG;
+    }
     if (n_total != b.n_targets || !(le <= PT_TOL) || !(ne <= PT_TOL) || !(we <= PT_TOL) ||
         !(ge <= PT_GRAD_TOL) || !(pl.logits_err <= PT_TOL)) {
         fprintf(stderr, "%s rank %d: differs from one process (tolerance %g)\n", L->name, rank,
@@ -407,6 +483,7 @@ static inline int pt_rank(areal_comm *c, void *arg) {
         rc = RANK_WRONG;
     }
 out:
+    pt_grpo_free(&grpo);
     areal_adamw_free(&st);
     areal_par_zero1_free(&z);
     areal_model_free(&m);

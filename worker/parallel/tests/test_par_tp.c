@@ -19,6 +19,14 @@ static void t2_qwen2(void **state) {
     assert_int_equal(pt_run(&L), 0);
 }
 
+/* The mean-token-NLL step (SFT's loss). */
+static void t2_qwen2_nll(void **state) {
+    (void)state;
+    pt_layout L = {
+        .name = "t2-nll", .dp = 1, .tp = 2, .pp = 1, .n_mb = 1, .model = "ref-qwen2", .nll = 1};
+    assert_int_equal(pt_run(&L), 0);
+}
+
 /* Qwen3 fixture: qk-norm (partial over tp), tied embedding. */
 static void t2_qwen3(void **state) {
     (void)state;
@@ -36,6 +44,7 @@ static void t4_gqa(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t2_qwen2),
+        cmocka_unit_test(t2_qwen2_nll),
         cmocka_unit_test(t2_qwen3),
         cmocka_unit_test(t4_gqa),
     };

@@ -38,6 +38,7 @@ typedef struct connarg {
     kts *s;
     int fd;
     int num;
+    int slot; /* its index in conns */
 } connarg;
 
 struct kts {
@@ -55,6 +56,7 @@ struct kts {
     void *handler_ud;
     pthread_t conns[KTS_MAX_CONNS];
     int conn_ok[KTS_MAX_CONNS];
+    atomic_int conn_done[KTS_MAX_CONNS]; /* its thread has returned: the slot can be reused */
     int nconns;
 };
 
@@ -281,7 +283,22 @@ static void *conn_main(void *arg) {
 out:
     free(buf);
     close(a.fd);
+    atomic_store(&s->conn_done[a.slot], 1);
     return NULL;
+}
+
+/* A slot whose connection has ended (its thread joined), or -1. Acceptor only:
+ * a server that outlives KTS_MAX_CONNS connections (operators restarted,
+ * watches broken and redialled) keeps accepting instead of closing every new
+ * one - which a client sees as an API server gone for good. */
+static int reap_slot(kts *s) {
+    for (int i = 0; i < s->nconns; i++)
+        if (s->conn_ok[i] && atomic_load(&s->conn_done[i])) {
+            pthread_join(s->conns[i], NULL);
+            s->conn_ok[i] = 0;
+            return i;
+        }
+    return -1;
 }
 
 static void *accept_main(void *arg) {
@@ -297,6 +314,8 @@ static void *accept_main(void *arg) {
         int num = ++s->accepts;
         int slot = s->nconns < KTS_MAX_CONNS ? s->nconns++ : -1;
         pthread_mutex_unlock(&s->mu);
+        if (slot < 0)
+            slot = reap_slot(s);
         if (a == NULL || slot < 0) {
             free(a);
             close(fd);
@@ -305,6 +324,8 @@ static void *accept_main(void *arg) {
         a->s = s;
         a->fd = fd;
         a->num = num;
+        a->slot = slot;
+        atomic_store(&s->conn_done[slot], 0);
         if (pthread_create(&s->conns[slot], NULL, conn_main, a) != 0) {
             free(a);
             close(fd);

@@ -16,11 +16,15 @@
 #define AREAL_ENV_ROLE       "AREAL_ROLE"       /* the role (component) name */
 #define AREAL_ENV_ALLOCATION "AREAL_ALLOCATION" /* the canonical allocation string */
 #define AREAL_ENV_POD_INDEX  "AREAL_POD_INDEX"  /* the pod's index inside its role */
-#define AREAL_ENV_FIRST_RANK "AREAL_POD_FIRST_RANK"
-#define AREAL_ENV_POD_RANKS  "AREAL_POD_RANKS" /* ranks (GPUs, CPU slots) of the pod */
-#define AREAL_ENV_CONFIG     "AREAL_CONFIG"    /* path of the worker configuration file */
-#define AREAL_ENV_POD_NAME   "POD_NAME"        /* downward API: metadata.name */
-#define AREAL_ENV_POD_IP     "POD_IP"          /* downward API: status.podIP */
+/* Set on the pods of a rollout server placed on its own (one data-parallel
+ * replica; the operator's rollout replica set): the server's index. Its ranks
+ * form a world of their own, so their store keys carry it. */
+#define AREAL_ENV_SERVER_INDEX "AREAL_SERVER_INDEX"
+#define AREAL_ENV_FIRST_RANK   "AREAL_POD_FIRST_RANK"
+#define AREAL_ENV_POD_RANKS    "AREAL_POD_RANKS" /* ranks (GPUs, CPU slots) of the pod */
+#define AREAL_ENV_CONFIG       "AREAL_CONFIG"    /* path of the worker configuration file */
+#define AREAL_ENV_POD_NAME     "POD_NAME"        /* downward API: metadata.name */
+#define AREAL_ENV_POD_IP       "POD_IP"          /* downward API: status.podIP */
 
 /* torchrun conventions, per rank process (the pod sets WORLD_SIZE, MASTER_*) */
 #define AREAL_ENV_RANK             "RANK"

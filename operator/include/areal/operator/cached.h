@@ -46,6 +46,11 @@ typedef struct cached_pod {
     const char *planned_node;                       /* annotation areal.io/planned-node */
     const char *gang_size;                          /* annotation areal.io/gang-size */
     const char *allocation;                         /* annotation areal.io/allocation */
+    const char *pod_ip;                             /* status.podIP (NULL: none yet) */
+    const char *creation_timestamp;                 /* metadata.creationTimestamp */
+    /* The first container waiting with a reason (ErrImagePull, ImagePullBackOff,
+     * CreateContainerConfigError, ...) and its message: a pod that cannot start. */
+    const char *waiting_reason, *waiting_message;
     cached_pod_phase phase;
     bool master;      /* label areal.io/master=true */
     bool ready;       /* condition Ready=True */
@@ -82,8 +87,8 @@ void cached_pod_release(cached_pod *p); /* NULL is allowed */
 /*
  * The pod as the JSON shape reconcile reads (metadata: name, namespace, uid,
  * the areal.io labels, the planned-node, gang-size and allocation annotations, deletionTimestamp;
- * spec: nodeName; status: phase, the Ready condition, the exit code), a new reference, or NULL when
- * out of memory.
+ * creationTimestamp; spec: nodeName, one container with the requests; status: phase, the Ready
+ * condition, the exit code), a new reference, or NULL when out of memory.
  */
 json_t *cached_pod_to_json(const cached_pod *p);
 

@@ -22,6 +22,7 @@
 
 #include "areal/error.h"
 #include "areal/kube/client.h"
+#include "areal/operator/cached.h"
 #include "areal/operator/desired.h"
 #include "areal/http/metrics.h"
 
@@ -49,6 +50,14 @@ bool controller_synced(controller *ctl);
 
 /* Objects in the informers' caches now (any pointer may be NULL). */
 void controller_cache_sizes(controller *ctl, size_t *jobs, size_t *pods, size_t *nodes);
+
+/*
+ * Calls fn for every pod of the controller's pod cache (under the cache's
+ * lock: fn must be quick and must not call back into the controller; the
+ * entry is valid only during the call). A narrow view for pieces that act
+ * on what the operator already watches (progress.h's targets).
+ */
+void controller_each_pod(controller *ctl, void (*fn)(void *ud, const cached_pod *pod), void *ud);
 
 void controller_free(controller *ctl);
 

@@ -41,6 +41,11 @@ typedef struct desired_config {
     const char *scheduler_name; /* pods name it as their scheduler; default "areal-operator" */
     const char *default_image;  /* when the job gives none; default "areal-worker:latest" */
     int master_port;            /* the trainer's rendezvous port; default 29500 */
+    /* Set for the pods of a plan without the trainer (a rollout server): the
+     * trainer's rank-0 pod, for MASTER_ADDR; NULL: the plan's own rank 0. */
+    const char *master_pod;
+    /* Set for the pods of one rollout server: its index (AREAL_SERVER_INDEX). */
+    const char *server_index;
 } desired_config;
 
 /*
@@ -81,6 +86,20 @@ int desired_check_name(const char *child, const char *what, const char *job, are
  */
 int desired_job_constraints(const json_t *job, const areal_alloc *alloc, areal_job *job_out,
                             areal_error *err);
+
+/*
+ * Checks that the pods of `plan` fit the CPU and memory their spec.roles
+ * requests ask for on the planned nodes, over what `cluster` says is used
+ * there. The planner counts GPUs (and per-GPU CPU/memory, which spec.roles
+ * does not give): a per-pod request is checked here, after it. AREAL_ENOFIT
+ * with a message naming the node, the resource and the amounts when a node
+ * would be over-committed; AREAL_ENOMEM.
+ * Rejected: turning per-pod requests into per-GPU ones for the planner - a
+ * role's pods may differ in GPUs (a trainer split over nodes), so any
+ * per-GPU figure over- or under-reserves some pod.
+ */
+int desired_plan_fits(const json_t *job, const areal_alloc *alloc, const areal_plan *plan,
+                      const areal_cluster *cluster, const desired_config *cfg, areal_error *err);
 
 /* The headless Service "<job>" (publishNotReadyAddresses, the rendezvous port). */
 json_t *desired_service(const json_t *job, const desired_config *cfg);

@@ -173,6 +173,13 @@ typedef struct kube_reflector_fns {
     void (*list_begin)(void *ud);
     int (*list_page)(void *ud, const json_t *items);
     void (*list_end)(void *ud, int ok);
+    /* Optional: a transient failure (`e` says why, with the transport's cause:
+     * "SSL peer certificate or SSH remote key was not OK", "Couldn't connect
+     * to server", an HTTP 5xx), called before the backoff that follows it;
+     * `failures` counts them since the last good list (1 the first time).
+     * Without it the retries are silent: a wrong CA would show only as a cache
+     * that never syncs. */
+    void (*transient_error)(void *ud, const kube_error *e, int failures);
 } kube_reflector_fns;
 
 /*

@@ -73,6 +73,8 @@ typedef struct areal_model {
     void *ops_ctx;                /* their context (the pool for the CPU ops) */
     areal_model_reduce_fn reduce; /* reduction hook (NULL: none; the whole model needs none) */
     void *reduce_ctx;
+    areal_model_sp_fn sp; /* sequence-parallel hook (a sequence-parallel shard needs one) */
+    void *sp_ctx;
     /* MoE token dispatcher (areal/model/moe_dispatch.h; NULL: experts run on local tokens) */
     const struct areal_moe_dispatch *moe_dispatch;
     void *moe_dispatch_ctx;
@@ -110,6 +112,9 @@ int areal_model_load_shard(areal_model *m, const char *dir, const areal_model_sh
  * at each areal_reduce_point. ctx is borrowed.
  */
 void areal_model_set_reduce(areal_model *m, areal_model_reduce_fn fn, void *ctx);
+
+/* Sets the sequence-parallel hook (fn NULL: none); ctx is borrowed. */
+void areal_model_set_sp(areal_model *m, areal_model_sp_fn fn, void *ctx);
 
 /*
  * Opens the HF directory `dir` (areal_checkpoint_open validates config and
@@ -184,5 +189,11 @@ int areal_model_backward_stage(areal_model *m, const areal_acts *a, const float 
                                float *dx_in, areal_error *err);
 
 void areal_acts_free(areal_acts *a);
+
+/*
+ * Floats of the activation record a forward saved (the one allocation a
+ * backward reads; lib/layout's areal/memplan.h computes the same number).
+ */
+size_t areal_acts_floats(const areal_acts *a);
 
 #endif

@@ -12,10 +12,39 @@
  * are split by experts (expert-parallel rank e holds experts
  * [e*E/ep, (e+1)*E/ep), each whole) and replicated over tensor parallelism
  * (etp = 1); the shared expert is whole. The embedding, final norm and
- * lm_head are whole (no vocabulary split yet): the first stage holds the
- * embedding, the last the norm and lm_head (and, when tied, the embedding as
- * well: Megatron's copy on the last stage, whose gradient the caller adds to
- * the first stage's).
+ * lm_head are whole unless the shard is vocab-parallel: the first stage
+ * holds the embedding, the last the norm and lm_head (and, when tied, the
+ * embedding as well: Megatron's copy on the last stage, whose gradient the
+ * caller adds to the first stage's).
+ *
+ * Vocab-parallel (Megatron's VocabParallelEmbedding and column-parallel
+ * output layer, vocab_parallel with tp > 1): the embedding and lm_head are
+ * split by rows, tp rank r holding tokens [r*V/tp, (r+1)*V/tp) (one buffer
+ * when tied, both views cut alike). The embedding looks up the tokens it
+ * owns, zeros for the others, and the hook sums the rows over tp
+ * (AREAL_REDUCE_EMBED_OUT); the stage's logits are the rank's vocabulary
+ * columns [T, V/tp] (areal_model_shard_vocab), never gathered, for a
+ * vocab-parallel loss; the lm_head's input gradient is partial over tp
+ * (AREAL_REDUCE_HEAD_GRAD). Each rank's embedding gradient takes only its
+ * own rows, from the complete residual gradient, with no reduction.
+ *
+ * Sequence-parallel (Megatron's sequence_parallel, sequence_parallel with
+ * tp > 1, dense layers): the residual stream, the norms and the residual
+ * adds run on this rank's rows of the packed batch only
+ * (areal_model_sp_rows: contiguous blocks of ceil(T/tp) rows, the last ones
+ * shorter or empty); the normed input is all-gathered over tp before the
+ * column-parallel q/k/v and gate/up (AREAL_SP_GATHER), the row-parallel
+ * o_proj and down_proj products reduce-scattered back to the rows
+ * (AREAL_SP_SCATTER) in place of the all-reduce; the final norm's output is
+ * gathered before the lm_head. Backward, the conjugates: the rows' gradient
+ * gathered before the row-parallel backward, the column-parallel input
+ * gradient reduce-scattered, the embedding's gradient gathered first. The
+ * norm weights' gradients then cover only the rank's rows
+ * (areal_model_shard_grad_partial). The buffers keep all T rows (the rows
+ * of the other ranks are scratch), so the saving is compute and traffic
+ * (two half-size collectives for one all-reduce), not yet activation
+ * memory; pipeline stages pass whole [T, H] buffers of which the receiver
+ * reads its rows.
  *
  * A shard's parameter list keeps the HF names (global layer numbers), so
  * views, checkpoints and logs read the same as for the whole model.
@@ -45,6 +74,8 @@ typedef struct areal_model_shard {
     int pp_stage, pp;          /* pipeline stage and number of stages */
     int first_layer, n_layers; /* the stage's layers [first_layer, first_layer + n_layers) */
     int ep_rank, ep;           /* expert-parallel rank and size */
+    bool vocab_parallel;       /* with tp > 1: embedding and lm_head split by vocabulary rows */
+    bool sequence_parallel;    /* with tp > 1: norms and residuals on this rank's rows */
     /*
      * Expert tensor parallelism (0 or 1: none): each local expert's gate and
      * up split by rows, its down by columns, over etp ranks (Megatron's
@@ -83,6 +114,20 @@ areal_model_shard areal_model_shard_whole(const areal_model_config *cfg);
 int areal_model_shard_stage(const areal_model_config *cfg, int stage, int pp,
                             areal_model_shard *out, areal_error *err);
 
+/*
+ * The vocabulary columns of this shard's logits: returns their count (V/tp
+ * when vocab-parallel with tp > 1, else V) and sets *start (nullable) to the
+ * first token id.
+ */
+int areal_model_shard_vocab(const areal_model_config *cfg, const areal_model_shard *s, int *start);
+
+/*
+ * The rows [*lo, *hi) of a T-token batch this shard's norms and residuals
+ * run on: [r*B, (r+1)*B) clipped to T with B = ceil(T/tp) when
+ * sequence-parallel with tp > 1, else [0, T).
+ */
+void areal_model_sp_rows(const areal_model_shard *s, int T, int *lo, int *hi);
+
 /* True for the whole-model shard (no split of any kind). */
 bool areal_model_shard_is_whole(const areal_model_config *cfg, const areal_model_shard *s);
 
@@ -90,7 +135,9 @@ bool areal_model_shard_is_whole(const areal_model_config *cfg, const areal_model
  * Checks s against cfg: sizes >= 1, ranks in range, the layer range inside
  * the model (starting at 0 on stage 0, ending at num_layers on the last),
  * num_heads, num_kv_heads and (dense layers) intermediate_size divisible by
- * tp, num_experts by ep. AREAL_EINVAL naming the field and the fix.
+ * tp, num_experts by ep, vocab_size by tp when vocab-parallel; a
+ * sequence-parallel shard has no MoE layer. AREAL_EINVAL naming the field and
+ * the fix.
  */
 int areal_model_shard_check(const areal_model_config *cfg, const areal_model_shard *s,
                             areal_error *err);
@@ -120,6 +167,8 @@ void areal_tensor_slice_copy(float *dst, const float *full, const areal_tensor_s
  * gradient covers only its own heads), and over expert parallelism: the
  * router (each rank's gradient covers only its own experts). Every other
  * replicated parameter's gradient is complete and equal on every rank.
+ * Sequence-parallel: the layer norms and the final norm too (each rank's
+ * gradient covers its rows).
  */
 bool areal_model_shard_grad_partial(const areal_model_shard *s, const char *name);
 
@@ -131,6 +180,8 @@ typedef enum areal_reduce_point {
     AREAL_REDUCE_ATTN_GRAD, /* backward: d(attention input norm) [T, H], partial over tp */
     AREAL_REDUCE_MLP_GRAD,  /* backward: d(MLP input norm) [T, H], partial over tp (dense) */
     AREAL_REDUCE_MOE_GRAD,  /* backward: the routed experts' part of d(MLP input norm), over ep */
+    AREAL_REDUCE_EMBED_OUT, /* forward: vocab-parallel embedding rows [T, H], partial over tp */
+    AREAL_REDUCE_HEAD_GRAD, /* backward: d(final norm output) [T, H] of a vocab-parallel lm_head */
 } areal_reduce_point;
 
 /*
@@ -141,5 +192,19 @@ typedef enum areal_reduce_point {
  */
 typedef int (*areal_model_reduce_fn)(void *ctx, areal_reduce_point point, int layer, float *buf,
                                      size_t count, areal_error *err);
+
+/* The sequence-parallel exchanges over tp of a [T, H] buffer, in place. */
+typedef enum areal_sp_op {
+    AREAL_SP_GATHER,  /* this rank's rows (areal_model_sp_rows) in, every row out */
+    AREAL_SP_SCATTER, /* a partial sum of every row in, this rank's rows of the sum out */
+} areal_sp_op;
+
+/*
+ * The sequence-parallel hook (layer -1: the embedding or the head). The
+ * model calls it only for a sequence-parallel shard. Returns AREAL_OK or an
+ * error code with err set.
+ */
+typedef int (*areal_model_sp_fn)(void *ctx, areal_sp_op op, int layer, float *buf, int T, int H,
+                                 areal_error *err);
 
 #endif

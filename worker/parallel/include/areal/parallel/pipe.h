@@ -25,6 +25,8 @@
 /*
  * The loss of micro-batch `mb` on the last stage: reads logits [T, V],
  * writes dlogits [T, V] (d loss / d logits) and adds the micro-batch's loss
+ * (V: the shard's vocabulary columns, areal_model_shard_vocab; a
+ * vocab-parallel shard's loss reduces over tp, areal/parallel/vocab.h)
  * to *loss. Returns AREAL_OK or an error code with err set.
  */
 typedef int (*areal_par_loss_fn)(void *ctx, int mb, const float *logits, int T, int V,

@@ -31,7 +31,7 @@
 int areal_par_reduce(void *ctx, areal_reduce_point point, int layer, float *buf, size_t count,
                      areal_error *err);
 
-/* Binds areal_par_reduce to m with groups g (borrowed). */
+/* Binds areal_par_reduce and areal_par_sp (areal/parallel/sp.h) to m with groups g (borrowed). */
 void areal_par_bind(areal_model *m, const areal_par_groups *g);
 
 /*

@@ -80,23 +80,25 @@ typedef struct areal_rejection_config {
     double lower;
 } areal_rejection_config;
 
+/* Named apart from areal/model/optim.h's areal_lr_schedule (the schedule
+ * itself), so the two headers meet in one translation unit. */
 typedef enum {
     AREAL_SCHED_CONSTANT = 0,
     AREAL_SCHED_LINEAR = 1,
     AREAL_SCHED_COSINE = 2,
-} areal_lr_schedule;
+} areal_lr_sched_kind;
 
 /* AReaL's OptimizerConfig (actor.optimizer). */
 typedef struct areal_optimizer_config {
-    char type[16];                  /* "adam" (default), "adam_bf16", "sgd" */
-    double lr;                      /* default 1e-3 */
-    double weight_decay;            /* default 0.01 */
-    double beta1, beta2;            /* default 0.9, 0.999 */
-    double eps;                     /* default 1e-8 */
-    double min_lr_ratio;            /* default 0.0 */
-    areal_lr_schedule lr_scheduler; /* default constant */
-    double warmup_steps_proportion; /* default 0.001 */
-    double gradient_clipping;       /* default 1.0 */
+    char type[16];                    /* "adam" (default), "adam_bf16", "sgd" */
+    double lr;                        /* default 1e-3 */
+    double weight_decay;              /* default 0.01 */
+    double beta1, beta2;              /* default 0.9, 0.999 */
+    double eps;                       /* default 1e-8 */
+    double min_lr_ratio;              /* default 0.0 */
+    areal_lr_sched_kind lr_scheduler; /* default constant */
+    double warmup_steps_proportion;   /* default 0.001 */
+    double gradient_clipping;         /* default 1.0 */
 } areal_optimizer_config;
 
 /* The parts of AReaL's PPOActorConfig that the C trainer uses. */

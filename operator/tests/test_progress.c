@@ -1,0 +1,364 @@
+/* test_progress.c - RL progress in status (areal/operator/progress.h): a
+ * recorded trainer /status response (operator/tests/data/trainer_status.json,
+ * the example of the trainer<->operator contract) parsed and mapped to
+ * status.progress; bad answers named; the bounded GET against a one-shot
+ * loopback server (200, 404, a truncated body, silence); and one poller round
+ * against the fake API server: status.progress patched, a TrainerPhase Event,
+ * the areal_job_* gauges. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "areal/kube/config.h"
+#include "areal/operator/progress.h"
+#include "util/fake_api.h"
+
+#ifndef TEST_DATA_DIR
+#define TEST_DATA_DIR "operator/tests/data"
+#endif
+
+static char *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    static char buf[8192];
+    *len = fread(buf, 1, sizeof buf - 1, f);
+    buf[*len] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void parses_the_recorded_status(void **state) {
+    (void)state;
+    size_t len;
+    char *body = slurp(TEST_DATA_DIR "/trainer_status.json", &len);
+    trainer_status st;
+    areal_error e;
+    assert_int_equal(progress_parse(body, len, &st, &e), AREAL_OK);
+    assert_string_equal(st.phase, "training");
+    assert_true(st.has_step && st.step == 12);
+    assert_true(st.has_total && st.total_steps == 500);
+    assert_true(st.has_version && st.policy_version == 12);
+    assert_true(st.has_reward);
+    assert_float_equal(st.reward_mean, 0.41, 1e-12);
+    assert_true(st.has_staleness);
+    assert_float_equal(st.staleness_max, 1.0, 1e-12); /* staleness.max, not the mean */
+    assert_float_equal(st.samples_per_second, 35.2, 1e-12);
+    assert_float_equal(st.last_weight_sync_seconds, 0.21, 1e-12);
+    assert_true(st.has_servers && st.servers == 2);
+    assert_false(st.waiting_for_samples);
+    assert_true(st.running_ahead);
+
+    json_t *p = progress_json(&st, "2026-12-01T14:00:00Z");
+    assert_non_null(p);
+    json_t *want = json_pack("{s:s,s:I,s:I,s:I,s:f,s:f,s:f,s:f,s:i,s:s}", "trainerPhase",
+                             "training", "step", (json_int_t)12, "totalSteps", (json_int_t)500,
+                             "policyVersion", (json_int_t)12, "rewardMean", 0.41, "staleness", 1.0,
+                             "samplesPerSecond", 35.2, "lastWeightSyncSeconds", 0.21, "servers", 2,
+                             "updateTime", "2026-12-01T14:00:00Z");
+    assert_true(json_equal(p, want));
+    json_decref(want);
+    json_decref(p);
+
+    /* nulls: the field is left out, not written as 0 */
+    const char *early = "{\"phase\":\"waiting_for_servers\",\"step\":null,\"reward_mean\":null,"
+                        "\"staleness\":null,\"servers\":0}";
+    assert_int_equal(progress_parse(early, strlen(early), &st, &e), AREAL_OK);
+    assert_false(st.has_step || st.has_reward || st.has_staleness);
+    p = progress_json(&st, NULL);
+    assert_null(json_object_get(p, "step"));
+    assert_null(json_object_get(p, "rewardMean"));
+    assert_int_equal(json_integer_value(json_object_get(p, "servers")), 0);
+    json_decref(p);
+}
+
+static void bad_answers_name_the_field(void **state) {
+    (void)state;
+    static const struct {
+        const char *body, *want;
+    } cases[] = {
+        {"[1,2]", "not a JSON object"},
+        {"not json", "not a JSON object"},
+        {"{\"step\":1}", "phase is missing"},
+        {"{\"phase\":\"dancing\"}", "'dancing'"},
+        {"{\"phase\":\"training\",\"step\":\"12\"}", "step must be a whole number"},
+        {"{\"phase\":\"training\",\"reward_mean\":\"high\"}", "reward_mean must be a number"},
+        {"{\"phase\":\"training\",\"staleness\":3}", "staleness must be an object"},
+        {"{\"phase\":\"training\",\"staleness\":{\"max\":\"x\"}}", "staleness.max"},
+        {"{\"phase\":\"training\",\"servers\":-1}", "servers"},
+        {"{\"phase\":\"training\",\"running_ahead\":1}", "running_ahead must be true"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        trainer_status st;
+        areal_error e;
+        assert_int_equal(progress_parse(cases[i].body, strlen(cases[i].body), &st, &e),
+                         AREAL_EINVAL);
+        if (strstr(e.msg, cases[i].want) == NULL)
+            fail_msg("%s: message '%s' lacks '%s'", cases[i].body, e.msg, cases[i].want);
+        assert_string_equal(st.phase, ""); /* nothing half-filled */
+    }
+}
+
+/* ---- a one-shot loopback HTTP server ----------------------------------- */
+
+typedef struct oneshot {
+    int fd, port;
+    const char *answer; /* NULL: accept, read, say nothing */
+    int hold_ms;
+    char request[1024];
+    pthread_t th;
+} oneshot;
+
+static void *serve(void *arg) {
+    oneshot *s = arg;
+    for (;;) {
+        int c = accept(s->fd, NULL, NULL);
+        if (c < 0)
+            return NULL;
+        ssize_t n = recv(c, s->request, sizeof s->request - 1, 0);
+        s->request[n > 0 ? n : 0] = '\0';
+        if (s->answer != NULL) {
+            ssize_t w = send(c, s->answer, strlen(s->answer), MSG_NOSIGNAL);
+            (void)w;
+        }
+        if (s->hold_ms > 0)
+            usleep((useconds_t)s->hold_ms * 1000);
+        close(c);
+        if (s->answer == NULL || strstr(s->answer, "ONCE") != NULL)
+            return NULL;
+    }
+}
+
+static void oneshot_start(oneshot *s, const char *answer, int hold_ms) {
+    memset(s, 0, sizeof *s);
+    s->answer = answer;
+    s->hold_ms = hold_ms;
+    s->fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(s->fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(s->fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(s->fd, 8), 0);
+    socklen_t al = sizeof a;
+    getsockname(s->fd, (struct sockaddr *)&a, &al);
+    s->port = ntohs(a.sin_port);
+    assert_int_equal(pthread_create(&s->th, NULL, serve, s), 0);
+}
+
+static void oneshot_stop(oneshot *s) {
+    shutdown(s->fd, SHUT_RDWR);
+    close(s->fd);
+    pthread_join(s->th, NULL);
+}
+
+static char *http_200(const char *body) {
+    static char buf[8192];
+    snprintf(buf, sizeof buf,
+             "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+             strlen(body), body);
+    return buf;
+}
+
+static void get_is_bounded_and_checked(void **state) {
+    (void)state;
+    size_t len;
+    char *recorded = slurp(TEST_DATA_DIR "/trainer_status.json", &len);
+    oneshot s;
+    char *body = NULL;
+    size_t blen = 0;
+    areal_error e;
+    /* 200 with a body; the server holds the connection open after it (keep-alive) */
+    oneshot_start(&s, http_200(recorded), 3000);
+    assert_int_equal(progress_http_get("127.0.0.1", s.port, "/status", 2000, &body, &blen, &e),
+                     AREAL_OK);
+    assert_int_equal(blen, len);
+    assert_memory_equal(body, recorded, len);
+    assert_non_null(strstr(s.request, "GET /status HTTP/1.1\r\n"));
+    free(body);
+    oneshot_stop(&s);
+
+    oneshot_start(&s, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n", 0);
+    assert_int_equal(progress_http_get("127.0.0.1", s.port, "/status", 2000, &body, &blen, &e),
+                     AREAL_EIO);
+    assert_non_null(strstr(e.msg, "HTTP 404"));
+    assert_null(body);
+    oneshot_stop(&s);
+
+    /* a body cut short of its Content-Length */
+    oneshot_start(&s, "HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\n{\"phase\":", 0);
+    assert_int_equal(progress_http_get("127.0.0.1", s.port, "/status", 2000, &body, &blen, &e),
+                     AREAL_EIO);
+    assert_non_null(strstr(e.msg, "Content-Length says 50"));
+    oneshot_stop(&s);
+
+    /* a server that never answers: the deadline holds */
+    oneshot_start(&s, NULL, 1000);
+    assert_int_equal(progress_http_get("127.0.0.1", s.port, "/status", 200, &body, &blen, &e),
+                     AREAL_EIO);
+    assert_non_null(strstr(e.msg, "in time"));
+    oneshot_stop(&s);
+
+    /* nobody listens */
+    assert_int_equal(progress_http_get("127.0.0.1", s.port, "/status", 500, &body, &blen, &e),
+                     AREAL_EIO);
+    assert_non_null(strstr(e.msg, "connect"));
+    assert_int_equal(progress_http_get("no-ip", 80, "/status", 500, &body, &blen, &e),
+                     AREAL_EINVAL);
+}
+
+/* ---- one poller round against the fake API server -------------------------- */
+
+static size_t one_target(void *ud, progress_target *out, size_t cap) {
+    (void)cap;
+    snprintf(out[0].ns, sizeof out[0].ns, "rl");
+    snprintf(out[0].job, sizeof out[0].job, "demo");
+    snprintf(out[0].pod_ip, sizeof out[0].pod_ip, "%s", (const char *)ud);
+    return 1;
+}
+
+static void a_round_writes_progress_events_and_metrics(void **state) {
+    (void)state;
+    fake_api *f = fake_api_start();
+    assert_non_null(f);
+    json_t *job = json_pack("{s:s,s:s,s:{s:s,s:s,s:s},s:{s:s},s:{s:s}}", "apiVersion",
+                            "areal.io/v1alpha1", "kind", "AReaLJob", "metadata", "name", "demo",
+                            "namespace", "rl", "uid", "uid-demo", "spec", "allocation",
+                            "sglang:d1t1+megatron:d1t1", "status", "phase", "Running");
+    fake_api_put(f, "arealjobs", job);
+    json_decref(job);
+    kube_config cfg;
+    kube_config_init(&cfg);
+    cfg.server = strdup(fake_api_url(f));
+    cfg.allow_insecure = 1;
+    cfg.qps = 0;
+    kube_client *kc = kube_client_new(&cfg, NULL);
+    kube_config_free(&cfg);
+    assert_non_null(kc);
+
+    size_t len;
+    char *recorded = slurp(TEST_DATA_DIR "/trainer_status.json", &len);
+    oneshot s;
+    oneshot_start(&s, http_200(recorded), 0);
+    metrics_registry *m = metrics_registry_new();
+    progress_config pc = {.port = s.port, .interval_ms = 3600 * 1000, .timeout_ms = 2000};
+    progress_poller *p = NULL;
+    areal_error e;
+    assert_int_equal(progress_poller_start(kc, &pc, one_target, (void *)"127.0.0.1", m, &p, &e),
+                     AREAL_OK);
+    /* the same families twice is refused */
+    progress_poller *p2 = NULL;
+    assert_int_equal(progress_poller_start(kc, &pc, one_target, (void *)"127.0.0.1", m, &p2, &e),
+                     AREAL_EINVAL);
+    progress_poller_round(p);
+    progress_poller_round(p); /* the same phase again: no second Event */
+
+    json_t *got = fake_api_get(f, "arealjobs", "rl/demo");
+    json_t *prog = json_object_get(json_object_get(got, "status"), "progress");
+    assert_int_equal(json_integer_value(json_object_get(prog, "step")), 12);
+    assert_int_equal(json_integer_value(json_object_get(prog, "policyVersion")), 12);
+    assert_float_equal(json_number_value(json_object_get(prog, "rewardMean")), 0.41, 1e-12);
+    assert_float_equal(json_number_value(json_object_get(prog, "staleness")), 1.0, 1e-12);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(got, "status"), "phase")),
+                        "Running");
+    json_decref(got);
+    /* the fake API counts Events (it keeps none): one for the phase, not two */
+    assert_int_equal(fake_api_count(f, "event"), 1);
+    size_t ml;
+    char *text = metrics_render(m, &ml);
+    assert_non_null(strstr(text, "areal_job_step{namespace=\"rl\",job=\"demo\"} 12"));
+    assert_non_null(strstr(text, "areal_job_reward_mean{namespace=\"rl\",job=\"demo\"} 0.41"));
+    assert_non_null(strstr(text, "areal_job_policy_version{namespace=\"rl\",job=\"demo\"} 12"));
+    free(text);
+
+    /* the trainer goes away: an error counted, the progress left as it was */
+    oneshot_stop(&s);
+    progress_poller_round(p);
+    text = metrics_render(m, &ml);
+    assert_non_null(strstr(text, "areal_job_status_errors_total{namespace=\"rl\",job=\"demo\"} 1"));
+    assert_null(strstr(text, "areal_job_step{")); /* a snapshot: no stale gauge */
+    free(text);
+    got = fake_api_get(f, "arealjobs", "rl/demo");
+    assert_int_equal(json_integer_value(json_object_get(
+                         json_object_get(json_object_get(got, "status"), "progress"), "step")),
+                     12);
+    json_decref(got);
+
+    progress_poller_stop(p);
+    metrics_registry_free(m);
+    kube_client_free(kc);
+    fake_api_stop(f);
+}
+
+/* spec.rollout.target: the trainer waits for samples through the (1 s)
+ * window, so the poller writes one more rollout replica, once. */
+static void a_waiting_trainer_gets_one_more_server(void **state) {
+    (void)state;
+    fake_api *f = fake_api_start();
+    json_t *job = json_pack(
+        "{s:s,s:s,s:{s:s,s:s,s:s},s:{s:s,s:{s:i,s:i,s:i,s:{s:s,s:f,s:f,s:f}}},s:{s:s}}",
+        "apiVersion", "areal.io/v1alpha1", "kind", "AReaLJob", "metadata", "name", "demo",
+        "namespace", "rl", "uid", "uid-demo", "spec", "allocation", "sglang:d1t1+megatron:d1t1",
+        "rollout", "replicas", 2, "minReplicas", 1, "maxReplicas", 4, "target", "metric",
+        "Staleness", "value", 1.0, "scaleUpWindowSeconds", 1.0, "cooldownSeconds", 60.0, "status",
+        "phase", "Running");
+    fake_api_put(f, "arealjobs", job);
+    json_decref(job);
+    kube_config cfg;
+    kube_config_init(&cfg);
+    cfg.server = strdup(fake_api_url(f));
+    cfg.allow_insecure = 1;
+    cfg.qps = 0;
+    kube_client *kc = kube_client_new(&cfg, NULL);
+    kube_config_free(&cfg);
+    oneshot s;
+    oneshot_start(&s,
+                  http_200("{\"phase\":\"training\",\"step\":3,\"servers\":2,"
+                           "\"waiting_for_samples\":true,\"running_ahead\":false}"),
+                  0);
+    progress_config pc = {.port = s.port, .interval_ms = 3600 * 1000, .timeout_ms = 2000};
+    progress_poller *p = NULL;
+    areal_error e;
+    assert_int_equal(progress_poller_start(kc, &pc, one_target, (void *)"127.0.0.1", NULL, &p, &e),
+                     AREAL_OK);
+    progress_poller_round(p); /* the run of waiting begins */
+    json_t *got = fake_api_get(f, "arealjobs", "rl/demo");
+    assert_int_equal(json_integer_value(json_object_get(
+                         json_object_get(json_object_get(got, "spec"), "rollout"), "replicas")),
+                     2);
+    json_decref(got);
+    usleep(1100 * 1000);
+    progress_poller_round(p); /* a full window: +1 */
+    progress_poller_round(p); /* cooldown: nothing more */
+    got = fake_api_get(f, "arealjobs", "rl/demo");
+    assert_int_equal(json_integer_value(json_object_get(
+                         json_object_get(json_object_get(got, "spec"), "rollout"), "replicas")),
+                     3);
+    json_decref(got);
+    /* TrainerPhase once, Autoscaled once */
+    assert_int_equal(fake_api_count(f, "event"), 2);
+    progress_poller_stop(p);
+    oneshot_stop(&s);
+    kube_client_free(kc);
+    fake_api_stop(f);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(parses_the_recorded_status),
+        cmocka_unit_test(bad_answers_name_the_field),
+        cmocka_unit_test(get_is_bounded_and_checked),
+        cmocka_unit_test(a_round_writes_progress_events_and_metrics),
+        cmocka_unit_test(a_waiting_trainer_gets_one_more_server),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
