@@ -1,6 +1,7 @@
 # worker/train/module.mk - the trainer role: the tiny model and synthetic task
 # of the demo, HF export, the rollout controller (an SGLang HTTP client over
-# libcurl), the training step on worker/rl's loss, disk weight sync,
+# libcurl), the training step on worker/rl's loss, weight sync (disk, and xccl
+# over a comm-runtime group: xccl.c and the sender wsync_send.c),
 # checkpoints and progress (`areal-worker tiny|train`).
 COMPONENTS   += train
 train_DIR    := worker/train

@@ -63,9 +63,12 @@ static const char train_help[] =
     "usage: areal-worker train --model DIR --job-dir DIR --servers HOST:PORT[,...] [--resume]\n"
     "           [--quiet] [--steps N] [--batch B] [--group G] [--eta E] [--lr LR]\n"
     "           [--eval-every N] [--eval-n N] [--ckpt-every N] [--seed S] [--max-operand M]\n"
-    "           [--rollout-workers N]\n"
-    "The trainer role: asynchronous GRPO against SGLang-API rollout servers, weights synced\n"
-    "through the job directory, checkpoints and a progress JSONL line per step.\n"
+    "           [--rollout-workers N] [--weight-update-mode disk|xccl] [--weight-bucket-mb MB]\n"
+    "           [--xccl-host ADDR]\n"
+    "The trainer role: asynchronous GRPO against SGLang-API rollout servers, checkpoints and\n"
+    "a progress JSONL line per step. Weights reach the servers through the job directory\n"
+    "(disk, the default here) or broadcast in buckets over a comm-runtime group (xccl, with\n"
+    "the trainer at ADDR, default 127.0.0.1; buckets of MB, default 1024).\n"
     "  --help, --version\n" AREAL_EXIT_HELP;
 
 /* --help / --version of a subcommand: 1 when argv[i] was one of them (answered on out). */
@@ -200,8 +203,9 @@ static void defaults(areal_rl_config *c) {
 static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
     const char *model = NULL, *job_dir = NULL, *servers = NULL;
     double steps = 300, B = 32, G = 8, eta = 1, lr = 3e-4, eval_every = 25, eval_n = 0,
-           ckpt_every = 50, seed = 1, maxop = 49, workers = 4;
+           ckpt_every = 50, seed = 1, maxop = 49, workers = 4, bucket_mb = 1024;
     bool resume = false, quiet = false;
+    const char *wmode = "disk", *xhost = NULL;
     for (int i = 1; i < argc; i++) {
         if (help_or_version(argv[i], train_help, "areal-worker train", out))
             return AREAL_EXIT_OK;
@@ -214,7 +218,19 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
             servers = argv[++i];
         else if (strcmp(argv[i], "--resume") == 0)
             resume = true;
-        else if (strcmp(argv[i], "--quiet") == 0)
+        else if (strcmp(argv[i], "--xccl-host") == 0 && i + 1 < argc)
+            xhost = argv[++i];
+        else if (strcmp(argv[i], "--weight-update-mode") == 0) {
+            if (i + 1 >= argc ||
+                (strcmp(argv[i + 1], "disk") != 0 && strcmp(argv[i + 1], "xccl") != 0)) {
+                areal_print_line(err,
+                                 "areal-worker train: --weight-update-mode takes disk or xccl, "
+                                 "not '%s'",
+                                 i + 1 < argc ? argv[i + 1] : "");
+                return 2;
+            }
+            wmode = argv[++i];
+        } else if (strcmp(argv[i], "--quiet") == 0)
             quiet = true;
         else if ((r = num_flag(argc, argv, &i, "--steps", 1, 1e7, &steps, err)) ||
                  (r = num_flag(argc, argv, &i, "--batch", 1, 4096, &B, err)) ||
@@ -226,7 +242,8 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
                  (r = num_flag(argc, argv, &i, "--ckpt-every", 0, 1e7, &ckpt_every, err)) ||
                  (r = num_flag(argc, argv, &i, "--seed", 0, 1e15, &seed, err)) ||
                  (r = num_flag(argc, argv, &i, "--max-operand", 1, 9999, &maxop, err)) ||
-                 (r = num_flag(argc, argv, &i, "--rollout-workers", 1, 1024, &workers, err))) {
+                 (r = num_flag(argc, argv, &i, "--rollout-workers", 1, 1024, &workers, err)) ||
+                 (r = num_flag(argc, argv, &i, "--weight-bucket-mb", 1e-6, 1e6, &bucket_mb, err))) {
             if (r < 0)
                 return 2;
         } else {
@@ -257,6 +274,7 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
     cfg.rollout.max_head_offpolicyness = (long)eta;
     cfg.rollout.consumer_batch_size = (long)B;
     cfg.rollout.max_concurrent_rollouts = 2 * (long)B;
+    snprintf(cfg.rollout.weight_update_mode, sizeof cfg.rollout.weight_update_mode, "%s", wmode);
     io x = {out, err, quiet};
     areal_train_job job;
     memset(&job, 0, sizeof job);
@@ -272,6 +290,10 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
     job.ckpt_every = (int)ckpt_every;
     job.resume = resume;
     job.rollout_workers = (int)workers;
+    job.xccl.host = xhost;
+    job.xccl.bucket_bytes = (size_t)(bucket_mb * 1048576.0);
+    if (job.xccl.bucket_bytes == 0)
+        job.xccl.bucket_bytes = 1;
     job.threads = 1;
     job.stop = &stop_flag;
     job.log = log_line;

@@ -768,3 +768,37 @@ int areal_rollout_ctl_eval(areal_rollout_ctl *c, const areal_rollout_prompt *pro
         return areal_error_set(err, AREAL_ENOMEM, -1, "no memory for evaluation requests");
     return AREAL_OK;
 }
+
+int areal_rollout_ctl_addrs(areal_rollout_ctl *c, char (*addrs)[128], bool *stale, int cap) {
+    pthread_mutex_lock(&c->mu);
+    int k = 0;
+    for (int i = 0; i < c->n_servers && k < cap; i++)
+        if (c->servers[i].present) {
+            memcpy(addrs[k], c->servers[i].addr, sizeof addrs[k]);
+            if (stale)
+                stale[k] = c->servers[i].needs_sync;
+            k++;
+        }
+    pthread_mutex_unlock(&c->mu);
+    return k;
+}
+
+void areal_rollout_ctl_mark_synced(areal_rollout_ctl *c, const char *addr, bool synced,
+                                   const char *why) {
+    pthread_mutex_lock(&c->mu);
+    bool changed = false;
+    for (int i = 0; i < c->n_servers; i++)
+        if (strcmp(c->servers[i].addr, addr) == 0 && c->servers[i].needs_sync == synced) {
+            c->servers[i].needs_sync = !synced;
+            changed = true;
+        }
+    pthread_cond_broadcast(&c->cv_resume);
+    pthread_mutex_unlock(&c->mu);
+    if (changed && synced)
+        logf_(c, "rollout server %s has the current weights again", addr);
+    else if (changed)
+        logf_(c,
+              "rollout server %s missed a weight update (%s); it gets no requests until one "
+              "reaches it",
+              addr, why ? why : "no answer");
+}

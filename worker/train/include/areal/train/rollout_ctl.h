@@ -172,4 +172,16 @@ int areal_rollout_ctl_eval(areal_rollout_ctl *c, const areal_rollout_prompt *pro
 /* Number of servers currently known, and of those not in back-off. */
 void areal_rollout_ctl_servers(areal_rollout_ctl *c, int *known, int *up);
 
+/*
+ * For weight sync outside the server-wide calls (xccl.h): copies up to cap
+ * present servers' addresses into addrs (and whether each needs a sync
+ * into stale, nullable); returns how many. mark_synced records the outcome
+ * of an update that bypassed broadcast(): synced true lets the server take
+ * requests again, false keeps it out until an update reaches it (logged
+ * once, like broadcast's).
+ */
+int areal_rollout_ctl_addrs(areal_rollout_ctl *c, char (*addrs)[128], bool *stale, int cap);
+void areal_rollout_ctl_mark_synced(areal_rollout_ctl *c, const char *addr, bool synced,
+                                   const char *why);
+
 #endif
