@@ -80,11 +80,14 @@ typedef struct areal_rejection_config {
     double lower;
 } areal_rejection_config;
 
+/* AReaL's optimizer.lr_scheduler_type: the decay after the warm-up. (Not named
+ * areal_lr_schedule: that is areal/model/optim.h's schedule itself, and both
+ * headers meet in worker/train/src/train_optim.c.) */
 typedef enum {
     AREAL_SCHED_CONSTANT = 0,
     AREAL_SCHED_LINEAR = 1,
     AREAL_SCHED_COSINE = 2,
-} areal_lr_schedule;
+} areal_lr_decay;
 
 /* AReaL's OptimizerConfig (actor.optimizer). */
 typedef struct areal_optimizer_config {
@@ -94,7 +97,7 @@ typedef struct areal_optimizer_config {
     double beta1, beta2;            /* default 0.9, 0.999 */
     double eps;                     /* default 1e-8 */
     double min_lr_ratio;            /* default 0.0 */
-    areal_lr_schedule lr_scheduler; /* default constant */
+    areal_lr_decay lr_scheduler;    /* default constant */
     double warmup_steps_proportion; /* default 0.001 */
     double gradient_clipping;       /* default 1.0 */
 } areal_optimizer_config;

@@ -13,10 +13,8 @@
  * The trainer owns the policy model, its optimizer state and the version;
  * the caller (train_loop.c) owns rollouts, weight sync and checkpoints.
  *
- * The optimizer sits behind an opaque pointer because areal/rl/config.h
- * and areal/model/optim.h both declare a type named areal_lr_schedule (an
- * enum there, a struct here) and so cannot meet in one translation unit;
- * train_optim.c is the only file that includes optim.h.
+ * The optimizer sits behind an opaque pointer (train_optim.h), so the
+ * trainer's users do not see the model core's AdamW state.
  */
 #ifndef AREAL_TRAIN_TRAINER_H
 #define AREAL_TRAIN_TRAINER_H
