@@ -174,7 +174,12 @@ static int sync_disk(const areal_train_job *job, areal_trainer *t, areal_rollout
         return rc;
     if (realpath(rel, abs_dir) == NULL)
         return areal_error_set(err, AREAL_EIO, -1, "%s: %s", rel, strerror(errno));
-    json_t *body = json_pack("{s:s,s:b}", "model_path", abs_dir, "abort_all_requests", 1);
+    /* weight_version named (AReaL leaves it to the server's count): a restarted server
+     * then reports exactly the trainer's version (rollout_ctl.c checks it) */
+    char vs[32];
+    snprintf(vs, sizeof vs, "%ld", version);
+    json_t *body = json_pack("{s:s,s:b,s:s}", "model_path", abs_dir, "abort_all_requests", 1,
+                             "weight_version", vs);
     rc = areal_rollout_ctl_broadcast(ctl, "/update_weights_from_disk", body, err);
     json_decref(body);
     if (rc == AREAL_OK && version >= 2) {
@@ -203,7 +208,10 @@ static int resync(const areal_train_job *job, const areal_trainer *t, areal_roll
         snprintf(rel, sizeof rel, "%s", job->model_dir);
     if (realpath(rel, abs_dir) == NULL)
         return AREAL_OK; /* not written yet: the step's own update will reach them */
-    json_t *body = json_pack("{s:s,s:b}", "model_path", abs_dir, "abort_all_requests", 1);
+    char vs[32];
+    snprintf(vs, sizeof vs, "%ld", t->version);
+    json_t *body = json_pack("{s:s,s:b,s:s}", "model_path", abs_dir, "abort_all_requests", 1,
+                             "weight_version", vs);
     int rc = areal_rollout_ctl_sync_stale(ctl, "/update_weights_from_disk", body, err);
     json_decref(body);
     return rc;

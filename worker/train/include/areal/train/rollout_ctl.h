@@ -23,7 +23,12 @@
  *    5xx) is retried on the next server with the partial output kept; a
  *    failed server is skipped for a back-off. With no server reachable the
  *    workers wait, the log says so once, and work resumes when one answers
- *    (or when set_servers adds one).
+ *    (or when set_servers adds one). A server that was unreachable may come
+ *    back restarted from older weights: before its next request its
+ *    GET /get_model_info weight_version is compared with the policy's, and
+ *    a different one keeps it out (needs a sync) until a weight update
+ *    reaches it. An evaluation falls back to such a server (logged once)
+ *    rather than wait for the trainer, which is waiting for it.
  *  - Completion. When a prompt's G samples are done they are scored by the
  *    caller's reward function and the group is queued for the trainer;
  *    the counters move running -> accepted (or rejected by the caller's
