@@ -20,3 +20,6 @@ trainref_INC  := worker/train/tests/util lib/kube/tests/util
 trainref_DEPS := model kubetest
 trainref_PKGS := jansson
 trainref_LIBS := -lpthread
+# make bench (never make test): async vs sync GRPO with its curves, then TRL's
+# GRPOTrainer on the same model and task (bench_wsync.c is a bench binary).
+BENCH_SCRIPTS += worker/train/bench/bench_async.sh worker/train/bench/bench_trl.sh

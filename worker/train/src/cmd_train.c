@@ -64,7 +64,7 @@ static const char train_help[] =
     "           [--quiet] [--steps N] [--batch B] [--group G] [--eta E] [--lr LR]\n"
     "           [--eval-every N] [--eval-n N] [--ckpt-every N] [--seed S] [--max-operand M]\n"
     "           [--rollout-workers N] [--weight-update-mode disk|xccl] [--weight-bucket-mb MB]\n"
-    "           [--xccl-host ADDR]\n"
+    "           [--xccl-host ADDR] [--max-concurrent N]\n"
     "The trainer role: asynchronous GRPO against SGLang-API rollout servers, checkpoints and\n"
     "a progress JSONL line per step. Weights reach the servers through the job directory\n"
     "(disk, the default here) or broadcast in buckets over a comm-runtime group (xccl, with\n"
@@ -203,7 +203,7 @@ static void defaults(areal_rl_config *c) {
 static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
     const char *model = NULL, *job_dir = NULL, *servers = NULL;
     double steps = 300, B = 32, G = 8, eta = 1, lr = 3e-4, eval_every = 25, eval_n = 0,
-           ckpt_every = 50, seed = 1, maxop = 49, workers = 4, bucket_mb = 1024;
+           ckpt_every = 50, seed = 1, maxop = 49, workers = 4, bucket_mb = 1024, max_conc = 0;
     bool resume = false, quiet = false;
     const char *wmode = "disk", *xhost = NULL;
     for (int i = 1; i < argc; i++) {
@@ -243,6 +243,7 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
                  (r = num_flag(argc, argv, &i, "--seed", 0, 1e15, &seed, err)) ||
                  (r = num_flag(argc, argv, &i, "--max-operand", 1, 9999, &maxop, err)) ||
                  (r = num_flag(argc, argv, &i, "--rollout-workers", 1, 1024, &workers, err)) ||
+                 (r = num_flag(argc, argv, &i, "--max-concurrent", 1, 1e6, &max_conc, err)) ||
                  (r = num_flag(argc, argv, &i, "--weight-bucket-mb", 1e-6, 1e6, &bucket_mb, err))) {
             if (r < 0)
                 return 2;
@@ -273,7 +274,8 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
     cfg.gconfig.n_samples = (int)G;
     cfg.rollout.max_head_offpolicyness = (long)eta;
     cfg.rollout.consumer_batch_size = (long)B;
-    cfg.rollout.max_concurrent_rollouts = 2 * (long)B;
+    /* rollout.max_concurrent_rollouts: prompts in flight (default 2 batches) */
+    cfg.rollout.max_concurrent_rollouts = max_conc > 0 ? (long)max_conc : 2 * (long)B;
     snprintf(cfg.rollout.weight_update_mode, sizeof cfg.rollout.weight_update_mode, "%s", wmode);
     io x = {out, err, quiet};
     areal_train_job job;
