@@ -43,5 +43,5 @@ for eta in 4 0; do
 done
 echo "bench_async: tiny model, $STEPS steps of $B prompts x $G samples, one server, 2 shared cores"
 python3 "$(dirname "$0")/curves.py" "$OUT/async_vs_sync.csv" "$OUT/async_vs_sync.svg" \
-    "eta=4 (async)=$OUT/eta4/progress.jsonl" "eta=0 (sync)=$OUT/eta0/progress.jsonl"
+    "eta 4 (async)=$OUT/eta4/progress.jsonl" "eta 0 (sync)=$OUT/eta0/progress.jsonl"
 echo "curves: $OUT/async_vs_sync.csv, $OUT/async_vs_sync.svg"

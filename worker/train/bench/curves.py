@@ -26,7 +26,7 @@ def main():
     out_csv, out_svg = sys.argv[1], sys.argv[2]
     runs = []
     for arg in sys.argv[3:]:
-        label, path = arg.split("=", 1)
+        label, path = arg.rsplit("=", 1)
         runs.append((label, load(path), path))
     with open(out_csv, "w") as f:
         f.write("run,step,wall_s,reward_mean,eval_accuracy,weight_sync_s,max_staleness\n")
