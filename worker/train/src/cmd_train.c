@@ -68,7 +68,7 @@ static const char train_help[] =
     "The trainer role: asynchronous GRPO against SGLang-API rollout servers, checkpoints and\n"
     "a progress JSONL line per step. Weights reach the servers through the job directory\n"
     "(disk, the default here) or broadcast in buckets over a comm-runtime group (xccl, with\n"
-    "the trainer at ADDR, default 127.0.0.1; buckets of MB, default 1024).\n"
+    "the trainer at ADDR, default $POD_IP, else 127.0.0.1; buckets of MB, default 1024).\n"
     "  --help, --version\n" AREAL_EXIT_HELP;
 
 /* --help / --version of a subcommand: 1 when argv[i] was one of them (answered on out). */
@@ -292,7 +292,8 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
     job.ckpt_every = (int)ckpt_every;
     job.resume = resume;
     job.rollout_workers = (int)workers;
-    job.xccl.host = xhost;
+    /* the address servers reach this trainer at: the pod's IP in a job */
+    job.xccl.host = xhost ? xhost : getenv("POD_IP");
     job.xccl.bucket_bytes = (size_t)(bucket_mb * 1048576.0);
     if (job.xccl.bucket_bytes == 0)
         job.xccl.bucket_bytes = 1;
