@@ -18,10 +18,12 @@
  *
  * Validation: the manifest's own fields are checked here as the CRD's schema
  * does (kind, apiVersion, spec.allocation, the types and ranges of
- * config.rl); keys this runner does not use are reported once.
- * Not yet: a trainer of more than one rank (data parallel trainers need the
- * gradient all-reduce wired through the comm runtime in train_loop.c), TP > 1
- * rollout servers, AReaL's own config keys (rl-core's parser).
+ * config.rl); spec.config is handed whole to the trainer (--config), which
+ * reads AReaL's keys and the short ones and names any key it does not know.
+ * A trainer role of dp d runs d `areal-worker train` ranks (--dp-rank, a
+ * rendezvous on a free loopback port; rank 0 drives the rollouts and serves
+ * /status on a free port). Not yet: tensor or pipeline parallel trainers, TP > 1
+ * rollout servers.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -52,8 +54,9 @@
 typedef struct proc {
     char name[160];
     pid_t pid;
-    int status; /* -1 while running */
-    int port;   /* servers */
+    int status;    /* -1 while running */
+    int port;      /* servers */
+    bool follower; /* a data-parallel trainer rank > 0 */
 } proc;
 
 static volatile sig_atomic_t interrupted;
@@ -247,24 +250,15 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
     json_t *model = json_object_get(config, "model");
     if (rc == CLI_OK)
         rc = rl_int(model, "warmupSteps", 0, 1000000, 300, &warmup);
-    double lr = 3e-4;
     json_t *lrv = json_object_get(rl, "learningRate");
     if (rc == CLI_OK && lrv != NULL && (!json_is_number(lrv) || !(json_number_value(lrv) > 0)))
         rc = cli_bad_input("spec.config.rl.learningRate: expected a number > 0");
-    if (lrv != NULL && json_is_number(lrv))
-        lr = json_number_value(lrv);
+    /* AReaL's own key for the step count, when the short one is absent (the bar's total) */
+    json_t *tts = json_object_get(config, "total_train_steps");
+    if (rc == CLI_OK && json_object_get(rl, "totalSteps") == NULL && json_is_integer(tts) &&
+        json_integer_value(tts) > 0)
+        steps = (long)json_integer_value(tts);
     const char *model_path = json_string_value(json_object_get(model, "path"));
-    if (rc == CLI_OK) {
-        const char *key;
-        json_t *v;
-        json_object_foreach(rl, key, v) {
-            if (strcmp(key, "totalSteps") && strcmp(key, "batchSize") && strcmp(key, "groupSize") &&
-                strcmp(key, "maxStaleness") && strcmp(key, "learningRate") &&
-                strcmp(key, "algorithm"))
-                fprintf(stderr, "arealctl run: spec.config.rl.%s is not used by the local run\n",
-                        key);
-        }
-    }
     areal_alloc alloc;
     areal_plan plan;
     memset(&plan, 0, sizeof plan);
@@ -288,7 +282,7 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
                 planned = true;
         }
     }
-    int n_servers = 0, trainer_pod = -1;
+    int n_servers = 0, trainer_pod = -1, dp_size = 1;
     for (int i = 0; rc == CLI_OK && i < plan.n_pods; i++) {
         const areal_role_plan *role = &plan.roles[plan.pods[i].role];
         if (role->inference) {
@@ -297,12 +291,15 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
                                    "(tensor parallelism needs t1)",
                                    plan.pods[i].name, plan.pods[i].n_ranks);
             n_servers++;
-        } else if (trainer_pod >= 0 || role->world != 1) {
-            rc = cli_bad_input("the local trainer runs one rank: use a trainer of d1 "
-                               "(e.g. \"sglang:d1+fsdp:d1\"); got world %d",
-                               role->world);
-        } else {
+        } else if (trainer_pod >= 0 && plan.pods[trainer_pod].role != plan.pods[i].role) {
+            rc = cli_bad_input("the local run has one trainer role; '%s' is a second", role->name);
+        } else if (role->world != role->strategy.dp) {
+            rc = cli_bad_input("the local trainer runs data parallelism only (e.g. \"fsdp:d2\"); "
+                               "got world %d with dp %d",
+                               role->world, role->strategy.dp);
+        } else if (trainer_pod < 0) {
             trainer_pod = i;
+            dp_size = role->world;
         }
     }
     if (rc == CLI_OK && (n_servers == 0 || trainer_pod < 0))
@@ -326,9 +323,9 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
     memset(ps, 0, sizeof ps);
     double t0 = now_s();
     if (rc == CLI_OK) {
-        printf("arealctl run: job %s (%s): %d rollout server(s) and 1 trainer on this machine; "
-               "job directory %s\n",
-               name, alloc_text, n_servers, job_dir);
+        printf("arealctl run: job %s (%s): %d rollout server(s) and %d trainer rank(s) on this "
+               "machine; job directory %s\n",
+               name, alloc_text, n_servers, dp_size, job_dir);
         fflush(stdout);
     }
     char cfg_path[1300];
@@ -378,45 +375,94 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
         size_t used = strlen(servers);
         snprintf(servers + used, sizeof servers - used, "%s127.0.0.1:%d", used ? "," : "", p->port);
     }
-    int out_fd = -1;
-    if (rc == CLI_OK) {
+    /* Data-parallel ranks 1..d-1 first: rank 0 stays the last process (the one whose
+     * progress lines drive the bar and who is asked to stop). */
+    char dp_master[64] = "", dp_size_s[16];
+    snprintf(dp_size_s, sizeof dp_size_s, "%d", dp_size);
+    if (dp_size > 1)
+        snprintf(dp_master, sizeof dp_master, "127.0.0.1:%d", free_port());
+    char cfg_file[1200];
+    snprintf(cfg_file, sizeof cfg_file, "%s/job_config.json", job_dir);
+    bool have_cfg = json_is_object(config);
+    if (rc == CLI_OK && have_cfg &&
+        json_dump_file(config, cfg_file, JSON_INDENT(2) | JSON_SORT_KEYS) != 0)
+        rc = cli_bad_input("%s: cannot write", cfg_file);
+    for (int r = 1; rc == CLI_OK && r < dp_size && n_ps < MAX_PROCS - 1; r++) {
         proc *p = &ps[n_ps++];
-        snprintf(p->name, sizeof p->name, "%s", plan.pods[trainer_pod].name);
+        snprintf(p->name, sizeof p->name, "%.140s-dp%d", plan.pods[trainer_pod].name, r);
         p->status = -1;
-        char s_steps[32], s_batch[32], s_group[32], s_eta[32], s_lr[32];
-        snprintf(s_steps, sizeof s_steps, "%ld", steps);
-        snprintf(s_batch, sizeof s_batch, "%ld", batch);
-        snprintf(s_group, sizeof s_group, "%ld", group);
-        snprintf(s_eta, sizeof s_eta, "%ld", eta);
-        snprintf(s_lr, sizeof s_lr, "%g", lr);
+        p->follower = true;
+        char rs[16];
+        snprintf(rs, sizeof rs, "%d", r);
         char *argv[] = {worker,
                         "train",
                         "--model",
                         model_dir,
                         "--job-dir",
                         job_dir,
-                        "--servers",
-                        servers,
-                        "--steps",
-                        s_steps,
-                        "--batch",
-                        s_batch,
-                        "--group",
-                        s_group,
-                        "--eta",
-                        s_eta,
-                        "--lr",
-                        s_lr,
-                        resume ? "--resume" : NULL,
+                        "--dp-rank",
+                        rs,
+                        "--dp-size",
+                        dp_size_s,
+                        "--dp-master",
+                        dp_master,
+                        "--http-port",
+                        "0",
+                        have_cfg ? "--config" : NULL,
+                        cfg_file,
                         NULL};
+        snprintf(logf, sizeof logf, "%s/%s.log", logs, p->name);
+        p->pid = spawn(argv, logf, -1);
+    }
+    int out_fd = -1;
+    if (rc == CLI_OK) {
+        proc *p = &ps[n_ps++];
+        snprintf(p->name, sizeof p->name, "%s", plan.pods[trainer_pod].name);
+        p->status = -1;
+        /* spec.config goes to the trainer whole, as the operator's ConfigMap does in a
+         * pod (env AREAL_CONFIG there): the trainer reads AReaL's keys and the short ones,
+         * and names a bad one. No spec.config: the trainer's demo configuration. */
+        char *argv[20];
+        int na = 0;
+        argv[na++] = worker;
+        argv[na++] = "train";
+        argv[na++] = "--model";
+        argv[na++] = model_dir;
+        argv[na++] = "--job-dir";
+        argv[na++] = job_dir;
+        argv[na++] = "--servers";
+        argv[na++] = servers;
+        if (resume)
+            argv[na++] = "--resume";
+        char hport[16]; /* a free port: 8090 may be taken on a shared machine */
+        int trainer_port = free_port();
+        snprintf(hport, sizeof hport, "%d", trainer_port);
+        argv[na++] = "--http-port";
+        argv[na++] = hport;
+        if (dp_size > 1) {
+            argv[na++] = "--dp-rank";
+            argv[na++] = "0";
+            argv[na++] = "--dp-size";
+            argv[na++] = dp_size_s;
+            argv[na++] = "--dp-master";
+            argv[na++] = dp_master;
+        }
+        if (have_cfg) {
+            argv[na++] = "--config";
+            argv[na++] = cfg_file;
+        }
+        argv[na] = NULL;
         int fds[2];
-        if (pipe(fds) != 0) {
+        if (rc != CLI_OK) {
+        } else if (pipe(fds) != 0) {
             rc = CLI_FAILURE;
         } else {
             snprintf(logf, sizeof logf, "%s/%s.log", logs, p->name);
             p->pid = spawn(argv, logf, fds[1]);
             close(fds[1]);
             out_fd = fds[0];
+            printf("arealctl run: trainer status on http://127.0.0.1:%d/status\n", trainer_port);
+            fflush(stdout);
         }
     }
     run_progress prog;
@@ -457,6 +503,11 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
                 trainer_done = true;
                 if (ps[i].status != 0 && failed < 0)
                     failed = i;
+            } else if (ps[i].follower) {
+                if (ps[i].status != 0 && failed < 0) {
+                    failed = i; /* a trainer rank went down: the gang goes with it */
+                    trainer_done = true;
+                }
             } else if (!asked_stop && restarts < MAX_RESTARTS) {
                 /* A rollout server went down: restart it, as the operator would, from the
                  * newest weights the trainer published (a new server must not serve the

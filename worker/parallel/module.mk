@@ -9,3 +9,10 @@ parallel_LIBS := -lpthread
 # the parallel tests fork ranks with a helper of their own
 # (tests/par_test_util.h), which also includes the comm tests' ranks.h by its
 # relative path, so no include flag reaches other tests
+
+# make test-long: the seed's d4 t4 p2 c2 e8 etp4 (64 forked ranks, about 2 s
+# release and 6 s sanitized on 2 cores), which make test skips
+.PHONY: test-long
+test-long: $(BUILD)/rel/tests/test_par_seed $(BUILD)/san/tests/test_par_seed
+	AREAL_TEST_LONG=1 $(BUILD)/rel/tests/test_par_seed
+	AREAL_TEST_LONG=1 $(BUILD)/san/tests/test_par_seed

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "areal/model/checkpoint.h"
+#include "areal/model/cp_attn.h"
 #include "areal/model/model.h"
 
 int areal_model_find(const areal_model *m, const char *name) {
@@ -67,7 +68,10 @@ static void build_views(const areal_model *m, float *base, areal_weights *w) {
                  m->cfg.num_experts > 0 ? m->shard.ep_rank * (m->cfg.num_experts / m->shard.ep)
                                         : 0);
         V(experts, first_expert);
-        L->expert_stride = (size_t)3 * m->cfg.moe_intermediate_size * m->cfg.hidden_size;
+        /* expert tensor parallelism keeps 1/etp of each expert's intermediate size */
+        L->expert_stride = (size_t)3 *
+                           (m->cfg.moe_intermediate_size / areal_model_shard_etp(&m->shard)) *
+                           m->cfg.hidden_size;
         V(sh_gate, "mlp.shared_expert.gate_proj.weight");
         V(sh_up, "mlp.shared_expert.up_proj.weight");
         V(sh_down, "mlp.shared_expert.down_proj.weight");
@@ -118,6 +122,11 @@ int areal_model_init(areal_model *m, const areal_model_config *cfg, areal_pool *
                      areal_error *err) {
     areal_model_shard whole = areal_model_shard_whole(cfg);
     return areal_model_init_shard(m, cfg, &whole, pool, err);
+}
+
+void areal_model_set_cp_attn(areal_model *m, const areal_cp_attn *a, void *ctx) {
+    m->cp_attn = a;
+    m->cp_attn_ctx = a != NULL ? ctx : NULL;
 }
 
 void areal_model_set_reduce(areal_model *m, areal_model_reduce_fn fn, void *ctx) {

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "areal/model/cp_attn.h"
 #include "model_internal.h"
 
 typedef struct bwd_scratch {
@@ -64,8 +65,14 @@ static int layer_bwd(const areal_model *m, int l, int li, const areal_acts_priv 
     memset(s->dkr, 0, sizeof(float) * (size_t)T * KV);
     memset(s->dv, 0, sizeof(float) * (size_t)T * KV);
     areal_attn_dims d = {nh, nkv, hd, m->attn_scale};
-    o->attn_bwd(x, s->dqr, s->dkr, s->dv, s->dao, a->att, a->qr, a->kr, a->v, p->cu, p->n_seqs,
-                p->att_off, d, s->attn);
+    if (a->cp != NULL && m->cp_attn != NULL) {
+        rc = m->cp_attn->bwd(m->cp_attn_ctx, m, l, a->cp, s->dao, s->dqr, s->dkr, s->dv, err);
+        if (rc != AREAL_OK)
+            return rc;
+    } else {
+        o->attn_bwd(x, s->dqr, s->dkr, s->dv, s->dao, a->att, a->qr, a->kr, a->v, p->cu, p->n_seqs,
+                    p->att_off, d, s->attn);
+    }
     o->rope_bwd(x, s->dqr, p->pos, m->inv_freq, T, nh, hd);
     o->rope_bwd(x, s->dkr, p->pos, m->inv_freq, T, nkv, hd);
     float *dq = s->dqr, *dk = s->dkr;

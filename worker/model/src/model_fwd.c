@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "kernels.h" /* k_attn_offsets: the CPU layout of the saved probabilities */
+#include "areal/model/cp_attn.h"
 #include "model_internal.h"
 
 static bool is_moe(const areal_model_config *c, int l) {
@@ -68,6 +69,12 @@ static void bind_layer(const areal_model *m, int l, size_t T, layer_acts *a, flo
 
 void areal_acts_free(areal_acts *a) {
     if (a->priv != NULL) {
+        for (int i = 0; a->priv->layers != NULL && i < a->priv->n_layers; i++) {
+            if (a->priv->layers[i].moe.disp_free != NULL)
+                a->priv->layers[i].moe.disp_free(a->priv->layers[i].moe.disp);
+            if (a->priv->layers[i].cp_free != NULL)
+                a->priv->layers[i].cp_free(a->priv->layers[i].cp);
+        }
         free(a->priv->tokens);
         free(a->priv->att_off);
         free(a->priv->layers);
@@ -88,9 +95,10 @@ static int acts_alloc(const areal_model *m, const areal_batch *b, areal_acts *a,
         goto oom;
     p->T = b->n_tokens;
     p->n_seqs = b->n_seqs;
-    p->tokens = malloc(sizeof(int32_t) * (2 * T + (size_t)b->n_seqs + 1));
+    p->tokens = malloc(sizeof(int32_t) * (3 * T + (size_t)b->n_seqs + 1));
     p->att_off = malloc(sizeof(size_t) * ((size_t)b->n_seqs + 1));
     p->layers = calloc(n > 0 ? (size_t)n : 1, sizeof *p->layers);
+    p->n_layers = p->layers != NULL ? n : 0;
     if (p->tokens == NULL || p->att_off == NULL || p->layers == NULL)
         goto oom;
     p->pos = p->tokens + T;
@@ -100,6 +108,13 @@ static int acts_alloc(const areal_model *m, const areal_batch *b, areal_acts *a,
     for (int s = 0; s < b->n_seqs; s++)
         for (int t = p->cu[s]; t < p->cu[s + 1]; t++)
             p->pos[t] = t - p->cu[s];
+    const areal_cp_tokens *cpt =
+        m->cp_attn != NULL ? m->cp_attn->tokens_of(m->cp_attn_ctx, b) : NULL;
+    if (cpt != NULL) { /* a context-parallel shard: the positions are the sequences' own */
+        p->gidx = p->cu + b->n_seqs + 1;
+        memcpy(p->pos, cpt->pos, sizeof(int32_t) * T);
+        memcpy(p->gidx, cpt->gidx, sizeof(int32_t) * T);
+    }
     p->att_total = k_attn_offsets(p->att_off, p->cu, b->n_seqs, m->nh);
     size_t total = T * H + (last ? T * H + T + T * V : 0);
     for (int i = 0; i < n; i++)
@@ -173,7 +188,15 @@ static int layer_fwd(const areal_model *m, int l, int li, areal_acts_priv *p, fl
     o->rope_fwd(x, a->qr, p->pos, m->inv_freq, T, nh, hd);
     o->rope_fwd(x, a->kr, p->pos, m->inv_freq, T, nkv, hd);
     areal_attn_dims d = {nh, nkv, hd, m->attn_scale};
-    o->attn_fwd(x, a->ao, a->att, a->qr, a->kr, a->v, p->cu, p->n_seqs, p->att_off, d);
+    if (m->cp_attn != NULL && p->gidx != NULL) {
+        int rc0 = m->cp_attn->fwd(m->cp_attn_ctx, m, l, T, p->pos, p->gidx, a->qr, a->kr, a->v,
+                                  a->ao, &a->cp, err);
+        a->cp_free = m->cp_attn->saved_free;
+        if (rc0 != AREAL_OK)
+            return rc0;
+    } else {
+        o->attn_fwd(x, a->ao, a->att, a->qr, a->kr, a->v, p->cu, p->n_seqs, p->att_off, d);
+    }
     o->linear_fwd(x, a->mid, a->ao, w->wo, split ? NULL : w->bo, T, Q, H, 0.0f);
     int rc = reduce_at(m, AREAL_REDUCE_ATTN_OUT, l, a->mid, (size_t)T * H, err);
     if (rc != AREAL_OK)

@@ -27,6 +27,8 @@ typedef struct moe_acts {
     float *g, *u, *h;               /* [TK, I] */
     float *y;                       /* [TK, H] expert outputs */
     float *sg, *su, *sh, *sy, *sgl; /* shared expert [T, Is] x3, [T, H], gate logit [T] */
+    void *disp;                     /* the token dispatcher's saved state (moe_dispatch.h) */
+    void (*disp_free)(void *);      /* and its free, called by areal_acts_free */
 } moe_acts;
 
 typedef struct layer_acts {
@@ -41,14 +43,18 @@ typedef struct layer_acts {
     float *ln2, *rstd2;
     float *g, *u, *h; /* [T, I] dense MLP */
     moe_acts moe;
+    void *cp;                /* the context-parallel attention's saved state (cp_attn.h) */
+    void (*cp_free)(void *); /* and its free, called by areal_acts_free */
 } layer_acts;
 
 struct areal_acts_priv {
     int T, n_seqs;
     int32_t *tokens, *cu, *pos; /* copies; pos = position in its sequence */
+    int32_t *gidx;              /* context parallelism: batch index per token (NULL: none) */
     size_t *att_off;
     size_t att_total;
     layer_acts *layers;
+    int n_layers;       /* entries of layers */
     float *res_out;     /* [T, H] after the last layer */
     float *lnf, *rstdf; /* final norm */
     void *arena;

@@ -18,11 +18,19 @@
  * whole shared expert is added; the backward mirrors that on the block's
  * input gradient. The router's gradient is then partial too
  * (areal_model_shard_grad_partial).
+ *
+ * With a token dispatcher bound (areal/model/moe_dispatch.h, the shard's
+ * ep_a2a) the ep ranks hold different tokens: the expert loop is the
+ * dispatcher's (all-to-all to the experts' ranks, areal_moe_experts_* there,
+ * back), every slot's output comes back complete, and the combine, the
+ * shared expert and the router's backward run here as for one process; no
+ * reduction hook is called.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "areal/model/moe_dispatch.h"
 #include "model_internal.h"
 
 size_t moe_acts_floats(const areal_model_config *c, int T) {
@@ -117,9 +125,64 @@ static void local_experts(const areal_model *m, int *e0, int *ne) {
     *e0 = m->shard.ep_rank * *ne;
 }
 
-/* out [T, H] = the routed experts' weighted sum (this shard's experts only: a partial sum). */
-static void routed_fwd(const areal_model *m, const areal_layer_w *w, moe_acts *a, const float *x,
-                       float *out, int T) {
+void areal_moe_local(const areal_model *m, int *e0, int *ne, int *inter) {
+    local_experts(m, e0, ne);
+    *inter = m->cfg.moe_intermediate_size / areal_model_shard_etp(&m->shard);
+}
+
+void areal_model_set_moe_dispatch(areal_model *m, const areal_moe_dispatch *d, void *ctx) {
+    m->moe_dispatch = d;
+    m->moe_dispatch_ctx = d != NULL ? ctx : NULL;
+}
+
+/* Local expert j's gate, up and down weights (or their gradients, from base gw->experts). */
+static void expert_w(const areal_model *m, const float *base, size_t stride, int j, int inter,
+                     const float **wg, const float **wu, const float **wd) {
+    *wg = base + (size_t)j * stride;
+    *wu = *wg + (size_t)inter * m->cfg.hidden_size;
+    *wd = *wu + (size_t)inter * m->cfg.hidden_size;
+}
+
+void areal_moe_experts_fwd(const areal_model *m, int layer, const float *x, const int *counts,
+                           float *g, float *u, float *h, float *y) {
+    const areal_layer_w *w = &m->w.layers[layer];
+    int e0, ne, I, H = m->cfg.hidden_size;
+    areal_moe_local(m, &e0, &ne, &I);
+    size_t r = 0;
+    for (int j = 0; j < ne; r += (size_t)counts[j], j++) {
+        int n = counts[j];
+        if (n == 0)
+            continue; /* an empty expert on this rank: nothing to run */
+        const float *wg, *wu, *wd;
+        expert_w(m, w->experts, w->expert_stride, j, I, &wg, &wu, &wd);
+        m->ops->linear_fwd(m->ops_ctx, g + r * I, x + r * H, wg, NULL, n, H, I, 0.0f);
+        m->ops->linear_fwd(m->ops_ctx, u + r * I, x + r * H, wu, NULL, n, H, I, 0.0f);
+        m->ops->swiglu_fwd(m->ops_ctx, h + r * I, g + r * I, u + r * I, (size_t)n * I);
+        m->ops->linear_fwd(m->ops_ctx, y + r * H, h + r * I, wd, NULL, n, I, H, 0.0f);
+    }
+}
+
+/* out [T, H] = each token's slot outputs weighted by the router. */
+static void combine(const areal_model_config *c, const moe_acts *a, float *out, int T) {
+    int K = c->num_experts_per_tok, H = c->hidden_size;
+    for (int t = 0; t < T; t++) {
+        float *o = out + (size_t)t * H;
+        memset(o, 0, sizeof(float) * (size_t)H);
+        for (int k = 0; k < K; k++) {
+            float wk = a->topk_w[(size_t)t * K + k];
+            const float *y = a->y + (size_t)a->slot_of[(size_t)t * K + k] * H;
+            for (int i = 0; i < H; i++)
+                o[i] += wk * y[i];
+        }
+    }
+}
+
+/*
+ * out [T, H] = the routed experts' weighted sum (this shard's experts only: a
+ * partial sum; complete with a dispatcher, whose error it returns).
+ */
+static int routed_fwd(const areal_model *m, int l, const areal_layer_w *w, moe_acts *a,
+                      const float *x, float *out, int T, areal_error *err) {
     const areal_model_config *c = &m->cfg;
     int E = c->num_experts, K = c->num_experts_per_tok, H = c->hidden_size;
     int I = c->moe_intermediate_size, e0, ne;
@@ -129,6 +192,15 @@ static void routed_fwd(const areal_model *m, const areal_layer_w *w, moe_acts *a
     assign_slots(c, a, T);
     for (int s = 0; s < T * K; s++)
         memcpy(a->xg + (size_t)s * H, x + (size_t)a->slot_tok[s] * H, sizeof(float) * (size_t)H);
+    if (m->moe_dispatch != NULL) {
+        int rc = m->moe_dispatch->fwd(m->moe_dispatch_ctx, m, l, T, a->slot_tok, a->off, a->xg,
+                                      a->y, &a->disp, err);
+        a->disp_free = m->moe_dispatch->saved_free;
+        if (rc != AREAL_OK)
+            return rc;
+        combine(c, a, out, T);
+        return AREAL_OK;
+    }
     if (ne < E) { /* slots of other shards' experts contribute nothing here */
         memset(a->y, 0, sizeof(float) * (size_t)a->off[e0] * H);
         memset(a->y + (size_t)a->off[e0 + ne] * H, 0,
@@ -146,16 +218,8 @@ static void routed_fwd(const areal_model *m, const areal_layer_w *w, moe_acts *a
         m->ops->swiglu_fwd(m->ops_ctx, a->h + r * I, a->g + r * I, a->u + r * I, (size_t)n * I);
         m->ops->linear_fwd(m->ops_ctx, a->y + r * H, a->h + r * I, wd, NULL, n, I, H, 0.0f);
     }
-    for (int t = 0; t < T; t++) {
-        float *o = out + (size_t)t * H;
-        memset(o, 0, sizeof(float) * (size_t)H);
-        for (int k = 0; k < K; k++) {
-            float wk = a->topk_w[(size_t)t * K + k];
-            const float *y = a->y + (size_t)a->slot_of[(size_t)t * K + k] * H;
-            for (int i = 0; i < H; i++)
-                o[i] += wk * y[i];
-        }
-    }
+    combine(c, a, out, T);
+    return AREAL_OK;
 }
 
 /* out [T, H] += the shared expert scaled by its sigmoid gate (whole on every shard). */
@@ -179,14 +243,17 @@ static void shared_fwd(const areal_model *m, const areal_layer_w *w, moe_acts *a
 
 void moe_fwd(const areal_model *m, const areal_layer_w *w, moe_acts *a, const float *x, float *out,
              int T) {
-    routed_fwd(m, w, a, x, out, T);
+    /* the whole model: no dispatcher, no error */
+    (void)routed_fwd(m, -1, w, a, x, out, T, NULL);
     shared_fwd(m, w, a, x, out, T);
 }
 
 int moe_fwd_reduced(const areal_model *m, int l, const areal_layer_w *w, moe_acts *a,
                     const float *x, float *out, int T, areal_error *err) {
-    routed_fwd(m, w, a, x, out, T);
-    if (m->reduce != NULL && m->shard.ep > 1) {
+    int rc0 = routed_fwd(m, l, w, a, x, out, T, err);
+    if (rc0 != AREAL_OK)
+        return rc0;
+    if (m->reduce != NULL && m->shard.ep > 1 && m->moe_dispatch == NULL) {
         int rc = m->reduce(m->reduce_ctx, AREAL_REDUCE_MOE_OUT, l, out,
                            (size_t)T * m->cfg.hidden_size, err);
         if (rc != AREAL_OK)
@@ -235,6 +302,14 @@ int moe_bwd(const areal_model *m, int l, const areal_layer_w *w, const areal_lay
     }
     int e0, ne;
     local_experts(m, &e0, &ne);
+    if (m->moe_dispatch != NULL) {
+        int rc = m->moe_dispatch->bwd(m->moe_dispatch_ctx, m, l, a->disp, dy, dxg, err);
+        if (rc != AREAL_OK) {
+            free(buf);
+            return rc;
+        }
+        ne = 0; /* the dispatcher ran this rank's experts on the tokens sent to it */
+    }
     for (int e = e0; e < e0 + ne; e++) {
         int b = a->off[e], n = a->off[e + 1] - b;
         if (n == 0)
@@ -270,7 +345,7 @@ int moe_bwd(const areal_model *m, int l, const areal_layer_w *w, const areal_lay
     }
     m->ops->linear_bwd(m->ops_ctx, dx, gw->router, NULL, dlog, x, w->router, T, H, E);
     /* dx holds the routed part only (the caller zeroed it): partial over ep until reduced */
-    if (m->reduce != NULL && m->shard.ep > 1) {
+    if (m->reduce != NULL && m->shard.ep > 1 && m->moe_dispatch == NULL) {
         int rc = m->reduce(m->reduce_ctx, AREAL_REDUCE_MOE_GRAD, l, dx, (size_t)T * H, err);
         if (rc != AREAL_OK) {
             free(buf);
@@ -293,5 +368,52 @@ int moe_bwd(const areal_model *m, int l, const areal_layer_w *w, const areal_lay
                 gw->sh_up, gw->sh_down, dh, dg, du, T, H, Is);
     }
     free(buf);
+    return AREAL_OK;
+}
+
+int areal_moe_experts_bwd(const areal_model *m, int layer, const float *x, const int *counts,
+                          const float *g, const float *u, const float *h, const float *dy,
+                          float *dx, areal_error *err) {
+    const areal_layer_w *w = &m->w.layers[layer], *gw = &m->g.layers[layer];
+    int e0, ne, I, H = m->cfg.hidden_size, mx = 0;
+    areal_moe_local(m, &e0, &ne, &I);
+    size_t R = 0;
+    for (int j = 0; j < ne; j++) {
+        R += (size_t)counts[j];
+        mx = counts[j] > mx ? counts[j] : mx;
+    }
+    memset(dx, 0, sizeof(float) * R * H);
+    float *sc = malloc(sizeof(float) * (size_t)(mx > 0 ? mx : 1) * I * 3);
+    if (sc == NULL)
+        return areal_error_set(err, AREAL_ENOMEM, -1, "no memory for the experts' backward");
+    size_t r = 0;
+    for (int j = 0; j < ne; r += (size_t)counts[j], j++) {
+        int n = counts[j];
+        if (n == 0)
+            continue;
+        const float *wg, *wu, *wd, *dwg, *dwu, *dwd;
+        expert_w(m, w->experts, w->expert_stride, j, I, &wg, &wu, &wd);
+        expert_w(m, gw->experts, w->expert_stride, j, I, &dwg, &dwu, &dwd);
+        float *dh = sc, *dg = sc + (size_t)n * I, *du = dg + (size_t)n * I;
+        mlp_bwd(m, dx + r * H, x + r * H, g + r * I, u + r * I, h + r * I, dy + r * H, wg, wu, wd,
+                (float *)dwg, (float *)dwu, (float *)dwd, dh, dg, du, n, H, I);
+    }
+    free(sc);
+    return AREAL_OK;
+}
+
+int areal_acts_moe_load(const areal_model *m, const areal_acts *a, int layer, int64_t *counts,
+                        areal_error *err) {
+    int li = layer - m->shard.first_layer;
+    if (a->priv == NULL || li < 0 || li >= a->priv->n_layers || m->cfg.num_experts == 0 ||
+        !m->cfg.moe_layer[layer])
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "moe load: layer %d is not a MoE layer of this stage's forward "
+                               "(layers %d..%d)",
+                               layer, m->shard.first_layer,
+                               m->shard.first_layer + m->shard.n_layers - 1);
+    const int32_t *off = a->priv->layers[li].moe.off;
+    for (int e = 0; e < m->cfg.num_experts; e++)
+        counts[e] = off[e + 1] - off[e];
     return AREAL_OK;
 }

@@ -21,12 +21,15 @@ areal_model_shard areal_model_shard_whole(const areal_model_config *cfg) {
                                .first_layer = 0,
                                .n_layers = cfg->num_layers,
                                .ep_rank = 0,
-                               .ep = 1};
+                               .ep = 1,
+                               .etp_rank = 0,
+                               .etp = 1,
+                               .ep_a2a = false};
 }
 
 bool areal_model_shard_is_whole(const areal_model_config *cfg, const areal_model_shard *s) {
-    return s->tp == 1 && s->pp == 1 && s->ep == 1 && s->first_layer == 0 &&
-           s->n_layers == cfg->num_layers;
+    return s->tp == 1 && s->pp == 1 && s->ep == 1 && areal_model_shard_etp(s) == 1 &&
+           s->first_layer == 0 && s->n_layers == cfg->num_layers;
 }
 
 int areal_model_shard_stage(const areal_model_config *cfg, int stage, int pp,
@@ -90,6 +93,16 @@ int areal_model_shard_check(const areal_model_config *c, const areal_model_shard
                                "shard: ep %d must divide num_experts %d (a dense model has no "
                                "experts to split: use ep 1)",
                                s->ep, c->num_experts);
+    int etp = areal_model_shard_etp(s);
+    if (s->etp > 1 && (s->etp_rank < 0 || s->etp_rank >= s->etp))
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "shard: etp_rank %d of etp %d: etp_rank must be in 0..etp-1",
+                               s->etp_rank, s->etp);
+    if (etp > 1 && (!s->ep_a2a || c->num_experts == 0 || c->moe_intermediate_size % etp != 0))
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "shard: etp %d needs a MoE model whose moe_intermediate_size (%d) "
+                               "it divides, and token dispatch (ep_a2a); use etp 1 otherwise",
+                               etp, c->moe_intermediate_size);
     return AREAL_OK;
 }
 
@@ -125,8 +138,17 @@ static bool place(const areal_model_config *c, const areal_model_shard *s,
     if (l < s->first_layer || l >= s->first_layer + s->n_layers)
         return false;
     if (strncmp(suf, "mlp.experts.", 12) == 0) {
-        int e = atoi(suf + 12), per = c->num_experts / s->ep;
-        return e / per == s->ep_rank;
+        int e = atoi(suf + 12), per = c->num_experts / s->ep, etp = areal_model_shard_etp(s);
+        if (e / per != s->ep_rank)
+            return false;
+        const char *part = strchr(suf + 12, '.');
+        if (etp > 1 && part != NULL) { /* expert tensor parallel: gate/up rows, down columns */
+            int down = strncmp(part, ".down_proj.", 11) == 0;
+            sl->dim = down ? 1 : 0;
+            sl->len = t->shape[sl->dim] / etp;
+            sl->start = sl->len * s->etp_rank;
+        }
+        return true;
     }
     if (s->tp == 1)
         return true;
@@ -204,7 +226,7 @@ bool areal_model_shard_grad_partial(const areal_model_shard *s, const char *name
     const char *suf = NULL;
     if (layer_of(name, &suf) < 0)
         return false;
-    if (s->ep > 1 && strcmp(suf, "mlp.gate.weight") == 0)
+    if (s->ep > 1 && !s->ep_a2a && strcmp(suf, "mlp.gate.weight") == 0)
         return true;
     return s->tp > 1 && (strcmp(suf, "self_attn.q_norm.weight") == 0 ||
                          strcmp(suf, "self_attn.k_norm.weight") == 0);

@@ -53,12 +53,13 @@
 #include "areal/parallel/reduce.h"
 #include "../../comm/tests/ranks.h" /* rank_config, ranks_wait, exit codes */
 
-#define PT_FIX      "worker/model/tests/fixtures/"
-#define PT_TOL      1e-5
-#define PT_GRAD_TOL 1e-5
-#define PT_SEQS     8
-#define PT_LR       1e-2
-#define PT_MAX_MB   8
+#define PT_FIX       "worker/model/tests/fixtures/"
+#define PT_TOL       1e-5
+#define PT_GRAD_TOL  1e-5
+#define PT_SEQS      8
+#define PT_LR        1e-2
+#define PT_MAX_MB    8
+#define PT_RANKS_MAX 64 /* the seed's d4 t4 p2 c2 (make test-long) */
 
 /* One layout under test. */
 typedef struct pt_layout {
@@ -427,7 +428,7 @@ out:
  */
 static inline int pt_ranks_run(int world, int timeout_ms, rank_fn fn, void *arg) {
     int up[2], stop[2];
-    if (world > RANKS_MAX || pipe(up) != 0)
+    if (world > PT_RANKS_MAX || pipe(up) != 0)
         return RANK_COMM_FAIL;
     if (pipe(stop) != 0) {
         close(up[0]), close(up[1]);
@@ -457,7 +458,7 @@ static inline int pt_ranks_run(int world, int timeout_ms, rank_fn fn, void *arg)
     if (store < 0 || read(up[0], &port, sizeof port) != (ssize_t)sizeof port)
         port = -1;
     close(up[0]);
-    pid_t pids[RANKS_MAX];
+    pid_t pids[PT_RANKS_MAX];
     int started = 0;
     for (; port > 0 && started < world; started++) {
         pids[started] = fork();

@@ -4,8 +4,9 @@
  * gradient all-reduced over the ep group through the model's hook, the
  * router's gradient (partial: each rank's covers its own experts) summed over
  * ep, equal to one process (par_test_util.h: the harness and its
- * tolerances). The dispatch is replicated (every ep rank routes every token);
- * the all-to-all dispatch is not built yet.
+ * tolerances). The dispatch here is replicated (every ep rank routes every
+ * token, the ep ranks hold one data shard together); the all-to-all dispatch
+ * is test_par_ep_a2a.c's.
  */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -4,9 +4,10 @@
  * The hyperparameters of the demo are the defaults here (measured in
  * worker/train/README.md): G 8, 32 prompts a step, eta 1, AdamW lr 3e-4
  * constant, eps_clip 0.2, GRPO group normalisation, decoupled loss with the
- * recomputed proximal policy. An AReaL YAML (--config) is read through
- * rl-core's areal_rl_config_load once that lands; until then the flags set
- * the keys the loop uses.
+ * recomputed proximal policy (areal_train_config_demo). A job config file
+ * (--config FILE, else env AREAL_CONFIG: AReaL's experiment YAML, see
+ * job_config.h) replaces them with AReaL's defaults and its own keys; flags
+ * given on the command line override either.
  */
 #include <signal.h>
 #include <stdlib.h>
@@ -16,9 +17,12 @@
 #include "areal/escape.h"
 #include "areal/model/tokenizer.h"
 #include "areal/train/cmd.h"
+#include "areal/train/dp.h"
 #include "areal/train/hf_save.h"
+#include "areal/train/job_config.h"
 #include "areal/train/tiny.h"
 #include "areal/train/train_loop.h"
+#include "areal/train/trainer_http.h"
 #include "areal/train/warmup.h"
 #include "areal/version.h"
 
@@ -60,15 +64,37 @@ static const char tiny_help[] =
     "  --help, --version\n" AREAL_EXIT_HELP;
 
 static const char train_help[] =
-    "usage: areal-worker train --model DIR --job-dir DIR --servers HOST:PORT[,...] [--resume]\n"
-    "           [--quiet] [--steps N] [--batch B] [--group G] [--eta E] [--lr LR]\n"
-    "           [--eval-every N] [--eval-n N] [--ckpt-every N] [--seed S] [--max-operand M]\n"
-    "           [--rollout-workers N] [--weight-update-mode disk|xccl] [--weight-bucket-mb MB]\n"
-    "           [--xccl-host ADDR] [--max-concurrent N]\n"
-    "The trainer role: asynchronous GRPO against SGLang-API rollout servers, checkpoints and\n"
-    "a progress JSONL line per step. Weights reach the servers through the job directory\n"
-    "(disk, the default here) or broadcast in buckets over a comm-runtime group (xccl, with\n"
-    "the trainer at ADDR, default $POD_IP, else 127.0.0.1; buckets of MB, default 1024).\n"
+    "usage: areal-worker train --job-dir DIR --servers HOST:PORT[,...] [--config FILE]\n"
+    "           [--model DIR] [--resume] [--quiet] [--steps N] [--batch B] [--group G]\n"
+    "           [--eta E] [--lr LR] [--eval-every N] [--eval-n N] [--ckpt-every N] [--seed S]\n"
+    "           [--max-operand M] [--rollout-workers N] [--reward math|exact]\n"
+    "           [--http-port P] [--http-host H] [--dp-rank R --dp-size N --dp-master HOST:PORT]\n"
+    "           [--weight-update-mode disk|xccl] [--weight-bucket-mb MB] [--xccl-host ADDR]\n"
+    "           [--max-concurrent N]\n"
+    "The trainer role: asynchronous GRPO against SGLang-API rollout servers, weights synced\n"
+    "through the job directory, checkpoints and a progress JSONL line per step.\n"
+    "  --config FILE   the job config: AReaL's experiment YAML (actor.*, gconfig.*, rollout.*,\n"
+    "                  train_dataset.*, ...) or the CRD's short keys (rl.totalSteps, ...);\n"
+    "                  default: env AREAL_CONFIG, else the demo's configuration\n"
+    "  --model DIR     the initial policy (default: actor.path of the config)\n"
+    "  --http-port P   /status, /metrics, /healthz (default env AREAL_TRAINER_HTTP_PORT,\n"
+    "                  else 8090; 0: off); --http-host H: default 0.0.0.0 in a pod (POD_IP\n"
+    "                  set), else 127.0.0.1\n"
+    "  --dp-rank R, --dp-size N, --dp-master HOST:PORT   data-parallel trainer ranks: rank 0\n"
+    "                  hosts the rendezvous at HOST:PORT and drives the rollouts (and HTTP),\n"
+    "                  ranks > 0 train their share of each batch (no --servers needed)\n"
+    "  --weight-update-mode M   rollout.weight_update_mode: disk (HF safetensors under the job\n"
+    "                  dir, /update_weights_from_disk) or xccl (buckets of --weight-bucket-mb MB,\n"
+    "                  default 1024, broadcast over a comm-runtime group whose rank 0 is this\n"
+    "                  trainer at --xccl-host ADDR, default $POD_IP, else 127.0.0.1)\n"
+    "  --max-concurrent N   rollout.max_concurrent_rollouts (default 2 B)\n"
+    "  --reward K      math (answer equivalence, the default with train_dataset.path) or\n"
+    "                  exact (the answer's tokens then the end token: the synthetic task's)\n"
+    "  --steps, --batch, --group, --eta, --lr, --eval-every, --ckpt-every, --seed override\n"
+    "                  total_train_steps, train_dataset.batch_size (and consumer_batch_size;\n"
+    "                  max_concurrent_rollouts = 2 B), gconfig.n_samples,\n"
+    "                  rollout.max_head_offpolicyness, actor.optimizer.lr,\n"
+    "                  evaluator.freq_steps, recover.freq_steps, seed\n"
     "  --help, --version\n" AREAL_EXIT_HELP;
 
 /* --help / --version of a subcommand: 1 when argv[i] was one of them (answered on out). */
@@ -169,58 +195,170 @@ static void progress_line(void *ctx, const char *line) {
     }
 }
 
-/* The demo's configuration (AReaL key names in the comments). */
-static void defaults(areal_rl_config *c) {
-    memset(c, 0, sizeof *c);
-    c->seed = 1;
-    areal_actor_config *a = &c->actor;
-    snprintf(a->optimizer.type, sizeof a->optimizer.type, "adam");
-    a->optimizer.lr = 3e-4; /* actor.optimizer.lr */
-    a->optimizer.beta1 = 0.9;
-    a->optimizer.beta2 = 0.999;
-    a->optimizer.eps = 1e-8;
-    a->optimizer.gradient_clipping = 1.0;
-    a->ppo_n_minibatches = 1;
-    a->eps_clip = 0.2;
-    a->reward_scaling = 1.0;
-    a->reward_clip = 20.0;
-    a->reward_norm.enabled = true; /* actor.reward_norm: group mean/std */
-    a->reward_norm.mean_level = AREAL_NORM_GROUP;
-    a->reward_norm.std_level = AREAL_NORM_GROUP;
-    a->reward_norm.std_unbiased = true;
-    a->reward_norm.eps = 1e-5;
-    a->discount = 1.0;
-    a->gae_lambda = 1.0;
-    a->recompute_logprob = true;
-    a->use_decoupled_loss = true;
-    a->temperature = 1.0;
-    c->gconfig.max_new_tokens = 6;
-    c->gconfig.temperature = 1.0;
-    c->gconfig.top_p = 1.0;
-    c->rollout.request_timeout = 120;
+/* The flags of `train`: numbers, with whether each was given (a given one overrides the
+ * config file; without a file every flag's default applies over the demo's config). */
+typedef struct nflag {
+    const char *name;
+    double lo, hi, val;
+    bool set;
+} nflag;
+
+enum {
+    F_STEPS,
+    F_BATCH,
+    F_GROUP,
+    F_ETA,
+    F_LR,
+    F_EVAL_EVERY,
+    F_EVAL_N,
+    F_CKPT,
+    F_SEED,
+    F_MAXOP,
+    F_WORKERS,
+    F_DP_RANK,
+    F_DP_SIZE,
+    F_MAXCONC,
+    F_BUCKET,
+    F_N
+};
+
+static void override_flags(const nflag *f, bool from_file, areal_rl_config *c) {
+#define GIVEN(i) (f[i].set || !from_file)
+    if (GIVEN(F_STEPS))
+        c->total_train_steps = (long)f[F_STEPS].val;
+    if (GIVEN(F_BATCH)) {
+        c->rollout.consumer_batch_size = (long)f[F_BATCH].val;
+        c->train_dataset.batch_size = (long)f[F_BATCH].val;
+        c->rollout.max_concurrent_rollouts = 2 * (long)f[F_BATCH].val;
+    }
+    if (GIVEN(F_GROUP)) {
+        int G = (int)f[F_GROUP].val;
+        c->gconfig.n_samples = G;
+        c->actor.group_size = G;
+        c->actor.reward_norm.group_size = G;
+        c->actor.adv_norm.group_size = G;
+    }
+    if (GIVEN(F_ETA))
+        c->rollout.max_head_offpolicyness = (long)f[F_ETA].val;
+    if (GIVEN(F_LR))
+        c->actor.optimizer.lr = f[F_LR].val;
+    if (GIVEN(F_EVAL_EVERY))
+        c->evaluator.freq_steps = (long)f[F_EVAL_EVERY].val;
+    if (GIVEN(F_CKPT))
+        c->recover.freq_steps = (long)f[F_CKPT].val;
+    if (GIVEN(F_SEED))
+        c->seed = (long)f[F_SEED].val;
+    if (f[F_MAXCONC].set)
+        c->rollout.max_concurrent_rollouts = (long)f[F_MAXCONC].val;
+#undef GIVEN
+}
+
+/* A data-parallel rank: joins the group; rank 0 runs the loop (with HTTP), others follow. */
+static int run_dp(areal_train_job *job, int rank, int size, const char *master,
+                  const char *http_host, int http_port, io *x, areal_error *e) {
+    char host[256];
+    snprintf(host, sizeof host, "%s", master);
+    char *colon = strrchr(host, ':');
+    double port = 0;
+    if (colon == NULL || !num(colon + 1, 1, 65535, &port))
+        return areal_error_set(e, AREAL_EINVAL, -1, "--dp-master '%s': expected HOST:PORT", master);
+    *colon = '\0';
+    const char *pod_ip = getenv("POD_IP");
+    bool local = strcmp(host, "127.0.0.1") == 0 || strcmp(host, "localhost") == 0;
+    areal_comm *comm = NULL;
+    areal_pg *dp = NULL;
+    int rc = areal_train_dp_join(rank, size, host, (int)port, local ? "127.0.0.1" : NULL,
+                                 local ? "127.0.0.1" : (pod_ip && pod_ip[0] ? pod_ip : NULL),
+                                 600000, &comm, &dp, e);
+    areal_trainer_http *http = NULL;
+    if (rc == AREAL_OK && rank == 0 && http_host != NULL)
+        rc = areal_trainer_http_start(http_host, http_port, &http, e);
+    if (rc == AREAL_OK && rank == 0) {
+        job->dp = dp;
+        job->http = http;
+        areal_train_result res;
+        rc = areal_train_run(job, &res, e);
+        if (rc == AREAL_OK)
+            fprintf(x->err,
+                    "areal-worker train: %s after %ld steps on %d DP ranks in %.1f s: "
+                    "held-out accuracy %.3f -> %.3f\n",
+                    res.stopped ? "stopped with a checkpoint" : "done", res.steps_done, size,
+                    res.wall_s, res.acc_start, res.acc_end);
+    } else if (rc == AREAL_OK) {
+        long steps = 0;
+        rc = areal_train_follow(job, job->total_steps, dp, &steps, e);
+        if (rc == AREAL_OK)
+            fprintf(x->err, "areal-worker train: DP rank %d of %d: %ld steps\n", rank, size, steps);
+    }
+    areal_trainer_http_stop(http);
+    areal_pg_destroy(dp);
+    areal_comm_destroy(comm);
+    return rc;
 }
 
 static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
-    const char *model = NULL, *job_dir = NULL, *servers = NULL;
-    double steps = 300, B = 32, G = 8, eta = 1, lr = 3e-4, eval_every = 25, eval_n = 0,
-           ckpt_every = 50, seed = 1, maxop = 49, workers = 4, bucket_mb = 1024, max_conc = 0;
+    const char *model = NULL, *job_dir = NULL, *servers = NULL, *config = NULL;
+    areal_task_reward_kind reward = AREAL_TASK_REWARD_DEFAULT;
+    const char *http_host = NULL, *http_port = getenv("AREAL_TRAINER_HTTP_PORT");
+    const char *dp_master = NULL;
+    nflag f[F_N] = {
+        [F_STEPS] = {"--steps", 1, 1e7, 300, false},
+        [F_BATCH] = {"--batch", 1, 4096, 32, false},
+        [F_GROUP] = {"--group", 1, 256, 8, false},
+        [F_ETA] = {"--eta", 0, 1e6, 1, false},
+        [F_LR] = {"--lr", 1e-12, 10, 3e-4, false},
+        [F_EVAL_EVERY] = {"--eval-every", 0, 1e7, 25, false},
+        [F_EVAL_N] = {"--eval-n", 0, 1e7, 0, false},
+        [F_CKPT] = {"--ckpt-every", 0, 1e7, 50, false},
+        [F_SEED] = {"--seed", 0, 1e15, 1, false},
+        [F_MAXOP] = {"--max-operand", 1, 9999, 49, false},
+        [F_WORKERS] = {"--rollout-workers", 1, 1024, 4, false},
+        [F_DP_RANK] = {"--dp-rank", 0, 4095, 0, false},
+        [F_DP_SIZE] = {"--dp-size", 1, 4096, 1, false},
+        [F_MAXCONC] = {"--max-concurrent", 1, 1e6, 0, false},
+        [F_BUCKET] = {"--weight-bucket-mb", 1e-6, 1e6, 1024, false},
+    };
     bool resume = false, quiet = false;
-    const char *wmode = "disk", *xhost = NULL;
+    const char *wmode = NULL, *xhost = NULL;
     for (int i = 1; i < argc; i++) {
         if (help_or_version(argv[i], train_help, "areal-worker train", out))
             return AREAL_EXIT_OK;
-        int r;
-        if (strcmp(argv[i], "--model") == 0 && i + 1 < argc)
+        int r = 0;
+        if (strcmp(argv[i], "--model") == 0 && i + 1 < argc) {
             model = argv[++i];
-        else if (strcmp(argv[i], "--job-dir") == 0 && i + 1 < argc)
+            continue;
+        } else if (strcmp(argv[i], "--job-dir") == 0 && i + 1 < argc) {
             job_dir = argv[++i];
-        else if (strcmp(argv[i], "--servers") == 0 && i + 1 < argc)
+            continue;
+        } else if (strcmp(argv[i], "--servers") == 0 && i + 1 < argc) {
             servers = argv[++i];
-        else if (strcmp(argv[i], "--resume") == 0)
+            continue;
+        } else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
+            config = argv[++i];
+            continue;
+        } else if (strcmp(argv[i], "--reward") == 0 && i + 1 < argc) {
+            if ((reward = areal_task_reward_parse(argv[++i])) == AREAL_TASK_REWARD_DEFAULT) {
+                areal_print_line(err, "areal-worker train: --reward '%s': expected math or exact",
+                                 argv[i]);
+                return 2;
+            }
+            continue;
+        } else if (strcmp(argv[i], "--dp-master") == 0 && i + 1 < argc) {
+            dp_master = argv[++i];
+            continue;
+        } else if (strcmp(argv[i], "--http-port") == 0 && i + 1 < argc) {
+            http_port = argv[++i];
+            continue;
+        } else if (strcmp(argv[i], "--http-host") == 0 && i + 1 < argc) {
+            http_host = argv[++i];
+            continue;
+        } else if (strcmp(argv[i], "--resume") == 0) {
             resume = true;
-        else if (strcmp(argv[i], "--xccl-host") == 0 && i + 1 < argc)
+            continue;
+        } else if (strcmp(argv[i], "--xccl-host") == 0 && i + 1 < argc) {
             xhost = argv[++i];
-        else if (strcmp(argv[i], "--weight-update-mode") == 0) {
+            continue;
+        } else if (strcmp(argv[i], "--weight-update-mode") == 0) {
             if (i + 1 >= argc ||
                 (strcmp(argv[i + 1], "disk") != 0 && strcmp(argv[i + 1], "xccl") != 0)) {
                 areal_print_line(err,
@@ -230,54 +368,84 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
                 return 2;
             }
             wmode = argv[++i];
-        } else if (strcmp(argv[i], "--quiet") == 0)
+            continue;
+        } else if (strcmp(argv[i], "--quiet") == 0) {
             quiet = true;
-        else if ((r = num_flag(argc, argv, &i, "--steps", 1, 1e7, &steps, err)) ||
-                 (r = num_flag(argc, argv, &i, "--batch", 1, 4096, &B, err)) ||
-                 (r = num_flag(argc, argv, &i, "--group", 1, 256, &G, err)) ||
-                 (r = num_flag(argc, argv, &i, "--eta", 0, 1e6, &eta, err)) ||
-                 (r = num_flag(argc, argv, &i, "--lr", 1e-12, 10, &lr, err)) ||
-                 (r = num_flag(argc, argv, &i, "--eval-every", 0, 1e7, &eval_every, err)) ||
-                 (r = num_flag(argc, argv, &i, "--eval-n", 0, 1e7, &eval_n, err)) ||
-                 (r = num_flag(argc, argv, &i, "--ckpt-every", 0, 1e7, &ckpt_every, err)) ||
-                 (r = num_flag(argc, argv, &i, "--seed", 0, 1e15, &seed, err)) ||
-                 (r = num_flag(argc, argv, &i, "--max-operand", 1, 9999, &maxop, err)) ||
-                 (r = num_flag(argc, argv, &i, "--rollout-workers", 1, 1024, &workers, err)) ||
-                 (r = num_flag(argc, argv, &i, "--max-concurrent", 1, 1e6, &max_conc, err)) ||
-                 (r = num_flag(argc, argv, &i, "--weight-bucket-mb", 1e-6, 1e6, &bucket_mb, err))) {
-            if (r < 0)
-                return 2;
-        } else {
+            continue;
+        }
+        for (int k = 0; k < F_N && r == 0; k++)
+            if ((r = num_flag(argc, argv, &i, f[k].name, f[k].lo, f[k].hi, &f[k].val, err)) > 0)
+                f[k].set = true;
+        if (r < 0)
+            return 2;
+        if (r == 0) {
             areal_print_line(
                 err, "areal-worker train: unknown argument '%s'; see areal-worker train --help",
                 argv[i]);
             return 2;
         }
     }
-    if (model == NULL || job_dir == NULL || servers == NULL) {
-        fprintf(err, "areal-worker train: --model DIR, --job-dir DIR and --servers HOST:PORT[,...] "
-                     "are required\n");
+    double port = 8090; /* the contract's default (CONTRACTS.md); 0 disables */
+    if (http_port != NULL && http_port[0] != '\0' && !num(http_port, 0, 65535, &port)) {
+        areal_print_line(err,
+                         "areal-worker train: the HTTP port '%s' (--http-port or env "
+                         "AREAL_TRAINER_HTTP_PORT) must be 0 (off) to 65535",
+                         http_port);
         return 2;
     }
+    if (http_host == NULL) /* in a pod the operator reads /status over the pod network */
+        http_host = getenv("POD_IP") != NULL && getenv("POD_IP")[0] ? "0.0.0.0" : "127.0.0.1";
+    if (config == NULL && getenv("AREAL_CONFIG") != NULL && getenv("AREAL_CONFIG")[0] != '\0')
+        config = getenv("AREAL_CONFIG");
+    io x = {out, err, quiet};
+    areal_rl_config cfg;
+    areal_error e;
+    int rc = AREAL_OK;
+    if (config != NULL) {
+        rc = areal_train_config_load(config, &cfg, &e);
+    } else {
+        areal_train_config_demo(&cfg);
+    }
+    if (rc == AREAL_OK) {
+        override_flags(f, config != NULL, &cfg);
+        if (wmode != NULL)
+            snprintf(cfg.rollout.weight_update_mode, sizeof cfg.rollout.weight_update_mode, "%s",
+                     wmode);
+        rc = areal_train_config_settle(&cfg, &e);
+    }
+    if (rc != AREAL_OK) {
+        areal_print_line(err, "areal-worker train: %s", e.msg);
+        areal_rl_config_free(&cfg);
+        return rc == AREAL_EIO ? 1 : 2;
+    }
+    if (model == NULL)
+        model = cfg.actor.path;
+    int dp_rank = (int)f[F_DP_RANK].val, dp_size = (int)f[F_DP_SIZE].val;
+    if (dp_rank >= dp_size || (dp_size > 1 && dp_master == NULL)) {
+        areal_print_line(err,
+                         "areal-worker train: --dp-rank %d --dp-size %d needs rank < size and "
+                         "--dp-master HOST:PORT (rank 0 hosts the rendezvous there)",
+                         dp_rank, dp_size);
+        areal_rl_config_free(&cfg);
+        return 2;
+    }
+    if (dp_rank > 0 && servers == NULL)
+        servers = ""; /* a follower talks to rank 0 only */
+    if (model == NULL || job_dir == NULL || servers == NULL) {
+        fprintf(err, "areal-worker train: --model DIR (or actor.path in the config), --job-dir "
+                     "DIR and --servers HOST:PORT[,...] are required\n");
+        areal_rl_config_free(&cfg);
+        return 2;
+    }
+    areal_train_config_report(&cfg, log_line, &x);
+    if (strcmp(cfg.recover_mode, "on") == 0 || strcmp(cfg.recover_mode, "auto") == 0)
+        resume = true; /* AReaL's recover.mode: continue from a checkpoint when there is one */
     char *list = strdup(servers);
     const char *addrs[64];
     int n = 0;
     for (char *save = NULL, *tokn = strtok_r(list, ",", &save); tokn && n < 64;
          tokn = strtok_r(NULL, ",", &save))
         addrs[n++] = tokn;
-    areal_rl_config cfg;
-    defaults(&cfg);
-    cfg.seed = (long)seed;
-    cfg.actor.optimizer.lr = lr;
-    cfg.actor.group_size = (int)G;
-    cfg.actor.reward_norm.group_size = (int)G;
-    cfg.gconfig.n_samples = (int)G;
-    cfg.rollout.max_head_offpolicyness = (long)eta;
-    cfg.rollout.consumer_batch_size = (long)B;
-    /* rollout.max_concurrent_rollouts: prompts in flight (default 2 batches) */
-    cfg.rollout.max_concurrent_rollouts = max_conc > 0 ? (long)max_conc : 2 * (long)B;
-    snprintf(cfg.rollout.weight_update_mode, sizeof cfg.rollout.weight_update_mode, "%s", wmode);
-    io x = {out, err, quiet};
     areal_train_job job;
     memset(&job, 0, sizeof job);
     job.model_dir = model;
@@ -285,16 +453,17 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
     job.servers = addrs;
     job.n_servers = n;
     job.cfg = &cfg;
-    job.total_steps = (long)steps;
-    job.task = (areal_synth_cfg){(int)maxop, "+", 0.2, 7};
-    job.eval_every = (int)eval_every;
-    job.eval_n = (int)eval_n;
-    job.ckpt_every = (int)ckpt_every;
+    job.total_steps = cfg.total_train_steps; /* 0: total_train_epochs over the dataset */
+    job.task = (areal_synth_cfg){(int)f[F_MAXOP].val, "+", 0.2, 7};
+    job.reward = reward;
+    job.eval_every = (int)cfg.evaluator.freq_steps;
+    job.eval_n = (int)f[F_EVAL_N].val;
+    job.ckpt_every = (int)cfg.recover.freq_steps;
     job.resume = resume;
-    job.rollout_workers = (int)workers;
+    job.rollout_workers = (int)f[F_WORKERS].val;
     /* the address servers reach this trainer at: the pod's IP in a job */
     job.xccl.host = xhost ? xhost : getenv("POD_IP");
-    job.xccl.bucket_bytes = (size_t)(bucket_mb * 1048576.0);
+    job.xccl.bucket_bytes = (size_t)(f[F_BUCKET].val * 1048576.0);
     if (job.xccl.bucket_bytes == 0)
         job.xccl.bucket_bytes = 1;
     job.threads = 1;
@@ -307,10 +476,37 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
     sa.sa_handler = on_signal;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    if (dp_size > 1) {
+        rc = run_dp(&job, dp_rank, dp_size, dp_master, port > 0 ? http_host : NULL, (int)port, &x,
+                    &e);
+        free(list);
+        areal_rl_config_free(&cfg);
+        if (rc != AREAL_OK) {
+            areal_print_line(err, "areal-worker train: DP rank %d: %s", dp_rank, e.msg);
+            return rc == AREAL_EINVAL ? 2 : 1;
+        }
+        return 0;
+    }
+    areal_trainer_http *http = NULL;
+    if (port > 0 && (rc = areal_trainer_http_start(http_host, (int)port, &http, &e)) != AREAL_OK) {
+        areal_print_line(err, "areal-worker train: %s (--http-port 0 turns the endpoints off)",
+                         e.msg);
+        free(list);
+        areal_rl_config_free(&cfg);
+        return 1;
+    }
+    if (http != NULL) {
+        char line[160];
+        snprintf(line, sizeof line, "status on http://%s:%d/status (/metrics, /healthz)", http_host,
+                 areal_trainer_http_port(http));
+        log_line(&x, line);
+    }
+    job.http = http;
     areal_train_result res;
-    areal_error e;
-    int rc = areal_train_run(&job, &res, &e);
+    rc = areal_train_run(&job, &res, &e);
+    areal_trainer_http_stop(http);
     free(list);
+    areal_rl_config_free(&cfg);
     if (rc != AREAL_OK) {
         areal_print_line(err, "areal-worker train: %s", e.msg);
         return rc == AREAL_EINVAL ? 2 : 1;

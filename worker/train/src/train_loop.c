@@ -22,23 +22,23 @@
 #include "areal/model/pool.h"
 #include "areal/model/tokenizer.h"
 #include "areal/train/ckpt.h"
+#include "areal/train/dp.h"
 #include "areal/train/hf_save.h"
 #include "areal/train/rollout_ctl.h"
+#include "areal/train/task.h"
 #include "areal/train/tiny.h"
 #include "areal/train/train_loop.h"
 #include "areal/train/train_optim.h"
 #include "areal/train/trainer.h"
 #include "areal/train/warmup.h"
 #include "areal/train/xccl.h"
+#include "loop_status.h"
 
 typedef struct loop {
     const areal_train_job *job;
-    areal_synth_split split;
-    areal_synth_tokens *enc; /* train items then test items */
-    size_t n_train, n_test;
-    size_t *perm;
-    long pos; /* next prompt of the source (dispatcher thread only) */
+    areal_task task; /* prompts (train then held-out) and the reward */
     int32_t eos;
+    int max_new_tokens; /* of a rollout (eval: at least 8) */
 } loop;
 
 static double now_s(void) {
@@ -69,20 +69,25 @@ static int by_admission(const void *a, const void *b) {
     return (x->index > y->index) - (x->index < y->index);
 }
 
+/* Prompt indices: training items are 0..n_train-1, held-out ones n_train + i. */
+static const areal_task_item *item_at(const loop *l, long index) {
+    return (size_t)index < l->task.n_train ? &l->task.train[index]
+                                           : &l->task.test[(size_t)index - l->task.n_train];
+}
+
 static int next_prompt(void *ctx, areal_rollout_prompt *p) {
     loop *l = ctx;
-    size_t k = l->perm[(size_t)l->pos % l->n_train];
-    l->pos++;
-    p->ids = l->enc[k].prompt;
-    p->n_ids = l->enc[k].n_prompt;
-    p->index = (long)k;
+    long k;
+    const areal_task_item *it = areal_task_next(&l->task, &k);
+    p->ids = it->prompt;
+    p->n_ids = it->n_prompt;
+    p->index = k;
     return 1;
 }
 
 static float reward(void *ctx, long index, const int32_t *resp, int n) {
     loop *l = ctx;
-    const areal_synth_tokens *e = &l->enc[index];
-    return n == e->n_answer && memcmp(resp, e->answer, (size_t)n * sizeof *resp) == 0 ? 1.0f : 0.0f;
+    return areal_task_reward(&l->task, item_at(l, index), resp, n);
 }
 
 static void ctl_log(void *ctx, const char *line) {
@@ -90,11 +95,9 @@ static void ctl_log(void *ctx, const char *line) {
     say(l->job, "rollout: %s", line);
 }
 
-static uint64_t splitmix(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+static void task_log(void *ctx, const char *line) {
+    const areal_train_job *j = ctx;
+    say(j, "%s", line);
 }
 
 static int loop_init(loop *l, const areal_train_job *job, areal_tokenizer *tok, areal_error *err) {
@@ -104,50 +107,55 @@ static int loop_init(loop *l, const areal_train_job *job, areal_tokenizer *tok, 
     if (l->eos < 0)
         return areal_error_set(err, AREAL_EINVAL, -1, "%s/tokenizer.json has no %s token",
                                job->model_dir, AREAL_TINY_EOS);
-    int rc = areal_synth_make(&job->task, &l->split, err);
-    if (rc != AREAL_OK)
-        return rc;
-    l->n_train = l->split.n_train;
-    l->n_test = l->split.n_test;
-    l->enc = calloc(l->n_train + l->n_test, sizeof *l->enc);
-    l->perm = calloc(l->n_train, sizeof *l->perm);
-    if (l->enc == NULL || l->perm == NULL)
-        return areal_error_set(err, AREAL_ENOMEM, -1, "no memory for the task");
-    for (size_t i = 0; rc == AREAL_OK && i < l->n_train; i++)
-        rc = areal_synth_encode(tok, l->eos, &l->split.train[i], &l->enc[i], err);
-    for (size_t i = 0; rc == AREAL_OK && i < l->n_test; i++)
-        rc = areal_synth_encode(tok, l->eos, &l->split.test[i], &l->enc[l->n_train + i], err);
-    uint64_t x = (uint64_t)job->cfg->seed;
-    for (size_t i = 0; i < l->n_train; i++)
-        l->perm[i] = i;
-    for (size_t i = l->n_train; i > 1; i--) {
-        size_t j = (size_t)(splitmix(&x) % i), t = l->perm[i - 1];
-        l->perm[i - 1] = l->perm[j];
-        l->perm[j] = t;
-    }
-    return rc;
+    areal_task_cfg tc = {job->cfg, job->job_dir, job->model_dir, job->task,  job->reward,
+                         tok,      l->eos,       task_log,       (void *)job};
+    return areal_task_load(&l->task, &tc, err);
 }
 
 static void loop_free(loop *l) {
-    areal_synth_free(&l->split);
-    free(l->enc);
-    free(l->perm);
+    areal_task_free(&l->task);
+}
+
+/* New tokens per rollout: gconfig.max_new_tokens within gconfig.max_tokens and the
+ * model's context after the longest prompt (AReaL's min(max_tokens - prompt, max_new)). */
+static int budget_tokens(loop *l, const areal_rl_config *cfg, const areal_trainer *t,
+                         areal_error *err) {
+    long longest = 0;
+    for (size_t i = 0; i < l->task.n_train; i++)
+        longest = l->task.train[i].n_prompt > longest ? l->task.train[i].n_prompt : longest;
+    for (size_t i = 0; i < l->task.n_test; i++)
+        longest = l->task.test[i].n_prompt > longest ? l->task.test[i].n_prompt : longest;
+    long n = cfg->gconfig.max_new_tokens;
+    if (cfg->gconfig.max_tokens > 0 && cfg->gconfig.max_tokens - longest < n)
+        n = cfg->gconfig.max_tokens - longest;
+    long ctx = (long)t->model.cfg.max_position_embeddings;
+    if (ctx > 0 && ctx - longest < n)
+        n = ctx - longest;
+    if (n < 1)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "the longest prompt (%ld tokens) leaves no room to generate in "
+                               "gconfig.max_tokens %ld / the model's %ld positions; lower "
+                               "train_dataset.max_length",
+                               longest, cfg->gconfig.max_tokens, ctx);
+    l->max_new_tokens = n > 1 << 20 ? 1 << 20 : (int)n;
+    return AREAL_OK;
 }
 
 static int evaluate(loop *l, areal_rollout_ctl *ctl, double *acc, areal_error *err) {
-    size_t n = l->job->eval_n > 0 && (size_t)l->job->eval_n < l->n_test ? (size_t)l->job->eval_n
-                                                                        : l->n_test;
+    size_t n_test = l->task.n_test;
+    size_t n =
+        l->job->eval_n > 0 && (size_t)l->job->eval_n < n_test ? (size_t)l->job->eval_n : n_test;
     areal_rollout_prompt *p = calloc(n, sizeof *p);
     float *r = calloc(n, sizeof *r);
     int rc = p && r ? AREAL_OK : areal_error_set(err, AREAL_ENOMEM, -1, "no memory for eval");
     for (size_t i = 0; rc == AREAL_OK && i < n; i++) {
-        const areal_synth_tokens *e = &l->enc[l->n_train + i];
+        const areal_task_item *e = &l->task.test[i];
         p[i].ids = e->prompt;
         p[i].n_ids = e->n_prompt;
-        p[i].index = (long)(l->n_train + i);
+        p[i].index = (long)(l->task.n_train + i);
     }
     areal_sgl_sampling s = {0};
-    s.max_new_tokens = 8;
+    s.max_new_tokens = l->max_new_tokens > 8 ? l->max_new_tokens : 8;
     s.temperature = 0;
     s.top_p = 1;
     s.stop_token_ids = &l->eos;
@@ -297,6 +305,14 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
         return rc;
     loop l;
     rc = loop_init(&l, job, tok, err);
+    /* AReaL: total_train_steps, else total_train_epochs over the dataset (drop_last) */
+    long total_steps = job->total_steps;
+    if (rc == AREAL_OK && total_steps <= 0)
+        total_steps = (cfg->total_train_epochs > 0 ? cfg->total_train_epochs : 1) *
+                      (long)areal_rl_loader_steps_per_epoch(&l.task.loader);
+    loop_status ls; /* /status and /metrics (job->http; NULL: none) */
+    loop_status_init(&ls, job->http, total_steps, B, cfg->rollout.max_head_offpolicyness,
+                     job->n_servers);
     areal_pool *pool = NULL;
     if (rc == AREAL_OK && job->threads > 1)
         rc = areal_pool_create(job->threads, &pool, err);
@@ -304,9 +320,11 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
     memset(&t, 0, sizeof t);
     bool have_trainer = false;
     if (rc == AREAL_OK) {
-        rc = areal_trainer_init(&t, job->model_dir, cfg, job->total_steps, pool, NULL, err);
+        rc = areal_trainer_init(&t, job->model_dir, cfg, total_steps, pool, job->dp, err);
         have_trainer = rc == AREAL_OK;
     }
+    if (rc == AREAL_OK)
+        rc = budget_tokens(&l, cfg, &t, err);
     long step = 0;
     if (rc == AREAL_OK && job->resume) {
         char root[PATH_MAX], used[PATH_MAX];
@@ -324,7 +342,7 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
             t.version = st.version;
             t.step = st.adam_step;
             *adam_step = st.adam_step;
-            l.pos = st.data_index;
+            rc = areal_task_seek(&l.task, st.data_index, err);
             say(job, "resumed from %s: step %ld, version %ld", used, step, t.version);
         } else if (lr == AREAL_ERANGE) {
             say(job, "no checkpoint under %s: starting fresh", root);
@@ -334,14 +352,16 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
                 *err = e2;
         }
     }
+    bool multi = job->dp != NULL && areal_pg_size(job->dp) > 1;
+    if (rc == AREAL_OK && multi) /* the followers start from this rank's (resumed) state */
+        rc = areal_train_dp_sync_state(job->dp, &t, err);
     areal_rollout_ctl *ctl = NULL;
     if (rc == AREAL_OK) {
         areal_rollout_cfg rcfg;
         memset(&rcfg, 0, sizeof rcfg);
         rcfg.group_size = G;
         rcfg.n_workers = job->rollout_workers > 0 ? job->rollout_workers : 4;
-        rcfg.sampling.max_new_tokens =
-            (int)(cfg->gconfig.max_new_tokens < 64 ? cfg->gconfig.max_new_tokens : 64);
+        rcfg.sampling.max_new_tokens = l.max_new_tokens;
         rcfg.sampling.temperature = cfg->gconfig.greedy ? 0 : cfg->gconfig.temperature;
         rcfg.sampling.top_p = cfg->gconfig.top_p;
         rcfg.sampling.top_k = cfg->gconfig.top_k;
@@ -386,6 +406,8 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
             res->stopped = true;
         }
         res->acc_start = res->acc_end = acc;
+        loop_status_eval(&ls, acc);
+        loop_status_phase(&ls, AREAL_PHASE_TRAINING, step, t.version);
         json_t *line =
             json_pack("{s:I,s:I,s:f,s:f}", "step", (json_int_t)step, "version",
                       (json_int_t)t.version, "eval_accuracy", acc, "eval_s", now_s() - t0);
@@ -396,7 +418,7 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
     areal_group *groups = calloc((size_t)B, sizeof *groups);
     if (rc == AREAL_OK && groups == NULL)
         rc = areal_error_set(err, AREAL_ENOMEM, -1, "no memory for a batch");
-    while (rc == AREAL_OK && !res->stopped && step < job->total_steps) {
+    while (rc == AREAL_OK && !res->stopped && step < total_steps) {
         if (job->stop && *job->stop) {
             /* stopped between steps: the last finished step's checkpoint, if not written */
             if (step > saved_step)
@@ -412,6 +434,7 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
              * missed a weight update (down, restarted) with the current policy */
             rc = xc ? areal_xccl_catch_up(xc, ctl, &t.model, t.version, err)
                     : resync(job, &t, ctl, err);
+            loop_status_waiting(&ls, ctl);
             continue;
         }
         if (rc != AREAL_OK)
@@ -419,7 +442,7 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
         double t_wait = now_s() - t0, t1 = now_s();
         qsort(groups, (size_t)B, sizeof *groups, by_admission);
         areal_step_stats st;
-        rc = areal_trainer_step(&t, groups, (int)B, &st, err);
+        rc = areal_train_dp_step(&t, job->dp, groups, (int)B, G, &st, err);
         double t_train = now_s() - t1;
         for (long i = 0; i < B; i++)
             areal_group_free(&groups[i]);
@@ -435,12 +458,15 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
             areal_rollout_ctl_set_version(ctl, t.version);
             rc = areal_rollout_ctl_resume(ctl, err);
         }
-        bool last = step == job->total_steps || (job->stop && *job->stop);
+        bool last = step == total_steps || (job->stop && *job->stop);
         bool saved = false;
         if (rc == AREAL_OK && (last || (job->ckpt_every > 0 && step % job->ckpt_every == 0))) {
+            loop_status_phase(&ls, AREAL_PHASE_CHECKPOINTING, step, t.version);
             rc = save_ckpt(job, &t, ctl, step, err);
             saved = true;
             saved_step = step;
+            if (rc == AREAL_OK)
+                loop_status_checkpoint(&ls, step);
         }
         bool do_eval = last || (job->eval_every > 0 && step % job->eval_every == 0);
         double t_eval = 0;
@@ -453,6 +479,7 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
                 do_eval = false;
             } else {
                 res->acc_end = acc;
+                loop_status_eval(&ls, acc);
             }
         }
         if (rc != AREAL_OK)
@@ -479,6 +506,7 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
         }
         emit(job, pf, line);
         json_decref(line);
+        loop_status_step(&ls, ctl, &st, step, t.version, t_wait, t_train, sync_s);
         if (job->stop && *job->stop) {
             /* the stop came while this step was finishing: its checkpoint is still owed */
             if (!saved && (rc = save_ckpt(job, &t, ctl, step, err)) != AREAL_OK)
@@ -489,6 +517,14 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
         }
     }
     res->steps_done = step;
+    if (multi) {
+        areal_error e2;
+        areal_train_dp_stop(job->dp, &e2); /* best effort: a dead follower times out */
+    }
+    if (rc != AREAL_OK)
+        loop_status_phase(&ls, AREAL_PHASE_FAILED, step, t.version);
+    else if (step >= total_steps)
+        loop_status_phase(&ls, AREAL_PHASE_DONE, step, t.version);
     if (pf)
         fclose(pf);
     free(groups);

@@ -25,9 +25,25 @@
 #include "areal/train/train_optim.h"
 #include "areal/train/trainer.h"
 
+/* The comm runtime reduces fp32/bf16/fp16/int32/int64 only, so the float64 sums travel as
+ * their bit patterns (int64) through an all-gather and every rank adds them up in rank
+ * order: the same sum, bit for bit, everywhere. Rejected: reducing in fp32 (the batch
+ * statistics of AReaL's normalisation are float64). */
 static int dp_sum(void *ctx, double *vals, int n, areal_error *err) {
     areal_pg *g = ctx;
-    return areal_pg_all_reduce(g, vals, (size_t)n, AREAL_DT_F64, AREAL_SUM, err);
+    int R = areal_pg_size(g);
+    double *all = malloc((size_t)R * (size_t)n * sizeof *all);
+    if (all == NULL)
+        return areal_error_set(err, AREAL_ENOMEM, -1, "no memory for a DP sum");
+    int rc = areal_pg_all_gather(g, vals, all, (size_t)n, AREAL_DT_I64, err);
+    for (int i = 0; rc == AREAL_OK && i < n; i++) {
+        double sum = 0;
+        for (int r = 0; r < R; r++)
+            sum += all[(size_t)r * (size_t)n + (size_t)i];
+        vals[i] = sum;
+    }
+    free(all);
+    return rc;
 }
 
 int areal_trainer_init(areal_trainer *t, const char *model_dir, const areal_rl_config *cfg,

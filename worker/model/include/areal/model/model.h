@@ -73,6 +73,12 @@ typedef struct areal_model {
     void *ops_ctx;                /* their context (the pool for the CPU ops) */
     areal_model_reduce_fn reduce; /* reduction hook (NULL: none; the whole model needs none) */
     void *reduce_ctx;
+    /* MoE token dispatcher (areal/model/moe_dispatch.h; NULL: experts run on local tokens) */
+    const struct areal_moe_dispatch *moe_dispatch;
+    void *moe_dispatch_ctx;
+    /* context-parallel attention (areal/model/cp_attn.h; NULL: packed attention) */
+    const struct areal_cp_attn *cp_attn;
+    void *cp_attn_ctx;
 } areal_model;
 
 /*

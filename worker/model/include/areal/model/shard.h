@@ -45,7 +45,26 @@ typedef struct areal_model_shard {
     int pp_stage, pp;          /* pipeline stage and number of stages */
     int first_layer, n_layers; /* the stage's layers [first_layer, first_layer + n_layers) */
     int ep_rank, ep;           /* expert-parallel rank and size */
+    /*
+     * Expert tensor parallelism (0 or 1: none): each local expert's gate and
+     * up split by rows, its down by columns, over etp ranks (Megatron's
+     * ETP). Only with token dispatch (ep_a2a), whose caller reduces the
+     * experts' partial outputs over the etp group.
+     */
+    int etp_rank, etp;
+    /*
+     * Tokens reach the experts by all-to-all (areal/model/moe_dispatch.h):
+     * the ep ranks hold different tokens, each routes its own, so the router
+     * and the routed sum are complete on every rank (no partial router
+     * gradient, no MoE reduction points).
+     */
+    bool ep_a2a;
 } areal_model_shard;
+
+/* etp of s, 1 when unset (0). */
+static inline int areal_model_shard_etp(const areal_model_shard *s) {
+    return s->etp > 1 ? s->etp : 1;
+}
 
 /* How a local tensor is cut from the HF tensor: whole (dim -1), or rows/cols [start, start+len). */
 typedef struct areal_tensor_slice {

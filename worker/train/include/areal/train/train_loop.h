@@ -9,9 +9,10 @@
  *   resume -> recover checkpoint every N steps (ckpt.h) -> evaluation on
  *   the held-out split every N steps -> one progress line (JSONL).
  *
- * The task is the project's synthetic arithmetic (synth.h): prompts are
- * the bare questions, the reward is 1 for exactly the answer's digits and
- * the end token, 0 otherwise, evaluation is greedy accuracy. A stop request
+ * The task (task.h) is cfg->train_dataset's JSONL (GSM8K's fields) with the
+ * math reward, or without a path the project's synthetic arithmetic
+ * (synth.h) with the exact-answer reward; evaluation is greedy accuracy on
+ * valid_dataset or the held-out split. A stop request
  * (SIGTERM / Ctrl-C through *stop) ends the loop after the step in hand
  * with a checkpoint, so --resume continues where it stopped.
  */
@@ -25,6 +26,7 @@
 #include "areal/error.h"
 #include "areal/rl/config.h"
 #include "areal/train/synth.h"
+#include "areal/train/task.h"
 #include "areal/train/xccl.h"
 
 typedef struct areal_train_job {
@@ -32,15 +34,18 @@ typedef struct areal_train_job {
     const char *job_dir;   /* weight updates, recover/, progress.jsonl (created) */
     const char *const *servers;
     int n_servers;
-    const areal_rl_config *cfg; /* actor, gconfig, rollout, seed (rl-core's struct) */
-    long total_steps;
-    areal_synth_cfg task;
-    int eval_every; /* steps; 0: only before and after */
-    int eval_n;     /* held-out prompts per evaluation (0: all) */
-    int ckpt_every; /* steps; 0: only on stop and at the end */
-    bool resume;    /* continue from job_dir/recover when it holds a checkpoint */
+    const areal_rl_config *cfg;    /* actor, gconfig, rollout, seed (rl-core's struct) */
+    long total_steps;              /* <= 0: cfg->total_train_epochs over the training prompts */
+    areal_synth_cfg task;          /* the synthetic task (no train_dataset.path) */
+    areal_task_reward_kind reward; /* DEFAULT: exact (synthetic) / math (dataset) */
+    int eval_every;                /* steps; 0: only before and after */
+    int eval_n;                    /* held-out prompts per evaluation (0: all) */
+    int ckpt_every;                /* steps; 0: only on stop and at the end */
+    bool resume;                   /* continue from job_dir/recover when it holds a checkpoint */
     int rollout_workers;
-    int threads; /* model pool threads (1: serial) */
+    int threads;                     /* model pool threads (1: serial) */
+    struct areal_trainer_http *http; /* nullable: where /status and /metrics are published */
+    struct areal_pg *dp; /* nullable: data-parallel trainer ranks, this one rank 0 (dp.h) */
     /* Weight sync: cfg->rollout.weight_update_mode "xccl" (AReaL's default) uses these
      * (zero fields: xccl.h's defaults; log is the job's); "disk" or "" the job dir. */
     areal_xccl_cfg xccl;

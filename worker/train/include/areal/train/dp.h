@@ -1,0 +1,77 @@
+/*
+ * dp.h - data-parallel trainer ranks in the job loop (AReaL's FSDP data
+ * parallelism, areal.md 4.1 / 4.3). Rank 0 of the `dp` group runs the job
+ * loop (train_loop.h: rollout controller, evaluation, weight sync,
+ * checkpoints, HTTP); every other rank runs areal_train_follow. Per step
+ * rank 0 splits the batch over the ranks keeping each group whole (rl-core's
+ * areal_split_groups_dp: equal group counts, balanced tokens) and sends each
+ * follower its share over the group; every rank then runs the same
+ * training step (trainer.h), whose token-level loss is normalised by the
+ * valid tokens of all ranks and whose gradients are averaged over the group,
+ * so the ranks' weights stay equal and equal a one-rank step on the whole
+ * batch. At the start rank 0 broadcasts its weights, AdamW state, version
+ * and step (a resumed checkpoint reaches every rank); at the end it sends
+ * "stop".
+ */
+#ifndef AREAL_TRAIN_DP_H
+#define AREAL_TRAIN_DP_H
+
+#include "areal/comm/comm.h"
+#include "areal/error.h"
+#include "areal/train/train_loop.h"
+#include "areal/train/trainer.h"
+
+/*
+ * Joins the trainer's data-parallel world: rank `rank` of `size`, the
+ * rendezvous store at host:port (hosted by rank 0, which listens there),
+ * every rank listening on bind_host (NULL: every address) and dialled at
+ * advertise (NULL: this host's name). *comm and *dp are the caller's
+ * (areal_pg_destroy, then areal_comm_destroy). Returns 0, or the comm
+ * runtime's error naming the store or the missing rank.
+ */
+int areal_train_dp_join(int rank, int size, const char *host, int port, const char *bind_host,
+                        const char *advertise, int timeout_ms, areal_comm **comm, areal_pg **dp,
+                        areal_error *err);
+
+/*
+ * Rank 0: splits groups g[0..n) (G samples each) over dp, sends every other
+ * rank its share (those groups are freed here) and compacts this rank's
+ * share to g[0..*n_mine). Returns 0, AREAL_EINVAL (n not a multiple of the
+ * group size, named), or the send's error.
+ */
+int areal_train_dp_scatter(areal_pg *dp, areal_group *g, int n, int G, int *n_mine,
+                           areal_error *err);
+
+/* Rank 0: tells every follower the job is over. Best effort; returns the first error. */
+int areal_train_dp_stop(areal_pg *dp, areal_error *err);
+
+/* Every rank: rank 0's weights, AdamW moments, adam step, version and step to all. */
+int areal_train_dp_sync_state(areal_pg *dp, areal_trainer *t, areal_error *err);
+
+/*
+ * Ranks > 0: the follower loop of job (model_dir, cfg, total_steps, threads
+ * are used) over dp until rank 0 says stop. Returns 0, or the first error of
+ * the model, a step or the group (a rank 0 that died: the group's timeout).
+ * *steps_done (nullable) receives the steps taken.
+ */
+int areal_train_follow(const areal_train_job *job, long total_steps, areal_pg *dp, long *steps_done,
+                       areal_error *err);
+
+/*
+ * One training step on the batch g[0..n): with dp of two or more ranks,
+ * scatter (above) then areal_trainer_step on this rank's share, *st holding
+ * the whole batch's reward, length, staleness and sizes; without, just
+ * areal_trainer_step. Every group of g is freed or kept for the caller to
+ * free (free all n).
+ */
+int areal_train_dp_step(areal_trainer *t, areal_pg *dp, areal_group *g, int n, int G,
+                        areal_step_stats *st, areal_error *err);
+
+/*
+ * Statistics of the whole batch g[0..n) at policy `version` into st
+ * (reward_mean, resp_len_mean, staleness, max_staleness, n_seqs,
+ * n_tokens): what rank 0 reports for a step of which it trained a share.
+ */
+void areal_train_batch_stats(const areal_group *g, int n, long version, areal_step_stats *st);
+
+#endif

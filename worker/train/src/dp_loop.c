@@ -1,0 +1,372 @@
+/*
+ * dp_loop.c - data-parallel trainer ranks (see dp.h).
+ *
+ * A share travels as one message per step: a header {command, bytes} of two
+ * int64, then the bytes padded to int32 words (the groups, field by field,
+ * native byte order: the ranks of one job run one build). Rejected: every rank running its own
+ * rollout controller on its share of the servers (AReaL's SPMD mode) - one
+ * controller keeps the staleness counters and the version pinning in one
+ * place, as AReaL's single-controller mode does.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "areal/model/pool.h"
+#include "areal/rl/pack.h"
+#include "areal/train/dp.h"
+#include "areal/train/train_optim.h"
+
+enum { CMD_STOP = 0, CMD_STEP = 1 };
+
+typedef struct wbuf {
+    uint8_t *p;
+    size_t n, cap;
+    bool oom;
+} wbuf;
+
+static void put(wbuf *b, const void *x, size_t k) {
+    if (b->oom)
+        return;
+    if (b->n + k > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->n + k)
+            cap *= 2;
+        uint8_t *q = realloc(b->p, cap);
+        if (q == NULL) {
+            b->oom = true;
+            return;
+        }
+        b->p = q;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, x, k);
+    b->n += k;
+}
+
+static void put_i64(wbuf *b, int64_t v) {
+    put(b, &v, sizeof v);
+}
+
+static void put_group(wbuf *b, const areal_group *g) {
+    put_i64(b, g->G);
+    put_i64(b, g->index);
+    put_i64(b, g->version_at_submit);
+    for (int i = 0; i < g->G; i++) {
+        const areal_traj *t = &g->s[i];
+        put_i64(b, t->n);
+        put_i64(b, t->n_prompt);
+        put_i64(b, t->no_eos);
+        put_i64(b, t->n_requests);
+        put(b, &t->reward, sizeof t->reward);
+        put(b, t->tokens, (size_t)t->n * sizeof *t->tokens);
+        put(b, t->logprobs, (size_t)t->n * sizeof *t->logprobs);
+        put(b, t->versions, (size_t)t->n * sizeof *t->versions);
+    }
+}
+
+typedef struct rbuf {
+    const uint8_t *p;
+    size_t n, at;
+    bool bad;
+} rbuf;
+
+static void get(rbuf *b, void *x, size_t k) {
+    if (b->bad || b->at + k > b->n) {
+        b->bad = true;
+        memset(x, 0, k);
+        return;
+    }
+    memcpy(x, b->p + b->at, k);
+    b->at += k;
+}
+
+static int64_t get_i64(rbuf *b) {
+    int64_t v;
+    get(b, &v, sizeof v);
+    return v;
+}
+
+static bool get_group(rbuf *b, areal_group *g) {
+    memset(g, 0, sizeof *g);
+    int64_t G = get_i64(b);
+    if (b->bad || G < 1 || G > 1 << 20)
+        return false;
+    g->index = (long)get_i64(b);
+    g->version_at_submit = (long)get_i64(b);
+    if ((g->s = calloc((size_t)G, sizeof *g->s)) == NULL)
+        return false;
+    g->G = (int)G;
+    for (int i = 0; i < g->G; i++) {
+        areal_traj *t = &g->s[i];
+        int64_t n = get_i64(b);
+        t->n_prompt = (int)get_i64(b);
+        t->no_eos = get_i64(b) != 0;
+        t->n_requests = (int)get_i64(b);
+        get(b, &t->reward, sizeof t->reward);
+        if (b->bad || n < 1 || (size_t)n > b->n) /* bounded by the message */
+            return false;
+        t->n = (int)n;
+        t->tokens = malloc((size_t)n * sizeof *t->tokens);
+        t->logprobs = malloc((size_t)n * sizeof *t->logprobs);
+        t->versions = malloc((size_t)n * sizeof *t->versions);
+        if (!t->tokens || !t->logprobs || !t->versions)
+            return false;
+        get(b, t->tokens, (size_t)n * sizeof *t->tokens);
+        get(b, t->logprobs, (size_t)n * sizeof *t->logprobs);
+        get(b, t->versions, (size_t)n * sizeof *t->versions);
+    }
+    return !b->bad;
+}
+
+/* The bytes travel as int32 words (the group moves fp32/bf16/fp16/int32/int64 only). */
+static size_t words(size_t bytes) {
+    return (bytes + 3) / 4;
+}
+
+static int send_msg(areal_pg *dp, int peer, int64_t cmd, wbuf *b, areal_error *err) {
+    int64_t h[2] = {cmd, b ? (int64_t)b->n : 0};
+    size_t n = b ? b->n : 0;
+    if (b) {
+        static const uint8_t zero[4] = {0};
+        put(b, zero, words(n) * 4 - n); /* pad to whole words; the header keeps the size */
+        if (b->oom)
+            return areal_error_set(err, AREAL_ENOMEM, -1, "no memory for a DP share");
+    }
+    int rc = areal_pg_send(dp, h, 2, AREAL_DT_I64, peer, err);
+    if (rc == AREAL_OK && n > 0)
+        rc = areal_pg_send(dp, b->p, words(n), AREAL_DT_I32, peer, err);
+    return rc;
+}
+
+int areal_train_dp_scatter(areal_pg *dp, areal_group *g, int n, int G, int *n_mine,
+                           areal_error *err) {
+    int R = areal_pg_size(dp), n_seqs = n * G, rc = AREAL_OK;
+    int64_t *lens = malloc((size_t)n_seqs * sizeof *lens);
+    int *rank_of = malloc((size_t)n_seqs * sizeof *rank_of);
+    if (lens == NULL || rank_of == NULL)
+        rc = areal_error_set(err, AREAL_ENOMEM, -1, "no memory for the DP split");
+    for (int i = 0; rc == AREAL_OK && i < n; i++)
+        for (int j = 0; j < G; j++)
+            lens[i * G + j] = g[i].s[j].n;
+    if (rc == AREAL_OK)
+        rc = areal_split_groups_dp(lens, n_seqs, G, R, rank_of, err);
+    for (int r = 1; rc == AREAL_OK && r < R; r++) {
+        wbuf b = {0};
+        int64_t k = 0;
+        for (int i = 0; i < n; i++)
+            k += rank_of[i * G] == r;
+        put_i64(&b, k);
+        for (int i = 0; i < n; i++)
+            if (rank_of[i * G] == r)
+                put_group(&b, &g[i]);
+        rc = b.oom ? areal_error_set(err, AREAL_ENOMEM, -1, "no memory for a DP share")
+                   : send_msg(dp, r, CMD_STEP, &b, err);
+        free(b.p);
+    }
+    int m = 0; /* keep this rank's share, in admission order */
+    for (int i = 0; i < n; i++) {
+        if (rc == AREAL_OK && rank_of[i * G] == 0) {
+            if (m != i) {
+                g[m] = g[i];
+                memset(&g[i], 0, sizeof g[i]); /* one owner per group */
+            }
+            m++;
+        } else {
+            areal_group_free(&g[i]);
+        }
+    }
+    *n_mine = m;
+    free(lens);
+    free(rank_of);
+    return rc;
+}
+
+int areal_train_dp_stop(areal_pg *dp, areal_error *err) {
+    int rc = AREAL_OK;
+    for (int r = 1; r < areal_pg_size(dp); r++) {
+        areal_error e;
+        int r2 = send_msg(dp, r, CMD_STOP, NULL, &e);
+        if (r2 != AREAL_OK && rc == AREAL_OK) {
+            rc = r2;
+            if (err)
+                *err = e;
+        }
+    }
+    return rc;
+}
+
+int areal_train_dp_sync_state(areal_pg *dp, areal_trainer *t, areal_error *err) {
+    float *m, *v;
+    long *adam_step;
+    size_t n;
+    areal_train_optim_state(t->opt, &m, &v, &adam_step, &n);
+    int rc = areal_pg_broadcast(dp, t->model.params, t->model.n_params, AREAL_DT_F32, 0, err);
+    if (rc == AREAL_OK)
+        rc = areal_pg_broadcast(dp, m, n, AREAL_DT_F32, 0, err);
+    if (rc == AREAL_OK)
+        rc = areal_pg_broadcast(dp, v, n, AREAL_DT_F32, 0, err);
+    int64_t s[3] = {*adam_step, t->version, t->step};
+    if (rc == AREAL_OK)
+        rc = areal_pg_broadcast(dp, s, 3, AREAL_DT_I64, 0, err);
+    if (rc == AREAL_OK) {
+        *adam_step = (long)s[0];
+        t->version = (long)s[1];
+        t->step = (long)s[2];
+    }
+    return rc;
+}
+
+/* One follower step: the share's message into groups, the step. 1 = stop. */
+static int follow_one(areal_pg *dp, areal_trainer *t, areal_error *err) {
+    int64_t h[2];
+    int rc = areal_pg_recv(dp, h, 2, AREAL_DT_I64, 0, err);
+    if (rc != AREAL_OK)
+        return rc;
+    if (h[0] == CMD_STOP)
+        return 1;
+    if (h[0] != CMD_STEP || h[1] < 8 || h[1] > (int64_t)1 << 40)
+        return areal_error_set(err, AREAL_EINVAL, -1, "DP rank %d: a malformed share header",
+                               areal_pg_rank(dp));
+    uint8_t *p = malloc(words((size_t)h[1]) * 4);
+    if (p == NULL)
+        return areal_error_set(err, AREAL_ENOMEM, -1, "no memory for a DP share");
+    rc = areal_pg_recv(dp, p, words((size_t)h[1]), AREAL_DT_I32, 0, err);
+    rbuf b = {p, (size_t)h[1], 0, false};
+    int64_t k = rc == AREAL_OK ? get_i64(&b) : 0;
+    areal_group *g = rc == AREAL_OK && k > 0 && k < 1 << 20 ? calloc((size_t)k, sizeof *g) : NULL;
+    if (rc == AREAL_OK && g == NULL)
+        rc = areal_error_set(err, AREAL_EINVAL, -1, "DP rank %d: a malformed share",
+                             areal_pg_rank(dp));
+    int got = 0;
+    while (rc == AREAL_OK && got < k) {
+        if (!get_group(&b, &g[got])) {
+            areal_group_free(&g[got]);
+            rc = areal_error_set(err, AREAL_EINVAL, -1, "DP rank %d: a malformed share",
+                                 areal_pg_rank(dp));
+            break;
+        }
+        got++;
+    }
+    free(p);
+    if (rc == AREAL_OK)
+        rc = areal_trainer_step(t, g, got, NULL, err);
+    for (int i = 0; i < got; i++)
+        areal_group_free(&g[i]);
+    free(g);
+    return rc;
+}
+
+int areal_train_follow(const areal_train_job *job, long total_steps, areal_pg *dp, long *steps_done,
+                       areal_error *err) {
+    if (total_steps <= 0)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "a data-parallel rank needs the step count (total_train_steps) "
+                               "for the learning-rate schedule");
+    areal_pool *pool = NULL;
+    int rc = job->threads > 1 ? areal_pool_create(job->threads, &pool, err) : AREAL_OK;
+    areal_trainer t;
+    memset(&t, 0, sizeof t);
+    bool have = false;
+    if (rc == AREAL_OK) {
+        rc = areal_trainer_init(&t, job->model_dir, job->cfg, total_steps, pool, dp, err);
+        have = rc == AREAL_OK;
+    }
+    if (rc == AREAL_OK)
+        rc = areal_train_dp_sync_state(dp, &t, err);
+    long steps = 0;
+    while (rc == AREAL_OK) {
+        int r = follow_one(dp, &t, err);
+        if (r == 1)
+            break;
+        rc = r;
+        steps += rc == AREAL_OK;
+    }
+    if (steps_done)
+        *steps_done = steps;
+    if (have)
+        areal_trainer_free(&t);
+    areal_pool_destroy(pool);
+    return rc;
+}
+
+void areal_train_batch_stats(const areal_group *g, int n, long version, areal_step_stats *st) {
+    double rsum = 0;
+    long seqs = 0, tokens = 0, resp = 0;
+    memset(st->staleness, 0, sizeof st->staleness);
+    st->max_staleness = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < g[i].G; j++) {
+            const areal_traj *t = &g[i].s[j];
+            rsum += t->reward;
+            seqs++;
+            tokens += t->n;
+            for (int k = t->n_prompt; k < t->n; k++) {
+                resp++;
+                long lag = version - t->versions[k];
+                lag = lag < 0 ? 0 : lag;
+                st->staleness[lag < AREAL_STALENESS_BUCKETS - 1 ? lag
+                                                                : AREAL_STALENESS_BUCKETS - 1]++;
+                if (lag > st->max_staleness)
+                    st->max_staleness = lag;
+            }
+        }
+    st->n_seqs = seqs;
+    st->n_tokens = tokens;
+    st->reward_mean = seqs ? rsum / (double)seqs : 0;
+    st->resp_len_mean = seqs ? (double)resp / (double)seqs : 0;
+}
+
+int areal_train_dp_step(areal_trainer *t, areal_pg *dp, areal_group *g, int n, int G,
+                        areal_step_stats *st, areal_error *err) {
+    if (dp == NULL || areal_pg_size(dp) < 2)
+        return areal_trainer_step(t, g, n, st, err);
+    areal_step_stats full;
+    areal_train_batch_stats(g, n, t->version, &full);
+    int mine = 0;
+    int rc = areal_train_dp_scatter(dp, g, n, G, &mine, err);
+    if (rc == AREAL_OK)
+        rc = areal_trainer_step(t, g, mine, st, err);
+    if (rc == AREAL_OK && st) { /* the batch's numbers, not rank 0's share's */
+        st->reward_mean = full.reward_mean;
+        st->resp_len_mean = full.resp_len_mean;
+        memcpy(st->staleness, full.staleness, sizeof st->staleness);
+        st->max_staleness = full.max_staleness;
+        st->n_seqs = full.n_seqs;
+        st->n_tokens = full.n_tokens;
+    }
+    return rc;
+}
+
+int areal_train_dp_join(int rank, int size, const char *host, int port, const char *bind_host,
+                        const char *advertise, int timeout_ms, areal_comm **comm, areal_pg **dp,
+                        areal_error *err) {
+    *comm = NULL;
+    *dp = NULL;
+    if (size < 1 || size > 4096 || rank < 0 || rank >= size)
+        return areal_error_set(err, AREAL_EINVAL, -1, "DP rank %d of %d: out of range", rank, size);
+    areal_comm_config cc = {.rank = rank,
+                            .world = size,
+                            .store_host = host,
+                            .store_port = port,
+                            .host_store = rank == 0,
+                            .bind_host = bind_host,
+                            .advertise_host = advertise,
+                            .timeout_ms = timeout_ms,
+                            .connect_timeout_ms = timeout_ms,
+                            .key_prefix = "trainer-dp"};
+    int rc = areal_comm_init(&cc, comm, err);
+    int *ranks = rc == AREAL_OK ? malloc((size_t)size * sizeof *ranks) : NULL;
+    if (rc == AREAL_OK && ranks == NULL)
+        rc = areal_error_set(err, AREAL_ENOMEM, -1, "no memory for the DP group");
+    for (int i = 0; rc == AREAL_OK && i < size; i++)
+        ranks[i] = i;
+    if (rc == AREAL_OK)
+        rc = areal_comm_group(*comm, "dp", ranks, size, dp, err);
+    free(ranks);
+    if (rc != AREAL_OK) {
+        areal_comm_destroy(*comm);
+        *comm = NULL;
+    }
+    return rc;
+}
