@@ -6,3 +6,4 @@ arealctl_DEPS := layout model
 TEST_SRC += $(wildcard cli/tests/test_*.c)
 test_arealctl_DEPS := layout clicheck
 test_plan_memory_DEPS := layout clicheck
+test_run_faults_DEPS := layout clicheck

@@ -7,3 +7,7 @@ rollout_DEPS := model comm http
 rollout_PKGS := jansson
 rollout_LIBS := -lpthread
 BENCH_SCRIPTS += worker/rollout/bench/bench_http.sh
+# The receiver's test drives the trainer-side sender (areal/train/wsync.h,
+# worker/train owns it: the trainer's half of the protocol) as a test
+# dependency; the rollout library itself never uses train.
+test_rollout_wsync_DEPS := rollout train

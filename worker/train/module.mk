@@ -1,6 +1,7 @@
 # worker/train/module.mk - the trainer role: the tiny model and synthetic task
 # of the demo, HF export, the rollout controller (an SGLang HTTP client over
-# libcurl), the training step on worker/rl's loss, disk weight sync,
+# libcurl), the training step on worker/rl's loss, weight sync (disk, and xccl
+# over a comm-runtime group: xccl.c and the sender wsync_send.c),
 # checkpoints and progress (`areal-worker tiny|train`).
 COMPONENTS   += train
 train_DIR    := worker/train
@@ -19,3 +20,6 @@ trainref_INC  := worker/train/tests/util lib/kube/tests/util
 trainref_DEPS := model kubetest
 trainref_PKGS := jansson
 trainref_LIBS := -lpthread
+# make bench (never make test): async vs sync GRPO with its curves, then TRL's
+# GRPOTrainer on the same model and task (bench_wsync.c is a bench binary).
+BENCH_SCRIPTS += worker/train/bench/bench_async.sh worker/train/bench/bench_trl.sh

@@ -1,6 +1,6 @@
 /*
  * test_rollout_wsync.c - update_weights_from_distributed with a C
- * trainer-side sender (areal/rollout/wsync.h) and two servers: buckets
+ * trainer-side sender (areal/train/wsync.h) and two servers: buckets
  * smaller than one tensor (one tensor each) and larger than all (one
  * bucket), greedy outputs then equal the new weights' reference and
  * weight_version moves; a bucket with wrong shapes and a sender that dies
@@ -18,7 +18,7 @@
 
 #include "areal/model/safetensors.h"
 
-#include "areal/rollout/wsync.h"
+#include "areal/train/wsync.h"
 #include "rollout_http_util.h"
 
 static char dir[128], dir_new[128];

@@ -69,6 +69,8 @@ static const char train_help[] =
     "           [--eta E] [--lr LR] [--eval-every N] [--eval-n N] [--ckpt-every N] [--seed S]\n"
     "           [--max-operand M] [--rollout-workers N] [--reward math|exact]\n"
     "           [--http-port P] [--http-host H] [--dp-rank R --dp-size N --dp-master HOST:PORT]\n"
+    "           [--weight-update-mode disk|xccl] [--weight-bucket-mb MB] [--xccl-host ADDR]\n"
+    "           [--max-concurrent N]\n"
     "The trainer role: asynchronous GRPO against SGLang-API rollout servers, weights synced\n"
     "through the job directory, checkpoints and a progress JSONL line per step.\n"
     "  --config FILE   the job config: AReaL's experiment YAML (actor.*, gconfig.*, rollout.*,\n"
@@ -81,6 +83,11 @@ static const char train_help[] =
     "  --dp-rank R, --dp-size N, --dp-master HOST:PORT   data-parallel trainer ranks: rank 0\n"
     "                  hosts the rendezvous at HOST:PORT and drives the rollouts (and HTTP),\n"
     "                  ranks > 0 train their share of each batch (no --servers needed)\n"
+    "  --weight-update-mode M   rollout.weight_update_mode: disk (HF safetensors under the job\n"
+    "                  dir, /update_weights_from_disk) or xccl (buckets of --weight-bucket-mb MB,\n"
+    "                  default 1024, broadcast over a comm-runtime group whose rank 0 is this\n"
+    "                  trainer at --xccl-host ADDR, default $POD_IP, else 127.0.0.1)\n"
+    "  --max-concurrent N   rollout.max_concurrent_rollouts (default 2 B)\n"
     "  --reward K      math (answer equivalence, the default with train_dataset.path) or\n"
     "                  exact (the answer's tokens then the end token: the synthetic task's)\n"
     "  --steps, --batch, --group, --eta, --lr, --eval-every, --ckpt-every, --seed override\n"
@@ -210,6 +217,8 @@ enum {
     F_WORKERS,
     F_DP_RANK,
     F_DP_SIZE,
+    F_MAXCONC,
+    F_BUCKET,
     F_N
 };
 
@@ -239,6 +248,8 @@ static void override_flags(const nflag *f, bool from_file, areal_rl_config *c) {
         c->recover.freq_steps = (long)f[F_CKPT].val;
     if (GIVEN(F_SEED))
         c->seed = (long)f[F_SEED].val;
+    if (f[F_MAXCONC].set)
+        c->rollout.max_concurrent_rollouts = (long)f[F_MAXCONC].val;
 #undef GIVEN
 }
 
@@ -304,8 +315,11 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
         [F_WORKERS] = {"--rollout-workers", 1, 1024, 4, false},
         [F_DP_RANK] = {"--dp-rank", 0, 4095, 0, false},
         [F_DP_SIZE] = {"--dp-size", 1, 4096, 1, false},
+        [F_MAXCONC] = {"--max-concurrent", 1, 1e6, 0, false},
+        [F_BUCKET] = {"--weight-bucket-mb", 1e-6, 1e6, 1024, false},
     };
     bool resume = false, quiet = false;
+    const char *wmode = NULL, *xhost = NULL;
     for (int i = 1; i < argc; i++) {
         if (help_or_version(argv[i], train_help, "areal-worker train", out))
             return AREAL_EXIT_OK;
@@ -340,6 +354,20 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
             continue;
         } else if (strcmp(argv[i], "--resume") == 0) {
             resume = true;
+            continue;
+        } else if (strcmp(argv[i], "--xccl-host") == 0 && i + 1 < argc) {
+            xhost = argv[++i];
+            continue;
+        } else if (strcmp(argv[i], "--weight-update-mode") == 0) {
+            if (i + 1 >= argc ||
+                (strcmp(argv[i + 1], "disk") != 0 && strcmp(argv[i + 1], "xccl") != 0)) {
+                areal_print_line(err,
+                                 "areal-worker train: --weight-update-mode takes disk or xccl, "
+                                 "not '%s'",
+                                 i + 1 < argc ? argv[i + 1] : "");
+                return 2;
+            }
+            wmode = argv[++i];
             continue;
         } else if (strcmp(argv[i], "--quiet") == 0) {
             quiet = true;
@@ -380,6 +408,9 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
     }
     if (rc == AREAL_OK) {
         override_flags(f, config != NULL, &cfg);
+        if (wmode != NULL)
+            snprintf(cfg.rollout.weight_update_mode, sizeof cfg.rollout.weight_update_mode, "%s",
+                     wmode);
         rc = areal_train_config_settle(&cfg, &e);
     }
     if (rc != AREAL_OK) {
@@ -430,6 +461,11 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
     job.ckpt_every = (int)cfg.recover.freq_steps;
     job.resume = resume;
     job.rollout_workers = (int)f[F_WORKERS].val;
+    /* the address servers reach this trainer at: the pod's IP in a job */
+    job.xccl.host = xhost ? xhost : getenv("POD_IP");
+    job.xccl.bucket_bytes = (size_t)(f[F_BUCKET].val * 1048576.0);
+    if (job.xccl.bucket_bytes == 0)
+        job.xccl.bucket_bytes = 1;
     job.threads = 1;
     job.stop = &stop_flag;
     job.log = log_line;

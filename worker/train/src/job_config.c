@@ -180,13 +180,6 @@ void areal_train_config_report(const areal_rl_config *c, void (*log)(void *ctx, 
             used += (size_t)snprintf(line + used, sizeof line - used, " %s", c->ignored[i]);
         log(ctx, line);
     }
-    if (strcmp(c->rollout.weight_update_mode, "disk") != 0) {
-        snprintf(line, sizeof line,
-                 "config: rollout.weight_update_mode %s: weights go to the servers through "
-                 "disk (HF safetensors, /update_weights_from_disk)",
-                 c->rollout.weight_update_mode);
-        log(ctx, line);
-    }
     if (c->actor.kl_ctl > 0) {
         snprintf(line, sizeof line,
                  "config: actor.kl_ctl %g with no reference policy: as AReaL without a ref "

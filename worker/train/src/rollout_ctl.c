@@ -47,6 +47,8 @@ typedef struct server {
     double down_until;
     bool reported_down;
     bool needs_sync; /* missed a server-wide call: gets no request until weights reach it */
+    bool probe;      /* a request found it unreachable: it may come back restarted, with other
+                        weights, so its weight version is checked before the next request */
 } server;
 
 struct areal_rollout_ctl {
@@ -63,7 +65,7 @@ struct areal_rollout_ctl {
     areal_sgl_client *ctl_clients[AREAL_ROLLOUT_MAX_SERVERS]; /* trainer thread only */
     long version;
     bool paused, stopping, exhausted;
-    bool none_logged;
+    bool none_logged, stale_eval_logged;
     bool fatal; /* requests that no server accepts: the run cannot go on */
     areal_error fatal_err;
     areal_staleness st;
@@ -150,17 +152,64 @@ static int buf_reserve(sample_buf *b, int need) {
     return 0;
 }
 
-/* Picks the next usable server round robin; -1 when none is. Called locked. */
-static int pick_server(areal_rollout_ctl *c) {
+/* Picks the next usable server round robin; -1 when none is. Called locked. An
+ * evaluation may fall back to a server that missed a weight update (said once) rather
+ * than wait for one: only the trainer's loop can catch servers up, and it is the one
+ * waiting for the evaluation. */
+static int pick_server(areal_rollout_ctl *c, bool eval) {
     double t = now_s();
-    for (int k = 0; k < c->n_servers; k++) {
-        int i = (c->rr + k) % c->n_servers;
-        if (c->servers[i].present && !c->servers[i].needs_sync && c->servers[i].down_until <= t) {
-            c->rr = (i + 1) % c->n_servers;
-            return i;
+    for (int pass = 0; pass < (eval ? 2 : 1); pass++)
+        for (int k = 0; k < c->n_servers; k++) {
+            int i = (c->rr + k) % c->n_servers;
+            server *s = &c->servers[i];
+            if (s->present && (!s->needs_sync || pass == 1) && s->down_until <= t) {
+                if (pass == 1 && !c->stale_eval_logged) {
+                    c->stale_eval_logged = true;
+                    logf_(c, "evaluating on %s, which missed a weight update (no current server)",
+                          s->addr);
+                }
+                c->rr = (i + 1) % c->n_servers;
+                return i;
+            }
+        }
+    return -1;
+}
+
+/*
+ * A server that was unreachable answers again: GET /get_model_info and compare its
+ * weight_version with the policy's. A different one (it restarted from older weights)
+ * marks it as needing a sync rather than have its tokens labelled with the current
+ * version. A server without the endpoint, or a version that is not a number, passes.
+ * Returns false when it is still unreachable.
+ */
+static bool probe_server(areal_rollout_ctl *c, areal_sgl_client *cl, int si, long version) {
+    json_t *info = NULL;
+    areal_error err;
+    int rc = areal_sgl_get(cl, "/get_model_info", &info, &err);
+    const char *v = json_string_value(json_object_get(info, "weight_version"));
+    char want[32], *end = NULL;
+    snprintf(want, sizeof want, "%ld", version);
+    bool numeric = v != NULL && v[0] != '\0' && (strtol(v, &end, 10), *end == '\0');
+    bool stale = rc == AREAL_OK && numeric && strcmp(v, want) != 0;
+    char got[32];
+    snprintf(got, sizeof got, "%s", v ? v : "");
+    json_decref(info);
+    pthread_mutex_lock(&c->mu);
+    server *s = &c->servers[si];
+    if (rc == AREAL_EIO) {
+        s->down_until = now_s() + (c->cfg.server_backoff_s > 0 ? c->cfg.server_backoff_s : 1);
+    } else {
+        s->probe = false;
+        if (stale && !s->needs_sync) {
+            s->needs_sync = true;
+            logf_(c,
+                  "rollout server %s answers again at weight version %s, the policy is at "
+                  "%s; it gets no requests until a weight update reaches it",
+                  s->addr, got, want);
         }
     }
-    return -1;
+    pthread_mutex_unlock(&c->mu);
+    return rc != AREAL_EIO;
 }
 
 /* splitmix64 of a few words: the per-request sampling seed. */
@@ -179,7 +228,7 @@ static uint64_t mix(uint64_t a, uint64_t b, uint64_t c3) {
  */
 static bool run_sample(areal_rollout_ctl *c, areal_sgl_client **clients, const int32_t *prompt,
                        int n_prompt, const areal_sgl_sampling *base, uint64_t seed, sample_buf *b,
-                       bool *no_eos, int *n_requests) {
+                       bool *no_eos, int *n_requests, bool eval) {
     b->n = 0;
     if (buf_reserve(b, n_prompt + base->max_new_tokens + 1) != 0)
         return false;
@@ -198,7 +247,7 @@ static bool run_sample(areal_rollout_ctl *c, areal_sgl_client **clients, const i
             pthread_mutex_unlock(&c->mu);
             return false;
         }
-        int si = pick_server(c);
+        int si = pick_server(c, eval);
         if (si < 0) {
             if (!c->none_logged) {
                 c->none_logged = true;
@@ -214,12 +263,17 @@ static bool run_sample(areal_rollout_ctl *c, areal_sgl_client **clients, const i
         long version = c->version; /* pinned for every token this request returns */
         char addr[128];
         memcpy(addr, c->servers[si].addr, sizeof addr);
+        bool probe = c->servers[si].probe;
         pthread_mutex_unlock(&c->mu);
 
         areal_error err;
         if (clients[si] == NULL &&
             areal_sgl_client_create(addr, c->cfg.request_timeout_s, &clients[si], &err) != 0)
             return false;
+        if (probe) {
+            probe_server(c, clients[si], si, version);
+            continue; /* pick again: the probe may have ruled it out */
+        }
         areal_sgl_sampling s = *base;
         int generated = b->n - n_prompt;
         s.max_new_tokens = base->max_new_tokens - generated;
@@ -234,6 +288,7 @@ static bool run_sample(areal_rollout_ctl *c, areal_sgl_client **clients, const i
             pthread_mutex_lock(&c->mu);
             server *sv = &c->servers[si];
             sv->down_until = now_s() + (c->cfg.server_backoff_s > 0 ? c->cfg.server_backoff_s : 1);
+            sv->probe = sv->probe || transport;
             bool first = !sv->reported_down;
             sv->reported_down = true;
             pthread_mutex_unlock(&c->mu);
@@ -337,7 +392,7 @@ static void *worker_main(void *arg) {
             uint64_t seed = mix(c->cfg.sampling.seed, (uint64_t)t->g.index,
                                 (uint64_t)t->g.version_at_submit * 1024 + (uint64_t)j->sample);
             bool ok = run_sample(c, clients, t->prompt, t->n_prompt, &c->cfg.sampling, seed * 64,
-                                 &b, &no_eos, &n_req);
+                                 &b, &no_eos, &n_req, false);
             areal_traj *s = &t->g.s[j->sample];
             if (ok) {
                 s->tokens = malloc((size_t)b.n * sizeof *s->tokens);
@@ -364,9 +419,9 @@ static void *worker_main(void *arg) {
         } else {
             eval_batch *eb = j->eb;
             const areal_rollout_prompt *p = &eb->prompts[j->sample];
-            bool ok =
-                run_sample(c, clients, p->ids, p->n_ids, &eb->sampling,
-                           mix(eb->sampling.seed, (uint64_t)p->index, 7), &b, &no_eos, &n_req);
+            bool ok = run_sample(c, clients, p->ids, p->n_ids, &eb->sampling,
+                                 mix(eb->sampling.seed, (uint64_t)p->index, 7), &b, &no_eos, &n_req,
+                                 true);
             float r = ok && c->cb.reward
                           ? c->cb.reward(c->cb.ctx, p->index, b.tok + p->n_ids, b.n - p->n_ids)
                           : 0.0f;
@@ -651,7 +706,7 @@ static int post_all(areal_rollout_ctl *c, const char *path, json_t *body, bool o
         if (rc == AREAL_EIO)
             c->servers[i].needs_sync = true;
         else if (rc == AREAL_OK && is_update)
-            c->servers[i].needs_sync = false;
+            c->servers[i].needs_sync = c->servers[i].probe = false;
         pthread_cond_broadcast(&c->cv_resume);
         pthread_mutex_unlock(&c->mu);
         if (rc == AREAL_EIO && !was_stale)
@@ -767,4 +822,40 @@ int areal_rollout_ctl_eval(areal_rollout_ctl *c, const areal_rollout_prompt *pro
     if (queued < n)
         return areal_error_set(err, AREAL_ENOMEM, -1, "no memory for evaluation requests");
     return AREAL_OK;
+}
+
+int areal_rollout_ctl_addrs(areal_rollout_ctl *c, char (*addrs)[128], bool *stale, int cap) {
+    pthread_mutex_lock(&c->mu);
+    int k = 0;
+    for (int i = 0; i < c->n_servers && k < cap; i++)
+        if (c->servers[i].present) {
+            memcpy(addrs[k], c->servers[i].addr, sizeof addrs[k]);
+            if (stale)
+                stale[k] = c->servers[i].needs_sync;
+            k++;
+        }
+    pthread_mutex_unlock(&c->mu);
+    return k;
+}
+
+void areal_rollout_ctl_mark_synced(areal_rollout_ctl *c, const char *addr, bool synced,
+                                   const char *why) {
+    pthread_mutex_lock(&c->mu);
+    bool changed = false;
+    for (int i = 0; i < c->n_servers; i++)
+        if (strcmp(c->servers[i].addr, addr) == 0) {
+            changed |= c->servers[i].needs_sync == synced;
+            c->servers[i].needs_sync = !synced;
+            if (synced) /* it holds the current weights: no version check needed */
+                c->servers[i].probe = false;
+        }
+    pthread_cond_broadcast(&c->cv_resume);
+    pthread_mutex_unlock(&c->mu);
+    if (changed && synced)
+        logf_(c, "rollout server %s has the current weights again", addr);
+    else if (changed)
+        logf_(c,
+              "rollout server %s missed a weight update (%s); it gets no requests until one "
+              "reaches it",
+              addr, why ? why : "no answer");
 }

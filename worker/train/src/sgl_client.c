@@ -133,6 +133,11 @@ int areal_sgl_post(areal_sgl_client *c, const char *path, json_t *body, json_t *
     return rc;
 }
 
+int areal_sgl_get(areal_sgl_client *c, const char *path, json_t **answer, areal_error *err) {
+    *answer = NULL;
+    return request(c, path, NULL, answer, err);
+}
+
 int areal_sgl_health(areal_sgl_client *c, areal_error *err) {
     return request(c, "/health", NULL, NULL, err);
 }

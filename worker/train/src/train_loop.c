@@ -31,6 +31,7 @@
 #include "areal/train/train_optim.h"
 #include "areal/train/trainer.h"
 #include "areal/train/warmup.h"
+#include "areal/train/xccl.h"
 #include "loop_status.h"
 
 typedef struct loop {
@@ -181,7 +182,12 @@ static int sync_disk(const areal_train_job *job, areal_trainer *t, areal_rollout
         return rc;
     if (realpath(rel, abs_dir) == NULL)
         return areal_error_set(err, AREAL_EIO, -1, "%s: %s", rel, strerror(errno));
-    json_t *body = json_pack("{s:s,s:b}", "model_path", abs_dir, "abort_all_requests", 1);
+    /* weight_version named (AReaL leaves it to the server's count): a restarted server
+     * then reports exactly the trainer's version (rollout_ctl.c checks it) */
+    char vs[32];
+    snprintf(vs, sizeof vs, "%ld", version);
+    json_t *body = json_pack("{s:s,s:b,s:s}", "model_path", abs_dir, "abort_all_requests", 1,
+                             "weight_version", vs);
     rc = areal_rollout_ctl_broadcast(ctl, "/update_weights_from_disk", body, err);
     json_decref(body);
     if (rc == AREAL_OK && version >= 2) {
@@ -210,10 +216,38 @@ static int resync(const areal_train_job *job, const areal_trainer *t, areal_roll
         snprintf(rel, sizeof rel, "%s", job->model_dir);
     if (realpath(rel, abs_dir) == NULL)
         return AREAL_OK; /* not written yet: the step's own update will reach them */
-    json_t *body = json_pack("{s:s,s:b}", "model_path", abs_dir, "abort_all_requests", 1);
+    char vs[32];
+    snprintf(vs, sizeof vs, "%ld", t->version);
+    json_t *body = json_pack("{s:s,s:b,s:s}", "model_path", abs_dir, "abort_all_requests", 1,
+                             "weight_version", vs);
     int rc = areal_rollout_ctl_sync_stale(ctl, "/update_weights_from_disk", body, err);
     json_decref(body);
     return rc;
+}
+
+static void ckpt_log(void *ctx, const char *line);
+
+/* The weight-update mode's hook: xccl when the job opened a group, else disk. */
+static int sync_weights(const areal_train_job *job, areal_xccl *xc, areal_trainer *t,
+                        areal_rollout_ctl *ctl, areal_xccl_stats *ws, areal_error *err) {
+    memset(ws, 0, sizeof *ws);
+    if (xc)
+        return areal_xccl_update(xc, ctl, &t->model, t->version, true, ws, err);
+    ws->bytes = t->model.n_params * sizeof(float); /* hf_save writes float32 */
+    return sync_disk(job, t, ctl, t->version, &ws->seconds, err);
+}
+
+static int open_xccl(const areal_train_job *job, areal_rollout_ctl *ctl, areal_xccl **xc,
+                     areal_error *err) {
+    *xc = NULL;
+    if (strcmp(job->cfg->rollout.weight_update_mode, "xccl") != 0)
+        return AREAL_OK;
+    areal_xccl_cfg c = job->xccl;
+    if (c.log == NULL) {
+        c.log = ckpt_log;
+        c.log_ctx = (void *)job;
+    }
+    return areal_xccl_open(&c, ctl, xc, err);
 }
 
 static int save_ckpt(const areal_train_job *job, areal_trainer *t, areal_rollout_ctl *ctl,
@@ -346,12 +380,16 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
         areal_rollout_callbacks cb = {next_prompt, reward, NULL, ctl_log, &l};
         rc = areal_rollout_ctl_start(&rcfg, job->servers, job->n_servers, &cb, &ctl, err);
     }
+    areal_xccl *xc = NULL;
+    if (rc == AREAL_OK)
+        rc = open_xccl(job, ctl, &xc, err);
+    areal_xccl_stats ws = {0};
     double sync_s = 0;
     if (rc == AREAL_OK && t.version > 0) {
         /* the servers start from the initial model: give them the checkpoint's policy */
         rc = areal_rollout_ctl_pause(ctl, err);
         if (rc == AREAL_OK)
-            rc = sync_disk(job, &t, ctl, t.version, &sync_s, err);
+            rc = sync_weights(job, xc, &t, ctl, &ws, err);
         if (rc == AREAL_OK)
             rc = areal_rollout_ctl_resume(ctl, err);
     }
@@ -394,7 +432,8 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
         if (rc == AREAL_ERANGE) {
             /* keep checking the stop flag while rollouts run, and catch up servers that
              * missed a weight update (down, restarted) with the current policy */
-            rc = resync(job, &t, ctl, err);
+            rc = xc ? areal_xccl_catch_up(xc, ctl, &t.model, t.version, err)
+                    : resync(job, &t, ctl, err);
             loop_status_waiting(&ls, ctl);
             continue;
         }
@@ -413,7 +452,8 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
         /* AReaL's order: pause -> update weights -> set version -> resume */
         rc = areal_rollout_ctl_pause(ctl, err);
         if (rc == AREAL_OK)
-            rc = sync_disk(job, &t, ctl, t.version, &sync_s, err);
+            rc = sync_weights(job, xc, &t, ctl, &ws, err);
+        sync_s = ws.seconds;
         if (rc == AREAL_OK) {
             areal_rollout_ctl_set_version(ctl, t.version);
             rc = areal_rollout_ctl_resume(ctl, err);
@@ -456,6 +496,10 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
             st.behave_w_max, "grad_norm", st.grad_norm, "lr", st.lr, "loss", st.loss,
             "tokens_per_s", (double)st.n_tokens / (t_wait + t_train + 1e-9), "rollout_wait_s",
             t_wait, "train_s", t_train, "weight_sync_s", sync_s, "wall_s", now_s() - t_start);
+        json_object_set_new(line, "weight_sync_mode", json_string(xc ? "xccl" : "disk"));
+        json_object_set_new(line, "weight_sync_bytes", json_integer((json_int_t)ws.bytes));
+        if (xc)
+            json_object_set_new(line, "weight_sync_buckets", json_integer(ws.buckets));
         if (do_eval) {
             json_object_set_new(line, "eval_accuracy", json_real(acc));
             json_object_set_new(line, "eval_s", json_real(t_eval));
@@ -485,6 +529,7 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
         fclose(pf);
     free(groups);
     areal_rollout_ctl_stop(ctl);
+    areal_xccl_close(xc);
     if (have_trainer)
         areal_trainer_free(&t);
     areal_pool_destroy(pool);

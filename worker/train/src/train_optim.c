@@ -25,9 +25,11 @@ int areal_train_optim_create(const areal_train_optim_cfg *c, size_t n, areal_tra
     if (o == NULL)
         return areal_error_set(err, AREAL_ENOMEM, -1, "no memory for the optimizer");
     o->cfg = (areal_adamw_cfg){c->lr, c->beta1, c->beta2, c->eps, c->weight_decay};
-    o->sched.kind = c->schedule == 1   ? AREAL_LR_LINEAR
-                    : c->schedule == 2 ? AREAL_LR_COSINE
-                                       : AREAL_LR_CONSTANT;
+    /* rl-core's scheduler type (config.h) -> the model core's schedule (optim.h): both
+     * headers meet here */
+    o->sched.kind = c->schedule == AREAL_SCHED_LINEAR   ? AREAL_LR_LINEAR
+                    : c->schedule == AREAL_SCHED_COSINE ? AREAL_LR_COSINE
+                                                        : AREAL_LR_CONSTANT;
     o->sched.lr = c->lr;
     o->sched.warmup_steps = (long)(c->warmup_proportion * (double)c->total_steps);
     o->sched.total_steps =

@@ -59,7 +59,7 @@ int areal_trainer_init(areal_trainer *t, const char *model_dir, const areal_rl_c
         o->beta2,
         o->eps,
         o->weight_decay,
-        (int)o->lr_scheduler,
+        o->lr_scheduler,
         o->warmup_steps_proportion,
         o->min_lr_ratio,
         total_steps * (cfg->actor.ppo_n_minibatches > 0 ? cfg->actor.ppo_n_minibatches : 1)};

@@ -5,7 +5,8 @@
  * (eta = 0 admits exactly B prompts per version), abort -> resubmission of
  * prompt + partial output with the version pinned per request, a failing
  * server's requests retried on another, waiting with one log line while no
- * server is reachable, and evaluation outside the bound.
+ * server is reachable, a server back at an old weight version kept out until
+ * weights reach it, and evaluation outside the bound.
  *
  * The scripted server answers each /generate with tokens derived from its
  * input (next = last input id + 1), so the test can check what was sent.
@@ -35,7 +36,8 @@ typedef struct fake {
     int abort_first; /* the first request of each sample (input = prompt only) answers abort */
     areal_rollout_ctl **bump; /* set the controller's version to 1 before an aborted answer */
     int prompt_len;
-    int max_input; /* longest input seen */
+    int max_input;    /* longest input seen */
+    char version[16]; /* weight_version of GET /get_model_info ("" : no such endpoint) */
 } fake;
 
 static int handler(void *ud, const kts_request *rq, kts_answer *ans) {
@@ -51,6 +53,27 @@ static int handler(void *ud, const kts_request *rq, kts_answer *ans) {
         ans->status = 200;
         ans->body = strdup("{}");
         ans->len = 2;
+        return 1;
+    }
+    if (strcmp(rq->target, "/get_model_info") == 0 && f->version[0] != '\0') {
+        pthread_mutex_lock(&f->mu);
+        ans->body = strdup(f->version);
+        pthread_mutex_unlock(&f->mu);
+        json_t *j = json_pack("{s:s}", "weight_version", ans->body);
+        free(ans->body);
+        ans->status = 200;
+        ans->body = json_dumps(j, JSON_COMPACT);
+        ans->len = strlen(ans->body);
+        json_decref(j);
+        return 1;
+    }
+    if (strcmp(rq->target, "/update_weights_from_disk") == 0) {
+        pthread_mutex_lock(&f->mu);
+        snprintf(f->version, sizeof f->version, "2");
+        pthread_mutex_unlock(&f->mu);
+        ans->status = 200;
+        ans->body = strdup("{\"success\":true}");
+        ans->len = strlen(ans->body);
         return 1;
     }
     if (strcmp(rq->target, "/generate") != 0)
@@ -326,6 +349,49 @@ static void no_server_waits_then_continues(void **st) {
     fake_stop(&b);
 }
 
+/* A server that was unreachable comes back at another weight version (it restarted from
+ * older weights): it gets no requests until a weight update reaches it. */
+static void restarted_server_at_old_version_waits_for_weights(void **st) {
+    (void)st;
+    fake a;
+    fake_start(&a);
+    snprintf(a.version, sizeof a.version, "0");
+    a.fail = 1;
+    const char *addrs[] = {a.addr};
+    areal_rollout_cfg cfg = base_cfg();
+    cfg.batch_size = 1;
+    cfg.start_version = 2;
+    source src;
+    areal_rollout_ctl *ctl;
+    start(&src, 100, &cfg, addrs, 1, &ctl);
+    areal_group g;
+    areal_error err;
+    assert_int_equal(areal_rollout_ctl_wait(ctl, &g, 1, 0.5, &err), AREAL_ERANGE);
+    pthread_mutex_lock(&a.mu);
+    a.fail = 0; /* "restarted": answers again, with version 0 */
+    int before = a.n_generate;
+    pthread_mutex_unlock(&a.mu);
+    assert_int_equal(areal_rollout_ctl_wait(ctl, &g, 1, 1.0, &err), AREAL_ERANGE);
+    assert_int_equal(count(&a), before); /* nothing generated at the wrong version */
+    pthread_mutex_lock(&src.mu);
+    int found = 0;
+    for (int i = 0; i < src.n_log; i++)
+        found +=
+            strstr(src.log[i], "answers again at weight version 0, the policy is at 2") != NULL;
+    pthread_mutex_unlock(&src.mu);
+    assert_int_equal(found, 1);
+    json_t *body = json_pack("{s:s}", "model_path", "/nonexistent");
+    assert_int_equal(areal_rollout_ctl_sync_stale(ctl, "/update_weights_from_disk", body, &err),
+                     AREAL_OK);
+    json_decref(body);
+    assert_int_equal(areal_rollout_ctl_wait(ctl, &g, 1, 10, &err), AREAL_OK);
+    for (int i = 0; i < g.s[0].n; i++)
+        assert_true(g.s[0].versions[i] == -1 || g.s[0].versions[i] == 2);
+    areal_group_free(&g);
+    areal_rollout_ctl_stop(ctl);
+    fake_stop(&a);
+}
+
 static void eval_runs_outside_the_bound(void **st) {
     (void)st;
     fake a;
@@ -377,6 +443,7 @@ int main(void) {
         cmocka_unit_test(abort_resubmits_partial_and_pins_versions),
         cmocka_unit_test(failing_server_is_retried_elsewhere),
         cmocka_unit_test(no_server_waits_then_continues),
+        cmocka_unit_test(restarted_server_at_old_version_waits_for_weights),
         cmocka_unit_test(eval_runs_outside_the_bound),
         cmocka_unit_test(bad_config_is_named),
     };

@@ -23,7 +23,12 @@
  *    5xx) is retried on the next server with the partial output kept; a
  *    failed server is skipped for a back-off. With no server reachable the
  *    workers wait, the log says so once, and work resumes when one answers
- *    (or when set_servers adds one).
+ *    (or when set_servers adds one). A server that was unreachable may come
+ *    back restarted from older weights: before its next request its
+ *    GET /get_model_info weight_version is compared with the policy's, and
+ *    a different one keeps it out (needs a sync) until a weight update
+ *    reaches it. An evaluation falls back to such a server (logged once)
+ *    rather than wait for the trainer, which is waiting for it.
  *  - Completion. When a prompt's G samples are done they are scored by the
  *    caller's reward function and the group is queued for the trainer;
  *    the counters move running -> accepted (or rejected by the caller's
@@ -171,5 +176,17 @@ int areal_rollout_ctl_eval(areal_rollout_ctl *c, const areal_rollout_prompt *pro
 
 /* Number of servers currently known, and of those not in back-off. */
 void areal_rollout_ctl_servers(areal_rollout_ctl *c, int *known, int *up);
+
+/*
+ * For weight sync outside the server-wide calls (xccl.h): copies up to cap
+ * present servers' addresses into addrs (and whether each needs a sync
+ * into stale, nullable); returns how many. mark_synced records the outcome
+ * of an update that bypassed broadcast(): synced true lets the server take
+ * requests again, false keeps it out until an update reaches it (logged
+ * once, like broadcast's).
+ */
+int areal_rollout_ctl_addrs(areal_rollout_ctl *c, char (*addrs)[128], bool *stale, int cap);
+void areal_rollout_ctl_mark_synced(areal_rollout_ctl *c, const char *addr, bool synced,
+                                   const char *why);
 
 #endif

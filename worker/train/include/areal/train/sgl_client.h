@@ -76,6 +76,9 @@ void areal_sgl_output_free(areal_sgl_output *o);
 int areal_sgl_post(areal_sgl_client *c, const char *path, json_t *body, json_t **answer,
                    areal_error *err);
 
+/* GETs path and returns the parsed answer in *answer (caller decrefs). Codes as above. */
+int areal_sgl_get(areal_sgl_client *c, const char *path, json_t **answer, areal_error *err);
+
 /* GET /health: 0 when the server answers 200. */
 int areal_sgl_health(areal_sgl_client *c, areal_error *err);
 

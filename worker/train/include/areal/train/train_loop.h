@@ -4,7 +4,8 @@
  *
  *   wait for B groups (rollout_ctl.h) -> training step (trainer.h) ->
  *   pause rollouts -> weight update (disk: HF directory under the job dir,
- *   POST /update_weights_from_disk to every server) -> version v+1 ->
+ *   POST /update_weights_from_disk to every server; xccl: buckets over a
+ *   comm-runtime group, xccl.h) -> version v+1 ->
  *   resume -> recover checkpoint every N steps (ckpt.h) -> evaluation on
  *   the held-out split every N steps -> one progress line (JSONL).
  *
@@ -26,6 +27,7 @@
 #include "areal/rl/config.h"
 #include "areal/train/synth.h"
 #include "areal/train/task.h"
+#include "areal/train/xccl.h"
 
 typedef struct areal_train_job {
     const char *model_dir; /* the initial policy (HF directory with tokenizer.json) */
@@ -44,6 +46,9 @@ typedef struct areal_train_job {
     int threads;                     /* model pool threads (1: serial) */
     struct areal_trainer_http *http; /* nullable: where /status and /metrics are published */
     struct areal_pg *dp; /* nullable: data-parallel trainer ranks, this one rank 0 (dp.h) */
+    /* Weight sync: cfg->rollout.weight_update_mode "xccl" (AReaL's default) uses these
+     * (zero fields: xccl.h's defaults; log is the job's); "disk" or "" the job dir. */
+    areal_xccl_cfg xccl;
     volatile sig_atomic_t *stop;
     void (*log)(void *ctx, const char *line);
     void (*progress)(void *ctx, const char *json_line); /* each step's line (nullable) */

@@ -2,8 +2,7 @@
  * train_optim.h - the trainer's optimizer: AdamW state, gradient clipping
  * and AReaL's learning-rate schedule (constant / linear / cosine with a
  * warm-up of warmup_steps_proportion of the total steps), over the model
- * core's areal/model/optim.h. Kept apart from trainer.c so that no file
- * includes both optim.h and areal/rl/config.h (see trainer.h).
+ * core's areal/model/optim.h, set from rl-core's optimizer config.
  */
 #ifndef AREAL_TRAIN_TRAIN_OPTIM_H
 #define AREAL_TRAIN_TRAIN_OPTIM_H
@@ -12,12 +11,13 @@
 
 #include "areal/error.h"
 #include "areal/model/pool.h"
+#include "areal/rl/config.h"
 
 typedef struct areal_train_optim areal_train_optim;
 
 typedef struct areal_train_optim_cfg {
     double lr, beta1, beta2, eps, weight_decay;
-    int schedule; /* 0 constant, 1 linear, 2 cosine (AReaL's lr_scheduler_type) */
+    areal_lr_sched_kind schedule; /* AReaL's lr_scheduler_type */
     double warmup_proportion;
     double min_lr_ratio;
     long total_steps; /* >= 1 */

@@ -13,9 +13,8 @@
  * The trainer owns the policy model, its optimizer state and the version;
  * the caller (train_loop.c) owns rollouts, weight sync and checkpoints.
  *
- * The optimizer sits behind an opaque pointer: train_optim.c is the only
- * file that includes optim.h (the two headers once could not meet, both
- * declaring areal_lr_schedule; rl's enum is now areal_lr_sched_kind).
+ * The optimizer sits behind an opaque pointer (train_optim.h), so the
+ * trainer's users do not see the model core's AdamW state.
  */
 #ifndef AREAL_TRAIN_TRAINER_H
 #define AREAL_TRAIN_TRAINER_H

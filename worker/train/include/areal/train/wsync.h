@@ -3,6 +3,13 @@
  * rank (rank 0) of a weight-update group of the worker comm runtime, and
  * the wire layout the rollout server expects (worker/rollout/README.md).
  *
+ * It lives in train, not rollout: the sender is the trainer's half of the
+ * protocol and `train` may not use `rollout` (ARCHITECTURE.md rule 2). The
+ * rollout server's own test of the receiver links it as a test dependency
+ * (test_rollout_wsync_DEPS). Not comm: the bucket's JSON body is SGLang's
+ * HTTP API, which the comm runtime knows nothing of. The loop-level driver
+ * (groups over the controller's servers, buckets, retries) is xccl.h.
+ *
  * Sequence (AReaL's xccl mode, one group per update world):
  *   1. areal_wsync_open() hosts the group's store on host:port (0 = any; see
  *      areal_wsync_port) and joins as rank 0. At the same time every server i
@@ -19,8 +26,8 @@
  * dtype (little-endian), zero-padded to a multiple of 4 bytes, sent as int32
  * elements.
  */
-#ifndef AREAL_ROLLOUT_WSYNC_H
-#define AREAL_ROLLOUT_WSYNC_H
+#ifndef AREAL_TRAIN_WSYNC_H
+#define AREAL_TRAIN_WSYNC_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,12 +1,12 @@
 /*
- * wsync_send.c - see areal/rollout/wsync.h: the source rank of a
+ * wsync_send.c - see areal/train/wsync.h: the source rank of a
  * weight-update group. It owns the group's store server (so master_port is
  * known before any server is told), joins the world as rank 0 with the
  * comm runtime, and broadcasts each bucket as one packed buffer, so a bucket
  * costs one collective whatever its tensor count (the lesson of
  * rl-systems-2026.md 2.2: one control message and one transfer per bucket).
  */
-#include "areal/rollout/wsync.h"
+#include "areal/train/wsync.h"
 
 #include <jansson.h>
 #include <stdio.h>
