@@ -165,6 +165,10 @@ int areal_train_config_settle(areal_rl_config *c, areal_error *err) {
     return AREAL_OK;
 }
 
+static const char *kl_name(areal_kl_estimator e) {
+    return e == AREAL_KL_K2 ? "k2" : e == AREAL_KL_K3 ? "k3" : "k1";
+}
+
 void areal_train_config_report(const areal_rl_config *c, void (*log)(void *ctx, const char *line),
                                void *ctx) {
     if (log == NULL)
@@ -182,10 +186,9 @@ void areal_train_config_report(const areal_rl_config *c, void (*log)(void *ctx, 
     }
     if (c->actor.kl_ctl > 0) {
         snprintf(line, sizeof line,
-                 "config: actor.kl_ctl %g with no reference policy: as AReaL without a ref "
-                 "model, the KL reward is taken against logp_ref = 0 (set actor.kl_ctl: 0 "
-                 "to turn it off)",
-                 c->actor.kl_ctl);
+                 "config: actor.kl_ctl %g: KL reward shaping (%s) against a frozen copy of the "
+                 "initial model (one more model in memory; set actor.kl_ctl: 0 to turn it off)",
+                 c->actor.kl_ctl, kl_name(c->actor.kl_estimator));
         log(ctx, line);
     }
 }

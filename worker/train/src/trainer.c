@@ -13,6 +13,13 @@
  * and gradients accumulate in the model's buffer until the minibatch's
  * optimizer step. The data-parallel reductions (the token count of the
  * minibatch, the gradient) are all-reduces over t->dp.
+ *
+ * The reference policy (kl_ctl > 0) is a plain areal_model loaded from the
+ * initial directory. Its gradient buffer is allocated by the model core
+ * (calloc, never written: the reference runs no backward, so those pages
+ * are never touched) and it has no optimizer state. Rejected: keeping a
+ * parameter snapshot inside the policy model (the model core has one
+ * parameter buffer per model, and a forward needs a whole model).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -68,6 +75,19 @@ int areal_trainer_init(areal_trainer *t, const char *model_dir, const areal_rl_c
         areal_model_free(&t->model);
         return rc;
     }
+    if (cfg->actor.kl_ctl > 0) {
+        t->ref = calloc(1, sizeof *t->ref);
+        rc = t->ref == NULL
+                 ? areal_error_set(err, AREAL_ENOMEM, -1, "no memory for the reference policy")
+                 : areal_model_load(t->ref, model_dir, pool, err);
+        if (rc != AREAL_OK) {
+            free(t->ref);
+            areal_train_optim_free(t->opt);
+            areal_model_free(&t->model);
+            memset(t, 0, sizeof *t);
+            return rc;
+        }
+    }
     t->grad_clip = o->gradient_clipping;
     t->actor = cfg->actor;
     t->group_size = cfg->gconfig.n_samples > 0 ? cfg->gconfig.n_samples : 1;
@@ -76,6 +96,9 @@ int areal_trainer_init(areal_trainer *t, const char *model_dir, const areal_rl_c
 }
 
 void areal_trainer_free(areal_trainer *t) {
+    if (t->ref != NULL)
+        areal_model_free(t->ref);
+    free(t->ref);
     areal_train_optim_free(t->opt);
     areal_model_free(&t->model);
     memset(t, 0, sizeof *t);
@@ -89,6 +112,7 @@ typedef struct packed {
     uint8_t *mask, *no_eos;
     float *logp_behav, *rewards;
     float *prox, *adv, *mask_f, *old; /* training convention */
+    float *ref, *kl;                  /* training convention; NULL without a reference */
 } packed;
 
 static void packed_free(packed *p) {
@@ -104,9 +128,11 @@ static void packed_free(packed *p) {
     free(p->adv);
     free(p->mask_f);
     free(p->old);
+    free(p->ref);
+    free(p->kl);
 }
 
-static int pack_groups(const areal_group *g, int n, packed *p, areal_error *err) {
+static int pack_groups(const areal_group *g, int n, bool with_ref, packed *p, areal_error *err) {
     memset(p, 0, sizeof *p);
     for (int k = 0; k < n; k++)
         for (int i = 0; i < g[k].G; i++) {
@@ -129,8 +155,13 @@ static int pack_groups(const areal_group *g, int n, packed *p, areal_error *err)
     p->adv = malloc(T * sizeof(float));
     p->mask_f = malloc(T * sizeof(float));
     p->old = malloc(T * sizeof(float));
+    if (with_ref) {
+        p->ref = malloc(T * sizeof(float));
+        p->kl = malloc(T * sizeof(float));
+    }
     if (!p->tokens || !p->targets || !p->versions || !p->cu || !p->mask || !p->no_eos ||
-        !p->logp_behav || !p->rewards || !p->prox || !p->adv || !p->mask_f || !p->old)
+        !p->logp_behav || !p->rewards || !p->prox || !p->adv || !p->mask_f || !p->old ||
+        (with_ref && (!p->ref || !p->kl)))
         return areal_error_set(err, AREAL_ENOMEM, -1, "no memory for a batch of %zu tokens", T);
     int at = 0, s = 0;
     p->cu[0] = 0;
@@ -181,15 +212,16 @@ static void mb_gather(const packed *p, mb *m) {
     }
 }
 
-/* logp [T] of the micro-batch's targets under the current weights; keeps acts when a != NULL. */
-static int forward_logp(areal_trainer *t, mb *m, float *logp, areal_acts *keep, areal_error *err) {
+/* logp [T] of the micro-batch's targets under model's weights; keeps acts when keep != NULL. */
+static int forward_logp(areal_trainer *t, areal_model *model, mb *m, float *logp, areal_acts *keep,
+                        areal_error *err) {
     areal_batch b = {m->tok, m->cu32, m->T, m->n};
     areal_acts a;
-    int rc = areal_model_forward(&t->model, &b, &a, err);
+    int rc = areal_model_forward(model, &b, &a, err);
     if (rc != AREAL_OK)
         return rc;
-    areal_token_logprobs(t->model.pool, a.logits, a.T, a.V, m->tgt, (float)t->actor.temperature,
-                         logp, NULL);
+    areal_token_logprobs(model->pool, a.logits, a.T, a.V, m->tgt, (float)t->actor.temperature, logp,
+                         NULL);
     if (keep)
         *keep = a;
     else
@@ -245,50 +277,96 @@ static int cut(const areal_trainer *t, const packed *p, const int *sel, int n, i
     return rc;
 }
 
+/* Scatters the micro-batch's logp back to the packed order of p into dst. */
+static void scatter(const packed *p, const mb *m, float *dst) {
+    for (int i = 0, at = 0; i < m->n; i++) {
+        int64_t a = p->cu[m->sel[i]], b = p->cu[m->sel[i] + 1];
+        memcpy(dst + a, m->logp + at, (size_t)(b - a) * sizeof(float));
+        at += (int)(b - a);
+    }
+}
+
+/* No-grad logprobs of every sequence of p: the policy's into prox (nullable), the reference's
+ * into ref (nullable), micro-batch by micro-batch (all = 0..n_seqs-1, mb_of scratch). */
+static int recompute(areal_trainer *t, const packed *p, mb *m, const int *all, int *mb_of,
+                     float *prox, float *ref, areal_error *err) {
+    int n_mbs = 0;
+    int rc = cut(t, p, all, p->n_seqs, mb_of, &n_mbs, err);
+    for (int k = 0; rc == AREAL_OK && k < n_mbs; k++) {
+        m->n = 0;
+        for (int i = 0; i < p->n_seqs; i++)
+            if (mb_of[i] == k)
+                m->sel[m->n++] = i;
+        mb_gather(p, m);
+        if (prox != NULL && (rc = forward_logp(t, &t->model, m, m->logp, NULL, err)) == AREAL_OK)
+            scatter(p, m, prox);
+        if (rc == AREAL_OK && ref != NULL &&
+            (rc = forward_logp(t, t->ref, m, m->logp, NULL, err)) == AREAL_OK)
+            scatter(p, m, ref);
+    }
+    return rc;
+}
+
+/* The buffers of one batch: packed p, micro-batch scratch m, all[] = 0..n_seqs-1, mb_of[]. */
+static int batch_setup(areal_trainer *t, const areal_group *g, int n, packed *p, mb *m, int **all,
+                       int **mb_of, areal_error *err) {
+    memset(m, 0, sizeof *m);
+    *all = *mb_of = NULL;
+    int rc = pack_groups(g, n, t->ref != NULL, p, err);
+    if (rc == AREAL_OK && mb_alloc(m, p->n_seqs, p->T) != 0)
+        rc = areal_error_set(err, AREAL_ENOMEM, -1, "no memory for micro-batches");
+    *all = malloc((size_t)p->n_seqs * sizeof **all);
+    *mb_of = malloc((size_t)p->n_seqs * sizeof **mb_of);
+    if (rc == AREAL_OK && (*all == NULL || *mb_of == NULL))
+        rc = areal_error_set(err, AREAL_ENOMEM, -1, "no memory");
+    for (int i = 0; rc == AREAL_OK && i < p->n_seqs; i++)
+        (*all)[i] = i;
+    return rc;
+}
+
+int areal_trainer_ref_logprobs(areal_trainer *t, const areal_group *g, int n, float *out,
+                               areal_error *err) {
+    if (t->ref == NULL)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "no reference policy: actor.kl_ctl is 0 (set it > 0 for one)");
+    packed p;
+    mb m;
+    int *all, *mb_of;
+    int rc = batch_setup(t, g, n, &p, &m, &all, &mb_of, err);
+    if (rc == AREAL_OK)
+        rc = recompute(t, &p, &m, all, mb_of, NULL, p.ref, err);
+    if (rc == AREAL_OK)
+        memcpy(out, p.ref, (size_t)p.T * sizeof *out);
+    free(all);
+    free(mb_of);
+    mb_free(&m);
+    packed_free(&p);
+    return rc;
+}
+
 int areal_trainer_step(areal_trainer *t, const areal_group *g, int n, areal_step_stats *stats,
                        areal_error *err) {
     areal_step_stats st;
     memset(&st, 0, sizeof st);
     packed p;
     mb m;
-    memset(&m, 0, sizeof m);
-    int *all = NULL, *mb_of = NULL;
+    int *all, *mb_of;
     float *dlogits = NULL;
-    int rc = pack_groups(g, n, &p, err);
-    if (rc == AREAL_OK && mb_alloc(&m, p.n_seqs, p.T) != 0)
-        rc = areal_error_set(err, AREAL_ENOMEM, -1, "no memory for micro-batches");
-    all = malloc((size_t)p.n_seqs * sizeof *all);
-    mb_of = malloc((size_t)p.n_seqs * sizeof *mb_of);
-    if (rc == AREAL_OK && (all == NULL || mb_of == NULL))
-        rc = areal_error_set(err, AREAL_ENOMEM, -1, "no memory");
-    for (int i = 0; rc == AREAL_OK && i < p.n_seqs; i++)
-        all[i] = i;
+    int rc = batch_setup(t, g, n, &p, &m, &all, &mb_of, err);
     int V = t->model.cfg.vocab_size, n_mbs = 0;
 
-    /* 1. proximal logprobs with the weights before this step (recompute_logprob) */
+    /* 1. proximal logprobs with the weights before this step (recompute_logprob), and the
+     * reference policy's (kl_ctl > 0) on the same micro-batches */
     if (rc == AREAL_OK)
-        rc = cut(t, &p, all, p.n_seqs, mb_of, &n_mbs, err);
-    for (int k = 0; rc == AREAL_OK && k < n_mbs; k++) {
-        m.n = 0;
-        for (int i = 0; i < p.n_seqs; i++)
-            if (mb_of[i] == k)
-                m.sel[m.n++] = i;
-        mb_gather(&p, &m);
-        rc = forward_logp(t, &m, m.logp, NULL, err);
-        for (int i = 0, at = 0; rc == AREAL_OK && i < m.n; i++) {
-            int64_t a = p.cu[m.sel[i]], b = p.cu[m.sel[i] + 1];
-            memcpy(p.prox + a, m.logp + at, (size_t)(b - a) * sizeof(float));
-            at += (int)(b - a);
-        }
-    }
+        rc = recompute(t, &p, &m, all, mb_of, p.prox, p.ref, err);
 
     /* 2. advantages */
     areal_rl_reducer red = {dp_sum, t->dp};
     bool multi = t->dp != NULL && areal_pg_size(t->dp) > 1;
     if (rc == AREAL_OK) {
-        areal_rl_adv_input in = {p.n_seqs, p.cu, p.mask,    p.logp_behav,
-                                 p.prox,   NULL, p.rewards, p.no_eos};
-        areal_rl_adv_output out = {p.adv, p.mask_f, p.old, NULL, NULL, NULL};
+        areal_rl_adv_input in = {p.n_seqs, p.cu,  p.mask,    p.logp_behav,
+                                 p.prox,   p.ref, p.rewards, p.no_eos};
+        areal_rl_adv_output out = {p.adv, p.mask_f, p.old, NULL, p.kl, NULL};
         rc = areal_rl_compute_advantages(&t->actor, &in, &out, multi ? &red : NULL, err);
     }
     /* With the decoupled loss, prox is the recomputed logprob and old the behaviour one;
@@ -313,6 +391,14 @@ int areal_trainer_step(areal_trainer *t, const areal_group *g, int n, areal_step
                 st.max_staleness = stale;
         }
     }
+    long n_trained = 0;
+    for (int64_t tk = 0; rc == AREAL_OK && p.kl != NULL && tk < p.T; tk++)
+        if (p.mask_f[tk] != 0) {
+            st.kl_reward_sum += p.kl[tk];
+            n_trained++;
+        }
+    if (n_trained > 0)
+        st.kl_mean = -st.kl_reward_sum / t->actor.kl_ctl / (double)n_trained;
     st.n_seqs = p.n_seqs;
     st.n_tokens = p.T;
     st.resp_len_mean = p.n_seqs ? (double)valid / p.n_seqs : 0;
@@ -350,7 +436,7 @@ int areal_trainer_step(areal_trainer *t, const areal_group *g, int n, areal_step
                     m.sel[m.n++] = sel[i];
             mb_gather(&p, &m);
             areal_acts a;
-            rc = forward_logp(t, &m, m.logp, &a, err);
+            rc = forward_logp(t, &t->model, &m, m.logp, &a, err);
             if (rc != AREAL_OK)
                 break;
             long n_valid_mb = areal_ppo_count_valid(m.mask, m.T);

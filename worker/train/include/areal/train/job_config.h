@@ -52,8 +52,9 @@ int areal_train_config_settle(areal_rl_config *cfg, areal_error *err);
 /*
  * One line per thing the configuration asks that this trainer does not do
  * as asked, through log (each said once): the ignored keys (one line
- * listing them) and kl_ctl > 0 without a reference policy (AReaL's
- * logp_ref = 0 is used). (weight_update_mode runs as asked: disk or xccl.)
+ * listing them), and kl_ctl > 0: what it costs (the trainer keeps a frozen
+ * copy of the initial model as the reference policy; trainer.h). (weight_update_mode
+ * runs as asked: disk or xccl.)
  */
 void areal_train_config_report(const areal_rl_config *cfg, void (*log)(void *ctx, const char *line),
                                void *ctx);

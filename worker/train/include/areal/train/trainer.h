@@ -13,6 +13,16 @@
  * The trainer owns the policy model, its optimizer state and the version;
  * the caller (train_loop.c) owns rollouts, weight sync and checkpoints.
  *
+ * KL. When actor.kl_ctl > 0 the trainer also holds a frozen reference
+ * policy (AReaL's ref engine): a second copy of the initial model, loaded
+ * once at init from the same directory and never updated, saved or given an
+ * optimizer. Each step computes the reference logprobs of every token with a
+ * no-grad forward per micro-batch (the packing of the proximal recompute)
+ * and hands them to areal_rl_compute_advantages, which shapes the rewards
+ * with AReaL's k1/k2/k3. A restart re-loads it from the same initial model
+ * directory, so the reference is the same after a resume with no
+ * checkpoint state of its own. With kl_ctl == 0 no reference is allocated.
+ *
  * The optimizer sits behind an opaque pointer (train_optim.h), so the
  * trainer's users do not see the model core's AdamW state.
  */
@@ -41,8 +51,10 @@ typedef struct areal_step_stats {
     double resp_len_mean; /* response tokens per sample */
     long n_seqs, n_tokens, n_valid;
     long staleness[AREAL_STALENESS_BUCKETS];
-    long max_staleness; /* over every trained token */
-    int n_mbs;          /* micro-batches of the step */
+    long max_staleness;   /* over every trained token */
+    int n_mbs;            /* micro-batches of the step */
+    double kl_reward_sum; /* sum of -kl_ctl * k(old, ref) over trained tokens (0: no KL) */
+    double kl_mean;       /* mean of k(old, ref) over trained tokens (0 when kl_ctl == 0) */
 } areal_step_stats;
 
 typedef struct areal_trainer {
@@ -51,20 +63,34 @@ typedef struct areal_trainer {
     double grad_clip;
     areal_actor_config actor; /* borrowed strings: do not free through it */
     int group_size;
-    long version; /* completed updates */
-    long step;    /* optimizer steps taken (== version with one minibatch) */
-    areal_pg *dp; /* data-parallel group, NULL for one rank */
+    long version;     /* completed updates */
+    long step;        /* optimizer steps taken (== version with one minibatch) */
+    areal_pg *dp;     /* data-parallel group, NULL for one rank */
+    areal_model *ref; /* frozen reference policy (owned); NULL when kl_ctl == 0 */
 } areal_trainer;
 
 /*
  * Loads the model from dir and sets up AdamW and the schedule from
  * cfg->actor.optimizer (total_steps for the decaying schedules and the
- * warm-up proportion). dp is borrowed (NULL: one rank). Returns 0,
- * AREAL_EINVAL (naming the key), AREAL_EIO or AREAL_ENOMEM.
+ * warm-up proportion); when cfg->actor.kl_ctl > 0 also loads the frozen
+ * reference policy from dir (t->ref). dp is borrowed (NULL: one rank).
+ * Returns 0, AREAL_EINVAL (naming the key), AREAL_EIO or AREAL_ENOMEM; on
+ * failure nothing is left to free.
  */
 int areal_trainer_init(areal_trainer *t, const char *model_dir, const areal_rl_config *cfg,
                        long total_steps, areal_pool *pool, areal_pg *dp, areal_error *err);
 void areal_trainer_free(areal_trainer *t);
+
+/*
+ * Reference logprobs out[T] (T = the sum of the trajectories' lengths, in
+ * the packed order g[0].s[0], g[0].s[1], ...; training convention: out[t] =
+ * log p_ref(token t+1), 0 at each sequence's last position) of groups
+ * g[0..n) under t->ref, micro-batched as a step does. For tests and
+ * diagnostics. Returns 0, AREAL_EINVAL (no reference: kl_ctl == 0, or a
+ * malformed batch) or AREAL_ENOMEM.
+ */
+int areal_trainer_ref_logprobs(areal_trainer *t, const areal_group *g, int n, float *out,
+                               areal_error *err);
 
 /*
  * One step on groups g[0..n) (this rank's share; whole groups). Fills
