@@ -99,6 +99,7 @@ void areal_rl_config_free(areal_rl_config *c) {
     free(c->fileroot);
     free(c->tokenizer_path);
     free(c->actor.path);
+    free(c->ref_path);
     free(c->gconfig.stop_token_ids);
     free(c->train_dataset.path);
     free(c->train_dataset.prompt_template);

@@ -42,6 +42,7 @@ const cfg_field cfg_fields[] = {
     {"algorithm", K_BUF, O(algorithm), 0, 0, 0, ALGORITHMS},
     /* actor */
     {"actor.path", K_STR, O(actor.path), 0, 0, 0, NULL},
+    {"ref.path", K_STR, O(ref_path), 0, 0, 0, NULL},
     {"actor.dtype", K_BUF, O(actor.dtype), 0, 0, 0, DTYPES},
     {"actor.temperature", K_DOUBLE, O(actor.temperature), 0, 1e-6, BIG, NULL},
     {"actor.group_size", K_INT, O(actor.group_size), 0, 1, 1 << 20, NULL},

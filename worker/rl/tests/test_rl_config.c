@@ -207,7 +207,9 @@ static void reads_an_areal_gsm8k_config(void **st) {
     assert_true(ignored(&c, "actor.gradient_checkpointing"));
     assert_true(ignored(&c, "actor.scheduling_spec"));
     assert_true(ignored(&c, "allocation_mode"));
-    assert_true(ignored(&c, "ref.path"));
+    assert_false(ignored(&c, "ref.path")); /* read: the trainer's reference policy (kl_ctl) */
+    assert_string_equal(c.ref_path, c.actor.path); /* ${actor.path} */
+    assert_true(ignored(&c, "ref.dtype"));
     assert_true(ignored(&c, "stats_logger.wandb.mode"));
     assert_false(ignored(&c, "actor.eps_clip"));
     for (size_t i = 0; i < c.n_ignored; i++)

@@ -185,10 +185,13 @@ void areal_train_config_report(const areal_rl_config *c, void (*log)(void *ctx, 
         log(ctx, line);
     }
     if (c->actor.kl_ctl > 0) {
+        bool initial = c->ref_path == NULL ||
+                       (c->actor.path != NULL && strcmp(c->ref_path, c->actor.path) == 0);
         snprintf(line, sizeof line,
-                 "config: actor.kl_ctl %g: KL reward shaping (%s) against a frozen copy of the "
-                 "initial model (one more model in memory; set actor.kl_ctl: 0 to turn it off)",
-                 c->actor.kl_ctl, kl_name(c->actor.kl_estimator));
+                 "config: actor.kl_ctl %g: KL reward shaping (%s) against a frozen reference "
+                 "policy, %s%s (one more model in memory; set actor.kl_ctl: 0 to turn it off)",
+                 c->actor.kl_ctl, kl_name(c->actor.kl_estimator),
+                 initial ? "the initial model" : "ref.path ", initial ? "" : c->ref_path);
         log(ctx, line);
     }
 }

@@ -14,8 +14,8 @@
  * optimizer step. The data-parallel reductions (the token count of the
  * minibatch, the gradient) are all-reduces over t->dp.
  *
- * The reference policy (kl_ctl > 0) is a plain areal_model loaded from the
- * initial directory. Its gradient buffer is allocated by the model core
+ * The reference policy (kl_ctl > 0) is a plain areal_model loaded from
+ * ref.path or the initial directory. Its gradient buffer is allocated by the model core
  * (calloc, never written: the reference runs no backward, so those pages
  * are never touched) and it has no optimizer state. Rejected: keeping a
  * parameter snapshot inside the policy model (the model core has one
@@ -53,6 +53,37 @@ static int dp_sum(void *ctx, double *vals, int n, areal_error *err) {
     return rc;
 }
 
+/* The reference policy's directory: ref.path, except that a ref.path equal to actor.path
+ * (AReaL's examples write ${actor.path}) is the initial model wherever --model put it (a pod
+ * mounts it elsewhere than the hub name actor.path may hold). */
+static const char *ref_dir(const char *model_dir, const areal_rl_config *cfg) {
+    if (cfg->ref_path == NULL ||
+        (cfg->actor.path != NULL && strcmp(cfg->ref_path, cfg->actor.path) == 0))
+        return model_dir;
+    return cfg->ref_path;
+}
+
+static int load_ref(areal_trainer *t, const char *model_dir, const areal_rl_config *cfg,
+                    areal_pool *pool, areal_error *err) {
+    const char *dir = ref_dir(model_dir, cfg);
+    t->ref = calloc(1, sizeof *t->ref);
+    if (t->ref == NULL)
+        return areal_error_set(err, AREAL_ENOMEM, -1, "no memory for the reference policy");
+    int rc = areal_model_load(t->ref, dir, pool, err);
+    if (rc == AREAL_OK && t->ref->cfg.vocab_size != t->model.cfg.vocab_size) {
+        rc = areal_error_set(err, AREAL_EINVAL, -1,
+                             "ref.path %s: vocabulary of %d tokens, the policy's has %d (the "
+                             "reference must share the policy's tokenizer)",
+                             dir, t->ref->cfg.vocab_size, t->model.cfg.vocab_size);
+        areal_model_free(t->ref);
+    }
+    if (rc != AREAL_OK) {
+        free(t->ref);
+        t->ref = NULL;
+    }
+    return rc;
+}
+
 int areal_trainer_init(areal_trainer *t, const char *model_dir, const areal_rl_config *cfg,
                        long total_steps, areal_pool *pool, areal_pg *dp, areal_error *err) {
     memset(t, 0, sizeof *t);
@@ -76,12 +107,8 @@ int areal_trainer_init(areal_trainer *t, const char *model_dir, const areal_rl_c
         return rc;
     }
     if (cfg->actor.kl_ctl > 0) {
-        t->ref = calloc(1, sizeof *t->ref);
-        rc = t->ref == NULL
-                 ? areal_error_set(err, AREAL_ENOMEM, -1, "no memory for the reference policy")
-                 : areal_model_load(t->ref, model_dir, pool, err);
+        rc = load_ref(t, model_dir, cfg, pool, err);
         if (rc != AREAL_OK) {
-            free(t->ref);
             areal_train_optim_free(t->opt);
             areal_model_free(&t->model);
             memset(t, 0, sizeof *t);

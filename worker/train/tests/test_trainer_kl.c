@@ -11,7 +11,10 @@
  *       areal_rl_kl on those hand-computed logprobs and the behaviour
  *       logprobs; a second trainer initialised from the same directory (what
  *       a checkpoint restart does) has the same reference;
- *   (c) kl_ctl = 0 allocates no reference and shapes nothing.
+ *   (c) kl_ctl = 0 allocates no reference and shapes nothing;
+ * and ref.path (AReaL's ref.path) chooses another reference model, a
+ * ref.path equal to actor.path means the initial model, a missing one is an
+ * error naming it.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -21,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -37,7 +41,7 @@
 #define NPROMPT 3
 
 typedef struct fixture {
-    char dir[256];
+    char dir[256], other[300]; /* the initial model; another (ref.path) */
     areal_traj s[NG][G];
     int32_t tok[NG][G][LEN], ver[NG][G][LEN];
     float lp[NG][G][LEN];
@@ -70,6 +74,10 @@ static int setup(void **st) {
     areal_tiny_cfg tc = areal_tiny_default();
     areal_error err = {0};
     assert_int_equal(areal_tiny_create(f->dir, &tc, &err), AREAL_OK);
+    snprintf(f->other, sizeof f->other, "%s/other", f->dir);
+    assert_int_equal(mkdir(f->other, 0755), 0);
+    tc.seed += 17;
+    assert_int_equal(areal_tiny_create(f->other, &tc, &err), AREAL_OK);
     int vocab = 0;
     char *json = NULL;
     assert_int_equal(areal_tiny_tokenizer_json(&json, &vocab, &err), AREAL_OK);
@@ -119,10 +127,10 @@ static int total_tokens(const fixture *f) {
 }
 
 /* Reference logprobs by hand: the initial model loaded on its own, one sequence per forward. */
-static void hand_ref(const fixture *f, float temperature, float *out) {
+static void hand_ref(const fixture *f, const char *dir, float temperature, float *out) {
     areal_model m;
     areal_error err = {0};
-    assert_int_equal(areal_model_load(&m, f->dir, NULL, &err), AREAL_OK);
+    assert_int_equal(areal_model_load(&m, dir, NULL, &err), AREAL_OK);
     int at = 0;
     for (int k = 0; k < NG; k++)
         for (int i = 0; i < G; i++) {
@@ -170,7 +178,7 @@ static void reference_is_frozen_and_shapes_as_the_rl_library(void **st) {
     int T = total_tokens(f);
     float *want = malloc((size_t)T * sizeof *want), *got = malloc((size_t)T * sizeof *got);
     float *got2 = malloc((size_t)T * sizeof *got2);
-    hand_ref(f, 1.0f, want);
+    hand_ref(f, f->dir, 1.0f, want);
     areal_rl_config c;
     config(&c, 0.05, AREAL_KL_K3, true); /* old = the behaviour logprobs */
     areal_trainer t;
@@ -230,6 +238,41 @@ static void reference_is_frozen_and_shapes_as_the_rl_library(void **st) {
     free(got2);
 }
 
+/* ref.path names another model: the reference is that one; equal to actor.path it is the
+ * initial model (--model's directory); a missing one is an error naming it. */
+static void ref_path_chooses_the_reference(void **st) {
+    fixture *f = *st;
+    int T = total_tokens(f);
+    float *want = malloc((size_t)T * sizeof *want), *got = malloc((size_t)T * sizeof *got);
+    areal_rl_config c;
+    config(&c, 0.1, AREAL_KL_K1, true);
+    c.ref_path = strdup(f->other);
+    areal_trainer t;
+    areal_error err = {0};
+    assert_int_equal(areal_trainer_init(&t, f->dir, &c, 10, NULL, NULL, &err), AREAL_OK);
+    hand_ref(f, f->other, 1.0f, want);
+    assert_int_equal(areal_trainer_ref_logprobs(&t, f->g, NG, got, &err), AREAL_OK);
+    for (int i = 0; i < T; i++)
+        assert_true(fabsf(got[i] - want[i]) <= 1e-5f * (1.0f + fabsf(want[i])));
+    /* and it is not the policy */
+    assert_true(memcmp(t.ref->params, t.model.params, t.model.n_params * sizeof(float)) != 0);
+    areal_trainer_free(&t);
+    /* ref.path == actor.path (AReaL's ${actor.path}): the initial model from --model's dir */
+    c.actor.path = strdup("Qwen/some-hub-name");
+    free(c.ref_path);
+    c.ref_path = strdup("Qwen/some-hub-name");
+    assert_int_equal(areal_trainer_init(&t, f->dir, &c, 10, NULL, NULL, &err), AREAL_OK);
+    assert_memory_equal(t.ref->params, t.model.params, t.model.n_params * sizeof(float));
+    areal_trainer_free(&t);
+    free(c.ref_path);
+    c.ref_path = strdup("/nonexistent-ref-model");
+    assert_int_not_equal(areal_trainer_init(&t, f->dir, &c, 10, NULL, NULL, &err), AREAL_OK);
+    assert_non_null(strstr(err.msg, "nonexistent-ref-model"));
+    areal_rl_config_free(&c);
+    free(want);
+    free(got);
+}
+
 /* (c) no KL, no reference. */
 static void no_kl_allocates_no_reference(void **st) {
     fixture *f = *st;
@@ -253,6 +296,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(kl_is_zero_while_policy_is_the_reference),
         cmocka_unit_test(reference_is_frozen_and_shapes_as_the_rl_library),
+        cmocka_unit_test(ref_path_chooses_the_reference),
         cmocka_unit_test(no_kl_allocates_no_reference),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

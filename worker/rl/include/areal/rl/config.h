@@ -199,6 +199,7 @@ typedef struct areal_rl_config {
     long total_train_epochs; /* default 1 */
     long total_train_steps;  /* 0 = unset (epochs bound); rl.totalSteps */
     areal_actor_config actor;
+    char *ref_path; /* ref.path: the reference policy for kl_ctl > 0; NULL = the initial model */
     areal_gconfig gconfig;
     areal_rollout_config rollout;
     areal_dataset_config train_dataset;

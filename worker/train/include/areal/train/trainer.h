@@ -14,14 +14,16 @@
  * the caller (train_loop.c) owns rollouts, weight sync and checkpoints.
  *
  * KL. When actor.kl_ctl > 0 the trainer also holds a frozen reference
- * policy (AReaL's ref engine): a second copy of the initial model, loaded
- * once at init from the same directory and never updated, saved or given an
+ * policy (AReaL's ref engine): a second model, loaded once at init from
+ * ref.path (cfg->ref_path) or, when that is unset or equal to actor.path,
+ * from the initial model's directory, and never updated, saved or given an
  * optimizer. Each step computes the reference logprobs of every token with a
  * no-grad forward per micro-batch (the packing of the proximal recompute)
  * and hands them to areal_rl_compute_advantages, which shapes the rewards
- * with AReaL's k1/k2/k3. A restart re-loads it from the same initial model
- * directory, so the reference is the same after a resume with no
- * checkpoint state of its own. With kl_ctl == 0 no reference is allocated.
+ * with AReaL's k1/k2/k3. A restart re-loads it from the same directory (the
+ * initial model, or ref.path of the same config), so the reference is the
+ * same after a resume with no checkpoint state of its own. With kl_ctl == 0
+ * no reference is allocated.
  *
  * The optimizer sits behind an opaque pointer (train_optim.h), so the
  * trainer's users do not see the model core's AdamW state.
@@ -73,9 +75,10 @@ typedef struct areal_trainer {
  * Loads the model from dir and sets up AdamW and the schedule from
  * cfg->actor.optimizer (total_steps for the decaying schedules and the
  * warm-up proportion); when cfg->actor.kl_ctl > 0 also loads the frozen
- * reference policy from dir (t->ref). dp is borrowed (NULL: one rank).
- * Returns 0, AREAL_EINVAL (naming the key), AREAL_EIO or AREAL_ENOMEM; on
- * failure nothing is left to free.
+ * reference policy (t->ref) from cfg->ref_path, or from dir when ref_path is
+ * NULL or equal to actor.path; its vocabulary must be the policy's. dp is borrowed (NULL: one
+ * rank). Returns 0, AREAL_EINVAL (naming the key), AREAL_EIO or AREAL_ENOMEM; on failure nothing is
+ * left to free.
  */
 int areal_trainer_init(areal_trainer *t, const char *model_dir, const areal_rl_config *cfg,
                        long total_steps, areal_pool *pool, areal_pg *dp, areal_error *err);
