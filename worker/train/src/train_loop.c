@@ -500,6 +500,10 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
         json_object_set_new(line, "weight_sync_bytes", json_integer((json_int_t)ws.bytes));
         if (xc)
             json_object_set_new(line, "weight_sync_buckets", json_integer(ws.buckets));
+        if (t.ref != NULL) { /* AReaL's kl_rewards statistic; only with a reference policy */
+            json_object_set_new(line, "kl_mean", json_real(st.kl_mean));
+            json_object_set_new(line, "kl_reward_sum", json_real(st.kl_reward_sum));
+        }
         if (do_eval) {
             json_object_set_new(line, "eval_accuracy", json_real(acc));
             json_object_set_new(line, "eval_s", json_real(t_eval));
