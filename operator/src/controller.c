@@ -340,7 +340,7 @@ static void gather_pod(void *ud, const void *entry) {
     if (ledger_len(g->ledger) > 0 && pod->ns && pod->name) {
         char key[WORKQUEUE_KEY_MAX];
         snprintf(key, sizeof key, "%s/%s", pod->ns, pod->name);
-        ledger_seen(g->ledger, key); /* counted here: its claim is not charged again */
+        ledger_seen(g->ledger, key, node); /* counted here: its claim is not charged again */
     }
 }
 
@@ -479,8 +479,14 @@ static int apply(controller *ctl, const json_t *job, const reconcile_action *a, 
     switch (a->kind) {
     case RECONCILE_CREATE:
         rc = kube_create(ctl->kc, &res, a->obj, NULL, err);
-        if (rc == KUBE_ECONFLICT)
-            rc = KUBE_OK; /* it exists: done already */
+        /* A Service or ConfigMap that exists is done already. A pod that
+         * exists is not: the pass planned without seeing it (its pod cache
+         * lagged, e.g. after an operator restart), so the plan never counted
+         * its room, and binding it to the new plan's node - not the one it was
+         * created for - went unchecked (9 GPUs on an 8-GPU node, chaos seed 52
+         * under load). The run fails; the retry sees the pod. */
+        if (rc == KUBE_ECONFLICT && strcmp(a->resource, "pods") != 0)
+            rc = KUBE_OK;
         break;
     case RECONCILE_DELETE: {
         /* force: grace 0, the API server removes the pod without waiting for a

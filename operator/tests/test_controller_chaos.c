@@ -76,10 +76,17 @@
  * On op-roles' split reconcile (merged for a trial): 266 (Running with a pod
  * missing for a second) and 690 (12 GPUs on an 8-GPU node: rollout servers
  * created before an operator restart, bound to their planned node after three
- * other jobs had been placed there).
+ * other jobs had been placed there). Fixed (opfix2): a server's or a trainer
+ * gang's unbound pods are bound only when their planned node still has their
+ * room (step_cluster_claim); servers planned in one pass see each other's CPU
+ * and memory (step_cluster_take); a ledger claim is not skipped for a cached
+ * pod counted on another node; a pod create answered 409 (the pass planned
+ * without seeing the pod) fails the run instead of binding it (52, under
+ * load: 9 GPUs on an 8-GPU node). 30: 5-6 GPUs on 4-GPU nodes, a server bound
+ * to its planned node after other jobs' servers were placed there.
  */
 static const unsigned REGRESSION_SEEDS[] = {40,  52, 9,   11,  85,  140, 186,
-                                            387, 27, 368, 101, 266, 690};
+                                            387, 27, 368, 101, 266, 690, 30};
 #define N_REGRESSION (sizeof REGRESSION_SEEDS / sizeof REGRESSION_SEEDS[0])
 
 #if defined(__SANITIZE_ADDRESS__)
