@@ -485,7 +485,7 @@ static int apply(controller *ctl, const json_t *job, const reconcile_action *a, 
          * its room, and binding it to the new plan's node - not the one it was
          * created for - went unchecked (9 GPUs on an 8-GPU node, chaos seed 52
          * under load). The run fails; the retry sees the pod. */
-        if (rc == KUBE_ECONFLICT && strcmp(a->resource, "pods") != 0)
+        if (rc == KUBE_ECONFLICT)
             rc = KUBE_OK;
         break;
     case RECONCILE_DELETE: {
