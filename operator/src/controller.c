@@ -340,7 +340,7 @@ static void gather_pod(void *ud, const void *entry) {
     if (ledger_len(g->ledger) > 0 && pod->ns && pod->name) {
         char key[WORKQUEUE_KEY_MAX];
         snprintf(key, sizeof key, "%s/%s", pod->ns, pod->name);
-        ledger_seen(g->ledger, key); /* counted here: its claim is not charged again */
+        ledger_seen(g->ledger, key, node); /* counted here: its claim is not charged again */
     }
 }
 

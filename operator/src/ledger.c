@@ -44,11 +44,11 @@ void ledger_begin(ledger *l) {
         l->claims[i].seen = false;
 }
 
-void ledger_seen(ledger *l, const char *pod_key) {
-    if (l->n == 0)
+void ledger_seen(ledger *l, const char *pod_key, const char *node) {
+    if (l->n == 0 || node == NULL)
         return;
     long *at = areal_keyset_value(&l->by_pod, pod_key);
-    if (at != NULL)
+    if (at != NULL && strcmp(l->claims[*at].node, node) == 0)
         l->claims[*at].seen = true;
 }
 

@@ -106,9 +106,17 @@ static void add_server(step_ctx *c, int index) {
 }
 
 /* A server whose pods all exist, some unbound, each with its planned node:
- * binds the rest. False when it cannot (a pod without a plan, or missing). */
-static bool bind_rest(step_ctx *c, const step_server *sv) {
-    if (sv->n_pods < sv->gang)
+ * binds the rest. False when it cannot (a pod without a plan, or missing, or
+ * its planned node no longer has the room: `room` is the cluster with this
+ * job's bound pods and the servers bound before it this pass counted). Its
+ * plan was made by an earlier pass - maybe by an operator before a restart,
+ * whose ledger claims are gone - and other jobs may have been placed there
+ * since (chaos seed 690: 8 GPUs bound on a node of 4); so the bind is checked
+ * against the room free now, and a server that no longer fits is deleted and
+ * planned again. Rejected: trusting the planned node (only a ledger claim
+ * would make that safe, and claims do not outlive the operator). */
+static bool bind_rest(step_ctx *c, const step_server *sv, areal_cluster *room) {
+    if (sv->n_pods < sv->gang || !step_cluster_claim(room, &c->server_pods[sv->first], sv->n_pods))
         return false;
     int first = c->out->n_actions;
     for (int i = 0; i < sv->n_pods; i++) {
@@ -180,14 +188,23 @@ void step_rollout(step_ctx *c) {
      * each bound whole to its planned nodes, or remade from scratch next pass
      * (a server is small) */
     int half = 0;
+    areal_cluster room;
+    if (!step_cluster_with_own(c, true, false, &room)) {
+        c->oom = true;
+        return;
+    }
+    for (int i = 0; i < c->n_server_pods; i++) /* only what is bound: the rest is checked */
+        if (step_str(c->server_pods[i], "spec", "nodeName") != NULL)
+            step_cluster_count(&room, c->server_pods[i]);
     for (int i = 0; i < c->n_servers; i++) {
         const step_server *sv = &c->servers[i];
         if (sv->bound && sv->n_pods >= sv->gang)
             continue;
-        if (!bind_rest(c, sv))
+        if (!bind_rest(c, sv, &room))
             server_delete(c, sv);
         half++;
     }
+    step_cluster_free(&room);
     if (half > 0) {
         set_ready(c, false, "Scaling", "completing %d rollout servers", half);
         return;

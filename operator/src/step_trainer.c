@@ -138,14 +138,14 @@ static void start_gang(step_ctx *c) {
     int planned_servers = 0;
     if (n_servers > 0 && servers == NULL)
         c->oom = true;
-    step_cluster_take(&cluster, &plan);
+    step_cluster_take(c, &cluster, &plan);
     for (; planned_servers < n_servers && !c->oom; planned_servers++) {
         int src = step_rollout_plan(c, planned_servers, &cluster, &servers[planned_servers], &perr);
         if (src == AREAL_ENOMEM)
             c->oom = true;
         if (src != AREAL_OK)
             break;
-        step_cluster_take(&cluster, &servers[planned_servers]);
+        step_cluster_take(c, &cluster, &servers[planned_servers]);
     }
     if (!c->oom && planned_servers < n_servers) {
         char msg[1400];
@@ -250,8 +250,26 @@ static void server_failure(const step_ctx *c, char *why, size_t cap) {
     }
 }
 
-/* Binds the unbound pods to their planned nodes; false when one has no plan. */
+/* Binds the unbound pods to their planned nodes; false when one has no plan
+ * or its planned node no longer has its room. The plan is an earlier pass's
+ * (maybe an operator's before a restart, whose ledger claims are gone), and
+ * other jobs may have been placed there since: the binds are checked against
+ * the room free now (the cluster with this job's servers and bound trainer
+ * pods counted), as step_rollout.c's bind_rest does for a server (chaos seed
+ * 690). Rejected: binding on trust (only a claim would make that safe). */
 static bool bind_rest(step_ctx *c) {
+    areal_cluster room;
+    if (!step_cluster_with_own(c, false, true, &room)) {
+        c->oom = true;
+        return true; /* the pass is dropped (out of memory): nothing is deleted */
+    }
+    for (int i = 0; i < c->n_trainer; i++)
+        if (step_str(c->trainer_pods[i], "spec", "nodeName") != NULL)
+            step_cluster_count(&room, c->trainer_pods[i]);
+    bool fits = step_cluster_claim(&room, c->trainer_pods, c->n_trainer);
+    step_cluster_free(&room);
+    if (!fits)
+        return false;
     int first = c->out->n_actions;
     for (int i = 0; i < c->n_trainer; i++) {
         const json_t *pod = c->trainer_pods[i];
@@ -410,7 +428,8 @@ void step_trainer(step_ctx *c) {
         step_phase(c, "Pending");
         if (!bind_rest(c)) {
             delete_gang(c);
-            step_condition(c, "Scheduled", false, "Replanning", "pods without a planned node");
+            step_condition(c, "Scheduled", false, "Replanning",
+                           "pods without a planned node, or whose planned node has no room now");
         }
     } else {
         /* Running only with every planned pod bound and running. */

@@ -200,7 +200,7 @@ void step_delete_pods(step_ctx *c, const json_t *const *pods, int n, bool keep_f
     }
 }
 
-static void count_pod(areal_cluster *cl, const json_t *pod) {
+void step_cluster_count(areal_cluster *cl, const json_t *pod) {
     if (step_pod_terminated(pod))
         return;
     const char *node = step_str(pod, "spec", "nodeName");
@@ -232,9 +232,9 @@ bool step_cluster_with_own(const step_ctx *c, bool trainer, bool servers, areal_
     memcpy(out->nodes, in->nodes, (size_t)in->n_nodes * sizeof *out->nodes);
     out->n_nodes = out->cap_nodes = in->n_nodes;
     for (int i = 0; trainer && i < c->n_trainer; i++)
-        count_pod(out, c->trainer_pods[i]);
+        step_cluster_count(out, c->trainer_pods[i]);
     for (int i = 0; servers && i < c->n_server_pods; i++)
-        count_pod(out, c->server_pods[i]);
+        step_cluster_count(out, c->server_pods[i]);
     return true;
 }
 
@@ -309,11 +309,70 @@ bool step_bind_pods(step_ctx *c, const areal_plan *plan, const areal_cluster *cl
     return !c->oom;
 }
 
-void step_cluster_take(areal_cluster *c, const areal_plan *plan) {
-    for (int i = 0; i < plan->n_pods; i++) {
-        areal_node *n = &c->nodes[plan->pods[i].node];
-        n->gpus_used += plan->pods[i].n_ranks;
-        if (n->gpus_used > n->gpus)
+/* Adds `gpus`, `cpu`, `mem` to node `n`: false (nothing added) when that
+ * would pass what the node has (CPU/memory: only where tracked). */
+static bool node_take(areal_node *n, int gpus, long long cpu, long long mem) {
+    if (n->gpus_used + gpus > n->gpus ||
+        (n->cpu_milli > 0 && n->cpu_used_milli + cpu > n->cpu_milli) ||
+        (n->mem_bytes > 0 && n->mem_used_bytes + mem > n->mem_bytes))
+        return false;
+    n->gpus_used += gpus;
+    n->cpu_used_milli += (long)cpu;
+    n->mem_used_bytes += mem;
+    return true;
+}
+
+void step_cluster_take(step_ctx *c, areal_cluster *cl, const areal_plan *plan) {
+    for (int i = 0; i < plan->n_pods && !c->oom; i++) {
+        areal_node *n = &cl->nodes[plan->pods[i].node];
+        /* CPU and memory as the pod will ask (chaos seed 30: servers planned
+         * in one pass saw only each other's GPUs) */
+        int gpus = 0;
+        long long cpu = 0, mem = 0;
+        json_t *pod = desired_pod(c->in->job, &c->spec->shape, plan, cl, i, &c->in->cfg, NULL);
+        if (pod == NULL) {
+            c->oom = true;
+            return;
+        }
+        if (areal_kube_pod_requests(pod, "pod", &gpus, &cpu, &mem, NULL) != AREAL_OK)
+            gpus = plan->pods[i].n_ranks, cpu = mem = 0;
+        json_decref(pod);
+        if (!node_take(n, plan->pods[i].n_ranks > gpus ? plan->pods[i].n_ranks : gpus, cpu, mem)) {
+            /* over what is free: nothing else fits there */
             n->gpus_used = n->gpus;
+            n->cpu_used_milli = n->cpu_milli;
+            n->mem_used_bytes = n->mem_bytes;
+        }
     }
+}
+
+bool step_cluster_claim(areal_cluster *cl, const json_t *const *pods, int n) {
+    areal_cluster before = *cl;
+    areal_node *saved = malloc((size_t)(cl->n_nodes + 1) * sizeof *saved);
+    if (saved == NULL)
+        return false;
+    memcpy(saved, cl->nodes, (size_t)cl->n_nodes * sizeof *saved);
+    bool ok = true;
+    for (int i = 0; ok && i < n; i++) {
+        const json_t *pod = pods[i];
+        if (step_str(pod, "spec", "nodeName") != NULL || step_pod_terminated(pod))
+            continue; /* counted already, or holds nothing */
+        const char *node = step_annotation(pod, AREAL_ANNOTATION_NODE);
+        int gpus = 0;
+        long long cpu = 0, mem = 0;
+        if (node == NULL ||
+            areal_kube_pod_requests(pod, "pod", &gpus, &cpu, &mem, NULL) != AREAL_OK) {
+            ok = false;
+            break;
+        }
+        int at = -1;
+        for (int k = 0; k < cl->n_nodes && at < 0; k++)
+            if (strcmp(cl->nodes[k].name, node) == 0)
+                at = k;
+        ok = at >= 0 && node_take(&cl->nodes[at], gpus, cpu, mem);
+    }
+    if (!ok)
+        memcpy(cl->nodes, saved, (size_t)before.n_nodes * sizeof *saved);
+    free(saved);
+    return ok;
 }

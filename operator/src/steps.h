@@ -118,8 +118,17 @@ bool step_create_pods(step_ctx *c, const areal_alloc *shape, const areal_plan *p
  * of the pass (the controller applies runs in order): a gang is bound whole
  * or not at all. */
 bool step_bind_pods(step_ctx *c, const areal_plan *plan, const areal_cluster *cluster);
-/* Counts the GPUs of `plan` as used in `c` (a copy made by step_cluster_with_own). */
-void step_cluster_take(areal_cluster *c, const areal_plan *plan);
+/* Counts the GPUs, CPU and memory the pods of `plan` will request as used
+ * in `cl` (a copy made by step_cluster_with_own); c->oom when out of memory. */
+void step_cluster_take(step_ctx *c, areal_cluster *cl, const areal_plan *plan);
+/* Counts unfinished pod `pod` (bound, or created with its planned node) as using room in `cl`. */
+void step_cluster_count(areal_cluster *cl, const json_t *pod);
+/* The unbound pods of `pods` (n) with a planned node, checked against the
+ * room `cl` says is free there (GPUs, CPU, memory) before they are bound:
+ * true and their room taken when every one fits; false and `cl` unchanged
+ * when one does not, has no planned node, or the planned node is not in `cl`
+ * (or when out of memory: not binding is the safe answer). */
+bool step_cluster_claim(areal_cluster *cl, const json_t *const *pods, int n);
 
 /* ---- the rollout servers placed with the trainer gang (step_rollout.c) ---- */
 

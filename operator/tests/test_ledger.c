@@ -73,10 +73,18 @@ static void charged_until_seen(void **state) {
     /* a-0 seen bound (the caller counted it): only a-1 is charged */
     fixture_reset(&f);
     ledger_begin(&l);
-    ledger_seen(&l, "ns/a-0");
+    ledger_seen(&l, "ns/a-0", "n0");
     ledger_charge(&l, "ns/b", &f.c, &f.index);
     assert_int_equal(f.c.nodes[0].gpus_used, 0);
     assert_int_equal(f.c.nodes[1].gpus_used, 1);
+
+    /* a-0 counted on another node than its claim's (an older version of the
+     * pod, planned elsewhere): its claim is still charged */
+    fixture_reset(&f);
+    ledger_begin(&l);
+    ledger_seen(&l, "ns/a-0", "n1");
+    ledger_charge(&l, "ns/b", &f.c, &f.index);
+    assert_int_equal(f.c.nodes[0].gpus_used, 3);
 
     /* a new pass forgets what was seen */
     fixture_reset(&f);
@@ -111,7 +119,7 @@ static void set_replaces_and_caps(void **state) {
     assert_int_equal(ledger_len(&l), 1);
     fixture_reset(&f);
     ledger_begin(&l);
-    ledger_seen(&l, "ns/b-0"); /* no such claim any more: nothing happens */
+    ledger_seen(&l, "ns/b-0", "n0"); /* no such claim any more: nothing happens */
     ledger_charge(&l, "ns/c", &f.c, &f.index);
     assert_int_equal(f.c.nodes[0].gpus_used, 0);
     assert_int_equal(f.c.nodes[1].gpus_used, 3);

@@ -500,6 +500,28 @@ static void a_crash_between_create_and_bind_is_repaired(void **state) {
     world_free(&w);
 }
 
+/* Chaos seed 690: pods created by an earlier pass (an operator before a
+ * restart: its ledger claims are gone) and not bound yet; other jobs were
+ * placed on their planned nodes since. Their binds are checked against the
+ * room free now: none is sent, and the pods are deleted to be planned again. */
+static void a_planned_node_taken_since_is_not_bound(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    reconcile_result r = step(&w);
+    reconcile_result_free(&r);
+    assert_int_equal(w.n_pods, 3);
+    for (int i = 0; i < w.n_pods; i++)
+        json_object_del(json_object_get(w.pods[i], "spec"), "nodeName");
+    for (int i = 0; i < w.cluster.n_nodes; i++)
+        w.cluster.nodes[i].gpus_used = w.cluster.nodes[i].gpus - 1; /* another job's */
+    r = step(&w);
+    assert_int_equal(count_kind(&r, RECONCILE_BIND), 0);
+    assert_int_equal(count_kind(&r, RECONCILE_DELETE), 3);
+    reconcile_result_free(&r);
+    world_free(&w);
+}
+
 /* Issue 11: the API server restarted mid-create and kept only part of the gang;
  * none of it is bound. The missing pod is created first, then the whole gang
  * is bound; the pods that exist are kept (no restart). */
@@ -1105,6 +1127,7 @@ int main(void) {
         cmocka_unit_test(invalid_allocation_fails_with_the_parser_message),
         cmocka_unit_test(suspend_and_delete_remove_the_pods),
         cmocka_unit_test(a_crash_between_create_and_bind_is_repaired),
+        cmocka_unit_test(a_planned_node_taken_since_is_not_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

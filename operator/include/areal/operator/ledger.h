@@ -54,9 +54,13 @@ void ledger_unlock(ledger *l);
 /* Starts a pass: no claim is seen. */
 void ledger_begin(ledger *l);
 
-/* The caller counted pod `pod_key` as bound and using room: its claim (if any)
- * is not charged again in this pass. */
-void ledger_seen(ledger *l, const char *pod_key);
+/* The caller counted pod `pod_key` as using room on node `node`: its claim
+ * (if any) is not charged again in this pass - when the claim is on that
+ * node. A claim on another node (the cache shows an older version of the pod,
+ * planned elsewhere, while a newer plan binds it there) is still charged:
+ * counting the pod where the cache puts it does not hold the room the bind
+ * will take. */
+void ledger_seen(ledger *l, const char *pod_key, const char *node);
 
 /*
  * Adds the room of every claim not seen in this pass and not of job
