@@ -256,7 +256,7 @@ CHAOS_FIRST ?= 1
 # (a prerequisite of test-long, whose other parts live in the module.mk files)
 test-long: test-long-chaos
 test-long-chaos: $(BUILD)/rel/tests/test_controller_chaos
-	AREAL_CHAOS_SEEDS=$(CHAOS_SEEDS) AREAL_CHAOS_FIRST=$(CHAOS_FIRST) $(BUILD)/rel/tests/test_controller_chaos
+	AREAL_CHAOS_RERUNS=0 AREAL_CHAOS_SEEDS=$(CHAOS_SEEDS) AREAL_CHAOS_FIRST=$(CHAOS_FIRST) $(BUILD)/rel/tests/test_controller_chaos
 
 # make test-oom: every allocation of the parsers, caches, reconcile and kube
 # client fails once (tests/oom/oom.h); part of `make test`.
