@@ -28,6 +28,7 @@
 #include "areal/train/train_loop.h"
 #include "areal/train/warmup.h"
 #include "sgl_ref_server.h"
+#include "demo_config.h"
 
 typedef struct ctx {
     int n_lines;
@@ -80,43 +81,6 @@ static void make_model(const char *dir, char *model, size_t cap, const areal_syn
     areal_synth_free(&sp);
     areal_tokenizer_free(tok);
     areal_model_free(&m);
-}
-
-/* The demo's hyperparameters (worker/train/README.md). */
-static void demo_config(areal_rl_config *c, int G, long B, long eta) {
-    memset(c, 0, sizeof *c);
-    c->seed = 1;
-    areal_actor_config *a = &c->actor;
-    snprintf(a->optimizer.type, sizeof a->optimizer.type, "adam");
-    a->optimizer.lr = 3e-4;
-    a->optimizer.beta1 = 0.9;
-    a->optimizer.beta2 = 0.999;
-    a->optimizer.eps = 1e-8;
-    a->optimizer.gradient_clipping = 1.0;
-    a->ppo_n_minibatches = 1;
-    a->eps_clip = 0.2;
-    a->reward_scaling = 1.0;
-    a->reward_clip = 20.0;
-    a->reward_norm.enabled = true;
-    a->reward_norm.mean_level = AREAL_NORM_GROUP;
-    a->reward_norm.std_level = AREAL_NORM_GROUP;
-    a->reward_norm.std_unbiased = true;
-    a->reward_norm.eps = 1e-5;
-    a->reward_norm.group_size = G;
-    a->discount = 1.0;
-    a->gae_lambda = 1.0;
-    a->recompute_logprob = true;
-    a->use_decoupled_loss = true;
-    a->temperature = 1.0;
-    a->group_size = G;
-    c->gconfig.n_samples = G;
-    c->gconfig.max_new_tokens = 6;
-    c->gconfig.temperature = 1.0;
-    c->gconfig.top_p = 1.0;
-    c->rollout.max_head_offpolicyness = eta;
-    c->rollout.max_concurrent_rollouts = 2 * B;
-    c->rollout.consumer_batch_size = B;
-    c->rollout.request_timeout = 60;
 }
 
 static void tmpdir(char *buf, size_t cap) {

@@ -14,6 +14,7 @@
 #include <pthread.h>
 
 #include "serve_proc.h"
+#include "demo_config.h"
 
 #include "areal/train/train_loop.h"
 
@@ -69,43 +70,6 @@ static void on_progress(void *c, const char *line) {
     }
 }
 
-static void demo_config(areal_rl_config *c, int G, long B, long eta, const char *mode) {
-    memset(c, 0, sizeof *c);
-    c->seed = 1;
-    areal_actor_config *a = &c->actor;
-    snprintf(a->optimizer.type, sizeof a->optimizer.type, "adam");
-    a->optimizer.lr = 3e-4;
-    a->optimizer.beta1 = 0.9;
-    a->optimizer.beta2 = 0.999;
-    a->optimizer.eps = 1e-8;
-    a->optimizer.gradient_clipping = 1.0;
-    a->ppo_n_minibatches = 1;
-    a->eps_clip = 0.2;
-    a->reward_scaling = 1.0;
-    a->reward_clip = 20.0;
-    a->reward_norm.enabled = true;
-    a->reward_norm.mean_level = AREAL_NORM_GROUP;
-    a->reward_norm.std_level = AREAL_NORM_GROUP;
-    a->reward_norm.std_unbiased = true;
-    a->reward_norm.eps = 1e-5;
-    a->reward_norm.group_size = G;
-    a->discount = 1.0;
-    a->gae_lambda = 1.0;
-    a->recompute_logprob = true;
-    a->use_decoupled_loss = true;
-    a->temperature = 1.0;
-    a->group_size = G;
-    c->gconfig.n_samples = G;
-    c->gconfig.max_new_tokens = 6;
-    c->gconfig.temperature = 1.0;
-    c->gconfig.top_p = 1.0;
-    c->rollout.max_head_offpolicyness = eta;
-    c->rollout.max_concurrent_rollouts = 2 * B;
-    c->rollout.consumer_batch_size = B;
-    c->rollout.request_timeout = 30;
-    snprintf(c->rollout.weight_update_mode, sizeof c->rollout.weight_update_mode, "%s", mode);
-}
-
 static void job_init(areal_train_job *job, const char *model, const char *job_dir,
                      const char *const *servers, int n, areal_rl_config *cfg, long steps, ctx *x) {
     memset(job, 0, sizeof *job);
@@ -136,7 +100,8 @@ static void server_killed_mid_step_is_retried_elsewhere(void **st) {
     sp_server s[2] = {sp_start(model, 0), sp_start(model, 0)};
     const char *servers[] = {s[0].addr, s[1].addr};
     areal_rl_config cfg;
-    demo_config(&cfg, 4, 8, 1, "xccl");
+    demo_config_mode(&cfg, 4, 8, 1, "xccl");
+    cfg.rollout.request_timeout = 30;
     snprintf(job_dir, sizeof job_dir, "%s/job", dir);
     ctx x = {.mu = PTHREAD_MUTEX_INITIALIZER, .victim = &s[1], .kill_after = 1};
     areal_train_job job;
@@ -169,7 +134,8 @@ static void only_server_killed_waits_then_continues(void **st) {
     sp_server s = sp_start(model, 0);
     const char *servers[] = {s.addr};
     areal_rl_config cfg;
-    demo_config(&cfg, 4, 8, 1, "disk");
+    demo_config_mode(&cfg, 4, 8, 1, "disk");
+    cfg.rollout.request_timeout = 30;
     snprintf(job_dir, sizeof job_dir, "%s/job", dir);
     ctx x = {.mu = PTHREAD_MUTEX_INITIALIZER,
              .victim = &s,

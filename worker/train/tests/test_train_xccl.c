@@ -12,6 +12,7 @@
  *     no hang; once it is restarted catch_up brings it to the same weights.
  */
 #include "serve_proc.h"
+#include "demo_config.h"
 
 #include "areal/train/rollout_ctl.h"
 #include "areal/train/train_loop.h"
@@ -51,43 +52,6 @@ static void on_progress(void *c, const char *line) {
     json_decref(d);
 }
 
-static void demo_config(areal_rl_config *c, int G, long B, long eta, const char *mode) {
-    memset(c, 0, sizeof *c);
-    c->seed = 1;
-    areal_actor_config *a = &c->actor;
-    snprintf(a->optimizer.type, sizeof a->optimizer.type, "adam");
-    a->optimizer.lr = 1e-3;
-    a->optimizer.beta1 = 0.9;
-    a->optimizer.beta2 = 0.999;
-    a->optimizer.eps = 1e-8;
-    a->optimizer.gradient_clipping = 1.0;
-    a->ppo_n_minibatches = 1;
-    a->eps_clip = 0.2;
-    a->reward_scaling = 1.0;
-    a->reward_clip = 20.0;
-    a->reward_norm.enabled = true;
-    a->reward_norm.mean_level = AREAL_NORM_GROUP;
-    a->reward_norm.std_level = AREAL_NORM_GROUP;
-    a->reward_norm.std_unbiased = true;
-    a->reward_norm.eps = 1e-5;
-    a->reward_norm.group_size = G;
-    a->discount = 1.0;
-    a->gae_lambda = 1.0;
-    a->recompute_logprob = true;
-    a->use_decoupled_loss = true;
-    a->temperature = 1.0;
-    a->group_size = G;
-    c->gconfig.n_samples = G;
-    c->gconfig.max_new_tokens = 6;
-    c->gconfig.temperature = 1.0;
-    c->gconfig.top_p = 1.0;
-    c->rollout.max_head_offpolicyness = eta;
-    c->rollout.max_concurrent_rollouts = 2 * B;
-    c->rollout.consumer_batch_size = B;
-    c->rollout.request_timeout = 60;
-    snprintf(c->rollout.weight_update_mode, sizeof c->rollout.weight_update_mode, "%s", mode);
-}
-
 static void loop_xccl_equals_exported_weights(void **st) {
     (void)st;
     char dir[256], model[300], job_dir[300], exported[400];
@@ -100,7 +64,8 @@ static void loop_xccl_equals_exported_weights(void **st) {
         sp_greedy(s[0].addr, prompts[p], n_prompt[p], before[p], sizeof before[p], NULL, 0);
     const char *servers[] = {s[0].addr, s[1].addr};
     areal_rl_config cfg;
-    demo_config(&cfg, 4, 8, 1, "xccl");
+    demo_config_mode(&cfg, 4, 8, 1, "xccl");
+    cfg.actor.optimizer.lr = 1e-3;
     snprintf(job_dir, sizeof job_dir, "%s/job", dir);
     lines x = {0};
     areal_train_job job;
