@@ -62,8 +62,8 @@ static resp get(CURL *c, const char *url, const char *ca_pem, const char *auth) 
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
     if (ca_pem) {
-        struct curl_blob blob = {.data = (void *)ca_pem, .len = strlen(ca_pem),
-                                 .flags = CURL_BLOB_COPY};
+        struct curl_blob blob = {
+            .data = (void *)ca_pem, .len = strlen(ca_pem), .flags = CURL_BLOB_COPY};
         curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &blob);
         curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
         curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
