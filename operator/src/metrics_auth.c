@@ -147,8 +147,10 @@ bool metrics_auth_cached(metrics_auth *a, const char *authorization, const char 
     const char *tok;
     size_t len;
     if (authorization == NULL || authorization[0] == '\0') {
-        decide(out, 401, "Unauthorized: send a bearer token (Authorization: Bearer TOKEN) of an "
-                         "account allowed to get %s", path);
+        decide(out, 401,
+               "Unauthorized: send a bearer token (Authorization: Bearer TOKEN) of an "
+               "account allowed to get %s",
+               path);
         return true;
     }
     if (!bearer(authorization, &tok, &len)) {
@@ -196,8 +198,8 @@ static bool ask(metrics_auth *a, const char *tok, size_t len, const char *path, 
                 metrics_auth_decision *out) {
     areal_error err;
     json_t *tr = NULL, *sar = NULL;
-    json_t *body = json_pack("{s:s,s:s,s:{s:s%}}", "apiVersion", "authentication.k8s.io/v1",
-                             "kind", "TokenReview", "spec", "token", tok, len);
+    json_t *body = json_pack("{s:s,s:s,s:{s:s%}}", "apiVersion", "authentication.k8s.io/v1", "kind",
+                             "TokenReview", "spec", "token", tok, len);
     if (review(a, "tokenreviews", body, &tr, &err) != AREAL_OK) {
         decide(out, 500, "Internal error: the TokenReview failed (%s); try again", err.msg);
         return false;
@@ -207,8 +209,9 @@ static bool ask(metrics_auth *a, const char *tok, size_t len, const char *path, 
     const char *user = str_at(st, "user", "username");
     bool cacheable = true;
     if (authn != NULL && !json_is_boolean(authn)) {
-        decide(out, 500, "Internal error: the TokenReview answer's status.authenticated is not a "
-                         "boolean");
+        decide(out, 500,
+               "Internal error: the TokenReview answer's status.authenticated is not a "
+               "boolean");
         cacheable = false;
     } else if (!json_is_true(authn)) {
         const char *why = str_at(st, "error", NULL);
@@ -219,8 +222,8 @@ static bool ask(metrics_auth *a, const char *tok, size_t len, const char *path, 
         cacheable = false;
     } else {
         const json_t *u = json_object_get(st, "user");
-        json_t *spec = json_pack("{s:s,s:{s:s,s:s}}", "user", user, "nonResourceAttributes",
-                                 "path", path, "verb", verb);
+        json_t *spec = json_pack("{s:s,s:{s:s,s:s}}", "user", user, "nonResourceAttributes", "path",
+                                 path, "verb", verb);
         const char *uid = str_at(u, "uid", NULL);
         if (spec != NULL && uid != NULL)
             json_object_set_new(spec, "uid", json_string(uid));
@@ -232,16 +235,19 @@ static bool ask(metrics_auth *a, const char *tok, size_t len, const char *path, 
                                 "SubjectAccessReview", "spec", spec)
                     : NULL;
         if (review(a, "subjectaccessreviews", body, &sar, &err) != AREAL_OK) {
-            decide(out, 500, "Internal error: the SubjectAccessReview for %s failed (%s); try "
-                             "again", user, err.msg);
+            decide(out, 500,
+                   "Internal error: the SubjectAccessReview for %s failed (%s); try "
+                   "again",
+                   user, err.msg);
             cacheable = false;
         } else {
             const json_t *ss = json_object_get(sar, "status");
             const json_t *allowed = json_object_get(ss, "allowed");
             const char *reason = str_at(ss, "reason", NULL);
             if (!json_is_boolean(allowed)) {
-                decide(out, 500, "Internal error: the SubjectAccessReview answer's "
-                                 "status.allowed is not a boolean");
+                decide(out, 500,
+                       "Internal error: the SubjectAccessReview answer's "
+                       "status.allowed is not a boolean");
                 cacheable = false;
             } else if (json_is_true(allowed)) {
                 decide(out, 200, "allowed: %s may %s %s", user, verb, path);
@@ -250,8 +256,8 @@ static bool ask(metrics_auth *a, const char *tok, size_t len, const char *path, 
                        "Forbidden: %s may not %s %s%s%s; bind it to a ClusterRole with "
                        "nonResourceURLs [\"%s\"] verbs [\"%s\"] (the chart's "
                        "<release>-metrics-reader)",
-                       user, verb, path, reason && reason[0] ? ": " : "",
-                       reason ? reason : "", path, verb);
+                       user, verb, path, reason && reason[0] ? ": " : "", reason ? reason : "",
+                       path, verb);
             }
         }
     }
@@ -274,8 +280,7 @@ void metrics_auth_check(metrics_auth *a, const char *authorization, const char *
         return;
     pthread_mutex_lock(&a->mu);
     int64_t now = a->cfg.now_ms();
-    store(a, key, out, now + (out->status == 200 ? a->cfg.allow_ttl_ms : a->cfg.deny_ttl_ms),
-          now);
+    store(a, key, out, now + (out->status == 200 ? a->cfg.allow_ttl_ms : a->cfg.deny_ttl_ms), now);
     pthread_mutex_unlock(&a->mu);
 }
 

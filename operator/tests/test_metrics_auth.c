@@ -37,7 +37,7 @@ static json_t *fixture(const char *name) {
 
 /* The fake API server: answers by the token (TokenReview) and a switch (SAR). */
 typedef struct fake {
-    const char *tr_file;   /* for the good tokens ("good*") */
+    const char *tr_file; /* for the good tokens ("good*") */
     const char *sar_file;
     int fail_tr, fail_sar; /* 1: transport error; 2: an answer without status */
     int n_tr, n_sar;
@@ -47,8 +47,7 @@ typedef struct fake {
 static int review(void *ud, const char *resource, const json_t *body, json_t **out,
                   areal_error *err) {
     fake *f = ud;
-    const char *tok =
-        json_string_value(json_object_get(json_object_get(body, "spec"), "token"));
+    const char *tok = json_string_value(json_object_get(json_object_get(body, "spec"), "token"));
     if (strcmp(resource, "tokenreviews") == 0) {
         f->n_tr++;
         json_decref(f->last_tr);
@@ -113,9 +112,8 @@ static void allowed_then_cached(void **state) {
     assert_int_equal(f.n_tr, 1);
     assert_int_equal(f.n_sar, 1);
     /* what was asked: the token, then the user of the TokenReview for get /metrics */
-    assert_string_equal(json_string_value(json_object_get(json_object_get(f.last_tr, "spec"),
-                                                          "token")),
-                        "good-1");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(f.last_tr, "spec"), "token")), "good-1");
     assert_string_equal(json_string_value(json_object_get(f.last_tr, "apiVersion")),
                         "authentication.k8s.io/v1");
     assert_string_equal(json_string_value(json_object_get(f.last_sar, "apiVersion")),
@@ -162,7 +160,7 @@ static void denied_names_the_account(void **state) {
     assert_int_equal(check(a, "Bearer good-2", &d), 403);
     assert_non_null(strstr(d.message, "system:serviceaccount:monitoring:prometheus"));
     assert_non_null(strstr(d.message, "get /metrics"));
-    assert_null(strstr(d.message, "good-2")); /* never the token */
+    assert_null(strstr(d.message, "good-2"));             /* never the token */
     assert_int_equal(check(a, "Bearer good-2", &d), 403); /* cached */
     assert_int_equal(f.n_tr + f.n_sar, 2);
     metrics_auth_free(a);
@@ -181,8 +179,8 @@ static void bad_token_and_headers(void **state) {
     assert_int_equal(check(a, "Bearer forged", &d), 401);
     assert_int_equal(f.n_tr, 1); /* refusals are cached too (briefly) */
     /* refused without asking */
-    const char *headers[] = {"", "Basic dXNlcjpwYXNz", "Bearer", "Bearer ", "Bearer a b",
-                             "Token good-1"};
+    const char *headers[] = {"",        "Basic dXNlcjpwYXNz", "Bearer",
+                             "Bearer ", "Bearer a b",         "Token good-1"};
     for (size_t i = 0; i < sizeof headers / sizeof headers[0]; i++) {
         assert_true(metrics_auth_cached(a, headers[i], "/metrics", "get", &d));
         assert_int_equal(d.status, 401);

@@ -43,14 +43,14 @@ typedef int (*metrics_auth_review_fn)(void *ud, const char *resource, const json
 typedef struct metrics_auth_config {
     metrics_auth_review_fn review; /* required */
     void *review_ud;
-    int64_t allow_ttl_ms; /* 0: 60000 */
-    int64_t deny_ttl_ms;  /* 0: 10000 */
-    int max_entries;      /* 0: 256 */
+    int64_t allow_ttl_ms;    /* 0: 60000 */
+    int64_t deny_ttl_ms;     /* 0: 10000 */
+    int max_entries;         /* 0: 256 */
     int64_t (*now_ms)(void); /* NULL: areal_now_ms (monotonic); tests pass a fake clock */
 } metrics_auth_config;
 
 typedef struct metrics_auth_decision {
-    int status;       /* 200 allowed, 401, 403 or 500 */
+    int status;        /* 200 allowed, 401, 403 or 500 */
     char message[512]; /* for the response body and the log: why (never the token) */
 } metrics_auth_decision;
 
