@@ -22,7 +22,7 @@
 #include "areal/keyset.h"
 
 #define FORBIDDEN_FIRST_MS 30000L
-#define FORBIDDEN_MAX_MS 600000L
+#define FORBIDDEN_MAX_MS   600000L
 
 typedef struct forbidden_gate {
     pthread_mutex_t mu;
