@@ -14,7 +14,10 @@
  * refused for deny_ttl_ms (default 10 s: a token hammering the endpoint costs
  * little, a binding just added works soon). Failures are never cached. The
  * cache holds at most max_entries tokens (default 256; the soonest to expire
- * makes room), so random tokens cannot grow it.
+ * makes room), so random tokens cannot grow it. controller-runtime caches
+ * authentication 1 min and authorisation 5 min (30 s refused); one decision
+ * per token with a 1 min allow means a removed binding is honoured within a
+ * minute rather than five.
  *
  * Thread-safe. metrics_auth_check blocks on the API calls; the HTTP handler
  * (httpd.c) first asks metrics_auth_cached, which never blocks, and hands a
