@@ -83,10 +83,10 @@ static void forbidden_bind_is_retried_slowly_then_heals(void **state) {
     for (int i = 0; i < 2; i++) {
         char name[16];
         snprintf(name, sizeof name, "n%d", i);
-        json_t *n = json_pack(
-            "{s:{s:s,s:{s:s}},s:{s:{s:s,s:s,s:s},s:[{s:s,s:s}]}}", "metadata", "name", name,
-            "labels", "kubernetes.io/hostname", name, "status", "allocatable", "nvidia.com/gpu",
-            "8", "cpu", "96", "memory", "512Gi", "conditions", "type", "Ready", "status", "True");
+        json_t *n = json_pack("{s:{s:s,s:{s:s}},s:{s:{s:s,s:s,s:s},s:[{s:s,s:s}]}}", "metadata",
+                              "name", name, "labels", "kubernetes.io/hostname", name, "status",
+                              "allocatable", "nvidia.com/gpu", "8", "cpu", "96", "memory", "512Gi",
+                              "conditions", "type", "Ready", "status", "True");
         fake_api_put(f, "nodes", n);
         json_decref(n);
     }
@@ -105,16 +105,17 @@ static void forbidden_bind_is_retried_slowly_then_heals(void **state) {
     kube_client *kc = kube_client_new(&cfg, NULL);
     kube_config_free(&cfg);
     assert_non_null(kc);
-    controller_config cc = {.workers = 2, .forbidden_retry_ms = 300, .forbidden_retry_max_ms = 1200};
+    controller_config cc = {
+        .workers = 2, .forbidden_retry_ms = 300, .forbidden_retry_max_ms = 1200};
     controller *ctl;
     areal_error err;
     assert_int_equal(controller_new(kc, &cc, NULL, &ctl, &err), AREAL_OK);
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, run_ctl, ctl), 0);
-    json_t *j = json_pack("{s:s,s:s,s:{s:s,s:s,s:i},s:{s:s,s:s}}", "apiVersion",
-                          "areal.io/v1alpha1", "kind", "AReaLJob", "metadata", "name", "rbac",
-                          "namespace", "team", "generation", 1, "spec", "allocation",
-                          "sglang:d2+megatron:d1t2", "image", "img");
+    json_t *j =
+        json_pack("{s:s,s:s,s:{s:s,s:s,s:i},s:{s:s,s:s}}", "apiVersion", "areal.io/v1alpha1",
+                  "kind", "AReaLJob", "metadata", "name", "rbac", "namespace", "team", "generation",
+                  1, "spec", "allocation", "sglang:d2+megatron:d1t2", "image", "img");
     fake_api_put(f, "arealjobs", j);
     json_decref(j);
 
