@@ -378,7 +378,8 @@ static json_t *term_of(json_t *pod) {
 static void a_terminated_master_pod_is_a_final_target(void **state) {
     (void)state;
     json_t *pod = load_pod();
-    const char *msg = json_string_value(json_object_get(term_of(pod), "message"));
+    char *msg = strdup(json_string_value(json_object_get(term_of(pod), "message")));
+    assert_non_null(msg);
     cached_pod *cp = cached_pod_new(pod);
     assert_non_null(cp);
     assert_string_equal(cp->termination_message, msg);
@@ -437,6 +438,7 @@ static void a_terminated_master_pod_is_a_final_target(void **state) {
     cp = cached_pod_new(pod);
     assert_false(progress_target_of_pod(cp, &t));
     cached_pod_release(cp);
+    free(msg);
     json_decref(pod);
 }
 
