@@ -120,18 +120,14 @@ static void enqueue_job(void *ud, const void *entry) {
         workqueue_add(ctl->q, key);
 }
 
-typedef struct on_node {
-    controller *ctl;
-    const char *node;
-} on_node;
-
-static void enqueue_if_on_node(void *ud, const void *entry) {
-    const on_node *o = ud;
+/* A pod of the node index's bucket of a node: its job looks again. */
+static void enqueue_pod_job(void *ud, const void *entry) {
+    controller *ctl = ud;
     const cached_pod *pod = entry;
-    if (pod->node_name && pod->job && pod->ns && strcmp(pod->node_name, o->node) == 0) {
+    if (pod->job && pod->ns) {
         char key[WORKQUEUE_KEY_MAX];
         snprintf(key, sizeof key, "%s/%s", pod->ns, pod->job);
-        workqueue_add(o->ctl->q, key);
+        workqueue_add(ctl->q, key);
     }
 }
 
@@ -157,10 +153,10 @@ static void route(informer *inf, const json_t *obj, bool deleted) {
         enqueue_job_of_pod(ctl, obj);
     if (inf == &ctl->nodes && (deleted || !node_ready(obj))) {
         /* the jobs with pods there look again (and requeue for the end of the grace) */
-        on_node o = {ctl,
-                     json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"))};
-        if (o.node != NULL)
-            cache_each(ctl->pods.cache, enqueue_if_on_node, &o);
+        const char *node =
+            json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+        if (node != NULL) /* the node's pods only (bound there, or planned there) */
+            cache_each_in(ctl->pods.cache, CACHE_POD_BY_NODE, node, enqueue_pod_job, ctl);
     }
     /* room may have changed: jobs that wait for it look again */
     cache_each(ctl->jobs.cache, enqueue_waiting, ctl);
@@ -249,12 +245,14 @@ static void *informer_main(void *arg) {
 
 typedef struct gather {
     const char *ns, *job;
-    json_t **pods; /* the job's pods, as the JSON shape reconcile reads */
+    char job_key[WORKQUEUE_KEY_MAX]; /* "ns/job": the pod cache's job index key */
+    json_t **pods;                   /* the job's pods, as the JSON shape reconcile reads */
     int n_pods, cap_pods;
     areal_cluster *cluster;
-    areal_keyset node_index;   /* node name -> index in cluster */
-    areal_keyset all_nodes;    /* every node name, also those placement is not offered */
-    reconcile_down_node *down; /* nodes not Ready (names owned) */
+    areal_keyset node_index;       /* node name -> index in cluster */
+    long long (*used)[CACHE_SUMS]; /* per cluster node: room other jobs' pods hold */
+    areal_keyset all_nodes;        /* every node name, also those placement is not offered */
+    reconcile_down_node *down;     /* nodes not Ready (names owned) */
     int n_down, cap_down;
     ledger *ledger; /* locked by the caller: bound pods it counts are marked seen */
     bool oom;
@@ -297,50 +295,87 @@ static void gather_node(void *ud, const void *entry) {
         *areal_keyset_value(&g->node_index, node->name) = at;
 }
 
-static void gather_pod(void *ud, const void *entry) {
+/* One of the job's own pods (the job index's bucket): its JSON view for
+ * reconcile, and its room taken back off its node - the cluster counts only
+ * other jobs' pods, so that a gang replans over its own. */
+static void gather_own(void *ud, const void *entry) {
     gather *g = ud;
     const cached_pod *pod = entry;
-    if (pod->ns && pod->job && strcmp(pod->ns, g->ns) == 0 && strcmp(pod->job, g->job) == 0) {
-        if (g->n_pods == g->cap_pods) {
-            int cap = g->cap_pods ? 2 * g->cap_pods : 16;
-            json_t **grown = realloc(g->pods, (size_t)cap * sizeof *grown);
-            if (grown == NULL) {
-                g->oom = true;
-                return;
-            }
-            g->pods = grown;
-            g->cap_pods = cap;
-        }
-        json_t *view = cached_pod_to_json(pod);
-        if (view == NULL)
+    if (g->n_pods == g->cap_pods) {
+        int cap = g->cap_pods ? 2 * g->cap_pods : 16;
+        json_t **grown = realloc(g->pods, (size_t)cap * sizeof *grown);
+        if (grown == NULL) {
             g->oom = true;
-        else
-            g->pods[g->n_pods++] = view;
-        return;
+            return;
+        }
+        g->pods = grown;
+        g->cap_pods = cap;
     }
-    /* another tenant's pod: it uses room on its node. An unbound pod of
-     * another job that names its planned node holds that room too (as the
-     * scheduler's nominated pods): the ledger's claims on it are lost when
-     * the operator restarts or a pass of its job decides no binds, and that
-     * job's next pass binds it to the planned node without planning again -
-     * the chaos test's seeds 9 and 11 put 5 GPUs on nodes of 4 that way. */
-    const char *node = pod->node_name;
-    if (node == NULL && pod->planned_node != NULL && pod->deletion_timestamp == NULL && pod->job)
-        node = pod->planned_node;
-    if (node == NULL || pod->phase == CACHED_PHASE_SUCCEEDED || pod->phase == CACHED_PHASE_FAILED ||
-        !pod->requests_ok)
-        return;
-    int64_t *at = areal_keyset_value(&g->node_index, node);
-    if (at == NULL)
-        return;
-    areal_node *n = &g->cluster->nodes[*at];
-    n->gpus_used = n->gpus_used + pod->gpus > n->gpus ? n->gpus : n->gpus_used + pod->gpus;
-    n->cpu_used_milli += (long)pod->cpu_milli;
-    n->mem_used_bytes += pod->mem_bytes;
-    if (ledger_len(g->ledger) > 0 && pod->ns && pod->name) {
-        char key[WORKQUEUE_KEY_MAX];
-        snprintf(key, sizeof key, "%s/%s", pod->ns, pod->name);
-        ledger_seen(g->ledger, key, node); /* counted here: its claim is not charged again */
+    json_t *view = cached_pod_to_json(pod);
+    if (view == NULL)
+        g->oom = true;
+    else
+        g->pods[g->n_pods++] = view;
+    long long w[CACHE_SUMS];
+    const char *node = cache_pod_room(pod, w);
+    int64_t *at = node ? areal_keyset_value(&g->node_index, node) : NULL;
+    if (at != NULL) {
+        long long *used = g->used[*at];
+        for (int k = 0; k < CACHE_SUMS; k++)
+            used[k] -= w[k];
+    }
+}
+
+typedef struct seen_ctx {
+    gather *g;
+    cache_view *v;
+} seen_ctx;
+
+/* Whether the pod of a ledger claim is counted on `node` in this pass: it is
+ * another job's, it holds room (see cache_pod_room) and that room is on `node`. */
+static bool counted_on(void *ud, const char *pod_key, const char *node) {
+    seen_ctx *s = ud;
+    const cached_pod *pod = cache_view_get(s->v, pod_key);
+    if (pod == NULL ||
+        (pod->job && pod->ns && strcmp(pod->ns, s->g->ns) == 0 && strcmp(pod->job, s->g->job) == 0))
+        return false;
+    long long w[CACHE_SUMS];
+    const char *at = cache_pod_room(pod, w);
+    bool holds = pod->requests_ok && pod->phase != CACHED_PHASE_SUCCEEDED &&
+                 pod->phase != CACHED_PHASE_FAILED;
+    return holds && at != NULL && strcmp(at, node) == 0 &&
+           areal_keyset_has(&s->g->node_index, node);
+}
+
+/*
+ * The pods' part of a pass, in one read of the pod cache (so the room of a
+ * pod that moves meanwhile - bound from its planned node to another - is
+ * counted exactly once): every node's used room from the node index's sums,
+ * less the job's own pods (the job index's bucket), which become the JSON
+ * views reconcile reads. Other tenants' pods are never visited (issue 11: no
+ * step scans the whole cluster per job). An unbound pod of another job that
+ * names its planned node holds that room too (as the scheduler's nominated
+ * pods): the ledger's claims on it are lost when the operator restarts or a
+ * pass of its job decides no binds, and that job's next pass binds it to the
+ * planned node without planning again - the chaos test's seeds 9 and 11 put
+ * 5 GPUs on nodes of 4 that way. Ledger claims whose pods are counted here
+ * are marked seen (not charged twice).
+ */
+static void gather_pods(void *ud, cache_view *v) {
+    gather *g = ud;
+    for (int i = 0; i < g->cluster->n_nodes; i++)
+        cache_view_sums(v, CACHE_POD_BY_NODE, g->cluster->nodes[i].name, g->used[i]);
+    cache_view_each_in(v, CACHE_POD_BY_JOB, g->job_key, gather_own, g);
+    for (int i = 0; i < g->cluster->n_nodes; i++) {
+        areal_node *n = &g->cluster->nodes[i];
+        long long gpus = g->used[i][0] > 0 ? g->used[i][0] : 0;
+        n->gpus_used = gpus > n->gpus ? n->gpus : (int)gpus;
+        n->cpu_used_milli = (long)g->used[i][1];
+        n->mem_used_bytes = g->used[i][2];
+    }
+    if (ledger_len(g->ledger) > 0) {
+        seen_ctx sc = {g, v};
+        ledger_mark_seen(g->ledger, counted_on, &sc);
     }
 }
 
@@ -667,6 +702,35 @@ static bool has_binds(const reconcile_result *r) {
     return false;
 }
 
+static long long rv_number(const json_t *obj) {
+    const char *rv =
+        json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
+    char *end;
+    long long n = rv ? strtoll(rv, &end, 10) : -1;
+    return rv && *rv && *end == '\0' ? n : -1;
+}
+
+/*
+ * Puts `job` (the server's answer to a status write, or a fresh read) into
+ * the job cache when the cache holds an older version of it: the informer
+ * shows our own writes a watch round trip later, and a pass meanwhile would
+ * read the old status (its writes then conflict, 409, or it repeats an
+ * Event). Only an older cached version is replaced (resourceVersions compared
+ * as the numbers every API server uses, opaque ones skipped), and a job the
+ * cache no longer has is not brought back; the informer's next event or list
+ * replaces it anyway. Rejected: re-applying the same status with the new
+ * resourceVersion (it was decided from the old status: stale counters).
+ */
+static bool older_job(const void *cached, const json_t *job) {
+    long long have = rv_number(cached), got = rv_number(job);
+    return have >= 0 && got > have;
+}
+
+static void keep_newer_job(controller *ctl, const json_t *job) {
+    if (job != NULL && json_is_object(json_object_get(job, "metadata")))
+        cache_update_if(ctl->jobs.cache, job, older_job);
+}
+
 /* True when the pod cache shows pod `pod_key` bound. */
 static bool pod_observed_bound(void *ud, const char *pod_key) {
     controller *ctl = ud;
@@ -757,8 +821,13 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
      * and short; the API writes below run outside the lock). */
     ledger_lock(&ctl->ledger);
     ledger_begin(&ctl->ledger);
+    snprintf(g.job_key, sizeof g.job_key, "%s/%s", g.ns, g.job ? g.job : "");
     cache_each(ctl->nodes.cache, gather_node, &g);
-    cache_each(ctl->pods.cache, gather_pod, &g);
+    g.used = calloc((size_t)cluster.n_nodes + 1, sizeof *g.used);
+    if (g.used == NULL)
+        g.oom = true;
+    else
+        cache_read(ctl->pods.cache, gather_pods, &g);
     ledger_charge(&ctl->ledger, key, &cluster, &g.node_index);
     for (int i = 0; i < g.n_pods; i++) { /* a node that is gone has no kubelet either */
         const char *node =
@@ -838,14 +907,28 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
                                            "status", r.status)
                                : json_pack("{s:O}", "status", r.status);
             kube_resource res = resource_for("arealjobs", g.ns);
-            if (kube_patch(ctl->kc, &res, g.job, KUBE_PATCH_MERGE, patch, "status", NULL, &kerr) !=
-                KUBE_OK) {
-                /* 409: the pass read an older job than the server has; the retry
-                 * runs on the newer one (never writing stale counters back). */
+            json_t *written = NULL;
+            if (kube_patch(ctl->kc, &res, g.job, KUBE_PATCH_MERGE, patch, "status", &written,
+                           &kerr) == KUBE_OK) {
+                keep_newer_job(ctl, written); /* the next pass starts from it */
+            } else {
+                /* 409: the pass read an older job than the server has. The job is
+                 * read again now and the retry decides again on it: the status is
+                 * recomputed, never the stale one written back over newer
+                 * counters (restarts), and never lost. Other failures (5xx, no
+                 * answer) retry the same way, with the queue's backoff. */
+                bool conflict = kerr.code == KUBE_ECONFLICT;
                 areal_log(AREAL_LOG_WARN, "controller", AREAL_FIELDS({"job", key}),
-                          "status write failed, retrying: %s", kerr.msg);
+                          "status write failed, retrying%s: %s",
+                          conflict ? " on the job read again" : "", kerr.msg);
+                json_t *fresh = NULL;
+                kube_error gerr;
+                if (conflict && kube_get(ctl->kc, &res, g.job, &fresh, &gerr) == KUBE_OK)
+                    keep_newer_job(ctl, fresh);
+                json_decref(fresh);
                 retry = true;
             }
+            json_decref(written);
             json_decref(patch);
         }
         json_decref(patched);
@@ -858,6 +941,7 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
     for (int i = 0; i < g.n_pods; i++)
         json_decref(g.pods[i]);
     free(g.pods);
+    free(g.used);
     for (int i = 0; i < g.n_down; i++)
         free((char *)g.down[i].name);
     free(g.down);
@@ -1015,6 +1099,10 @@ static void each_pod_entry(void *ud, const void *entry) {
 void controller_each_pod(controller *ctl, void (*fn)(void *ud, const cached_pod *pod), void *ud) {
     each_pod e = {fn, ud};
     cache_each(ctl->pods.cache, each_pod_entry, &e);
+}
+
+size_t controller_pod_visits(controller *ctl) {
+    return cache_visits(ctl->pods.cache);
 }
 
 void controller_free(controller *ctl) {

@@ -52,6 +52,13 @@ void ledger_seen(ledger *l, const char *pod_key, const char *node) {
         l->claims[*at].seen = true;
 }
 
+void ledger_mark_seen(ledger *l, bool (*counted)(void *ud, const char *pod_key, const char *node),
+                      void *ud) {
+    for (int i = 0; i < l->n; i++)
+        if (!l->claims[i].seen && counted(ud, l->claims[i].pod, l->claims[i].node))
+            l->claims[i].seen = true;
+}
+
 void ledger_charge(ledger *l, const char *job_key, areal_cluster *c, areal_keyset *node_index) {
     for (int i = 0; i < l->n; i++) {
         const ledger_claim *cl = &l->claims[i];

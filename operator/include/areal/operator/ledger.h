@@ -62,6 +62,11 @@ void ledger_begin(ledger *l);
  * will take. */
 void ledger_seen(ledger *l, const char *pod_key, const char *node);
 
+/* Marks seen (as ledger_seen) every claim for which `counted(ud, pod_key,
+ * node)` says the caller counted its pod on the claim's node this pass. */
+void ledger_mark_seen(ledger *l, bool (*counted)(void *ud, const char *pod_key, const char *node),
+                      void *ud);
+
 /*
  * Adds the room of every claim not seen in this pass and not of job
  * `job_key` (a job replans over its own claims) to the used counts of the
