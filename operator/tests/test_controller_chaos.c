@@ -139,6 +139,7 @@ typedef struct djob {
     bool deleted; /* the driver deleted it */
     long gen;
     long disrupted_rv; /* the last time the driver took pods of it away (or changed its spec) */
+    int replicas;      /* spec.rollout.replicas as last scaled (-1: never) */
 } djob;
 
 typedef struct world {
@@ -279,6 +280,7 @@ static void new_job(world *w) {
     j->name[64] = '\0';
     j->alloc = ALLOCS[pick(w, N_ALLOCS)];
     j->gen = 1;
+    j->replicas = -1;
     json_t *o = job_object(w, j);
     fake_api_put(w->f, "arealjobs", o);
     json_decref(o);
@@ -441,6 +443,9 @@ typedef struct job_pods {
     int running;                       /* of those, bound and Running on a live node */
     int active;                        /* not Succeeded/Failed (deleting or not) */
     int trainer_live, trainer_unbound; /* live trainer pods, and those of them unbound */
+    int ready;                         /* live pods with Ready=True */
+    int servers_ready;                 /* of those, rollout servers (one pod each here) */
+    int gpus;                          /* GPUs of the pods not Succeeded/Failed */
 } job_pods;
 
 static job_pods pods_of(world *w, const json_t *pods, const char *name) {
@@ -454,6 +459,7 @@ static job_pods pods_of(world *w, const json_t *pods, const char *name) {
         if (p->job && strcmp(p->job, name) == 0) {
             bool terminal = p->phase == CACHED_PHASE_SUCCEEDED || p->phase == CACHED_PHASE_FAILED;
             jp.active += !terminal;
+            jp.gpus += terminal ? 0 : p->gpus;
             if (p->deletion_timestamp == NULL) {
                 bool trainer = p->role_kind && strcmp(p->role_kind, "trainer") == 0;
                 jp.trainer_live += trainer;
@@ -462,6 +468,9 @@ static job_pods pods_of(world *w, const json_t *pods, const char *name) {
                 jp.live_bound += p->node_name != NULL;
                 int n = node_index(p->node_name);
                 jp.running += n >= 0 && !w->dead[n] && p->phase == CACHED_PHASE_RUNNING;
+                jp.ready += p->ready;
+                jp.servers_ready +=
+                    p->ready && p->role_kind && strcmp(p->role_kind, "rollout") == 0;
             }
         }
         cached_pod_release(p);
@@ -585,6 +594,51 @@ static bool check(world *w, char *suspect, size_t scap) {
     return ok;
 }
 
+/* The rollout servers job j wants: its last scale, else the allocation's
+ * inference data parallelism ("sglang:dN..."). */
+static int servers_wanted(const djob *j) {
+    if (j->replicas >= 0)
+        return j->replicas;
+    int n = 0;
+    return sscanf(j->alloc, "sglang:d%d", &n) == 1 ? n : 0;
+}
+
+/*
+ * Issue 11 items 4 and 6 for a Running job that settled: the status says
+ * what the API server's pods say (status writes retried on conflict are
+ * never lost: readyPods, gpus, rolloutReplicas), and RolloutReady is True
+ * exactly when every wanted server is ready - False, with a reason, while
+ * one is missing (Running means the trainer gang; the servers come and go
+ * alone). False and *why set when not (yet).
+ */
+static bool status_is_true(world *w, const djob *j, const json_t *jo, const job_pods *jp, char *why,
+                           size_t cap) {
+    (void)w;
+    const json_t *st = json_object_get(jo, "status");
+    long ready = (long)json_integer_value(json_object_get(st, "readyPods"));
+    long gpus = (long)json_integer_value(json_object_get(st, "gpus"));
+    long servers = (long)json_integer_value(json_object_get(st, "rolloutReplicas"));
+    const json_t *rr = condition(jo, "RolloutReady");
+    const char *rs = str_at(rr, "status", NULL), *rreason = str_at(rr, "reason", NULL);
+    int want = servers_wanted(j);
+    bool all = jp->servers_ready == want;
+    size_t at = strlen(why);
+    if (ready != jp->ready || gpus != jp->gpus || servers != jp->servers_ready) {
+        snprintf(why + at, cap - at,
+                 "; status says readyPods %ld, gpus %ld, rolloutReplicas %ld but the pods say "
+                 "%d, %d, %d",
+                 ready, gpus, servers, jp->ready, jp->gpus, jp->servers_ready);
+        return false;
+    }
+    if (rs == NULL || rreason == NULL || rreason[0] == '\0' ||
+        strcmp(rs, all ? "True" : "False") != 0) {
+        snprintf(why + at, cap - at, "; RolloutReady %s/%s with %d of %d servers ready",
+                 rs ? rs : "-", rreason ? rreason : "-", jp->servers_ready, want);
+        return false;
+    }
+    return true;
+}
+
 /* Whether job j has settled; *why says where it is when not. */
 static bool converged(world *w, const djob *j, const json_t *jobs, const json_t *pods, char *why,
                       size_t cap) {
@@ -634,7 +688,8 @@ static bool converged(world *w, const djob *j, const json_t *jobs, const json_t 
                jp.trainer_live == 0;
     }
     if (strcmp(phase, "Running") == 0)
-        return planned > 0 && jp.live == planned && jp.running == planned;
+        return planned > 0 && jp.live == planned && jp.running == planned &&
+               status_is_true(w, j, jo, &jp, why, cap);
     if (strcmp(phase, "Pending") == 0)
         return sched && strcmp(str_at(sched, "status", NULL), "False") == 0 && reason &&
                strcmp(reason, "Unschedulable") == 0 && jp.trainer_live == 0;
@@ -799,6 +854,7 @@ static void step(world *w) {
                 if (!json_is_object(rollout))
                     json_object_set_new(spec, "rollout", rollout = json_object());
                 json_object_set_new(rollout, "replicas", json_integer(replicas));
+                j->replicas = replicas;
                 json_object_set_new(json_object_get(o, "metadata"), "generation",
                                     json_integer(++j->gen));
                 fake_api_put(w->f, "arealjobs", o);
