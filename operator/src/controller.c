@@ -86,7 +86,20 @@ struct controller {
     /* Planned pods not yet observed bound, charged to every worker's cluster;
      * its lock serialises planning (see areal/operator/ledger.h). */
     ledger ledger;
+    /* Pods of the ledger's claims, by key -> what the pod informer has seen of
+     * them since their claim was made (EXPECT_SEEN_*), under expect_mu (taken
+     * after the ledger's lock, never before). An expectation is met by an
+     * event, not only by what the cache shows at the next pass: a pod created
+     * and bound, then deleted by someone else before that pass, was never
+     * "observed" and stalled its job for the whole window (chaos seeds 266,
+     * 603: Running with a missing pod for a second). */
+    pthread_mutex_t expect_mu;
+    areal_keyset expect_seen;
 };
+
+#define EXPECT_SEEN_THERE 1    /* an event of the pod (added, modified or deleted) */
+#define EXPECT_SEEN_BOUND 2    /* an event of it bound, or its deletion */
+#define EXPECT_MAX        4096 /* past it the set is cleared: the cache alone answers */
 
 /* ---- event routing -------------------------------------------------------- */
 
@@ -208,6 +221,19 @@ static void on_list_end(void *ud, int ok) {
         cache_each(inf->ctl->jobs.cache, enqueue_job, inf->ctl);
 }
 
+/* A pod event: a claim's pod that the ledger expects is seen (expect_seen). */
+static void note_expected(controller *ctl, const json_t *pod, bool deleted) {
+    char key[WORKQUEUE_KEY_MAX];
+    if (!cache_key(pod, key, sizeof key))
+        return;
+    bool bound = deleted || json_object_get(json_object_get(pod, "spec"), "nodeName") != NULL;
+    pthread_mutex_lock(&ctl->expect_mu);
+    int64_t *seen = ctl->expect_seen.len ? areal_keyset_value(&ctl->expect_seen, key) : NULL;
+    if (seen != NULL)
+        *seen |= EXPECT_SEEN_THERE | (bound ? EXPECT_SEEN_BOUND : 0);
+    pthread_mutex_unlock(&ctl->expect_mu);
+}
+
 static int on_event(void *ud, const kube_event *ev) {
     informer *inf = ud;
     if (ev->type != KUBE_EVENT_ADDED && ev->type != KUBE_EVENT_MODIFIED &&
@@ -215,6 +241,8 @@ static int on_event(void *ud, const kube_event *ev) {
         return KUBE_OK;
     if (cache_apply(inf->cache, ev->object, ev->type == KUBE_EVENT_DELETED) != 0)
         return KUBE_ENOMEM;
+    if (inf == &inf->ctl->pods)
+        note_expected(inf->ctl, ev->object, ev->type == KUBE_EVENT_DELETED);
     route(inf, ev->object, ev->type == KUBE_EVENT_DELETED);
     return KUBE_OK;
 }
@@ -413,6 +441,19 @@ static bool claim_room(controller *ctl, const char *ns, const reconcile_result *
 /* Records the binds of decision `r` as the job's claims (replacing its old
  * ones; a decision without binds drops them). Ledger locked. False when out
  * of memory. */
+/* Pod `pod_key` gets a claim: the pod informer's events of it count from now
+ * (an earlier incarnation's seen marks are dropped). */
+static void expect_from_now(controller *ctl, const char *pod_key) {
+    pthread_mutex_lock(&ctl->expect_mu);
+    if (ctl->expect_seen.len >= EXPECT_MAX) { /* bounded: only weaker expectations */
+        areal_keyset_free(&ctl->expect_seen);
+        areal_keyset_init(&ctl->expect_seen);
+    }
+    if (areal_keyset_add(&ctl->expect_seen, pod_key) >= 0)
+        *areal_keyset_value(&ctl->expect_seen, pod_key) = 0;
+    pthread_mutex_unlock(&ctl->expect_mu);
+}
+
 static bool record_claims(controller *ctl, const char *key, const char *ns,
                           const reconcile_result *r) {
     int n = 0;
@@ -432,6 +473,7 @@ static bool record_claims(controller *ctl, const char *key, const char *ns,
             continue;
         snprintf(pods[k], sizeof pods[k], "%s/%s", ns, a->name);
         claims[k].pod = pods[k];
+        expect_from_now(ctl, pods[k]);
         claims[k].node = (char *)a->node;
         claim_room(ctl, ns, r, a->name, &claims[k]);
         k++;
@@ -572,7 +614,8 @@ typedef struct run_ctx {
     const char *key;
     const reconcile_action *actions;
     int n;
-    json_t **patched; /* a job patch is a run of its own: only one thread writes it */
+    json_t **patched;    /* a job patch is a run of its own: only one thread writes it */
+    unsigned char *done; /* [n]: 1 when that action was answered with success */
     atomic_int next;
     atomic_bool failed;
     atomic_flag claimed;  /* the first failure is kept: */
@@ -585,7 +628,9 @@ static void *run_worker(void *arg) {
     int i;
     while (!atomic_load(&r->failed) && (i = atomic_fetch_add(&r->next, 1)) < r->n) {
         kube_error kerr;
-        if (apply(r->ctl, r->job, &r->actions[i], r->patched, &kerr) != KUBE_OK) {
+        if (apply(r->ctl, r->job, &r->actions[i], r->patched, &kerr) == KUBE_OK) {
+            r->done[i] = 1; /* each thread writes its own actions' entries */
+        } else {
             areal_log(AREAL_LOG_WARN, "controller",
                       AREAL_FIELDS({"job", r->key}, {"resource", r->actions[i].resource},
                                    {"name", r->actions[i].name}),
@@ -602,16 +647,19 @@ static void *run_worker(void *arg) {
 
 /* Applies n actions of one run, up to APPLY_PARALLEL at once; false when one
  * failed (then *failed_at is its index in `actions` and *ferr the API's answer).
- * A job patch leaves the patched job in *patched (see apply). */
+ * done[k] is set to 1 for each action answered with success (the others of a
+ * failed run may have been started or not). A job patch leaves the patched
+ * job in *patched (see apply). */
 static bool apply_run(controller *ctl, const json_t *job, const char *key,
-                      const reconcile_action *actions, int n, json_t **patched, int *failed_at,
-                      kube_error *ferr) {
+                      const reconcile_action *actions, int n, json_t **patched, unsigned char *done,
+                      int *failed_at, kube_error *ferr) {
     run_ctx r = {.ctl = ctl,
                  .job = job,
                  .key = key,
                  .actions = actions,
                  .n = n,
                  .patched = patched,
+                 .done = done,
                  .claimed = ATOMIC_FLAG_INIT};
     atomic_init(&r.next, 0);
     atomic_init(&r.failed, false);
@@ -694,14 +742,6 @@ static bool merge_changes_nothing(const json_t *target, const json_t *patch) {
     return true;
 }
 
-/* Returns true when the key should be retried with backoff. */
-static bool has_binds(const reconcile_result *r) {
-    for (int i = 0; i < r->n_actions; i++)
-        if (r->actions[i].kind == RECONCILE_BIND)
-            return true;
-    return false;
-}
-
 static long long rv_number(const json_t *obj) {
     const char *rv =
         json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
@@ -731,13 +771,41 @@ static void keep_newer_job(controller *ctl, const json_t *job) {
         cache_update_if(ctl->jobs.cache, job, older_job);
 }
 
-/* True when the pod cache shows pod `pod_key` bound. */
-static bool pod_observed_bound(void *ud, const char *pod_key) {
+/* Expectations: every pod create and bind of decision `r` answered with
+ * success (done[i]), also when a later action failed, is awaited by the
+ * job's next pass until the pod cache shows it (ledger_answered). */
+static void expect_answered(controller *ctl, const char *ns, const reconcile_result *r,
+                            const unsigned char *done) {
+    long long now = areal_wall_ms();
+    ledger_lock(&ctl->ledger);
+    for (int i = 0; i < r->n_actions; i++) {
+        const reconcile_action *a = &r->actions[i];
+        if (!done[i] || strcmp(a->resource, "pods") != 0 ||
+            (a->kind != RECONCILE_CREATE && a->kind != RECONCILE_BIND))
+            continue;
+        char key[WORKQUEUE_KEY_MAX];
+        snprintf(key, sizeof key, "%s/%s", ns, a->name);
+        ledger_answered(&ctl->ledger, key, a->kind == RECONCILE_CREATE, now);
+    }
+    ledger_unlock(&ctl->ledger);
+}
+
+/* What the pod cache shows of pod `pod_key`. */
+static ledger_pod_state pod_observed(void *ud, const char *pod_key) {
     controller *ctl = ud;
     cached_pod *p = cache_get(ctl->pods.cache, pod_key);
-    bool bound = p != NULL && p->node_name != NULL;
+    ledger_pod_state st = p == NULL              ? LEDGER_POD_ABSENT
+                          : p->node_name == NULL ? LEDGER_POD_CREATED
+                                                 : LEDGER_POD_BOUND;
     cache_release(ctl->pods.cache, p);
-    return bound;
+    pthread_mutex_lock(&ctl->expect_mu); /* or its events said so, whatever came after */
+    int64_t *seen = areal_keyset_value(&ctl->expect_seen, pod_key);
+    if (seen != NULL && (*seen & EXPECT_SEEN_BOUND))
+        st = LEDGER_POD_BOUND;
+    else if (seen != NULL && (*seen & EXPECT_SEEN_THERE) && st < LEDGER_POD_CREATED)
+        st = LEDGER_POD_CREATED;
+    pthread_mutex_unlock(&ctl->expect_mu);
+    return st;
 }
 
 /* True while job `job` was refused at its generation and the job cache has not
@@ -777,6 +845,7 @@ static void note_refusal(controller *ctl, const char *key, const json_t *job) {
     pthread_mutex_unlock(&ctl->events_mu);
 }
 
+/* Returns true when the key should be retried with backoff. */
 static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
     *requeue_ms = 0;
     json_t *job = cache_get(ctl->jobs.cache, key);
@@ -793,12 +862,13 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
         ledger_unlock(&ctl->ledger);
         return false; /* deleted: owner references take the children */
     }
-    /* The last pass bound a gang the pod cache does not show bound yet: a pass
-     * now would see it unbound and could plan it anew. Wait for the watch
+    /* The last pass created or bound pods the pod cache does not show yet (also
+     * when the pass was cut short after them): a pass now would see them
+     * missing or unbound and could plan the gang anew. Wait for the watch
      * (usually milliseconds); after EXPECT_WINDOW_MS act on what is seen. */
     ledger_lock(&ctl->ledger);
-    int unobserved = ledger_unobserved(&ctl->ledger, key, areal_wall_ms(), EXPECT_WINDOW_MS,
-                                       pod_observed_bound, ctl);
+    int unobserved =
+        ledger_unobserved(&ctl->ledger, key, areal_wall_ms(), EXPECT_WINDOW_MS, pod_observed, ctl);
     ledger_unlock(&ctl->ledger);
     if (unobserved > 0) {
         cache_release(ctl->jobs.cache, job);
@@ -861,11 +931,13 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
         kube_error kerr;
         json_t *patched = NULL; /* the job after this pass's own patch (finalizer) */
         bool rejected = false;
+        unsigned char *done = calloc((size_t)r.n_actions + 1, 1);
+        retry = done == NULL;
         for (int i = 0, j; i < r.n_actions && !retry && !rejected; i = j) {
             for (j = i + 1; j < r.n_actions && same_run(&r.actions[i], &r.actions[j]); j++) {
             }
             int at = 0;
-            retry = !apply_run(ctl, job, key, &r.actions[i], j - i, &patched, &at, &kerr);
+            retry = !apply_run(ctl, job, key, &r.actions[i], j - i, &patched, &done[i], &at, &kerr);
             const reconcile_action *fa = &r.actions[i + at];
             if (retry && (fa->kind == RECONCILE_CREATE || fa->kind == RECONCILE_BIND) &&
                 kerr.code == KUBE_EHTTP && reconcile_error_is_permanent(kerr.http_status)) {
@@ -880,11 +952,9 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
                     note_refusal(ctl, key, job);
             }
         }
-        if (!retry && !rejected && has_binds(&r)) {
-            ledger_lock(&ctl->ledger); /* expectations: wait to observe them */
-            ledger_bound(&ctl->ledger, key, areal_wall_ms());
-            ledger_unlock(&ctl->ledger);
-        }
+        if (!rejected && done != NULL)
+            expect_answered(ctl, g.ns, &r, done);
+        free(done);
         if (rejected) {
             r.requeue_after_ms = 0;
             json_decref(r.status); /* the rejection's status was written instead */
@@ -1006,6 +1076,8 @@ int controller_new(kube_client *kc, const controller_config *cfg, metrics_regist
     areal_keyset_init(&ctl->last_event);
     areal_keyset_init(&ctl->rejected);
     ledger_init(&ctl->ledger);
+    pthread_mutex_init(&ctl->expect_mu, NULL);
+    areal_keyset_init(&ctl->expect_seen);
     int rc = workqueue_new(NULL, &ctl->q) == 0 ? AREAL_OK
                                                : areal_error_set(err, AREAL_ENOMEM, -1, "oom");
     if (rc == AREAL_OK)
@@ -1117,6 +1189,8 @@ void controller_free(controller *ctl) {
     areal_keyset_free(&ctl->last_event);
     areal_keyset_free(&ctl->rejected);
     ledger_free(&ctl->ledger);
+    areal_keyset_free(&ctl->expect_seen);
+    pthread_mutex_destroy(&ctl->expect_mu);
     pthread_mutex_destroy(&ctl->events_mu);
     pthread_cond_destroy(&ctl->stop_cond);
     pthread_mutex_destroy(&ctl->stop_mu);
