@@ -807,10 +807,23 @@ static void failures_are_handled_per_role(void **state) {
     reconcile_result_free(&r);
     assert_string_equal(w.last_event, "RolloutServerFailed");
     assert_false(has_pod(&w, "j-rollout-1"));
+    /* Running is the trainer gang's; RolloutReady says a server is missing, and why */
+    assert_string_equal(phase(&w), "Running");
+    assert_string_equal(json_string_value(json_object_get(condition(&w, "RolloutReady"), "status")),
+                        "False");
+    assert_string_equal(reason_of(&w, "RolloutReady"), "Replacing");
     r = step(&w); /* replaced at the same index */
     assert_int_equal(count_kind(&r, RECONCILE_CREATE), 1);
     reconcile_result_free(&r);
     assert_true(has_pod(&w, "j-rollout-1"));
+    assert_string_equal(json_string_value(json_object_get(condition(&w, "RolloutReady"), "status")),
+                        "False");
+    assert_non_null(reason_of(&w, "RolloutReady"));
+    kubelet_sets(&w, "Running", true);
+    settle(&w);
+    assert_string_equal(json_string_value(json_object_get(condition(&w, "RolloutReady"), "status")),
+                        "True");
+    assert_string_equal(reason_of(&w, "RolloutReady"), "ServersReady");
     trainer_uids(&w, now, sizeof now);
     assert_string_equal(trainer, now);
     assert_int_equal(restarts_of(&w), 0);
