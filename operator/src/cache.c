@@ -418,7 +418,7 @@ int cache_apply(obj_cache *c, const json_t *obj, bool deleted) {
 }
 
 int cache_update_if(obj_cache *c, const json_t *obj,
-                    bool (*replace)(const void *entry, const json_t *obj)) {
+                    bool (*replace)(const void *entry, const json_t *obj), bool add) {
     char key[512];
     if (!cache_key(obj, key, sizeof key))
         return -1;
@@ -428,7 +428,7 @@ int cache_update_if(obj_cache *c, const json_t *obj,
     pthread_mutex_lock(&c->mu);
     int64_t *at = areal_keyset_value(&c->live.index, key);
     int rc = 0;
-    if (at != NULL && replace(c->live.slot[*at], obj)) {
+    if (at != NULL ? replace(c->live.slot[*at], obj) : add) {
         rc = store_put(&c->live, c->ops, key, v) == 0 ? 1 : -1; /* takes v */
         v = NULL;
     }

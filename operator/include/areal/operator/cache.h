@@ -97,12 +97,13 @@ void cache_replace_end(obj_cache *c, bool commit);
  * -1 when it has no name or when out of memory (the cache is unchanged). */
 int cache_apply(obj_cache *c, const json_t *obj, bool deleted);
 
-/* Replaces the entry of obj's key with obj's conversion only when there is
- * one and `replace(entry, obj)` says so (called under the lock: the check and
- * the replacement are one step, so an entry removed meanwhile is not brought
- * back). 1 replaced, 0 not, -1 no name or out of memory. */
+/* Stores obj's conversion at its key when there is an entry there and
+ * `replace(entry, obj)` says so, or, with `add`, when there is none (the
+ * check and the store are one step under the lock: an entry removed
+ * meanwhile is not brought back without `add`, and a newer one is not
+ * overwritten). 1 stored, 0 not, -1 no name or out of memory. */
 int cache_update_if(obj_cache *c, const json_t *obj,
-                    bool (*replace)(const void *entry, const json_t *obj));
+                    bool (*replace)(const void *entry, const json_t *obj), bool add);
 
 /* A new reference to the entry at `key`, or NULL; give it back with cache_release. */
 void *cache_get(obj_cache *c, const char *key);
