@@ -19,11 +19,12 @@
  * but the operator could have removed it; no two live pods of a job hold the
  * same role and rank. After the last step the faults stop and every job must
  * converge within a bounded time: Running with every planned pod bound and
- * running, waiting (Pending, Scheduled=False with a reason) with no trainer
- * pod (its rollout servers may stay),
- * or Failed with a condition that says why (a refused spec: ChildRejected or
- * InvalidSpec naming the field), and every deleted job gone; then the
- * operator must be at rest (no write for 0.6 s).
+ * running (and the status saying what the pods say - readyPods, gpus,
+ * rolloutReplicas - with RolloutReady True exactly when every wanted rollout
+ * server is ready, False with a reason while one is missing), waiting (Pending, Scheduled=False
+ * with a reason) with no trainer pod (its rollout servers may stay), or Failed with a condition
+ * that says why (a refused spec: ChildRejected or InvalidSpec naming the field), and every deleted
+ * job gone; then the operator must be at rest (no write for 0.6 s).
  *
  * Seeds: REGRESSION_SEEDS (each found a bug; kept) and then AREAL_CHAOS_SEEDS
  * seeds from AREAL_CHAOS_FIRST (defaults: 200 from 1; 24 in a sanitized
@@ -93,6 +94,11 @@
  *            expectation is now met by the pod informer's event (added,
  *            bound, deleted), not only by what the cache holds when the pass
  *            looks.
+ *   979      (op-index, in its own first 3,000-seed run) writes at rest: a
+ *            worker put its status write's answer into the job cache, the
+ *            watch's older events then took the cache back, and passes on the
+ *            regressed job wrote stale statuses (409). Job events no longer
+ *            replace a newer cached version.
  *   130      not converged under load: not reproduced; kept as a regression seed
  *            (174 and 339 above were the same symptom).
  * On op-roles' split reconcile (merged for a trial): 690 (12 GPUs on an 8-GPU
@@ -105,8 +111,8 @@
  * on 4-GPU nodes, a server bound to its planned node after other jobs'
  * servers were placed there.
  */
-static const unsigned REGRESSION_SEEDS[] = {40,  52,  9,   11,  85, 140, 186, 387, 27,
-                                            368, 101, 266, 690, 30, 174, 339, 603, 130};
+static const unsigned REGRESSION_SEEDS[] = {40,  52,  9,   11, 85,  140, 186, 387, 27, 368,
+                                            101, 266, 690, 30, 174, 339, 603, 130, 979};
 #define N_REGRESSION (sizeof REGRESSION_SEEDS / sizeof REGRESSION_SEEDS[0])
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -1090,20 +1096,20 @@ static int run_seeds_once(const unsigned *seeds, int n, int par, unsigned *faile
 
 /*
  * Runs the seeds; a seed that fails is run again, alone, up to
- * AREAL_CHAOS_RERUNS times (default 2; 0 in make test-long). The number of
- * seeds that failed every time. Why reruns: a seed fixes the fault schedule,
- * not the thread timing, and a few open bugs (see the list above: 52, 101,
- * 266, 603, 130) show once in hundreds of runs; without reruns one of them
- * fails make test for every change of the tree. A seed that fails and then
- * passes is still printed in full above and named in one line below, so it is
- * seen; one that fails its reruns too fails the test. Rejected: dropping the
- * random seeds from make test (the acceptance asks for hundreds of seeds).
+ * AREAL_CHAOS_RERUNS times (default 0: a failure fails the test). The number
+ * of seeds that failed every time. The knob stays for a bisection or a new
+ * timing bug under investigation: a seed fixes the fault schedule, not the
+ * thread timing, and the bugs once open here (52, 101, 266, 603, 130, 174,
+ * 339: see the list above) showed once in hundreds of runs. A seed that fails
+ * and then passes is still printed in full above and named in one line below.
+ * Rejected: dropping the random seeds from make test (the acceptance asks for
+ * hundreds of seeds).
  */
 static int run_seeds(const unsigned *seeds, int n, int par) {
     unsigned *bad = calloc((size_t)(n > 0 ? n : 1), sizeof *bad);
     assert_non_null(bad);
     int failed = run_seeds_once(seeds, n, par, bad), persistent = 0;
-    long reruns = env_long("AREAL_CHAOS_RERUNS", 2);
+    long reruns = env_long("AREAL_CHAOS_RERUNS", 0);
     for (int i = 0; i < failed; i++) {
         int passed_on = 0;
         for (long k = 1; k <= reruns && passed_on == 0; k++)
