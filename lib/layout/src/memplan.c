@@ -41,6 +41,11 @@ static int check(const areal_mem_model *m, const areal_strategy *s, const areal_
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "memory plan: tp %ld must divide vocab_size %ld (vocab parallel)",
                                tp, m->vocab);
+    if (o->fsdp && s->pp != 1)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "memory plan: fsdp shards over dp and runs no pipeline stages "
+                               "(pp %d): use megatron: for pp > 1",
+                               s->pp);
     if (o->mb_tokens < 1 || o->seq_len < 1 || o->n_mb < 1)
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "memory plan: mb_tokens, seq_len and n_mb must be >= 1 (got %ld, "
@@ -91,6 +96,42 @@ static int64_t layer_acts(const areal_mem_model *m, const areal_strategy *s,
     return n;
 }
 
+/* x rounded up to a multiple of k. */
+static int64_t pad_to(int64_t x, int64_t k) {
+    return (x + k - 1) / k * k;
+}
+
+/* The fully sharded rank (memplan.h): ranges of every unit, the step's gathered peak. */
+static void fsdp_rank(const areal_mem_model *m, const areal_strategy *s, const areal_mem_opts *o,
+                      areal_mem_rank *out) {
+    int64_t k = (int64_t)s->dp * (s->cp > 0 ? s->cp : 1), V = m->vocab, H = m->hidden;
+    int64_t T = o->mb_tokens, L = m->layers;
+    int64_t root = V * H * (m->tied ? 1 : 2) + H, ranges = pad_to(root, k) / k, worst = 0;
+    int64_t n = root, acts = 0;
+    for (long l = 0; l < L; l++) {
+        int64_t u = layer_params(m, s, l), stage = u;
+        if (l == 0)
+            stage += V * H; /* the embedding */
+        if (l == L - 1)
+            stage += H + (m->tied && l == 0 ? 0 : V * H); /* final norm; lm_head or tied copy */
+        if (2 * pad_to(u, k) + 2 * stage > worst)
+            worst = 2 * pad_to(u, k) + 2 * stage;
+        ranges += pad_to(u, k) / k;
+        n += u;
+        acts += layer_acts(m, s, o, l) + T * H; /* each layer's own output buffer */
+    }
+    acts += T * H + T + T * V; /* the last layer's: final norm, logits */
+    *out = (areal_mem_rank){.stage = 0,
+                            .layers = L,
+                            .n_params = n,
+                            .params = 4 * ranges,
+                            .grads = 4 * ranges,
+                            .optim = 8 * ranges,
+                            .acts = 4 * acts,
+                            .gathered = 4 * (2 * pad_to(root, k) + worst)};
+    out->total = out->params + out->grads + out->optim + out->acts + out->gathered;
+}
+
 int areal_mem_stage(const areal_mem_model *m, const areal_strategy *s, const areal_mem_opts *o,
                     int stage, areal_mem_rank *out, areal_error *err) {
     memset(out, 0, sizeof *out);
@@ -100,6 +141,10 @@ int areal_mem_stage(const areal_mem_model *m, const areal_strategy *s, const are
     if (stage < 0 || stage >= s->pp)
         return areal_error_set(err, AREAL_EINVAL, -1, "memory plan: stage %d of pp %d", stage,
                                s->pp);
+    if (o->fsdp) {
+        fsdp_rank(m, s, o, out);
+        return AREAL_OK;
+    }
     long base = m->layers / s->pp, extra = m->layers % s->pp;
     long first = stage * base + (stage < extra ? stage : extra);
     long nl = base + (stage < extra);
@@ -153,7 +198,9 @@ int areal_mem_fit(const areal_mem_rank *r, const areal_strategy *s, const areal_
                         : "use the distributed optimizer (megatron:) and grow dp, or grow tp or pp";
     } else if (weights >= r->acts) {
         part = "parameters and gradients";
-        grow = r->layers > 1 ? "grow pp (fewer layers a stage) or tp" : "grow tp";
+        grow = o->fsdp         ? "grow dp (fsdp shards them over dp)"
+               : r->layers > 1 ? "grow pp (fewer layers a stage) or tp"
+                               : "grow tp";
     } else {
         part = "activations";
         grow = "grow tp or pp, or put fewer tokens in a micro-batch";

@@ -10,6 +10,18 @@
  * float of one micro-batch's record times the micro-batches alive on the
  * stage under 1F1B (min(pp - stage, n_mb)).
  *
+ * With fsdp (fully sharded, worker/parallel's fsdp.h) parameters, gradients
+ * and moments are all sharded: each unit (one per decoder layer, and the
+ * root: embedding, final norm, lm_head) padded to a multiple of dp * cp and
+ * split evenly, so params / grads / optim are the rank's ranges; `gathered`
+ * is what a step materialises on top at its peak: the root unit whole
+ * (params and its gradient sum) for the whole step, and during the backward
+ * of the largest layer its unit whole twice (gathered params, gradient to
+ * reduce-scatter) and its one-layer stage model (params and grads); the
+ * activations are the per-layer stage records of one micro-batch (each
+ * layer's output a buffer of its own), every micro-batch run forward then
+ * backward.
+ *
  * Pure arithmetic on numbers, so the planner (arealctl, lib/layout) and the
  * worker share it without the planner reading model code; the caller turns
  * a config.json into areal_mem_model.
@@ -40,6 +52,7 @@ typedef struct areal_mem_opts {
     long n_mb;           /* micro-batches of a step on this rank */
     bool zero1;          /* distributed optimizer: moments sharded over dp * cp */
     bool vocab_parallel; /* embedding and lm_head split over tp */
+    bool fsdp;           /* fully sharded: params, grads and moments over dp * cp (pp 1) */
 } areal_mem_opts;
 
 /* One rank's bytes. */
@@ -50,6 +63,7 @@ typedef struct areal_mem_rank {
     int64_t params, grads; /* bytes */
     int64_t optim;         /* AdamW m and v */
     int64_t acts;          /* peak activations */
+    int64_t gathered;      /* fsdp: whole units and stage models live at the peak (else 0) */
     int64_t total;
 } areal_mem_rank;
 
