@@ -124,16 +124,36 @@ int areal_par_fsdp_create(const areal_model_config *cfg, areal_coll *dp, areal_p
     return AREAL_OK;
 }
 
-int areal_par_fsdp_set_tensor(areal_par_fsdp *f, const char *name, const float *values,
-                              areal_error *err) {
+int areal_par_fsdp_locate(const areal_par_fsdp *f, const char *name, size_t *a, size_t *b,
+                          size_t *at, areal_error *err) {
     int i = find_whole(f, name);
     if (i < 0)
         return areal_error_set(err, AREAL_EINVAL, -1, "fsdp: the model has no tensor %s", name);
     int u = f->t_unit[i];
     size_t lo = (size_t)f->r * f->u_len[u], hi = lo + f->u_len[u];
-    size_t a = f->t_off[i], b = a + numel(&f->whole[i]);
-    for (size_t k = a > lo ? a : lo; k < (b < hi ? b : hi); k++)
-        f->p[f->u_off[u] + (k - lo)] = values[k - a];
+    size_t t0 = f->t_off[i], t1 = t0 + numel(&f->whole[i]);
+    size_t x = t0 > lo ? t0 : lo, y = t1 < hi ? t1 : hi;
+    if (y < x)
+        y = x;
+    *a = x - t0, *b = y - t0, *at = f->u_off[u] + (x - lo);
+    return AREAL_OK;
+}
+
+const areal_tensor_spec *areal_par_fsdp_tensors(const areal_par_fsdp *f, size_t *n) {
+    *n = f->n_whole;
+    return f->whole;
+}
+
+int areal_par_fsdp_set_tensor(areal_par_fsdp *f, const char *name, int which, const float *values,
+                              areal_error *err) {
+    if (which != 0 && which != 2 && which != 3)
+        return areal_error_set(err, AREAL_EINVAL, -1, "fsdp: which %d is not 0, 2 or 3", which);
+    size_t a, b, at;
+    int rc = areal_par_fsdp_locate(f, name, &a, &b, &at, err);
+    if (rc != AREAL_OK)
+        return rc;
+    float *dst = which == 0 ? f->p : which == 2 ? f->adam.m : f->adam.v;
+    memcpy(dst + at, values + a, sizeof(float) * (b - a));
     return AREAL_OK;
 }
 

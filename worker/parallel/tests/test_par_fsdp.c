@@ -27,7 +27,7 @@
 static int fsdp_load(areal_par_fsdp *f, const areal_model *src, areal_error *e) {
     int rc = AREAL_OK;
     for (size_t i = 0; rc == AREAL_OK && i < src->n_specs; i++)
-        rc = areal_par_fsdp_set_tensor(f, src->specs[i].name, src->params + src->offset[i], e);
+        rc = areal_par_fsdp_set_tensor(f, src->specs[i].name, 0, src->params + src->offset[i], e);
     return rc;
 }
 

@@ -72,12 +72,24 @@ void areal_par_fsdp_free(areal_par_fsdp *f);
 
 /*
  * Copies this rank's part of the whole HF tensor `name` (values: its
- * numel floats, row-major) into its ranges; no collective, so a loader
- * streams a checkpoint tensor by tensor. AREAL_EINVAL when the model has
- * no such tensor.
+ * numel floats, row-major) into its ranges of the parameters (which 0) or
+ * AdamW's m (2) / v (3); no collective, so a loader streams a checkpoint
+ * tensor by tensor. AREAL_EINVAL when the model has no such tensor or
+ * which is not 0, 2 or 3.
  */
-int areal_par_fsdp_set_tensor(areal_par_fsdp *f, const char *name, const float *values,
+int areal_par_fsdp_set_tensor(areal_par_fsdp *f, const char *name, int which, const float *values,
                               areal_error *err);
+
+/* The model's HF tensors (n of them, in buffer order; borrowed, valid while f lives). */
+const areal_tensor_spec *areal_par_fsdp_tensors(const areal_par_fsdp *f, size_t *n);
+
+/*
+ * The part of tensor `name` this rank holds: its elements [*a, *b) (row-
+ * major, possibly empty) sit at index *at of the state's flat buffers
+ * (areal_par_fsdp_state). AREAL_EINVAL when the model has no such tensor.
+ */
+int areal_par_fsdp_locate(const areal_par_fsdp *f, const char *name, size_t *a, size_t *b,
+                          size_t *at, areal_error *err);
 
 /*
  * The whole tensor `name` into out (its numel floats): the parameters
