@@ -79,12 +79,22 @@ static int64_t layer_params(const areal_mem_model *m, const areal_strategy *s, l
     return n;
 }
 
+/* Rows of the residual stream a layer's record keeps (model_fwd.c's rows_kept, tp rank 0). */
+static int64_t sp_rows(const areal_strategy *s, const areal_mem_opts *o) {
+    int64_t T = o->mb_tokens, tp = s->tp;
+    if (!o->sequence_parallel || tp < 2)
+        return T;
+    int64_t B = (T + tp - 1) / tp;
+    return B < T ? B : T;
+}
+
 /* Floats of one layer's activation record for T tokens (model_fwd.c's layer_floats + probs). */
 static int64_t layer_acts(const areal_mem_model *m, const areal_strategy *s,
                           const areal_mem_opts *o, long l) {
     int64_t T = o->mb_tokens, H = m->hidden, hd = m->head_dim, tp = s->tp;
     int64_t nh = m->heads / tp, nkv = m->kv_heads / tp, Q = nh * hd, KV = nkv * hd;
-    int64_t n = T * H * 4 + T * 2 + T * Q * 3 + T * KV * 4 + T * (nh + nkv);
+    int64_t R = sp_rows(s, o); /* the residuals' rows: all T, or tp rank 0's block */
+    int64_t n = R * H * 2 + T * H * 2 + R * 2 + T * Q * 3 + T * KV * 4 + T * (nh + nkv);
     int64_t seqs = (T + o->seq_len - 1) / o->seq_len, L = T < o->seq_len ? T : o->seq_len;
     n += seqs * nh * L * L; /* attention probabilities, every sequence taken full length */
     if (is_moe(m, l)) {
@@ -160,6 +170,8 @@ int areal_mem_stage(const areal_mem_model *m, const areal_strategy *s, const are
     if (is_last)
         n += H + (m->tied ? 0 : V * H);                /* final norm, lm_head */
     acts += T * H + (is_last ? T * H + T + T * V : 0); /* stage output; final norm, logits */
+    if (o->sequence_parallel && s->tp > 1)
+        acts += T * H; /* the row-parallel products' scratch */
     long alive = s->pp - stage < o->n_mb ? s->pp - stage : o->n_mb;
     int64_t shard = o->zero1 ? (int64_t)s->dp * (s->cp > 0 ? s->cp : 1) : 1;
     *out = (areal_mem_rank){.stage = stage,

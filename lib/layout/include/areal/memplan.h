@@ -8,7 +8,9 @@
  * CPU worker trains: 4 bytes a parameter, 4 a gradient, 8 of AdamW moments
  * (sharded over dp with the distributed optimizer), activations 4 bytes a
  * float of one micro-batch's record times the micro-batches alive on the
- * stage under 1F1B (min(pp - stage, n_mb)).
+ * stage under 1F1B (min(pp - stage, n_mb)). With sequence_parallel (tp > 1)
+ * each layer's residuals and their rstd keep ceil(T / tp) rows (tp rank 0's
+ * block), plus one [T, H] scratch a stage for the row-parallel products.
  *
  * With fsdp (fully sharded, worker/parallel's fsdp.h) parameters, gradients
  * and moments are all sharded: each unit (one per decoder layer, and the
@@ -47,12 +49,13 @@ typedef struct areal_mem_model {
 
 /* How the rank trains. */
 typedef struct areal_mem_opts {
-    long mb_tokens;      /* tokens of one micro-batch */
-    long seq_len;        /* tokens of one sequence (attention probabilities: seq_len^2 a head) */
-    long n_mb;           /* micro-batches of a step on this rank */
-    bool zero1;          /* distributed optimizer: moments sharded over dp * cp */
-    bool vocab_parallel; /* embedding and lm_head split over tp */
-    bool fsdp;           /* fully sharded: params, grads and moments over dp * cp (pp 1) */
+    long mb_tokens;         /* tokens of one micro-batch */
+    long seq_len;           /* tokens of one sequence (attention probabilities: seq_len^2 a head) */
+    long n_mb;              /* micro-batches of a step on this rank */
+    bool zero1;             /* distributed optimizer: moments sharded over dp * cp */
+    bool vocab_parallel;    /* embedding and lm_head split over tp */
+    bool fsdp;              /* fully sharded: params, grads and moments over dp * cp (pp 1) */
+    bool sequence_parallel; /* tp > 1: the residual stream's records hold tp rank 0's rows */
 } areal_mem_opts;
 
 /* One rank's bytes. */
