@@ -213,7 +213,12 @@ typedef struct step {
     size_t root_pad, lay_pad;
 } step;
 
-/* Stage model of layer l, its parameters copied from the root and the gathered layer unit. */
+static void stage_release(step *s, int l, areal_model *m);
+
+/*
+ * Stage model of layer l, its parameters copied from the root and the
+ * gathered layer unit. On failure nothing is left allocated.
+ */
 static int stage_model(step *s, int l, areal_model *m, areal_error *err) {
     areal_par_fsdp *f = s->f;
     areal_model_shard sh;
@@ -239,6 +244,8 @@ static int stage_model(step *s, int l, areal_model *m, areal_error *err) {
         const float *src = (f->t_unit[i] == 0 ? s->root_p : s->lay_p) + f->t_off[i];
         memcpy(m->params + m->offset[j], src, sizeof(float) * numel(&m->specs[j]));
     }
+    if (rc != AREAL_OK)
+        stage_release(s, l, m);
     return rc;
 }
 

@@ -34,7 +34,9 @@
  * rank's ranges), plus while stepping the root unit whole (params and
  * gradient), one layer unit whole (gathered params and the gradient to
  * reduce-scatter) and its stage model (params and grads), and the
- * activations.
+ * activation records of one micro-batch (the backward's transient dlogits
+ * and two [T, H] gradient buffers are not counted, as the plan's
+ * activations do not count the model core's backward scratch).
  */
 #ifndef AREAL_PARALLEL_FSDP_H
 #define AREAL_PARALLEL_FSDP_H
