@@ -5,8 +5,11 @@ What: the RBAC granted to the operator's ServiceAccount must be exactly the API
 calls the operator makes (OPERATOR_CALLS below), each in the right scope: the
 informers' reads cluster-wide, the reconcile's writes cluster-wide or in the one
 watched namespace (a Role), the Lease only through a Role in the release
-namespace and by name. Nothing else: no secrets, no wildcard, no verb the
-operator never calls. Also checks the Deployment (probes, non-root read-only
+namespace and by name; with --metrics-secure, create on tokenreviews and
+subjectaccessreviews (cluster-scoped), and the <fullname>-metrics-reader
+ClusterRole (get /metrics, the one nonResourceURLs rule allowed) bound to no
+operator account. Nothing else: no secrets, no wildcard, no verb the operator
+never calls. Also checks the Deployment (probes, non-root read-only
 security context, anti-affinity, flags agreeing with the RBAC) and that the CRD
 is the one of crds/.
 Why a source scan too: OPERATOR_CALLS is a copy of what operator/src does; the
@@ -34,6 +37,9 @@ JOB_RULES = {
     ("", "events"): {"create"},
 }
 LEASE_RULES = {("coordination.k8s.io", "leases"): {"create", "get", "update"}}
+# --metrics-secure: each scrape's token reviewed (operator/src/metrics_auth.c)
+REVIEW_RULES = {("authentication.k8s.io", "tokenreviews"): {"create"},
+                ("authorization.k8s.io", "subjectaccessreviews"): {"create"}}
 
 # The kube_* calls of operator/ (file -> functions) and the resources its
 # reconcile names; the tables above were derived from exactly these.
@@ -44,6 +50,8 @@ OPERATOR_CALLS = {
     "operator/src/lease.c": {"kube_get", "kube_create", "kube_update"},
     # status.progress (patch arealjobs/status) and TrainerPhase Events (create events)
     "operator/src/progress_poll.c": {"kube_create", "kube_patch"},
+    # TokenReview and SubjectAccessReview of the secure metrics
+    "operator/src/metrics_auth.c": {"kube_create"},
 }
 OPERATOR_RESOURCES = {"arealjobs", "pods", "nodes", "services", "configmaps", "events"}
 KUBE_CALL = re.compile(r"\b(kube_(?:get|list|create|update|patch|delete|bind_pod|reflector_run|"
@@ -111,16 +119,41 @@ def granted(docs, sa, sa_ns):
     return out
 
 
-def check_rbac(docs, args, sa, lease_name, problems):
+def check_reader(docs, sa, secure, problems):
+    """The metrics-reader ClusterRole: only with --metrics-secure, exactly get /metrics,
+    never bound to the operator's own account (it grants scrapers, not the operator)."""
+    readers = [d for d in docs if d["kind"] == "ClusterRole" and
+               d["metadata"]["name"].endswith("-metrics-reader")]
+    if secure and len(readers) != 1:
+        problems.append(f"{len(readers)} *-metrics-reader ClusterRoles with --metrics-secure, "
+                        "expected 1 (what scrapers are bound to)")
+    if not secure and readers:
+        problems.append("a *-metrics-reader ClusterRole without --metrics-secure (plain "
+                        "metrics need no grant)")
+    for r in readers:
+        if r.get("rules") != [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]:
+            problems.append(f"ClusterRole {r['metadata']['name']}: rules {r.get('rules')}, "
+                            "expected exactly nonResourceURLs [/metrics] verbs [get]")
+    names = {r["metadata"]["name"] for r in readers}
+    for d in docs:
+        if d["kind"] in ("ClusterRoleBinding", "RoleBinding") and d["roleRef"]["name"] in names \
+                and any(x.get("name") == sa for x in d.get("subjects", [])):
+            problems.append(f"{d['kind']} {d['metadata']['name']} binds the metrics reader to "
+                            "the operator's own ServiceAccount")
+    return names
+
+
+def check_rbac(docs, args, sa, lease_name, secure, problems):
+    readers = check_reader(docs, sa, secure, problems)
     for d in docs:
         if d["kind"] not in ("ClusterRole", "Role"):
             continue
         for rule in d.get("rules", []):
             where = f"{d['kind']} {d['metadata']['name']}"
-            for field in ("apiGroups", "resources", "verbs"):
+            for field in ("apiGroups", "resources", "verbs", "nonResourceURLs"):
                 if "*" in rule.get(field, []):
                     problems.append(f"{where}: wildcard in {field}")
-            if rule.get("nonResourceURLs"):
+            if rule.get("nonResourceURLs") and d["metadata"]["name"] not in readers:
                 problems.append(f"{where}: nonResourceURLs {rule['nonResourceURLs']}")
             if "secrets" in rule.get("resources", []):
                 problems.append(f"{where}: grants secrets")
@@ -133,6 +166,9 @@ def check_rbac(docs, args, sa, lease_name, problems):
     if not args.no_leader_election:
         for k, v in LEASE_RULES.items():
             want[(args.release_namespace,) + k] = set(v)
+    if secure:
+        for k, v in REVIEW_RULES.items():
+            want.setdefault(("*",) + k, set()).update(v)
     have = {}
     for scope, g, r, verbs, names, where in granted(docs, sa, args.release_namespace):
         if g is None:
@@ -160,7 +196,7 @@ def check_deployment(docs, args, problems):
     deps = [d for d in docs if d["kind"] == "Deployment"]
     if len(deps) != 1:
         problems.append(f"{len(deps)} Deployments rendered, expected 1")
-        return None, None
+        return None, None, False
     spec = deps[0]["spec"]["template"]["spec"]
     c = spec["containers"][0]
     flags = dict(a[2:].split("=", 1) if "=" in a else (a[2:], "") for a in c.get("args", []))
@@ -176,6 +212,15 @@ def check_deployment(docs, args, problems):
               for p in ("livenessProbe", "readinessProbe")}
     if probes != {"livenessProbe": "/healthz", "readinessProbe": "/readyz"}:
         problems.append(f"probes {probes}: expected /healthz (liveness), /readyz (readiness)")
+    # the probes are plain HTTP on --health-probe-address: their port must be that one
+    ports = {p.get("name"): p.get("containerPort") for p in c.get("ports", [])}
+    probe_port = flags.get("health-probe-address", "").rpartition(":")[2]
+    for p in ("livenessProbe", "readinessProbe"):
+        hg = (c.get(p) or {}).get("httpGet", {})
+        port = ports.get(hg.get("port"), hg.get("port"))
+        if str(port) != probe_port or hg.get("scheme", "HTTP") != "HTTP":
+            problems.append(f"{p} on port {hg.get('port')} ({port}), but the probes are plain "
+                            f"HTTP on --health-probe-address port {probe_port or '(unset)'}")
     sc, psc = c.get("securityContext", {}), spec.get("securityContext", {})
     if not (sc.get("readOnlyRootFilesystem") and sc.get("allowPrivilegeEscalation") is False):
         problems.append("the container is not read-only without privilege escalation")
@@ -186,7 +231,7 @@ def check_deployment(docs, args, problems):
     if deps[0]["spec"].get("replicas", 1) > 1 and not spec.get("affinity", {}).get(
             "podAntiAffinity"):
         problems.append("several replicas without pod anti-affinity")
-    return sa, flags.get("lease-name")
+    return sa, flags.get("lease-name"), "metrics-secure" in flags
 
 
 def check_crd(docs, root, problems):
@@ -211,8 +256,8 @@ def main():
     problems = []
     if not args.skip_source_scan:
         scan_sources(root, problems)
-    sa, lease_name = check_deployment(docs, args, problems)
-    check_rbac(docs, args, sa, lease_name, problems)
+    sa, lease_name, secure = check_deployment(docs, args, problems)
+    check_rbac(docs, args, sa, lease_name, secure, problems)
     check_crd(docs, root, problems)
     for line in problems:
         print(f"rbac_check: {line}")

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # test_chart.sh - the Helm chart's test, part of `make test`: helm lint, then
 # helm template with the default values and with non-default ones (one watched
-# namespace, one replica without leader election, a ServiceMonitor), each render
+# namespace, one replica without leader election, a ServiceMonitor, plain
+# metrics, a mounted serving certificate, metrics readers), each render
 # checked by rbac_check.py (the operator's RBAC is exactly its API calls, the
 # Deployment's flags agree with it, the CRD is crds/'s); then the checker is fed
 # broken renders (a rule dropped, secrets added, a wildcard or extra verb, every
-# Lease, writes cluster-wide for one namespace, a wrong probe, an unknown API
-# call in operator/src) and must refuse each, so it can fail.
+# Lease, writes cluster-wide for one namespace, a wrong probe, a probe on the
+# HTTPS port, no token reviews, a wider or self-bound metrics reader, an unknown
+# API call in operator/src) and must refuse each, so it can fail.
 # Needs the pinned helm of the e2e cache (e2e/build-bins) and python3 with PyYAML;
 # without them it says so and passes nothing. Prints cmocka's lines ("[       OK ]",
 # "[  PASSED  ] N test(s).") so scripts/run-tests.sh counts it like a test binary.
@@ -81,13 +83,17 @@ render one-namespace --namespace team-a -- --set 'namespaces[0]=team-a' --set wo
 render single-replica --no-leader-election -- --set replicaCount=1 --set leaderElection.enabled=false \
     --set antiAffinity=none
 render servicemonitor -- --set metrics.serviceMonitor.enabled=true --set antiAffinity=required
+render plain-metrics -- --set metrics.secure=false --set metrics.port=8080 \
+    --set metrics.serviceMonitor.enabled=true
+render cert-secret -- --set metrics.certSecret=areal-metrics-tls \
+    --set 'metrics.readers[0].name=prometheus-k8s' --set 'metrics.readers[0].namespace=monitoring'
 
 # The flags reach the container.
 args=$(python3 -c 'import sys,yaml
 for d in yaml.safe_load_all(open(sys.argv[1])):
     if d and d["kind"] == "Deployment": print(" ".join(d["spec"]["template"]["spec"]["containers"][0]["args"]))' \
     "$tmp/one-namespace.yaml")
-want="--qps=50 --burst=100 --workers=4 --scheduler-name=my-sched --default-image=registry.example/areal/worker:1 --metrics-address=0.0.0.0:8080 --progress-port=8090 --progress-interval=5 --namespace=team-a --leader-elect --lease-namespace=areal-system --lease-name=t-areal-operator --id=\$(POD_NAME)"
+want="--qps=50 --burst=100 --workers=4 --scheduler-name=my-sched --default-image=registry.example/areal/worker:1 --metrics-address=0.0.0.0:8443 --metrics-secure --health-probe-address=0.0.0.0:8081 --progress-port=8090 --progress-interval=5 --namespace=team-a --leader-elect --lease-namespace=areal-system --lease-name=t-areal-operator --id=\$(POD_NAME)"
 if [ "$args" = "$want" ]; then ok "values become the operator's flags"; else
     echo "got:  $args" >"$tmp/out"
     echo "want: $want" >>"$tmp/out"
@@ -110,6 +116,44 @@ if grep -q 'kind: ServiceMonitor' "$tmp/servicemonitor.yaml" && ! grep -q 'kind:
     ok "a ServiceMonitor only when enabled"
 else
     bad "a ServiceMonitor only when enabled"
+fi
+
+# Secure metrics: the ServiceMonitor scrapes https with its token; plain ones http.
+# smon FILE: "scheme bearerTokenFile insecureSkipVerify" of its endpoint
+smon() {
+    python3 -c 'import sys,yaml
+for d in yaml.safe_load_all(open(sys.argv[1])):
+    if d and d["kind"] == "ServiceMonitor":
+        e = d["spec"]["endpoints"][0]
+        print(e.get("scheme", "http"), e.get("bearerTokenFile", "-"), e.get("tlsConfig", {}).get("insecureSkipVerify", "-"))' "$1"
+}
+got="$(smon "$tmp/servicemonitor.yaml") / $(smon "$tmp/plain-metrics.yaml")"
+if [ "$got" = "https /var/run/secrets/kubernetes.io/serviceaccount/token True / http - -" ]; then
+    ok "the ServiceMonitor scrapes https with its ServiceAccount token (plain: http)"
+else
+    echo "got: $got" >"$tmp/out"
+    bad "the ServiceMonitor scrapes https with its ServiceAccount token (plain: http)"
+fi
+# a mounted certificate: the Secret as a read-only volume at --metrics-cert-dir; the readers bound
+certs=$(python3 -c 'import sys,yaml
+for d in yaml.safe_load_all(open(sys.argv[1])):
+    if not d: continue
+    if d["kind"] == "Deployment":
+        s = d["spec"]["template"]["spec"]; c = s["containers"][0]
+        m = c["volumeMounts"][0]
+        print([a for a in c["args"] if a.startswith("--metrics-cert-dir")][0], m["mountPath"], m["readOnly"], s["volumes"][0]["secret"]["secretName"])
+    if d["kind"] == "ClusterRoleBinding" and d["roleRef"]["name"].endswith("-metrics-reader"):
+        print(d["subjects"])' "$tmp/cert-secret.yaml" | sort)
+want_certs=$(printf '%s\n' "--metrics-cert-dir=/var/run/areal/metrics-certs /var/run/areal/metrics-certs True areal-metrics-tls" \
+    "[{'kind': 'ServiceAccount', 'name': 'prometheus-k8s', 'namespace': 'monitoring'}]" | sort)
+if [ "$certs" = "$want_certs" ]; then ok "metrics.certSecret is mounted for --metrics-cert-dir; metrics.readers are bound"; else
+    printf 'got:  %s\nwant: %s\n' "$certs" "$want_certs" >"$tmp/out"
+    bad "metrics.certSecret is mounted for --metrics-cert-dir; metrics.readers are bound"
+fi
+if ! grep -q -- '--metrics-secure\|metrics-reader\|tokenreviews' "$tmp/plain-metrics.yaml"; then
+    ok "plain metrics: no --metrics-secure, no review rules, no reader role"
+else
+    bad "plain metrics: no --metrics-secure, no review rules, no reader role"
 fi
 
 # The default images are the ones the Dockerfiles build, at the repository's VERSION.
@@ -142,6 +186,9 @@ refuse "two namespaces" "watches one namespace or all" --set 'namespaces={a,b}'
 refuse "two replicas without a Lease" "needs leaderElection.enabled" --set leaderElection.enabled=false
 refuse "a bad log level" "logLevel 'loud'" --set logLevel=loud
 refuse "17 workers" "workers 17" --set workers=17
+refuse "probes on the metrics port" "both 8443" --set probes.port=8443
+refuse "a certificate for plain metrics" "needs metrics.secure" --set metrics.secure=false \
+    --set metrics.certSecret=x
 
 # The checker must fail broken renders.
 broken() { # broken WHAT SED-EXPR [CHECK-ARGS...]
@@ -162,8 +209,13 @@ broken "secrets" 's|\[pods/binding, services|[pods/binding, secrets, services|'
 broken "a wildcard verb" 's|verbs: \[list, watch\]|verbs: ["*"]|'
 broken "an extra verb" 's|verbs: \[list, watch, patch\]|verbs: [list, watch, patch, update]|'
 broken "leases without a name" '/resourceNames:/d'
-broken "the write rules cluster-wide with one namespace" 's|--metrics-address=0.0.0.0:8080|&\n            - --namespace=team-a|' --namespace team-a
+broken "the write rules cluster-wide with one namespace" 's|--metrics-address=0.0.0.0:8443|&\n            - --namespace=team-a|' --namespace team-a
 broken "a probe on the wrong path" 's|path: /readyz|path: /healthz|'
+broken "a probe on the HTTPS metrics port" 's|port: probes|port: metrics|'
+broken "secure metrics without token reviews" 's|resources: \[tokenreviews\]|resources: [tokenreviewz]|'
+broken "a metrics reader wider than get /metrics" 's|nonResourceURLs: \[/metrics\]|nonResourceURLs: [/metrics, /debug]|'
+broken "nonResourceURLs in the operator's role" 's|    resources: \[nodes, pods\]|&\n  - nonResourceURLs: [/metrics]\n    verbs: [get]|'
+broken "the metrics reader bound to the operator" 's|^  name: t-areal-operator$|  name: t-areal-operator-metrics-reader|'
 # and a source call it does not know
 mkdir -p "$tmp/repo/operator/src" "$tmp/repo/crds"
 cp crds/areal.io_arealjobs.yaml "$tmp/repo/crds/"

@@ -8,7 +8,9 @@
 # entrypoint areal-operator) and talk to the API server with their
 # ServiceAccount's projected token, so the API server's RBAC authorizer
 # decides every call. --set metrics.bindAddress=podIP: the simulator's pods
-# share one network namespace, so two replicas cannot both bind 0.0.0.0:8080.
+# share one network namespace, so two replicas cannot both bind 0.0.0.0:8443
+# (metrics, https: the chart's metrics.secure default) and 0.0.0.0:8081
+# (the plain probes).
 REL=areal-operator
 CHART=$REPO/charts/areal-operator
 
@@ -71,11 +73,38 @@ operator_pod_logs() {
     done
 }
 
+# metrics_token: a token of ServiceAccount e2e-scraper in $OPNS, bound to the
+# chart's $REL-metrics-reader ClusterRole as a user binds their Prometheus.
+# The first call creates both and waits until RBAC says yes (a SAR answered
+# before the binding is seen would be a refusal the operator caches 10 s).
+metrics_token() {
+    local sa=system:serviceaccount:$OPNS:e2e-scraper
+    if ! kubectl -n "$OPNS" get sa e2e-scraper >/dev/null 2>&1; then
+        kubectl -n "$OPNS" create serviceaccount e2e-scraper >/dev/null
+        kubectl create clusterrolebinding "$OPNS-e2e-scraper" --clusterrole="$REL-metrics-reader" \
+            --serviceaccount="$OPNS:e2e-scraper" >/dev/null
+        wait_until 20 bash -c "[ \"\$(kubectl auth can-i get /metrics --as $sa)\" = yes ]" ||
+            fail "the binding of $sa to $REL-metrics-reader is not in force"
+    fi
+    kubectl -n "$OPNS" create token e2e-scraper --duration=10m
+}
+
+# operator_metrics POD [TOKEN]: POD's /metrics over https with TOKEN (default:
+# metrics_token's). -k: the certificate is the operator's self-signed one, as
+# a ServiceMonitor's insecureSkipVerify.
+operator_metrics() {
+    local ip tok=${2:-}
+    [ -n "$tok" ] || tok=$(metrics_token)
+    ip=$(kubectl -n "$OPNS" get pod "$1" -o jsonpath='{.status.podIP}')
+    curl -sfk --max-time 10 -H "Authorization: Bearer $tok" "https://$ip:8443/metrics"
+}
+
 # chart_uninstall: helm uninstall, then nothing of the release may be left:
 # no object labelled with it, no ClusterRole/Binding, no operator process.
 chart_uninstall() {
     local pids
     pids=$(cat "$AREAL_E2E_STATE/pods/${OPNS}_"*/pid 2>/dev/null || true)
+    kubectl delete clusterrolebinding "$OPNS-e2e-scraper" --ignore-not-found >/dev/null
     helm uninstall "$REL" -n "$OPNS" --wait --timeout 60s >/dev/null
     left() {
         kubectl -n "$OPNS" get all,sa,role,rolebinding,lease,cm,secret,events \

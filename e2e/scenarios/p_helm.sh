@@ -8,6 +8,11 @@
 # authorizer checks the chart's rules on every call. One replica takes the
 # chart's Lease; a job is applied, placed as one gang and Succeeds; the job is
 # deleted (the operator removes its finalizer); `helm uninstall` leaves nothing.
+# The metrics are the chart's secure default: https on 8443, each scrape's
+# bearer token reviewed by the API server (TokenReview, SubjectAccessReview):
+# no token or a forged one 401, a ServiceAccount not bound to the chart's
+# metrics-reader ClusterRole 403, a bound one 200 with the areal_ metrics;
+# the probes stay plain on 8081.
 . "$(dirname "$0")/lib.sh"
 . "$SCEN_DIR/chart_lib.sh"
 NS=e2e-p
@@ -69,10 +74,33 @@ expect_eq "condition Scheduled=GangBound" GangBound \
 wait_until 90 phase_is $NS gang Succeeded || fail "job phase $(job_phase $NS gang), want Succeeded"
 pass "the job Succeeded $((SECONDS - t1)) s after it was applied"
 ip=$(kubectl -n "$OPNS" get pod "$leader" -o jsonpath='{.status.podIP}')
-metrics=$(curl -sf "http://$ip:8080/metrics") || fail "no /metrics at $ip:8080"
+url=https://$ip:8443/metrics
+code() { curl -sk -o /dev/null --max-time 10 -w '%{http_code}' "$@" "$url"; }
+plain=$(curl -s -o /dev/null --max-time 5 -w '%{http_code}' "http://$ip:8443/metrics" || true)
+[ "$plain" != 200 ] || fail "/metrics answered plain http on the https port"
+pass "plain http to the https port gets no metrics (HTTP code '$plain')"
+expect_eq "/metrics without a token" 401 "$(code)"
+expect_eq "/metrics with a forged token" 401 "$(code -H 'Authorization: Bearer forged.jwt.token')"
+k create serviceaccount not-a-reader >/dev/null
+expect_eq "/metrics with the token of a ServiceAccount not bound to $REL-metrics-reader" 403 \
+    "$(code -H "Authorization: Bearer $(k create token not-a-reader --duration=10m)")"
+t2=$SECONDS
+tok=$(metrics_token)
+expect_eq "/metrics with a bound ServiceAccount's token" 200 "$(code -H "Authorization: Bearer $tok")"
+metrics=$(operator_metrics "$leader" "$tok") || fail "no /metrics at $url with a reader's token"
 grep -q '^areal_reconciles_total' <<<"$metrics" ||
-    fail "the leader's /metrics on its pod IP ($ip:8080) has no areal_reconciles_total"
-pass "the leader serves /metrics on its pod IP $ip:8080"
+    fail "the leader's /metrics on its pod IP ($url) has no areal_reconciles_total"
+pass "the leader serves /metrics to a reader on https://$ip:8443 ($(grep -c '^areal_' <<<"$metrics") areal_ samples)"
+t3=$(date +%s%N)
+for _ in 1 2 3 4 5; do [ "$(code -H "Authorization: Bearer $tok")" = 200 ] || fail "a cached scrape was refused"; done
+pass "5 more scrapes with the same token in $((($(date +%s%N) - t3) / 1000000)) ms (cached decisions)"
+# the served certificate is the operator's self-signed one, naming the pod IP
+san=$({ openssl s_client -connect "$ip:8443" </dev/null 2>/dev/null || true; } |
+    openssl x509 -noout -ext subjectAltName 2>/dev/null | tr -d ' \n' || true)
+case "$san" in *"IPAddress:$ip"*) pass "self-signed serving certificate: $san" ;; *) fail "certificate SAN '$san' lacks $ip" ;; esac
+expect_eq "/healthz plain on the probe port" 200 \
+    "$(curl -s -o /dev/null --max-time 5 -w '%{http_code}' "http://$ip:8081/healthz")"
+pass "secure metrics checks in $((SECONDS - t2)) s"
 k delete aj gang --wait=true --timeout=60s >/dev/null || fail "the job was not deleted (finalizer left?)"
 pass "the job deleted (the operator removed its finalizer)"
 

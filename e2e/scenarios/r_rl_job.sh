@@ -64,8 +64,7 @@ wait_until 150 stepping || fail "status.progress.step did not reach 2: $(k get a
 pass "status.progress from the trainer's /status: $(k get aj rl-tiny -o jsonpath='{.status.progress}')"
 row=$(k get aj rl-tiny --no-headers | tr -s ' ')
 case "$row" in "rl-tiny Running "*) pass "kubectl get aj: $row" ;; *) fail "kubectl get aj row: $row" ;; esac
-ip=$(kubectl -n "$OPNS" get pod "$(operator_pods)" -o jsonpath='{.status.podIP}')
-metrics=$(curl -sf "http://$ip:8080/metrics") || fail "no /metrics at $ip:8080"
+metrics=$(operator_metrics "$(operator_pods)") || fail "no /metrics over https (a reader's token) from $(operator_pods)"
 grep -q "^areal_job_step{namespace=\"$NS\",job=\"rl-tiny\"}" <<<"$metrics" ||
     fail "the operator's /metrics has no areal_job_step for the job"
 pass "the operator's /metrics: $(grep "^areal_job_reward_mean{namespace=\"$NS\"" <<<"$metrics")"

@@ -24,9 +24,11 @@
 #include "areal/operator/controller.h"
 #include "areal/operator/httpd.h"
 #include "areal/operator/lease.h"
+#include "areal/operator/metrics_auth.h"
 #include "areal/operator/progress.h"
 #include "areal/operator/progress_targets.h"
 #include "areal/http/metrics.h"
+#include "areal/http/tls.h"
 #include "areal/version.h"
 
 typedef struct options {
@@ -38,6 +40,10 @@ typedef struct options {
     double progress_s; /* between progress rounds */
     char metrics_host[128];
     int metrics_port;
+    bool metrics_secure;
+    const char *cert_dir; /* tls.crt + tls.key; NULL: self-signed at start */
+    char probe_host[128]; /* "" : the probes on the metrics address (plain only) */
+    int probe_port;
     bool leader_elect;
 } options;
 
@@ -58,6 +64,8 @@ static void usage(FILE *out) {
         "usage: areal-operator [--kubeconfig PATH] [--context NAME] [--namespace NS]\n"
         "                      [--qps N] [--burst N] [--workers N] [--scheduler-name NAME]\n"
         "                      [--default-image IMAGE] [--metrics-address HOST:PORT]\n"
+        "                      [--metrics-secure] [--metrics-cert-dir DIR]\n"
+        "                      [--health-probe-address HOST:PORT]\n"
         "                      [--leader-elect] [--lease-namespace NS] [--lease-name NAME]\n"
         "                      [--id IDENTITY] [--progress-port N] [--progress-interval S]\n"
         "Reconciles AReaLJobs: gang-plans, creates and binds their pods (README.md).\n"
@@ -68,7 +76,17 @@ static void usage(FILE *out) {
         "  --workers N            reconcile workers, 1 to 16 (default 2)\n"
         "  --scheduler-name NAME  the scheduler the pods name (default areal-operator)\n"
         "  --default-image IMAGE  the worker image (default areal-worker:latest)\n"
-        "  --metrics-address HOST:PORT  /metrics, /healthz, /readyz (default 0.0.0.0:8080)\n"
+        "  --metrics-address HOST:PORT  /metrics (and /healthz, /readyz unless\n"
+        "                         --health-probe-address; default 0.0.0.0:8080)\n"
+        "  --metrics-secure       /metrics over HTTPS, each scrape's bearer token checked\n"
+        "                         by the API server (TokenReview, then SubjectAccessReview\n"
+        "                         for get on the non-resource URL /metrics)\n"
+        "  --metrics-cert-dir DIR the serving certificate DIR/tls.crt and key DIR/tls.key\n"
+        "                         (a kubernetes.io/tls Secret mounted); default: a\n"
+        "                         self-signed one made at start\n"
+        "  --health-probe-address HOST:PORT  /healthz and /readyz, plain HTTP (default:\n"
+        "                         on --metrics-address; with --metrics-secure, port 8081\n"
+        "                         of the metrics host)\n"
         "  --leader-elect         hold a Lease before reconciling (--lease-namespace,\n"
         "                         --lease-name, --id)\n"
         "  --progress-port N      the trainers' GET /status port for status.progress\n"
@@ -89,6 +107,19 @@ __attribute__((format(printf, 1, 2))) static int bad_usage(const char *fmt, ...)
     return AREAL_EXIT_USAGE;
 }
 
+/* "HOST:PORT" into host (cap bytes) and *port; false when malformed. */
+static bool host_port(const char *arg, char *host, size_t cap, int *port) {
+    const char *colon = strrchr(arg, ':');
+    char *end = NULL;
+    long p = colon ? strtol(colon + 1, &end, 10) : -1;
+    if (colon == NULL || colon == arg || end == colon + 1 || *end || p < 0 || p > 65535 ||
+        (size_t)(colon - arg) >= cap)
+        return false;
+    snprintf(host, cap, "%.*s", (int)(colon - arg), arg);
+    *port = (int)p;
+    return true;
+}
+
 static int parse(int argc, char **argv, options *o) {
     static const struct option opts[] = {
         {"kubeconfig", required_argument, NULL, 'k'},
@@ -100,6 +131,9 @@ static int parse(int argc, char **argv, options *o) {
         {"scheduler-name", required_argument, NULL, 's'},
         {"default-image", required_argument, NULL, 'i'},
         {"metrics-address", required_argument, NULL, 'm'},
+        {"metrics-secure", no_argument, NULL, 'S'},
+        {"metrics-cert-dir", required_argument, NULL, 'C'},
+        {"health-probe-address", required_argument, NULL, 'H'},
         {"leader-elect", no_argument, NULL, 'L'},
         {"lease-namespace", required_argument, NULL, 'N'},
         {"lease-name", required_argument, NULL, 'E'},
@@ -160,19 +194,23 @@ static int parse(int argc, char **argv, options *o) {
         case 'i':
             o->image = optarg;
             break;
-        case 'm': {
+        case 'm':
             o->metrics_addr = optarg;
-            const char *colon = strrchr(optarg, ':');
-            long port = colon ? strtol(colon + 1, &end, 10) : -1;
-            if (colon == NULL || end == colon + 1 || *end || port < 0 || port > 65535 ||
-                (size_t)(colon - optarg) >= sizeof o->metrics_host)
+            if (!host_port(optarg, o->metrics_host, sizeof o->metrics_host, &o->metrics_port))
                 return bad_usage("--metrics-address '%s': expected HOST:PORT, e.g. 0.0.0.0:8080",
                                  optarg);
-            snprintf(o->metrics_host, sizeof o->metrics_host, "%.*s", (int)(colon - optarg),
-                     optarg);
-            o->metrics_port = (int)port;
             break;
-        }
+        case 'S':
+            o->metrics_secure = true;
+            break;
+        case 'C':
+            o->cert_dir = optarg;
+            break;
+        case 'H':
+            if (!host_port(optarg, o->probe_host, sizeof o->probe_host, &o->probe_port))
+                return bad_usage(
+                    "--health-probe-address '%s': expected HOST:PORT, e.g. 0.0.0.0:8081", optarg);
+            break;
         case 'L':
             o->leader_elect = true;
             break;
@@ -206,7 +244,88 @@ static int parse(int argc, char **argv, options *o) {
                              argv[optind - 1]);
         }
     }
+    if (o->cert_dir != NULL && !o->metrics_secure)
+        return bad_usage("--metrics-cert-dir needs --metrics-secure (plain HTTP has no "
+                         "certificate)");
+    if (o->metrics_secure && o->probe_host[0] == '\0') {
+        snprintf(o->probe_host, sizeof o->probe_host, "%s", o->metrics_host);
+        o->probe_port = 8081;
+    }
     return 0;
+}
+
+/* The whole of file `path` (malloc'd text) or NULL with *why set. */
+static char *read_text(const char *path, char *why, size_t why_len) {
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        snprintf(why, why_len, "cannot read %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4096, len = 0, n;
+    char *buf = malloc(cap);
+    bool big = false;
+    while (buf != NULL && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += n;
+        if (len + 1 < cap)
+            continue;
+        char *grown = cap < (1u << 20) ? realloc(buf, cap * 2) : NULL;
+        big = cap >= (1u << 20);
+        if (grown == NULL) {
+            free(buf);
+            buf = NULL;
+        }
+        buf = grown;
+        cap *= 2;
+    }
+    fclose(f);
+    if (buf == NULL)
+        snprintf(why, why_len,
+                 big ? "%s is over 1 MiB: not a certificate or key" : "out of memory reading %s",
+                 path);
+    else
+        buf[len] = '\0';
+    return buf;
+}
+
+/*
+ * The serving pair of --metrics-secure: DIR/tls.crt and DIR/tls.key when
+ * --metrics-cert-dir is given (checked to belong together), else a
+ * self-signed certificate for the names a client may use (the pod's host
+ * name, the metrics address when it is not the wildcard, localhost).
+ */
+static int serving_pair(const options *o, char **cert, char **key, areal_error *err) {
+    *cert = *key = NULL;
+    if (o->cert_dir != NULL) {
+        char cpath[1100], kpath[1100], why[1200];
+        snprintf(cpath, sizeof cpath, "%s/tls.crt", o->cert_dir);
+        snprintf(kpath, sizeof kpath, "%s/tls.key", o->cert_dir);
+        if ((*cert = read_text(cpath, why, sizeof why)) == NULL ||
+            (*key = read_text(kpath, why, sizeof why)) == NULL) {
+            free(*cert);
+            *cert = NULL;
+            return areal_error_set(err, AREAL_EIO, -1, "--metrics-cert-dir: %s", why);
+        }
+        char what[1200];
+        snprintf(what, sizeof what, "--metrics-cert-dir %s (tls.crt, tls.key)", o->cert_dir);
+        int rc = areal_http_tls_check(*cert, *key, what, err);
+        if (rc != AREAL_OK) {
+            free(*cert);
+            free(*key);
+            *cert = *key = NULL;
+        }
+        return rc;
+    }
+    char hostname[256] = "";
+    gethostname(hostname, sizeof hostname - 1);
+    const char *names[4];
+    int n = 0;
+    if (hostname[0] != '\0')
+        names[n++] = hostname;
+    if (strcmp(o->metrics_host, "0.0.0.0") != 0)
+        names[n++] = o->metrics_host;
+    names[n++] = "localhost";
+    names[n++] = "127.0.0.1";
+    return areal_http_tls_self_signed(names, n, 365, cert, key, err);
 }
 
 static char *render_metrics(void *ud, size_t *len) {
@@ -246,6 +365,18 @@ static void on_lost(void *ud) {
     kill(getpid(), SIGTERM); /* main's sigwait stops everything */
 }
 
+/* What main made before it serves, freed on an early exit (ASan's leak check
+ * runs at every exit, so a refused flag must leave nothing behind either). */
+static int early_exit(app *a, metrics_auth *auth, char *cert, char *key, int rc) {
+    metrics_auth_free(auth);
+    free(cert);
+    free(key);
+    controller_free(a->ctl);
+    metrics_registry_free(a->metrics);
+    kube_client_free(a->kc);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     app a = {0};
     int rc = parse(argc, argv, &a.opt);
@@ -260,6 +391,13 @@ int main(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &sigs, NULL); /* every thread inherits the mask */
     signal(SIGPIPE, SIG_IGN);
 
+    /* the serving pair first: a bad --metrics-cert-dir is refused before any client exists */
+    char *cert = NULL, *key = NULL;
+    areal_error err;
+    if (a.opt.metrics_secure && serving_pair(&a.opt, &cert, &key, &err) != AREAL_OK) {
+        areal_log(AREAL_LOG_ERROR, "operator", NULL, "%s", err.msg);
+        return 2;
+    }
     kube_config cfg;
     kube_config_init(&cfg);
     kube_error kerr;
@@ -269,7 +407,7 @@ int main(int argc, char **argv) {
     if (rc != KUBE_OK) {
         areal_log(AREAL_LOG_ERROR, "operator", NULL, "%s", kerr.msg);
         kube_config_free(&cfg);
-        return 2;
+        return early_exit(&a, NULL, cert, key, 2);
     }
     cfg.qps = a.opt.qps;
     cfg.burst = a.opt.burst;
@@ -280,7 +418,7 @@ int main(int argc, char **argv) {
     kube_config_free(&cfg);
     if (kc == NULL) {
         areal_log(AREAL_LOG_ERROR, "operator", NULL, "%s", kerr.msg);
-        return 2;
+        return early_exit(&a, NULL, cert, key, 2);
     }
     a.kc = kc;
     a.metrics = metrics_registry_new();
@@ -288,19 +426,35 @@ int main(int argc, char **argv) {
         .ns = a.opt.ns,
         .workers = a.opt.workers,
         .desired = {.scheduler_name = a.opt.scheduler, .default_image = a.opt.image}};
-    areal_error err;
     if (controller_new(kc, &ccfg, a.metrics, &a.ctl, &err) != AREAL_OK) {
         areal_log(AREAL_LOG_ERROR, "operator", NULL, "%s", err.msg);
-        return 1;
+        return early_exit(&a, NULL, cert, key, 1);
     }
     const char *host = a.opt.metrics_host;
-    int port = a.opt.metrics_port;
     httpd_handlers h = {.metrics = render_metrics, .ready = is_ready, .ud = &a};
-    operator_httpd *httpd = NULL;
-    if (httpd_start(host, port, &h, &httpd, &err) != AREAL_OK) {
-        areal_log(AREAL_LOG_ERROR, "operator", NULL, "--metrics-address: %s", err.msg);
-        return 2;
+    httpd_config hc = {.metrics_host = host,
+                       .metrics_port = a.opt.metrics_port,
+                       .probe_host = a.opt.probe_host[0] ? a.opt.probe_host : NULL,
+                       .probe_port = a.opt.probe_port};
+    metrics_auth *auth = NULL;
+    if (a.opt.metrics_secure) {
+        metrics_auth_config ac = {.review = metrics_auth_review_kube, .review_ud = kc};
+        if ((auth = metrics_auth_new(&ac)) == NULL) {
+            areal_log(AREAL_LOG_ERROR, "operator", NULL, "out of memory");
+            return early_exit(&a, NULL, cert, key, 1);
+        }
+        hc.tls_cert_pem = cert;
+        hc.tls_key_pem = key;
+        hc.auth = auth;
     }
+    operator_httpd *httpd = NULL;
+    rc = httpd_start_with(&hc, &h, &httpd, &err);
+    if (rc != AREAL_OK) {
+        areal_log(AREAL_LOG_ERROR, "operator", NULL, "--metrics-address: %s", err.msg);
+        return early_exit(&a, auth, cert, key, 2);
+    }
+    free(cert); /* the server keeps its own copy */
+    free(key);
     if (a.opt.leader_elect) {
         char ident[128];
         if (a.opt.identity == NULL) {
@@ -318,10 +472,13 @@ int main(int argc, char **argv) {
     } else {
         on_started(&a);
     }
-    char metrics[160];
-    snprintf(metrics, sizeof metrics, "%s:%d", host, httpd_port(httpd));
+    char metrics[200], probes[160];
+    snprintf(metrics, sizeof metrics, "%s://%s:%d/metrics", auth ? "https" : "http", host,
+             httpd_port(httpd));
+    snprintf(probes, sizeof probes, "%s:%d", hc.probe_host ? hc.probe_host : host,
+             httpd_probe_port(httpd));
     areal_log(AREAL_LOG_INFO, "operator",
-              AREAL_FIELDS({"metrics", metrics}, {"version", areal_version()}),
+              AREAL_FIELDS({"metrics", metrics}, {"probes", probes}, {"version", areal_version()}),
               "areal-operator running");
     int sig = 0;
     sigwait(&sigs, &sig);
@@ -332,6 +489,7 @@ int main(int argc, char **argv) {
         pthread_join(a.ctl_thread, NULL);
     leader_elector_stop(a.le);
     httpd_stop(httpd);
+    metrics_auth_free(auth);
     controller_free(a.ctl);
     metrics_registry_free(a.metrics);
     kube_client_free(kc);

@@ -30,6 +30,7 @@
 #include "areal/log.h"
 #include "areal/operator/cache.h"
 #include "areal/operator/cached.h"
+#include "areal/operator/forbidden.h"
 #include "areal/keyset.h"
 #include "areal/operator/ledger.h"
 #include "areal/operator/reconcile.h"
@@ -83,6 +84,8 @@ struct controller {
     /* Jobs whose child the API server refused, by key -> metadata.generation,
      * until the job cache shows the refusal written (under events_mu). */
     areal_keyset rejected;
+    /* jobs refused Forbidden (403), held until their next slow retry */
+    forbidden_gate forbidden;
     /* Planned pods not yet observed bound, charged to every worker's cluster;
      * its lock serialises planning (see areal/operator/ledger.h). */
     ledger ledger;
@@ -705,18 +708,26 @@ static bool apply_run(controller *ctl, const json_t *job, const char *key,
 /* The API server refused a child of the job for good: the job says so (a
  * condition with the API's message and an Event) and is not retried until its
  * spec changes. Returns true when that could not be written (retry). */
+/* retry_ms > 0: a Forbidden refusal, tried again after that long (attempt n) */
 static bool report_rejected(controller *ctl, const char *key, const json_t *job,
                             const reconcile_input *in, const reconcile_action *a,
-                            const kube_error *kerr) {
+                            const kube_error *kerr, long retry_ms, int attempt) {
     char msg[KUBE_ERROR_MSG_MAX + 600];
     /* kerr->msg has the request, the HTTP status and the API's own message */
-    snprintf(msg, sizeof msg, "the API server rejected %s %s%s: %s", a->resource, a->name,
-             a->kind == RECONCILE_BIND ? "'s binding" : "", kerr->msg);
-    areal_log(AREAL_LOG_ERROR, "controller", AREAL_FIELDS({"job", key}),
-              "%s; not retried until the spec changes", msg);
+    int n = snprintf(msg, sizeof msg, "the API server rejected %s %s%s: %s", a->resource, a->name,
+                     a->kind == RECONCILE_BIND ? "'s binding" : "", kerr->msg);
+    if (retry_ms > 0 && n > 0 && (size_t)n < sizeof msg)
+        snprintf(msg + n, sizeof msg - (size_t)n,
+                 "; retried in %g s (attempt %d; Forbidden is retried from %g s, doubling "
+                 "to %g s, so a fixed RBAC rule heals the job)",
+                 (double)retry_ms / 1000, attempt, (double)ctl->forbidden.first_ms / 1000,
+                 (double)ctl->forbidden.max_ms / 1000);
+    areal_log(AREAL_LOG_ERROR, "controller", AREAL_FIELDS({"job", key}), "%s%s", msg,
+              retry_ms > 0 ? "" : "; not retried until the spec changes");
     reconcile_result r;
     areal_error aerr;
-    if (reconcile_rejected(in, msg, &r, &aerr) != AREAL_OK)
+    if ((retry_ms > 0 ? reconcile_forbidden(in, msg, &r, &aerr)
+                      : reconcile_rejected(in, msg, &r, &aerr)) != AREAL_OK)
         return true;
     bool retry = false;
     for (int i = 0; i < r.n_actions; i++) {
@@ -860,6 +871,10 @@ static void note_refusal(controller *ctl, const char *key, const json_t *job) {
     pthread_mutex_unlock(&ctl->events_mu);
 }
 
+static int64_t job_generation(const json_t *job) {
+    return json_integer_value(json_object_get(json_object_get(job, "metadata"), "generation"));
+}
+
 /* Returns true when the key should be retried with backoff. */
 static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
     *requeue_ms = 0;
@@ -868,10 +883,19 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
         cache_release(ctl->jobs.cache, job);
         return false;
     }
+    if (job != NULL) { /* refused Forbidden: nothing until its retry (or a new spec) */
+        long wait = forbidden_wait(&ctl->forbidden, key, job_generation(job), areal_now_ms());
+        if (wait > 0) {
+            cache_release(ctl->jobs.cache, job);
+            *requeue_ms = wait;
+            return false;
+        }
+    }
     if (job == NULL) {
         pthread_mutex_lock(&ctl->events_mu);
         areal_keyset_remove(&ctl->rejected, key);
         pthread_mutex_unlock(&ctl->events_mu);
+        forbidden_clear(&ctl->forbidden, key);
         ledger_lock(&ctl->ledger); /* its plan, if any, is dropped */
         ledger_set(&ctl->ledger, key, NULL, 0);
         ledger_unlock(&ctl->ledger);
@@ -946,6 +970,7 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
         kube_error kerr;
         json_t *patched = NULL; /* the job after this pass's own patch (finalizer) */
         bool rejected = false;
+        long forbidden_ms = 0; /* > 0: refused Forbidden, retried after this long */
         unsigned char *done = calloc((size_t)r.n_actions + 1, 1);
         retry = done == NULL;
         for (int i = 0, j; i < r.n_actions && !retry && !rejected; i = j) {
@@ -957,21 +982,31 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
             if (retry && (fa->kind == RECONCILE_CREATE || fa->kind == RECONCILE_BIND) &&
                 kerr.code == KUBE_EHTTP && reconcile_error_is_permanent(kerr.http_status)) {
                 /* A retry would be refused the same way: say so once, then wait
-                 * for a new spec. The job's claims go: this plan is dropped. */
+                 * for a new spec - or, for a Forbidden (RBAC, which an admin fixes
+                 * without a new spec), for the next slow retry. The job's claims
+                 * go: this plan is dropped. */
                 rejected = true;
                 ledger_lock(&ctl->ledger);
                 ledger_set(&ctl->ledger, key, NULL, 0);
                 ledger_unlock(&ctl->ledger);
-                retry = report_rejected(ctl, key, patched ? patched : job, &in, fa, &kerr);
-                if (!retry)
+                int attempt = 0;
+                forbidden_ms = kerr.http_status == 403
+                                   ? forbidden_refused(&ctl->forbidden, key, job_generation(job),
+                                                       areal_now_ms(), &attempt)
+                                   : 0;
+                retry = report_rejected(ctl, key, patched ? patched : job, &in, fa, &kerr,
+                                        forbidden_ms, attempt);
+                if (!retry && forbidden_ms == 0)
                     note_refusal(ctl, key, job);
             }
         }
         if (!rejected && done != NULL)
             expect_answered(ctl, g.ns, &r, done);
         free(done);
+        if (!rejected && !retry)
+            forbidden_clear(&ctl->forbidden, key); /* went through: a later 403 starts afresh */
         if (rejected) {
-            r.requeue_after_ms = 0;
+            r.requeue_after_ms = forbidden_ms;
             json_decref(r.status); /* the rejection's status was written instead */
             r.status = NULL;
         }
@@ -1088,6 +1123,7 @@ int controller_new(kube_client *kc, const controller_config *cfg, metrics_regist
     pthread_mutex_init(&ctl->events_mu, NULL);
     areal_keyset_init(&ctl->last_event);
     areal_keyset_init(&ctl->rejected);
+    forbidden_init(&ctl->forbidden, cfg->forbidden_retry_ms, cfg->forbidden_retry_max_ms);
     ledger_init(&ctl->ledger);
     pthread_mutex_init(&ctl->expect_mu, NULL);
     areal_keyset_init(&ctl->expect_seen);
@@ -1201,6 +1237,7 @@ void controller_free(controller *ctl) {
     workqueue_free(ctl->q);
     areal_keyset_free(&ctl->last_event);
     areal_keyset_free(&ctl->rejected);
+    forbidden_free(&ctl->forbidden);
     ledger_free(&ctl->ledger);
     areal_keyset_free(&ctl->expect_seen);
     pthread_mutex_destroy(&ctl->expect_mu);

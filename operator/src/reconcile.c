@@ -223,8 +223,9 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
     return AREAL_OK;
 }
 
-int reconcile_rejected(const reconcile_input *in, const char *message, reconcile_result *out,
-                       areal_error *err) {
+/* reconcile_rejected and reconcile_forbidden: `phase` NULL keeps the old one. */
+static int refused_status(const reconcile_input *in, const char *message, const char *phase,
+                          const char *reason, reconcile_result *out, areal_error *err) {
     memset(out, 0, sizeof *out);
     job_spec spec = {.name = step_str(in->job, "metadata", "name"),
                      .generation = step_int(in->job, "metadata", "generation", 0)};
@@ -246,10 +247,11 @@ int reconcile_rejected(const reconcile_input *in, const char *message, reconcile
             json_array_append(conds, cond);
     }
     json_object_set_new(c.status, "conditions", conds);
-    step_phase(&c, "Failed");
+    const char *old_phase = step_old_phase(&c);
+    step_phase(&c, phase ? phase : old_phase[0] ? old_phase : "Pending");
     json_object_set_new(c.status, "observedGeneration", json_integer(spec.generation));
-    if (step_condition(&c, "Scheduled", false, "ChildRejected", message))
-        step_event(&c, true, "ChildRejected", "%s", message);
+    if (step_condition(&c, "Scheduled", false, reason, message))
+        step_event(&c, true, reason, "%s", message);
     if (c.oom) {
         reconcile_result_free(out);
         json_decref(c.status);
@@ -257,4 +259,14 @@ int reconcile_rejected(const reconcile_input *in, const char *message, reconcile
     }
     out->status = c.status;
     return AREAL_OK;
+}
+
+int reconcile_rejected(const reconcile_input *in, const char *message, reconcile_result *out,
+                       areal_error *err) {
+    return refused_status(in, message, "Failed", "ChildRejected", out, err);
+}
+
+int reconcile_forbidden(const reconcile_input *in, const char *message, reconcile_result *out,
+                        areal_error *err) {
+    return refused_status(in, message, NULL, "Forbidden", out, err);
 }

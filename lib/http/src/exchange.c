@@ -46,6 +46,7 @@ void http_exchange_free(areal_http_exchange *x) {
     free(x->path);
     free(x->query);
     free(x->body);
+    free(x->authorization);
     free(x->out);
     pthread_mutex_destroy(&x->hook_mu);
     free(x);

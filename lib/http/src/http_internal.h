@@ -46,7 +46,7 @@ struct areal_http_exchange {
 
     /* the request */
     char method[8];
-    char *path, *query, *body;
+    char *path, *query, *body, *authorization;
     size_t body_len, body_cap, body_want;
     bool body_overflow;
     areal_http_request req;
@@ -88,6 +88,13 @@ void http_hub_unref(http_hub *hub);
  * finished (service thread; hub->mu NOT held). Does not drop a reference.
  */
 void http_exchange_gone(areal_http_exchange *x);
+
+/*
+ * Puts the PEM pair into a TLS server's SSL_CTX (an OpenSSL SSL_CTX *; tls.c):
+ * the leaf, its chain and the key, TLS 1.2 at least. 0, or -1 when OpenSSL
+ * refuses it.
+ */
+int http_tls_install(void *ssl_ctx, const char *cert_pem, const char *key_pem);
 
 /* With hub->mu held: puts x on the pending list (unless there) and wakes the service thread. */
 void http_wake_locked(areal_http_exchange *x);

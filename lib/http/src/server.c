@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "areal/http/tls.h"
 #include "http_internal.h"
 
 #define WRITE_CHUNK 16384
@@ -38,6 +39,7 @@ typedef struct route {
 struct areal_http_server {
     areal_http_config cfg;
     char host[64];
+    char *tls_cert, *tls_key; /* PEM (owned), both NULL for plain HTTP */
     http_hub *hub;
     struct lws_context *ctx;
     struct lws_vhost *vhost;
@@ -84,6 +86,20 @@ areal_http_server *areal_http_new(const areal_http_config *cfg) {
         s->cfg = *cfg;
     snprintf(s->host, sizeof s->host, "%s", s->cfg.host ? s->cfg.host : "127.0.0.1");
     s->cfg.host = s->host;
+    if (s->cfg.tls_cert_pem != NULL || s->cfg.tls_key_pem != NULL) {
+        /* one of the two alone is refused at start, with a message */
+        s->tls_cert = strdup(s->cfg.tls_cert_pem ? s->cfg.tls_cert_pem : "");
+        s->tls_key = strdup(s->cfg.tls_key_pem ? s->cfg.tls_key_pem : "");
+        if (s->tls_cert == NULL || s->tls_key == NULL) {
+            free(s->tls_cert);
+            free(s->tls_key);
+            free(s);
+            free(hub);
+            return NULL;
+        }
+    }
+    s->cfg.tls_cert_pem = s->tls_cert;
+    s->cfg.tls_key_pem = s->tls_key;
     if (s->cfg.max_body == 0)
         s->cfg.max_body = 16u << 20;
     if (s->cfg.header_timeout_s <= 0)
@@ -189,7 +205,8 @@ static void dispatch(areal_http_server *srv, session *ss, struct lws *wsi) {
                                   .path = x->path,
                                   .query = x->query ? x->query : "",
                                   .body = x->body ? x->body : "",
-                                  .body_len = x->body_len};
+                                  .body_len = x->body_len,
+                                  .authorization = x->authorization ? x->authorization : ""};
     bool path_known = false;
     for (int i = 0; i < srv->n_routes; i++) {
         route *r = &srv->routes[i];
@@ -236,8 +253,13 @@ static int on_request(areal_http_server *srv, session *ss, struct lws *wsi, cons
     snprintf(x->method, sizeof x->method, "%s", method_of(wsi));
     x->path = strdup(uri ? uri : "/");
     x->query = query_of(wsi);
-    if (x->path == NULL || x->query == NULL)
+    int alen = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION);
+    x->authorization = malloc(alen > 0 ? (size_t)alen + 1 : 1);
+    if (x->path == NULL || x->query == NULL || x->authorization == NULL)
         return -1;
+    x->authorization[0] = '\0';
+    if (alen > 0 && lws_hdr_copy(wsi, x->authorization, alen + 1, WSI_TOKEN_HTTP_AUTHORIZATION) < 0)
+        x->authorization[0] = '\0';
     char len_text[32] = "";
     bool has_len = lws_hdr_copy(wsi, len_text, sizeof len_text, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0;
     if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH) >= (int)sizeof len_text) {
@@ -508,6 +530,12 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         if (srv != NULL)
             on_wake(srv->hub);
         return 0;
+    case LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS:
+        /* user: the vhost's SSL_CTX (LWS_SERVER_OPTION_CREATE_VHOST_SSL_CTX); the
+         * pair was checked in areal_http_start, so a failure here is OpenSSL's */
+        if (srv != NULL && srv->tls_cert != NULL)
+            return http_tls_install(user, srv->tls_cert, srv->tls_key) == 0 ? 0 : 1;
+        return 0;
     default:
         return lws_callback_http_dummy(wsi, reason, user, in, len);
     }
@@ -552,6 +580,8 @@ int areal_http_start(areal_http_server *s, areal_error *err) {
     if (s->started)
         return areal_error_set(err, AREAL_EINVAL, -1, "the server is already started");
     int rc = probe_bind(s->host, s->cfg.port, err);
+    if (rc == AREAL_OK && s->tls_cert != NULL)
+        rc = areal_http_tls_check(s->tls_cert, s->tls_key, "the HTTPS certificate and key", err);
     if (rc != AREAL_OK)
         return rc;
     lws_set_log_level(LLL_ERR, NULL);
@@ -566,6 +596,15 @@ int areal_http_start(areal_http_server *s, areal_error *err) {
     info.keepalive_timeout = s->cfg.idle_timeout_s;
     info.fd_limit_per_thread = (unsigned)s->cfg.max_connections + 16;
     info.count_threads = 1;
+    /* a bearer token (a projected ServiceAccount token is ~1-2 KB) must fit */
+    info.max_http_header_data = 16384;
+    if (s->tls_cert != NULL) {
+        /* the certificate goes in through the SSL_CTX callback (tls.c says why);
+         * HTTP/1.1 only: the exchange model here is HTTP/1.1's (no h2 streams) */
+        info.options |=
+            LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT | LWS_SERVER_OPTION_CREATE_VHOST_SSL_CTX;
+        info.alpn = "http/1.1";
+    }
     s->ctx = lws_create_context(&info);
     if (s->ctx == NULL)
         return areal_error_set(err, AREAL_EIO, -1,
@@ -610,6 +649,8 @@ void areal_http_stop(areal_http_server *s) {
     for (int i = 0; i < s->n_routes; i++)
         free(s->routes[i].path);
     free(s->routes);
+    free(s->tls_cert);
+    free(s->tls_key);
     http_hub_unref(s->hub);
     free(s);
 }

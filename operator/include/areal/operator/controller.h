@@ -30,6 +30,10 @@ typedef struct controller_config {
     const char *ns; /* watch AReaLJobs of this namespace only; NULL: all */
     int workers;    /* reconcile workers (default 2) */
     desired_config desired;
+    /* a job refused Forbidden (403) is tried again after forbidden_retry_ms,
+     * doubling up to forbidden_retry_max_ms (0: 30 s and 10 min;
+     * areal/operator/forbidden.h) */
+    long forbidden_retry_ms, forbidden_retry_max_ms;
 } controller_config;
 
 typedef struct controller controller;

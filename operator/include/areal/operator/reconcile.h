@@ -91,8 +91,8 @@ void reconcile_result_free(reconcile_result *r);
 
 /*
  * The decision when the API server refused a child of the job for good (HTTP
- * 400, 403 or 422 on a create or bind: an invalid name, env var or volume, a
- * forbidden request): phase Failed, condition Scheduled=False with reason
+ * 400 or 422 on a create or bind: an invalid name, env var or volume): phase
+ * Failed, condition Scheduled=False with reason
  * ChildRejected and `message` (the API's own words, which name the field),
  * and a warning Event. Nothing is retried until the job's spec changes
  * (metadata.generation moves past the condition's observedGeneration); the
@@ -101,6 +101,17 @@ void reconcile_result_free(reconcile_result *r);
  */
 int reconcile_rejected(const reconcile_input *in, const char *message, reconcile_result *out,
                        areal_error *err);
+
+/*
+ * The decision when the API server refused a create or bind as Forbidden
+ * (HTTP 403: the operator's RBAC, not the spec): condition Scheduled=False
+ * with reason Forbidden and `message` (the API's words and the retry), and a
+ * warning Event, as reconcile_rejected; but the phase stays what it was
+ * (Pending for a new job), because the controller tries again on a slow
+ * backoff (areal/operator/forbidden.h) and a fixed rule heals the job.
+ */
+int reconcile_forbidden(const reconcile_input *in, const char *message, reconcile_result *out,
+                        areal_error *err);
 
 /* True when a failed API write of HTTP `http_status` will not succeed on a
  * retry of the same request (400, 403, 422); others (409, 429, 5xx, no

@@ -52,6 +52,7 @@ typedef struct areal_http_request {
     const char *query;  /* after '?', "" when none (fragments joined by '&') */
     const char *body;   /* NUL-terminated copy of the body ("" when none) */
     size_t body_len;
+    const char *authorization; /* the Authorization header's value, "" when none */
 } areal_http_request;
 
 /* A route's handler: must (eventually) finish x. Runs on the service thread. */
@@ -65,6 +66,10 @@ typedef struct areal_http_config {
     int idle_timeout_s;   /* idle keep-alive connections close after; 0 = 60 */
     int write_timeout_s;  /* a client making no read progress is dropped; 0 = 30 */
     int max_connections;  /* concurrent connections; 0 = 4096 */
+    /* TLS: both set = HTTPS only (TLS 1.2+, OpenSSL), both NULL = plain HTTP.
+     * PEM text (copied): the certificate (then its chain) and an unencrypted
+     * private key of any type; areal/http/tls.h makes or checks them. */
+    const char *tls_cert_pem, *tls_key_pem;
 } areal_http_config;
 
 /*
@@ -84,7 +89,7 @@ int areal_http_route(areal_http_server *s, const char *method, const char *path,
 /*
  * Binds and starts the service thread. AREAL_EIO naming host:port when the
  * address cannot be bound (in use, not local), AREAL_EINVAL for a malformed
- * address, AREAL_ENOMEM.
+ * address or a TLS pair that does not parse or match, AREAL_ENOMEM.
  */
 int areal_http_start(areal_http_server *s, areal_error *err);
 
