@@ -23,6 +23,9 @@ for group in "$@"; do
         ;;
     operator)
         have_pc libwebsockets || need_pkgs+=(libwebsockets-dev)
+        # lib/http's TLS (the operator's secure metrics) links OpenSSL directly;
+        # libwebsockets-dev pulls it in on Debian today, but that is its choice
+        have_pc libssl || need_pkgs+=(libssl-dev)
         have_cmd valgrind || need_pkgs+=(valgrind) # the leak check of the controller loop test
         ;;
     fuzz)
