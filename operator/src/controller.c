@@ -32,6 +32,7 @@
 #include "areal/operator/cached.h"
 #include "areal/keyset.h"
 #include "areal/operator/ledger.h"
+#include "areal/operator/priority.h"
 #include "areal/operator/reconcile.h"
 #include "areal/operator/workqueue.h"
 
@@ -86,6 +87,11 @@ struct controller {
     /* Planned pods not yet observed bound, charged to every worker's cluster;
      * its lock serialises planning (see areal/operator/ledger.h). */
     ledger ledger;
+    /* spec.priority (areal/operator/priority.h), under events_mu: the jobs
+     * whose last pass was held behind a higher-ranked waiting job (`queued`)
+     * and the jobs named as that (`blockers`). An event of a blocker or of a
+     * new waiting job enqueues every held job, which looks again. */
+    areal_keyset queued, blockers;
 };
 
 /* ---- event routing -------------------------------------------------------- */
@@ -147,10 +153,32 @@ static bool node_ready(const json_t *node) {
     return false;
 }
 
+/* A job event that may let held jobs go (or hold them behind a new one):
+ * the job is a blocker (placed, suspended, deleted, re-prioritised), or a
+ * waiting job that is not held itself. Running jobs' status writes (progress)
+ * enqueue nothing more. */
+static void wake_queued(controller *ctl, const json_t *job, bool deleted) {
+    char key[WORKQUEUE_KEY_MAX];
+    if (!cache_key(job, key, sizeof key))
+        return;
+    pthread_mutex_lock(&ctl->events_mu);
+    bool wake = ctl->queued.len > 0 &&
+                (areal_keyset_has(&ctl->blockers, key) ||
+                 (!deleted && job_waits_for_gpus(job) && !areal_keyset_has(&ctl->queued, key)));
+    if (wake) {
+        for (size_t i = 0; i < ctl->queued.cap; i++) {
+            if (ctl->queued.slots[i].key != NULL)
+                workqueue_add(ctl->q, ctl->queued.slots[i].key);
+        }
+    }
+    pthread_mutex_unlock(&ctl->events_mu);
+}
+
 static void route(informer *inf, const json_t *obj, bool deleted) {
     controller *ctl = inf->ctl;
     if (inf == &ctl->jobs) {
         enqueue_job(ctl, obj);
+        wake_queued(ctl, obj, deleted);
         return;
     }
     if (inf == &ctl->pods)
@@ -713,6 +741,59 @@ static void note_refusal(controller *ctl, const char *key, const json_t *job) {
     pthread_mutex_unlock(&ctl->events_mu);
 }
 
+/* ---- spec.priority ---------------------------------------------------------- */
+
+typedef struct blocker_search {
+    int priority;       /* spec.priority of the job being reconciled */
+    const json_t *best; /* the first-ranked waiting job of higher priority */
+} blocker_search;
+
+static void find_blocker(void *ud, const void *entry) {
+    blocker_search *b = ud;
+    const json_t *other = entry; /* never the job itself: its priority is not higher */
+    if (job_spec_priority(other) <= b->priority || !job_waits_for_gpus(other))
+        return;
+    if (b->best == NULL || job_rank_cmp(other, b->best) < 0)
+        b->best = other;
+}
+
+/* The job that job `job` waits behind ("ns/name (priority P)" in buf), or
+ * NULL. Jobs of equal priority never hold each other (priority.h). */
+static const char *queued_behind(controller *ctl, const json_t *job, char *buf, size_t cap,
+                                 char *key, size_t key_cap) {
+    blocker_search b = {.priority = job_spec_priority(job)};
+    cache_each(ctl->jobs.cache, find_blocker, &b);
+    if (b.best == NULL || !cache_key(b.best, key, key_cap))
+        return NULL;
+    snprintf(buf, cap, "%s (priority %d)", key, job_spec_priority(b.best));
+    return buf;
+}
+
+/* Remembers whether job `key`'s pass was held behind `blocker` (a key). */
+static void note_queued(controller *ctl, const char *key, bool queued, const char *blocker) {
+    pthread_mutex_lock(&ctl->events_mu);
+    if (queued) {
+        areal_keyset_add(&ctl->queued, key); /* out of memory: only a late wake-up lost */
+        areal_keyset_add(&ctl->blockers, blocker);
+        pthread_mutex_unlock(&ctl->events_mu);
+        /* The blocker's event may have come between this pass's look at it and
+         * the mark above (wake_queued found nothing to wake): look at it again
+         * now; any later event finds the mark. */
+        json_t *b = cache_get(ctl->jobs.cache, blocker);
+        if (b == NULL || !job_waits_for_gpus(b))
+            workqueue_add(ctl->q, key);
+        cache_release(ctl->jobs.cache, b);
+        return;
+    } else {
+        areal_keyset_remove(&ctl->queued, key);
+        if (ctl->queued.len == 0) { /* nobody waits for them any more */
+            areal_keyset_free(&ctl->blockers);
+            areal_keyset_init(&ctl->blockers);
+        }
+    }
+    pthread_mutex_unlock(&ctl->events_mu);
+}
+
 static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
     *requeue_ms = 0;
     json_t *job = cache_get(ctl->jobs.cache, key);
@@ -721,6 +802,7 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
         return false;
     }
     if (job == NULL) {
+        note_queued(ctl, key, false, NULL);
         pthread_mutex_lock(&ctl->events_mu);
         areal_keyset_remove(&ctl->rejected, key);
         pthread_mutex_unlock(&ctl->events_mu);
@@ -771,14 +853,17 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
                 add_down(&g, node, 0);
         }
     }
-    reconcile_input in = {.job = job,
-                          .pods = (const json_t *const *)g.pods,
-                          .n_pods = g.n_pods,
-                          .down = g.down,
-                          .n_down = g.n_down,
-                          .cluster = &cluster,
-                          .now_ms = areal_wall_ms(),
-                          .cfg = ctl->cfg.desired};
+    char behind[WORKQUEUE_KEY_MAX + 32], blocker[WORKQUEUE_KEY_MAX] = "";
+    reconcile_input in = {
+        .queued_behind = queued_behind(ctl, job, behind, sizeof behind, blocker, sizeof blocker),
+        .job = job,
+        .pods = (const json_t *const *)g.pods,
+        .n_pods = g.n_pods,
+        .down = g.down,
+        .n_down = g.n_down,
+        .cluster = &cluster,
+        .now_ms = areal_wall_ms(),
+        .cfg = ctl->cfg.desired};
     reconcile_result r;
     areal_error aerr;
     bool retry = g.oom;
@@ -786,6 +871,8 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
     if (decided == AREAL_OK && !record_claims(ctl, key, g.ns, &r))
         retry = true; /* no claim, no binds: they would be invisible to other workers */
     ledger_unlock(&ctl->ledger);
+    if (decided == AREAL_OK)
+        note_queued(ctl, key, r.queued, blocker);
     if (decided == AREAL_OK && retry)
         reconcile_result_free(&r);
     if (!retry && decided == AREAL_OK) {
@@ -921,6 +1008,8 @@ int controller_new(kube_client *kc, const controller_config *cfg, metrics_regist
     pthread_mutex_init(&ctl->events_mu, NULL);
     areal_keyset_init(&ctl->last_event);
     areal_keyset_init(&ctl->rejected);
+    areal_keyset_init(&ctl->queued);
+    areal_keyset_init(&ctl->blockers);
     ledger_init(&ctl->ledger);
     int rc = workqueue_new(NULL, &ctl->q) == 0 ? AREAL_OK
                                                : areal_error_set(err, AREAL_ENOMEM, -1, "oom");
@@ -1028,6 +1117,8 @@ void controller_free(controller *ctl) {
     workqueue_free(ctl->q);
     areal_keyset_free(&ctl->last_event);
     areal_keyset_free(&ctl->rejected);
+    areal_keyset_free(&ctl->queued);
+    areal_keyset_free(&ctl->blockers);
     ledger_free(&ctl->ledger);
     pthread_mutex_destroy(&ctl->events_mu);
     pthread_cond_destroy(&ctl->stop_cond);
