@@ -157,14 +157,35 @@ static bool node_ready(const json_t *node) {
  * the job is a blocker (placed, suspended, deleted, re-prioritised), or a
  * waiting job that is not held itself. Running jobs' status writes (progress)
  * enqueue nothing more. */
+typedef struct lower {
+    controller *ctl;
+    int priority;
+} lower;
+
+static void enqueue_lower_waiting(void *ud, const void *entry) {
+    const lower *l = ud;
+    const json_t *job = entry;
+    char key[WORKQUEUE_KEY_MAX];
+    if (job_spec_priority(job) < l->priority && job_waits_for_gpus(job) &&
+        cache_key(job, key, sizeof key))
+        workqueue_add(l->ctl->q, key);
+}
+
 static void wake_queued(controller *ctl, const json_t *job, bool deleted) {
     char key[WORKQUEUE_KEY_MAX];
     if (!cache_key(job, key, sizeof key))
         return;
     pthread_mutex_lock(&ctl->events_mu);
-    bool wake = ctl->queued.len > 0 &&
-                (areal_keyset_has(&ctl->blockers, key) ||
-                 (!deleted && job_waits_for_gpus(job) && !areal_keyset_has(&ctl->queued, key)));
+    bool waiting = !deleted && job_waits_for_gpus(job) && !areal_keyset_has(&ctl->queued, key);
+    bool wake = ctl->queued.len > 0 && (areal_keyset_has(&ctl->blockers, key) || waiting);
+    pthread_mutex_unlock(&ctl->events_mu);
+    /* a job that waits now: those of lower priority that wait too say they
+     * are queued behind it (none with the default priorities) */
+    if (waiting) {
+        lower l = {ctl, job_spec_priority(job)};
+        cache_each(ctl->jobs.cache, enqueue_lower_waiting, &l);
+    }
+    pthread_mutex_lock(&ctl->events_mu);
     if (wake) {
         for (size_t i = 0; i < ctl->queued.cap; i++) {
             if (ctl->queued.slots[i].key != NULL)
