@@ -85,10 +85,10 @@ static void op_stop(op *o) {
 }
 
 static void put_node(fake_api *f, const char *name) {
-    json_t *n = json_pack("{s:{s:s,s:{s:s}},s:{s:{s:s,s:s,s:s},s:[{s:s,s:s}]}}", "metadata",
-                          "name", name, "labels", "kubernetes.io/hostname", name, "status",
-                          "allocatable", "nvidia.com/gpu", "8", "cpu", "96", "memory", "512Gi",
-                          "conditions", "type", "Ready", "status", "True");
+    json_t *n = json_pack("{s:{s:s,s:{s:s}},s:{s:{s:s,s:s,s:s},s:[{s:s,s:s}]}}", "metadata", "name",
+                          name, "labels", "kubernetes.io/hostname", name, "status", "allocatable",
+                          "nvidia.com/gpu", "8", "cpu", "96", "memory", "512Gi", "conditions",
+                          "type", "Ready", "status", "True");
     fake_api_put(f, "nodes", n);
     json_decref(n);
 }
@@ -97,10 +97,10 @@ static void put_node(fake_api *f, const char *name) {
 static void put_job(fake_api *f, const char *name, int gpus, int priority, int ttl) {
     char alloc[32];
     snprintf(alloc, sizeof alloc, "megatron:d1t%d", gpus);
-    json_t *j = json_pack("{s:s,s:s,s:{s:s,s:s,s:i},s:{s:s,s:s,s:i}}", "apiVersion",
-                          "areal.io/v1alpha1", "kind", "AReaLJob", "metadata", "name", name,
-                          "namespace", "team", "generation", 1, "spec", "allocation", alloc,
-                          "image", "img", "priority", priority);
+    json_t *j =
+        json_pack("{s:s,s:s,s:{s:s,s:s,s:i},s:{s:s,s:s,s:i}}", "apiVersion", "areal.io/v1alpha1",
+                  "kind", "AReaLJob", "metadata", "name", name, "namespace", "team", "generation",
+                  1, "spec", "allocation", alloc, "image", "img", "priority", priority);
     if (ttl >= 0)
         json_object_set_new(json_object_get(j, "spec"), "ttlSecondsAfterFinished",
                             json_integer(ttl));
@@ -184,8 +184,8 @@ static int set_pod_phase(json_t *pod, void *ud) {
     const pod_phase *p = ud;
     json_object_set_new(pod, "status",
                         json_pack("{s:s,s:[{s:s,s:s}]}", "phase", p->phase, "conditions", "type",
-                                  "Ready", "status", strcmp(p->phase, "Running") == 0 ? "True"
-                                                                                      : "False"));
+                                  "Ready", "status",
+                                  strcmp(p->phase, "Running") == 0 ? "True" : "False"));
     return 0;
 }
 
@@ -374,8 +374,8 @@ static void ttl_deletes_the_job_after_an_operator_restart(void **state) {
     WAIT_FOR(phase_is(f, "t", "Succeeded"), "t Succeeded");
     double done = areal_mono_s();
     json_t *j = get_job(f, "t");
-    assert_non_null(json_string_value(
-        json_object_get(json_object_get(j, "status"), "completionTime")));
+    assert_non_null(
+        json_string_value(json_object_get(json_object_get(j, "status"), "completionTime")));
     json_decref(j);
     op_stop(&o);
     op_start(&o, f);
