@@ -108,14 +108,70 @@ static void enqueue_job_of_pod(controller *ctl, const json_t *pod) {
     workqueue_add(ctl->q, key);
 }
 
-static void enqueue_waiting(void *ud, const void *entry) {
-    controller *ctl = ud;
+static void enqueue_job(void *ud, const void *entry);
+
+/* A job that may wait for room, as collected for enqueue_waiting_ranked. */
+typedef struct waiting_job {
+    char key[WORKQUEUE_KEY_MAX];
+    char created[32]; /* metadata.creationTimestamp (RFC 3339 UTC: text order is time order) */
+    int priority;
+} waiting_job;
+
+typedef struct waiting_list {
+    waiting_job *jobs;
+    int n, cap;
+    bool oom;
+} waiting_list;
+
+static void collect_waiting(void *ud, const void *entry) {
+    waiting_list *w = ud;
     const json_t *job = entry;
     const char *phase = json_string_value(json_object_get(json_object_get(job, "status"), "phase"));
-    char key[WORKQUEUE_KEY_MAX];
-    if ((phase == NULL || strcmp(phase, "Pending") == 0 || strcmp(phase, "Restarting") == 0) &&
-        cache_key(job, key, sizeof key))
-        workqueue_add(ctl->q, key);
+    if (!(phase == NULL || strcmp(phase, "Pending") == 0 || strcmp(phase, "Restarting") == 0))
+        return;
+    if (w->n == w->cap) {
+        int cap = w->cap ? 2 * w->cap : 16;
+        waiting_job *grown = realloc(w->jobs, (size_t)cap * sizeof *grown);
+        if (grown == NULL) {
+            w->oom = true;
+            return;
+        }
+        w->jobs = grown;
+        w->cap = cap;
+    }
+    waiting_job *j = &w->jobs[w->n];
+    if (!cache_key(job, j->key, sizeof j->key))
+        return;
+    const char *made =
+        json_string_value(json_object_get(json_object_get(job, "metadata"), "creationTimestamp"));
+    snprintf(j->created, sizeof j->created, "%s", made ? made : "");
+    j->priority = job_spec_priority(job);
+    w->n++;
+}
+
+static int by_rank(const void *a, const void *b) {
+    const waiting_job *x = a, *y = b;
+    if (x->priority != y->priority)
+        return x->priority > y->priority ? -1 : 1;
+    int c = strcmp(x->created, y->created);
+    return c != 0 ? c : strcmp(x->key, y->key);
+}
+
+/* Enqueues every job that may wait for room (Pending or Restarting) in the
+ * order of areal/operator/priority.h - spec.priority, then the oldest - so
+ * that when room frees the first-ranked job plans first (the queue is FIFO
+ * and planning is serialised through the ledger). Out of memory: in cache
+ * order (every job still looks again). */
+static void enqueue_waiting_ranked(controller *ctl) {
+    waiting_list w = {0};
+    cache_each(ctl->jobs.cache, collect_waiting, &w);
+    if (!w.oom)
+        qsort(w.jobs, (size_t)w.n, sizeof *w.jobs, by_rank);
+    for (int i = 0; i < w.n; i++)
+        workqueue_add(ctl->q, w.jobs[i].key);
+    free(w.jobs);
+    if (w.oom) /* the ones not collected */
+        cache_each(ctl->jobs.cache, enqueue_job, ctl);
 }
 
 static void enqueue_job(void *ud, const void *entry) {
@@ -211,8 +267,8 @@ static void route(informer *inf, const json_t *obj, bool deleted) {
         if (o.node != NULL)
             cache_each(ctl->pods.cache, enqueue_if_on_node, &o);
     }
-    /* room may have changed: jobs that wait for it look again */
-    cache_each(ctl->jobs.cache, enqueue_waiting, ctl);
+    /* room may have changed: jobs that wait for it look again, first-ranked first */
+    enqueue_waiting_ranked(ctl);
 }
 
 /* A list arrives page by page into the cache's staging store; each page's

@@ -15,8 +15,10 @@
  * by a lower one, however often room frees and however the work queue orders
  * the passes. Jobs of equal priority do not hold each other (a younger one
  * that fits is placed while an older one that does not fit waits: no
- * head-of-line blocking within a level); when room frees they are queued
- * oldest first. Rejected: strict FIFO across equal priorities too (one job
+ * head-of-line blocking within a level); when room frees, every waiting job
+ * is queued in rank order (the work queue is FIFO), so the older one usually
+ * plans first - best effort only: two workers may take them in either order.
+ * Rejected: strict FIFO across equal priorities too (one job
  * too wide for the free room would stop every other job of the cluster), and
  * backfilling lower priorities into room a higher job's plan leaves free
  * (that needs the higher job's plan before its own pass makes it).
