@@ -165,7 +165,7 @@ static int by_rank(const void *a, const void *b) {
 static void enqueue_waiting_ranked(controller *ctl) {
     waiting_list w = {0};
     cache_each(ctl->jobs.cache, collect_waiting, &w);
-    if (!w.oom)
+    if (!w.oom && w.n > 1) /* qsort of NULL, even of 0 items, is undefined */
         qsort(w.jobs, (size_t)w.n, sizeof *w.jobs, by_rank);
     for (int i = 0; i < w.n; i++)
         workqueue_add(ctl->q, w.jobs[i].key);
