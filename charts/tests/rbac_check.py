@@ -28,7 +28,7 @@ import yaml
 # (apiGroup, resource) -> verbs, by where the operator calls them.
 CLUSTER_READS = {("", "nodes"): {"list", "watch"}, ("", "pods"): {"list", "watch"}}
 JOB_RULES = {
-    ("areal.io", "arealjobs"): {"list", "watch", "patch"},
+    ("areal.io", "arealjobs"): {"list", "watch", "patch", "delete"},
     ("areal.io", "arealjobs/status"): {"patch"},
     ("", "pods"): {"create", "delete"},
     ("", "pods/binding"): {"create"},

@@ -207,7 +207,7 @@ broken() { # broken WHAT SED-EXPR [CHECK-ARGS...]
 broken "a missing pods/binding" 's|\[pods/binding, |[|'
 broken "secrets" 's|\[pods/binding, services|[pods/binding, secrets, services|'
 broken "a wildcard verb" 's|verbs: \[list, watch\]|verbs: ["*"]|'
-broken "an extra verb" 's|verbs: \[list, watch, patch\]|verbs: [list, watch, patch, update]|'
+broken "an extra verb" 's|verbs: \[list, watch, patch, delete\]|verbs: [list, watch, patch, delete, update]|'
 broken "leases without a name" '/resourceNames:/d'
 broken "the write rules cluster-wide with one namespace" 's|--metrics-address=0.0.0.0:8443|&\n            - --namespace=team-a|' --namespace team-a
 broken "a probe on the wrong path" 's|path: /readyz|path: /healthz|'

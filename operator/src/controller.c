@@ -33,6 +33,7 @@
 #include "areal/operator/forbidden.h"
 #include "areal/keyset.h"
 #include "areal/operator/ledger.h"
+#include "areal/operator/priority.h"
 #include "areal/operator/reconcile.h"
 #include "areal/operator/workqueue.h"
 
@@ -98,6 +99,11 @@ struct controller {
      * 603: Running with a missing pod for a second). */
     pthread_mutex_t expect_mu;
     areal_keyset expect_seen;
+    /* spec.priority (areal/operator/priority.h), under events_mu: the jobs
+     * whose last pass was held behind a higher-ranked waiting job (`queued`)
+     * and the jobs named as that (`blockers`). An event of a blocker or of a
+     * new waiting job enqueues every held job, which looks again. */
+    areal_keyset queued, blockers;
 };
 
 #define EXPECT_SEEN_THERE 1    /* an event of the pod (added, modified or deleted) */
@@ -118,14 +124,70 @@ static void enqueue_job_of_pod(controller *ctl, const json_t *pod) {
     workqueue_add(ctl->q, key);
 }
 
-static void enqueue_waiting(void *ud, const void *entry) {
-    controller *ctl = ud;
+static void enqueue_job(void *ud, const void *entry);
+
+/* A job that may wait for room, as collected for enqueue_waiting_ranked. */
+typedef struct waiting_job {
+    char key[WORKQUEUE_KEY_MAX];
+    char created[32]; /* metadata.creationTimestamp (RFC 3339 UTC: text order is time order) */
+    int priority;
+} waiting_job;
+
+typedef struct waiting_list {
+    waiting_job *jobs;
+    int n, cap;
+    bool oom;
+} waiting_list;
+
+static void collect_waiting(void *ud, const void *entry) {
+    waiting_list *w = ud;
     const json_t *job = entry;
     const char *phase = json_string_value(json_object_get(json_object_get(job, "status"), "phase"));
-    char key[WORKQUEUE_KEY_MAX];
-    if ((phase == NULL || strcmp(phase, "Pending") == 0 || strcmp(phase, "Restarting") == 0) &&
-        cache_key(job, key, sizeof key))
-        workqueue_add(ctl->q, key);
+    if (!(phase == NULL || strcmp(phase, "Pending") == 0 || strcmp(phase, "Restarting") == 0))
+        return;
+    if (w->n == w->cap) {
+        int cap = w->cap ? 2 * w->cap : 16;
+        waiting_job *grown = realloc(w->jobs, (size_t)cap * sizeof *grown);
+        if (grown == NULL) {
+            w->oom = true;
+            return;
+        }
+        w->jobs = grown;
+        w->cap = cap;
+    }
+    waiting_job *j = &w->jobs[w->n];
+    if (!cache_key(job, j->key, sizeof j->key))
+        return;
+    const char *made =
+        json_string_value(json_object_get(json_object_get(job, "metadata"), "creationTimestamp"));
+    snprintf(j->created, sizeof j->created, "%s", made ? made : "");
+    j->priority = job_spec_priority(job);
+    w->n++;
+}
+
+static int by_rank(const void *a, const void *b) {
+    const waiting_job *x = a, *y = b;
+    if (x->priority != y->priority)
+        return x->priority > y->priority ? -1 : 1;
+    int c = strcmp(x->created, y->created);
+    return c != 0 ? c : strcmp(x->key, y->key);
+}
+
+/* Enqueues every job that may wait for room (Pending or Restarting) in the
+ * order of areal/operator/priority.h - spec.priority, then the oldest - so
+ * that when room frees the first-ranked job plans first (the queue is FIFO
+ * and planning is serialised through the ledger). Out of memory: in cache
+ * order (every job still looks again). */
+static void enqueue_waiting_ranked(controller *ctl) {
+    waiting_list w = {0};
+    cache_each(ctl->jobs.cache, collect_waiting, &w);
+    if (!w.oom && w.n > 1) /* qsort of NULL, even of 0 items, is undefined */
+        qsort(w.jobs, (size_t)w.n, sizeof *w.jobs, by_rank);
+    for (int i = 0; i < w.n; i++)
+        workqueue_add(ctl->q, w.jobs[i].key);
+    free(w.jobs);
+    if (w.oom) /* the ones not collected */
+        cache_each(ctl->jobs.cache, enqueue_job, ctl);
 }
 
 static void enqueue_job(void *ud, const void *entry) {
@@ -159,10 +221,53 @@ static bool node_ready(const json_t *node) {
     return false;
 }
 
+/* A job event that may let held jobs go (or hold them behind a new one):
+ * the job is a blocker (placed, suspended, deleted, re-prioritised), or a
+ * waiting job that is not held itself. Running jobs' status writes (progress)
+ * enqueue nothing more. */
+typedef struct lower {
+    controller *ctl;
+    int priority;
+} lower;
+
+static void enqueue_lower_waiting(void *ud, const void *entry) {
+    const lower *l = ud;
+    const json_t *job = entry;
+    char key[WORKQUEUE_KEY_MAX];
+    if (job_spec_priority(job) < l->priority && job_waits_for_gpus(job) &&
+        cache_key(job, key, sizeof key))
+        workqueue_add(l->ctl->q, key);
+}
+
+static void wake_queued(controller *ctl, const json_t *job, bool deleted) {
+    char key[WORKQUEUE_KEY_MAX];
+    if (!cache_key(job, key, sizeof key))
+        return;
+    pthread_mutex_lock(&ctl->events_mu);
+    bool waiting = !deleted && job_waits_for_gpus(job) && !areal_keyset_has(&ctl->queued, key);
+    bool wake = ctl->queued.len > 0 && (areal_keyset_has(&ctl->blockers, key) || waiting);
+    pthread_mutex_unlock(&ctl->events_mu);
+    /* a job that waits now: those of lower priority that wait too say they
+     * are queued behind it (none with the default priorities) */
+    if (waiting) {
+        lower l = {ctl, job_spec_priority(job)};
+        cache_each(ctl->jobs.cache, enqueue_lower_waiting, &l);
+    }
+    pthread_mutex_lock(&ctl->events_mu);
+    if (wake) {
+        for (size_t i = 0; i < ctl->queued.cap; i++) {
+            if (ctl->queued.slots[i].key != NULL)
+                workqueue_add(ctl->q, ctl->queued.slots[i].key);
+        }
+    }
+    pthread_mutex_unlock(&ctl->events_mu);
+}
+
 static void route(informer *inf, const json_t *obj, bool deleted) {
     controller *ctl = inf->ctl;
     if (inf == &ctl->jobs) {
         enqueue_job(ctl, obj);
+        wake_queued(ctl, obj, deleted);
         return;
     }
     if (inf == &ctl->pods)
@@ -174,8 +279,8 @@ static void route(informer *inf, const json_t *obj, bool deleted) {
         if (node != NULL) /* the node's pods only (bound there, or planned there) */
             cache_each_in(ctl->pods.cache, CACHE_POD_BY_NODE, node, enqueue_pod_job, ctl);
     }
-    /* room may have changed: jobs that wait for it look again */
-    cache_each(ctl->jobs.cache, enqueue_waiting, ctl);
+    /* room may have changed: jobs that wait for it look again, first-ranked first */
+    enqueue_waiting_ranked(ctl);
 }
 
 /* A list arrives page by page into the cache's staging store; each page's
@@ -871,6 +976,59 @@ static void note_refusal(controller *ctl, const char *key, const json_t *job) {
     pthread_mutex_unlock(&ctl->events_mu);
 }
 
+/* ---- spec.priority ---------------------------------------------------------- */
+
+typedef struct blocker_search {
+    int priority;       /* spec.priority of the job being reconciled */
+    const json_t *best; /* the first-ranked waiting job of higher priority */
+} blocker_search;
+
+static void find_blocker(void *ud, const void *entry) {
+    blocker_search *b = ud;
+    const json_t *other = entry; /* never the job itself: its priority is not higher */
+    if (job_spec_priority(other) <= b->priority || !job_waits_for_gpus(other))
+        return;
+    if (b->best == NULL || job_rank_cmp(other, b->best) < 0)
+        b->best = other;
+}
+
+/* The job that job `job` waits behind ("ns/name (priority P)" in buf), or
+ * NULL. Jobs of equal priority never hold each other (priority.h). */
+static const char *queued_behind(controller *ctl, const json_t *job, char *buf, size_t cap,
+                                 char *key, size_t key_cap) {
+    blocker_search b = {.priority = job_spec_priority(job)};
+    cache_each(ctl->jobs.cache, find_blocker, &b);
+    if (b.best == NULL || !cache_key(b.best, key, key_cap))
+        return NULL;
+    snprintf(buf, cap, "%s (priority %d)", key, job_spec_priority(b.best));
+    return buf;
+}
+
+/* Remembers whether job `key`'s pass was held behind `blocker` (a key). */
+static void note_queued(controller *ctl, const char *key, bool queued, const char *blocker) {
+    pthread_mutex_lock(&ctl->events_mu);
+    if (queued) {
+        areal_keyset_add(&ctl->queued, key); /* out of memory: only a late wake-up lost */
+        areal_keyset_add(&ctl->blockers, blocker);
+        pthread_mutex_unlock(&ctl->events_mu);
+        /* The blocker's event may have come between this pass's look at it and
+         * the mark above (wake_queued found nothing to wake): look at it again
+         * now; any later event finds the mark. */
+        json_t *b = cache_get(ctl->jobs.cache, blocker);
+        if (b == NULL || !job_waits_for_gpus(b))
+            workqueue_add(ctl->q, key);
+        cache_release(ctl->jobs.cache, b);
+        return;
+    } else {
+        areal_keyset_remove(&ctl->queued, key);
+        if (ctl->queued.len == 0) { /* nobody waits for them any more */
+            areal_keyset_free(&ctl->blockers);
+            areal_keyset_init(&ctl->blockers);
+        }
+    }
+    pthread_mutex_unlock(&ctl->events_mu);
+}
+
 static int64_t job_generation(const json_t *job) {
     return json_integer_value(json_object_get(json_object_get(job, "metadata"), "generation"));
 }
@@ -892,6 +1050,7 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
         }
     }
     if (job == NULL) {
+        note_queued(ctl, key, false, NULL);
         pthread_mutex_lock(&ctl->events_mu);
         areal_keyset_remove(&ctl->rejected, key);
         pthread_mutex_unlock(&ctl->events_mu);
@@ -949,14 +1108,17 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
                 add_down(&g, node, 0);
         }
     }
-    reconcile_input in = {.job = job,
-                          .pods = (const json_t *const *)g.pods,
-                          .n_pods = g.n_pods,
-                          .down = g.down,
-                          .n_down = g.n_down,
-                          .cluster = &cluster,
-                          .now_ms = areal_wall_ms(),
-                          .cfg = ctl->cfg.desired};
+    char behind[WORKQUEUE_KEY_MAX + 32], blocker[WORKQUEUE_KEY_MAX] = "";
+    reconcile_input in = {
+        .queued_behind = queued_behind(ctl, job, behind, sizeof behind, blocker, sizeof blocker),
+        .job = job,
+        .pods = (const json_t *const *)g.pods,
+        .n_pods = g.n_pods,
+        .down = g.down,
+        .n_down = g.n_down,
+        .cluster = &cluster,
+        .now_ms = areal_wall_ms(),
+        .cfg = ctl->cfg.desired};
     reconcile_result r;
     areal_error aerr;
     bool retry = g.oom;
@@ -964,6 +1126,8 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
     if (decided == AREAL_OK && !record_claims(ctl, key, g.ns, &r))
         retry = true; /* no claim, no binds: they would be invisible to other workers */
     ledger_unlock(&ctl->ledger);
+    if (decided == AREAL_OK)
+        note_queued(ctl, key, r.queued, blocker);
     if (decided == AREAL_OK && retry)
         reconcile_result_free(&r);
     if (!retry && decided == AREAL_OK) {
@@ -1124,6 +1288,8 @@ int controller_new(kube_client *kc, const controller_config *cfg, metrics_regist
     areal_keyset_init(&ctl->last_event);
     areal_keyset_init(&ctl->rejected);
     forbidden_init(&ctl->forbidden, cfg->forbidden_retry_ms, cfg->forbidden_retry_max_ms);
+    areal_keyset_init(&ctl->queued);
+    areal_keyset_init(&ctl->blockers);
     ledger_init(&ctl->ledger);
     pthread_mutex_init(&ctl->expect_mu, NULL);
     areal_keyset_init(&ctl->expect_seen);
@@ -1238,6 +1404,8 @@ void controller_free(controller *ctl) {
     areal_keyset_free(&ctl->last_event);
     areal_keyset_free(&ctl->rejected);
     forbidden_free(&ctl->forbidden);
+    areal_keyset_free(&ctl->queued);
+    areal_keyset_free(&ctl->blockers);
     ledger_free(&ctl->ledger);
     areal_keyset_free(&ctl->expect_seen);
     pthread_mutex_destroy(&ctl->expect_mu);

@@ -261,14 +261,29 @@ json_t *desired_service(const json_t *job, const desired_config *cfg) {
                      c.master_port, "targetPort", c.master_port);
 }
 
+json_t *desired_trainer_config(const json_t *config) {
+    json_t *out = json_is_object(config) ? json_deep_copy(config) : json_object();
+    if (out == NULL)
+        return NULL;
+    json_t *recover = json_object_get(out, "recover");
+    if (!json_is_object(recover)) {
+        recover = json_object();
+        json_object_set_new(out, "recover", recover);
+    }
+    if (recover != NULL && json_object_get(recover, "mode") == NULL)
+        json_object_set_new(recover, "mode", json_string("auto"));
+    return out;
+}
+
 json_t *desired_configmap(const json_t *job, const areal_alloc *alloc, const areal_plan *plan,
                           const areal_cluster *cluster, const desired_config *cfg) {
     (void)cfg;
     char name[320], canonical[4096];
     snprintf(name, sizeof name, "%s-config", job_name(job));
     areal_alloc_format(alloc, canonical, sizeof canonical);
-    const json_t *config = json_object_get(spec_of(job), "config");
+    json_t *config = desired_trainer_config(json_object_get(spec_of(job), "config"));
     char *config_text = config ? json_dumps(config, JSON_SORT_KEYS | JSON_COMPACT) : NULL;
+    json_decref(config);
     json_t *pods = json_array();
     for (int i = 0; i < plan->n_pods; i++) {
         const areal_pod_plan *p = &plan->pods[i];

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "areal/operator/desired.h"
+#include "areal/operator/priority.h"
 
 static const char *str_at(const json_t *obj, const char *a, const char *b) {
     const json_t *v = json_object_get(obj, a);
@@ -196,6 +197,9 @@ int job_spec_parse(const json_t *job, job_spec *s, areal_error *err) {
     s->deleting = str_at(meta, "deletionTimestamp", NULL) != NULL;
     const json_t *spec = json_object_get(job, "spec");
     s->suspend = json_is_true(json_object_get(spec, "suspend"));
+    const json_t *ttl = json_object_get(spec, "ttlSecondsAfterFinished");
+    s->ttl_s = json_is_integer(ttl) && json_integer_value(ttl) >= 0 ? json_integer_value(ttl) : -1;
+    s->priority = job_spec_priority(job);
     parse_failure_policy(s, spec);
     parse_topology(s, spec);
 

@@ -78,7 +78,6 @@ void step_containers(step_ctx *c) {
                  "change retries the job)",
                  name, c->spec->container_error_s, reason, msg ? msg : "");
         step_phase(c, "Failed");
-        json_object_set_new(c->status, "completionTime", json_string(c->now));
         step_condition(c, "ContainerError", true, reason, text);
         if (step_condition(c, "Scheduled", false, "ContainerError", text))
             step_event(c, true, "ContainerError", "%s", text);

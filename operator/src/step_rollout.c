@@ -85,6 +85,14 @@ bool step_rollout_create(step_ctx *c, const areal_plan *plan, const areal_cluste
 
 /* Places server `index` and creates then binds its pods. */
 static void add_server(step_ctx *c, int index) {
+    if (c->in->queued_behind != NULL) {
+        /* spec.priority: no new GPUs while a job ranked first waits for them */
+        set_ready(c, false, "Queued",
+                  "rollout server %d waits: job %s ranks first for GPUs (spec.priority)", index,
+                  c->in->queued_behind);
+        c->out->queued = true;
+        return;
+    }
     areal_cluster cluster;
     if (!step_cluster_with_own(c, true, true, &cluster)) {
         c->oom = true;

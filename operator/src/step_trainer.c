@@ -47,6 +47,21 @@ static void spec_failed(step_ctx *c, const char *msg) {
 static void start_gang(step_ctx *c) {
     const job_spec *s = c->spec;
     const reconcile_input *in = c->in;
+    if (in->queued_behind != NULL) {
+        /* spec.priority: a job ranked first waits for GPUs; this one takes none
+         * (areal/operator/priority.h). A partial gang of an earlier plan goes:
+         * its planned nodes would hold room the other job may need. */
+        char msg[600];
+        snprintf(msg, sizeof msg,
+                 "waiting behind job %s, which ranks first for GPUs (spec.priority %d here)",
+                 in->queued_behind, s->priority);
+        step_phase(c, strcmp(step_old_phase(c), "Restarting") == 0 ? "Restarting" : "Pending");
+        if (step_condition(c, "Scheduled", false, "Queued", msg))
+            step_event(c, false, "Queued", "%s", msg);
+        delete_gang(c);
+        c->out->queued = true;
+        return;
+    }
     areal_error perr;
     areal_job job;
     if (job_spec_placement(s, in->job, &s->trainer, &job, &perr) != AREAL_OK) {
@@ -291,8 +306,8 @@ static bool bind_rest(step_ctx *c) {
 void step_trainer(step_ctx *c) {
     const job_spec *s = c->spec;
     const char *phase = step_old_phase(c);
-    if (strcmp(phase, "Failed") == 0)
-        phase = ""; /* a refused spec that changed since: start again */
+    if (strcmp(phase, "Failed") == 0 || strcmp(phase, "Suspended") == 0)
+        phase = ""; /* a refused spec that changed since, or a resumed job: start again */
     long long restarts = step_int(c->old_status, "restarts", NULL, 0);
     long long planned = step_int(c->old_status, "trainerPods", NULL, 0);
     int bound = 0, failed = -1, terminating = 0, lost = -1, lost_terminating = 0;
@@ -393,7 +408,6 @@ void step_trainer(step_ctx *c) {
         }
         if (restarts >= s->max_restarts) {
             step_phase(c, "Failed");
-            json_object_set_new(c->status, "completionTime", json_string(c->now));
             char msg[400];
             snprintf(msg, sizeof msg, "%s; the gang already restarted %lld times (maxRestarts)",
                      why, restarts);

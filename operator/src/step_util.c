@@ -126,9 +126,26 @@ bool step_condition(step_ctx *c, const char *type, bool ok, const char *reason,
     return !(same_status && same_reason);
 }
 
+static bool terminal(const char *phase) {
+    return phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0);
+}
+
 void step_phase(step_ctx *c, const char *phase) {
     c->phase = phase;
     json_object_set_new(c->status, "phase", json_string(phase));
+    /* status.completionTime: when the job finished (ttlSecondsAfterFinished
+     * counts from it), so only on entering a terminal phase; a job that runs
+     * again (a refused spec fixed) has none */
+    if (!terminal(phase)) {
+        /* null: the status write is a merge patch, where a missing key keeps the old value */
+        if (json_object_get(c->old_status, "completionTime") != NULL)
+            json_object_set_new(c->status, "completionTime", json_null());
+        else
+            json_object_del(c->status, "completionTime");
+    } else if (!terminal(step_old_phase(c)) ||
+               !json_is_string(json_object_get(c->status, "completionTime"))) {
+        json_object_set_new(c->status, "completionTime", json_string(c->now));
+    }
 }
 
 const char *step_old_phase(const step_ctx *c) {

@@ -236,7 +236,8 @@ static void pods_carry_plan_environment_and_overrides(void **state) {
     assert_string_equal(json_string_value(json_object_get(data, "allocation")),
                         "sglang:d4t2+megatron:d2p2t2");
     assert_string_equal(json_string_value(json_object_get(data, "config.json")),
-                        "{\"model\":{\"path\":\"/m\"},\"rl\":{\"groupSize\":4}}");
+                        "{\"model\":{\"path\":\"/m\"},\"recover\":{\"mode\":\"auto\"},"
+                        "\"rl\":{\"groupSize\":4}}");
     json_t *plan_doc = json_loads(json_string_value(json_object_get(data, "plan.json")), 0, NULL);
     assert_int_equal(json_array_size(json_object_get(plan_doc, "pods")), plan.n_pods);
     json_decref(plan_doc);
@@ -325,6 +326,35 @@ static void gpu_pods_get_a_memory_backed_dev_shm(void **state) {
 /* The trainer's pods ask for 8 CPUs each (spec.roles[].resources.requests): a
  * plan on nodes with less free CPU than that is refused, naming the field;
  * with room it fits (the planner itself counts only GPUs here). */
+/* recover.mode defaults to auto (a replanned gang resumes); the user's mode and
+ * other recover keys are kept. */
+static void trainer_config_recovers_by_default(void **state) {
+    (void)state;
+    const struct {
+        const char *spec, *want;
+    } cases[] = {
+        {NULL, "{\"recover\":{\"mode\":\"auto\"}}"},
+        {"{\"recover\":{\"freq_steps\":5}}", "{\"recover\":{\"freq_steps\":5,\"mode\":\"auto\"}}"},
+        {"{\"recover\":{\"mode\":\"disabled\"}}", "{\"recover\":{\"mode\":\"disabled\"}}"},
+        {"{\"rl\":{\"totalSteps\":3}}",
+         "{\"recover\":{\"mode\":\"auto\"},\"rl\":{\"totalSteps\":3}}"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *in = cases[i].spec ? json_loads(cases[i].spec, 0, NULL) : NULL;
+        json_t *out = desired_trainer_config(in);
+        char *text = json_dumps(out, JSON_SORT_KEYS | JSON_COMPACT);
+        assert_string_equal(text, cases[i].want);
+        if (in != NULL) /* the spec itself is not changed */
+            assert_string_equal(
+                json_string_value(json_object_get(json_object_get(in, "recover"), "mode"))
+                    ?: "none",
+                i == 2 ? "disabled" : "none");
+        free(text);
+        json_decref(out);
+        json_decref(in);
+    }
+}
+
 static void plans_are_checked_for_cpu_requests(void **state) {
     (void)state;
     json_t *job = load(JOB);
@@ -361,6 +391,7 @@ int main(void) {
         cmocka_unit_test(pods_carry_plan_environment_and_overrides),
         cmocka_unit_test(gpu_pods_get_a_memory_backed_dev_shm),
         cmocka_unit_test(plans_are_checked_for_cpu_requests),
+        cmocka_unit_test(trainer_config_recovers_by_default),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,6 +31,10 @@ typedef struct world {
     long long now;
     int events;
     char last_event[64];
+    bool job_deleted;       /* a RECONCILE_DELETE of the job itself */
+    char deleted_uid[64];   /* its uid precondition */
+    int force_deletes;      /* pod deletes with grace 0 */
+    char events_seen[1024]; /* every Event reason, space-separated */
     reconcile_down_node down[4];
     int n_down;
 } world;
@@ -78,8 +82,16 @@ static int find_pod(world *w, const char *name) {
 }
 
 /* One reconcile, its actions applied to the world. Returns the result (caller frees). */
+static reconcile_result step_behind(world *w, const char *queued_behind);
+
 static reconcile_result step(world *w) {
-    reconcile_input in = {.job = w->job,
+    return step_behind(w, NULL);
+}
+
+/* One reconcile with in.queued_behind set (spec.priority: a job ranked first waits). */
+static reconcile_result step_behind(world *w, const char *queued_behind) {
+    reconcile_input in = {.queued_behind = queued_behind,
+                          .job = w->job,
                           .pods = (const json_t *const *)w->pods,
                           .n_pods = w->n_pods,
                           .has_service = w->service,
@@ -118,6 +130,12 @@ static reconcile_result step(world *w) {
             break;
         }
         case RECONCILE_DELETE: {
+            if (strcmp(a->resource, "arealjobs") == 0) {
+                w->job_deleted = true;
+                snprintf(w->deleted_uid, sizeof w->deleted_uid, "%s", a->uid);
+                break;
+            }
+            w->force_deletes += a->force;
             int k = find_pod(w, a->name);
             assert_true(k >= 0);
             json_decref(w->pods[k]);
@@ -130,6 +148,10 @@ static reconcile_result step(world *w) {
         case RECONCILE_EVENT:
             w->events++;
             snprintf(w->last_event, sizeof w->last_event, "%s", a->reason);
+            if (strlen(w->events_seen) + strlen(a->reason) + 2 < sizeof w->events_seen) {
+                strcat(w->events_seen, a->reason);
+                strcat(w->events_seen, " ");
+            }
             break;
         }
     }
@@ -480,6 +502,227 @@ static void suspend_and_delete_remove_the_pods(void **state) {
     assert_int_equal(
         json_array_size(json_object_get(json_object_get(w.job, "metadata"), "finalizers")), 0);
     assert_null(r.status);
+    reconcile_result_free(&r);
+    world_free(&w);
+}
+
+/* The trainer's progress as the operator's poller writes it. */
+static void set_progress(world *w, long long step) {
+    json_object_set_new(json_object_get(w->job, "status"), "progress",
+                        json_pack("{s:I,s:I,s:f}", "step", (json_int_t)step, "policyVersion",
+                                  (json_int_t)step, "rewardMean", 0.5));
+}
+
+static const char *status_str(const world *w, const char *key) {
+    return json_string_value(json_object_get(status_of(w), key));
+}
+
+/* spec.suspend: pods deleted with their grace period (no force: the trainer
+ * checkpoints on SIGTERM), phase Suspended with a condition and an Event,
+ * progress kept, nothing of the old plan held; resumed with a new allocation
+ * (allowed only while suspended), the gang is planned from the new one and
+ * the progress is still there until the trainer reports again. */
+static void suspend_keeps_the_job_and_resume_plans_anew(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    settle(&w);
+    kubelet_sets(&w, "Running", true);
+    reconcile_result r = step(&w);
+    reconcile_result_free(&r);
+    assert_string_equal(phase(&w), "Running");
+    set_progress(&w, 7);
+    json_object_set_new(json_object_get(w.job, "spec"), "suspend", json_true());
+    w.events_seen[0] = '\0';
+    r = step(&w);
+    assert_int_equal(count_kind(&r, RECONCILE_DELETE), 3);
+    assert_int_equal(count_kind(&r, RECONCILE_BIND) + count_kind(&r, RECONCILE_CREATE), 0);
+    assert_int_equal(w.force_deletes, 0); /* their grace period: the trainer checkpoints */
+    reconcile_result_free(&r);
+    assert_int_equal(w.n_pods, 0);
+    assert_string_equal(phase(&w), "Suspended");
+    assert_string_equal(reason_of(&w, "Suspended"), "Suspended");
+    assert_string_equal(json_string_value(json_object_get(condition(&w, "Suspended"), "status")),
+                        "True");
+    assert_string_equal(reason_of(&w, "Scheduled"), "Suspended");
+    assert_non_null(strstr(w.events_seen, "Suspended"));
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(status_of(&w), "progress"), "step")), 7);
+    assert_int_equal(json_integer_value(json_object_get(status_of(&w), "trainerPods")), 0);
+    assert_null(json_object_get(status_of(&w), "placement"));
+    assert_null(status_str(&w, "completionTime"));
+    /* at rest while suspended: nothing to do, nothing to write, no new Event */
+    r = step(&w); /* the pods are gone: their counts go to 0 */
+    assert_int_equal(json_integer_value(json_object_get(status_of(&w), "gpus")), 0);
+    reconcile_result_free(&r);
+    int events = w.events;
+    r = step(&w);
+    assert_int_equal(r.n_actions, 0);
+    assert_null(r.status);
+    assert_int_equal(w.events, events);
+    reconcile_result_free(&r);
+
+    /* the allocation changed while suspended: resumed, the new one is planned */
+    json_object_set_new(json_object_get(w.job, "spec"), "allocation",
+                        json_string("sglang:d1t2+megatron:d2p2t2"));
+    json_object_set_new(json_object_get(w.job, "spec"), "suspend", json_false());
+    w.events_seen[0] = '\0';
+    settle(&w);
+    assert_non_null(strstr(w.events_seen, "Resumed"));
+    assert_non_null(strstr(w.events_seen, "GangBound"));
+    assert_int_equal(rollout_pods(&w), 1);
+    assert_int_equal(w.n_pods, 2);
+    assert_string_equal(phase(&w), "Pending");
+    kubelet_sets(&w, "Running", true);
+    r = step(&w);
+    reconcile_result_free(&r);
+    assert_string_equal(phase(&w), "Running");
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(status_of(&w), "progress"), "step")), 7);
+    world_free(&w);
+}
+
+/* The trainer stops on SIGTERM after its checkpoint and may exit 0: a master
+ * pod that Succeeded while being deleted (suspend, restart) is not the end of
+ * the training. */
+static void a_deleted_trainer_that_exits_0_is_not_success(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    settle(&w);
+    kubelet_sets(&w, "Running", true);
+    int k = find_pod(&w, "j-trainer-0");
+    json_object_set_new(json_object_get(w.pods[k], "metadata"), "deletionTimestamp",
+                        json_string("2026-11-29T20:00:00Z"));
+    json_object_set_new(w.pods[k], "status", json_pack("{s:s}", "phase", "Succeeded"));
+    reconcile_result r = step(&w);
+    reconcile_result_free(&r);
+    assert_string_not_equal(phase(&w), "Succeeded");
+    /* not going: it is the end */
+    json_object_del(json_object_get(w.pods[k], "metadata"), "deletionTimestamp");
+    r = step(&w);
+    reconcile_result_free(&r);
+    assert_string_equal(phase(&w), "Succeeded");
+    world_free(&w);
+}
+
+/* Succeeds at `at` (ms): the trainer's rank 0 exits 0. */
+static void succeed_at(world *w, long long at) {
+    settle(w);
+    kubelet_sets(w, "Running", true);
+    reconcile_result r = step(w);
+    reconcile_result_free(&r);
+    json_object_set_new(w->pods[find_pod(w, "j-trainer-0")], "status",
+                        json_pack("{s:s}", "phase", "Succeeded"));
+    w->now = at;
+    r = step(w);
+    reconcile_result_free(&r);
+    assert_string_equal(phase(w), "Succeeded");
+    r = step(w); /* the other pods are gone: the counts follow */
+    reconcile_result_free(&r);
+}
+
+/* spec.ttlSecondsAfterFinished: counted from status.completionTime (so a pass
+ * of a restarted operator, which only has the stored job, decides the same),
+ * requeued for the moment it expires (no polling), then the job is deleted
+ * with its uid as precondition and nothing more is written. */
+static void ttl_deletes_the_finished_job_on_time(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    json_object_set_new(json_object_get(w.job, "spec"), "ttlSecondsAfterFinished",
+                        json_integer(30));
+    succeed_at(&w, T0 + 5000);
+    char want[32];
+    reconcile_format_time(T0 + 5000, want);
+    assert_string_equal(status_str(&w, "completionTime"), want);
+    for (long long after = 0; after < 30000; after += 7000) {
+        w.now = T0 + 5000 + after;
+        reconcile_result r = step(&w);
+        assert_false(w.job_deleted);
+        assert_int_equal(r.requeue_after_ms, 30000 - after + 100);
+        assert_null(r.status); /* waiting writes nothing */
+        reconcile_result_free(&r);
+    }
+    w.now = T0 + 5000 + 30000;
+    reconcile_result r = step(&w);
+    assert_true(w.job_deleted);
+    assert_string_equal(w.deleted_uid, "u1");
+    assert_string_equal(w.last_event, "Expired");
+    assert_null(r.status);
+    reconcile_result_free(&r);
+    world_free(&w);
+
+    /* no TTL: kept, and nothing is scheduled */
+    world_init(&w, 3);
+    succeed_at(&w, T0);
+    w.now = T0 + 86400000LL;
+    r = step(&w);
+    assert_false(w.job_deleted);
+    assert_int_equal(r.requeue_after_ms, 0);
+    reconcile_result_free(&r);
+    world_free(&w);
+}
+
+/* Failed counts too: completionTime is set on entering Failed (here the
+ * restart limit), and TTL 0 deletes at once. */
+static void ttl_deletes_a_failed_job(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    json_object_set_new(json_object_get(w.job, "spec"), "ttlSecondsAfterFinished", json_integer(0));
+    json_object_set_new(json_object_get(w.job, "spec"), "allocation", json_string("fsdp:d4p2"));
+    reconcile_result r = step(&w);
+    reconcile_result_free(&r);
+    assert_string_equal(phase(&w), "Failed");
+    assert_non_null(status_str(&w, "completionTime"));
+    assert_false(w.job_deleted); /* the pass that fails it writes the status first */
+    r = step(&w);
+    assert_true(w.job_deleted);
+    reconcile_result_free(&r);
+    world_free(&w);
+}
+
+/* spec.priority: a job ranked behind a waiting one takes no GPUs - no gang is
+ * planned, no rollout server added - and says whom it waits for; once nobody
+ * ranks first it is placed as usual. */
+static void a_queued_job_takes_no_gpus(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    reconcile_result r = step_behind(&w, "ns/big (priority 5)");
+    assert_int_equal(count_kind(&r, RECONCILE_CREATE) + count_kind(&r, RECONCILE_BIND), 0);
+    assert_true(r.queued);
+    reconcile_result_free(&r);
+    assert_string_equal(phase(&w), "Pending");
+    assert_string_equal(reason_of(&w, "Scheduled"), "Queued");
+    assert_non_null(
+        strstr(json_string_value(json_object_get(condition(&w, "Scheduled"), "message")),
+               "ns/big (priority 5)"));
+    assert_string_equal(w.last_event, "Queued");
+    int events = w.events;
+    r = step_behind(&w, "ns/big (priority 5)"); /* at rest while it waits */
+    assert_null(r.status);
+    assert_int_equal(w.events, events);
+    reconcile_result_free(&r);
+    r = step(&w);
+    assert_false(r.queued);
+    assert_int_equal(count_kind(&r, RECONCILE_BIND), 3);
+    reconcile_result_free(&r);
+    /* running: a server to add waits as well, the trainer is untouched */
+    kubelet_sets(&w, "Running", true);
+    r = step(&w);
+    reconcile_result_free(&r);
+    json_object_set_new(json_object_get(w.job, "spec"), "rollout",
+                        json_pack("{s:i,s:i}", "replicas", 3, "maxReplicas", 4));
+    r = step_behind(&w, "ns/big (priority 5)");
+    assert_true(r.queued);
+    assert_int_equal(count_kind(&r, RECONCILE_CREATE) + count_kind(&r, RECONCILE_DELETE), 0);
+    reconcile_result_free(&r);
+    assert_string_equal(phase(&w), "Running");
+    assert_string_equal(reason_of(&w, "RolloutReady"), "Queued");
+    r = step(&w);
+    assert_int_equal(count_kind(&r, RECONCILE_CREATE), 1);
     reconcile_result_free(&r);
     world_free(&w);
 }
@@ -1201,6 +1444,11 @@ int main(void) {
         cmocka_unit_test(unschedulable_job_waits_with_the_reason),
         cmocka_unit_test(invalid_allocation_fails_with_the_parser_message),
         cmocka_unit_test(suspend_and_delete_remove_the_pods),
+        cmocka_unit_test(suspend_keeps_the_job_and_resume_plans_anew),
+        cmocka_unit_test(a_deleted_trainer_that_exits_0_is_not_success),
+        cmocka_unit_test(ttl_deletes_the_finished_job_on_time),
+        cmocka_unit_test(ttl_deletes_a_failed_job),
+        cmocka_unit_test(a_queued_job_takes_no_gpus),
         cmocka_unit_test(a_crash_between_create_and_bind_is_repaired),
         cmocka_unit_test(a_planned_node_taken_since_is_not_bound),
     };

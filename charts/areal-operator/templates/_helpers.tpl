@@ -54,7 +54,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "areal-operator.jobRules" }}
   - apiGroups: [areal.io]
     resources: [arealjobs]
-    verbs: [list, watch, patch]
+    verbs: [list, watch, patch, delete]
   - apiGroups: [areal.io]
     resources: [arealjobs/status]
     verbs: [patch]

@@ -104,7 +104,22 @@ int desired_plan_fits(const json_t *job, const areal_alloc *alloc, const areal_p
 /* The headless Service "<job>" (publishNotReadyAddresses, the rendezvous port). */
 json_t *desired_service(const json_t *job, const desired_config *cfg);
 
-/* The ConfigMap "<job>-config": allocation, spec.config as config.json, the plan. */
+/*
+ * spec.config as the trainer reads it (config.json; new reference, NULL when
+ * out of memory): recover.mode defaults to "auto" (AReaL's: resume from the
+ * latest checkpoint under the job directory when there is one, else start
+ * fresh), so a trainer gang planned again - resumed after spec.suspend, or
+ * restarted after a failure - continues from its checkpoint, and a new job
+ * starts at step 0. A mode the user set ("disabled") is kept. Because the
+ * checkpoint is found by directory, a new job reusing an old job's directory
+ * resumes that job's run: give each job its own directory.
+ * Rejected: the operator passing --resume only to a gang that ran before -
+ * it cannot know whether a checkpoint was written, and the trainer can.
+ */
+json_t *desired_trainer_config(const json_t *config);
+
+/* The ConfigMap "<job>-config": allocation, spec.config as config.json (see
+ * desired_trainer_config), the plan. */
 json_t *desired_configmap(const json_t *job, const areal_alloc *alloc, const areal_plan *plan,
                           const areal_cluster *cluster, const desired_config *cfg);
 

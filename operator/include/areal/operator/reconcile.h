@@ -17,7 +17,13 @@
  * recreate the same ranks) after an exponential backoff, up to
  * spec.failurePolicy.maxRestarts, then Failed. The trainer's rank-0 pod
  * Succeeded -> Succeeded, and the remaining pods are removed. Deletion removes
- * the pods, then the finalizer.
+ * the pods, then the finalizer. spec.suspend: every pod is deleted with its
+ * grace period (the trainer checkpoints on SIGTERM), phase Suspended, the job
+ * kept with status.progress; suspend false plans the gang again from the
+ * spec as it is then (the trainer resumes from its checkpoint: recover.mode
+ * auto, desired.h). spec.ttlSecondsAfterFinished: a Succeeded or Failed job
+ * is deleted that long after status.completionTime (requeued for then, so an
+ * operator restart loses nothing).
  */
 #ifndef AREAL_OPERATOR_RECONCILE_H
 #define AREAL_OPERATOR_RECONCILE_H
@@ -66,6 +72,9 @@ typedef struct reconcile_result {
     int cap_actions;
     json_t *status;        /* the status to write; NULL when it is unchanged */
     long requeue_after_ms; /* > 0: reconcile again after this long */
+    /* The pass wanted GPUs and did not take them: in->queued_behind ranks
+     * first (the controller looks again when that job changes) */
+    bool queued;
 } reconcile_result;
 
 typedef struct reconcile_input {
@@ -82,6 +91,11 @@ typedef struct reconcile_input {
     int n_down;
     long long now_ms; /* wall clock (ms since the epoch) */
     desired_config cfg;
+    /* "namespace/name (priority P)" of a job of higher spec.priority waiting
+     * for GPUs (areal/operator/priority.h), or NULL. Set, this job takes no
+     * GPUs it does not hold: no trainer gang is planned, no rollout server
+     * added or replaced; it waits with Scheduled=False reason Queued. */
+    const char *queued_behind;
 } reconcile_input;
 
 /* Decides; `out` is filled (free with reconcile_result_free) unless it fails. */

@@ -51,6 +51,10 @@ typedef struct job_spec {
     const char *name, *ns; /* borrowed from the job object */
     long long generation;
     bool deleting, suspend;
+    /* spec.ttlSecondsAfterFinished: seconds a Succeeded or Failed job is kept
+     * (from status.completionTime) before the operator deletes it; -1: kept */
+    long long ttl_s;
+    int priority; /* spec.priority (default 0): order among jobs waiting for GPUs */
 
     bool valid;
     char reason[32];  /* when !valid: InvalidAllocation or InvalidSpec */

@@ -1,0 +1,401 @@
+/*
+ * test_controller_lifecycle.c - the job lifecycle fields of the CRD through
+ * the whole controller (informers, work queue, ledger, API writes) against
+ * the in-memory API server (operator/tests/util/fake_api.h), the test playing
+ * the kubelet:
+ *   - spec.priority: a high-priority job waiting for a whole node is not
+ *     starved by an older low-priority job that would fit the first half-node
+ *     freed; the low one waits (Queued) and is placed after;
+ *   - spec.suspend: the pods are deleted with their grace period (Terminating
+ *     until the kubelet confirms), the GPUs go to a waiting job once they are
+ *     gone, the suspended job keeps its progress, and resumed it is placed
+ *     again when room comes back;
+ *   - spec.ttlSecondsAfterFinished: a Succeeded job is deleted that long after
+ *     it finished, by an operator started after the finish (the first one
+ *     stopped meanwhile), not before.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "areal/clock.h"
+#include "areal/kube/client.h"
+#include "areal/operator/controller.h"
+#include "areal/operator/desired.h"
+#include "util/fake_api.h"
+
+#define LIMIT_S 20.0
+
+static void nap(void) {
+    struct timespec ts = {0, 5 * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+#define WAIT_FOR(cond, what)                                                                       \
+    do {                                                                                           \
+        double t0_ = areal_mono_s();                                                               \
+        while (!(cond) && areal_mono_s() - t0_ < LIMIT_S)                                          \
+            nap();                                                                                 \
+        if (!(cond))                                                                               \
+            fail_msg("timed out waiting for %s", what);                                            \
+    } while (0)
+
+typedef struct op {
+    kube_client *kc;
+    controller *ctl;
+    pthread_t th;
+} op;
+
+static void *run_ctl(void *arg) {
+    controller_run(arg);
+    return NULL;
+}
+
+static void op_start(op *o, fake_api *f) {
+    kube_config cfg;
+    kube_config_init(&cfg);
+    cfg.server = strdup(fake_api_url(f));
+    cfg.allow_insecure = 1;
+    cfg.qps = 0;
+    cfg.backoff_base_ms = 5;
+    cfg.backoff_max_ms = 50;
+    o->kc = kube_client_new(&cfg, NULL);
+    kube_config_free(&cfg);
+    assert_non_null(o->kc);
+    controller_config cc = {.workers = 2};
+    areal_error err;
+    assert_int_equal(controller_new(o->kc, &cc, NULL, &o->ctl, &err), AREAL_OK);
+    assert_int_equal(pthread_create(&o->th, NULL, run_ctl, o->ctl), 0);
+    WAIT_FOR(controller_synced(o->ctl), "the first lists");
+}
+
+static void op_stop(op *o) {
+    controller_stop(o->ctl);
+    pthread_join(o->th, NULL);
+    controller_free(o->ctl);
+    kube_client_free(o->kc);
+}
+
+static void put_node(fake_api *f, const char *name) {
+    json_t *n = json_pack("{s:{s:s,s:{s:s}},s:{s:{s:s,s:s,s:s},s:[{s:s,s:s}]}}", "metadata", "name",
+                          name, "labels", "kubernetes.io/hostname", name, "status", "allocatable",
+                          "nvidia.com/gpu", "8", "cpu", "96", "memory", "512Gi", "conditions",
+                          "type", "Ready", "status", "True");
+    fake_api_put(f, "nodes", n);
+    json_decref(n);
+}
+
+/* A trainer-only job of one pod ("<name>-trainer-0") of `gpus` GPUs. */
+static void put_job(fake_api *f, const char *name, int gpus, int priority, int ttl) {
+    char alloc[32];
+    snprintf(alloc, sizeof alloc, "megatron:d1t%d", gpus);
+    json_t *j =
+        json_pack("{s:s,s:s,s:{s:s,s:s,s:i},s:{s:s,s:s,s:i}}", "apiVersion", "areal.io/v1alpha1",
+                  "kind", "AReaLJob", "metadata", "name", name, "namespace", "team", "generation",
+                  1, "spec", "allocation", alloc, "image", "img", "priority", priority);
+    if (ttl >= 0)
+        json_object_set_new(json_object_get(j, "spec"), "ttlSecondsAfterFinished",
+                            json_integer(ttl));
+    fake_api_put(f, "arealjobs", j);
+    json_decref(j);
+}
+
+static json_t *get_job(fake_api *f, const char *name) {
+    char key[128];
+    snprintf(key, sizeof key, "team/%s", name);
+    return fake_api_get(f, "arealjobs", key);
+}
+
+static json_t *get_pod(fake_api *f, const char *job) {
+    char key[128];
+    snprintf(key, sizeof key, "team/%s-trainer-0", job);
+    return fake_api_get(f, "pods", key);
+}
+
+static bool bound(fake_api *f, const char *job) {
+    json_t *p = get_pod(f, job);
+    bool b = json_string_value(json_object_get(json_object_get(p, "spec"), "nodeName")) != NULL;
+    json_decref(p);
+    return b;
+}
+
+static bool has_pod(fake_api *f, const char *job) {
+    json_t *p = get_pod(f, job);
+    json_decref(p);
+    return p != NULL;
+}
+
+static bool job_gone(fake_api *f, const char *job) {
+    json_t *j = get_job(f, job);
+    json_decref(j);
+    return j == NULL;
+}
+
+static bool terminating(fake_api *f, const char *job) {
+    json_t *p = get_pod(f, job);
+    bool t = json_object_get(json_object_get(p, "metadata"), "deletionTimestamp") != NULL;
+    json_decref(p);
+    return t;
+}
+
+/* status.phase, or "" */
+static const char *phase_of(fake_api *f, const char *job, char *buf, size_t cap) {
+    json_t *j = get_job(f, job);
+    const char *ph = json_string_value(json_object_get(json_object_get(j, "status"), "phase"));
+    snprintf(buf, cap, "%s", ph ? ph : "");
+    json_decref(j);
+    return buf;
+}
+
+static bool phase_is(fake_api *f, const char *job, const char *want) {
+    char buf[32];
+    return strcmp(phase_of(f, job, buf, sizeof buf), want) == 0;
+}
+
+/* The reason of condition Scheduled, or "". */
+static bool scheduled_reason_is(fake_api *f, const char *job, const char *want) {
+    json_t *j = get_job(f, job);
+    size_t i;
+    json_t *c;
+    bool is = false;
+    json_array_foreach(json_object_get(json_object_get(j, "status"), "conditions"), i, c) {
+        const char *t = json_string_value(json_object_get(c, "type"));
+        const char *r = json_string_value(json_object_get(c, "reason"));
+        if (t && strcmp(t, "Scheduled") == 0)
+            is = r && strcmp(r, want) == 0;
+    }
+    json_decref(j);
+    return is;
+}
+
+typedef struct pod_phase {
+    const char *phase;
+} pod_phase;
+
+static int set_pod_phase(json_t *pod, void *ud) {
+    const pod_phase *p = ud;
+    json_object_set_new(pod, "status",
+                        json_pack("{s:s,s:[{s:s,s:s}]}", "phase", p->phase, "conditions", "type",
+                                  "Ready", "status",
+                                  strcmp(p->phase, "Running") == 0 ? "True" : "False"));
+    return 0;
+}
+
+/* The kubelet: the job's pod is in `phase` now. */
+static void kubelet(fake_api *f, const char *job, const char *phase) {
+    char key[128];
+    snprintf(key, sizeof key, "team/%s-trainer-0", job);
+    pod_phase p = {phase};
+    assert_int_equal(fake_api_modify(f, "pods", key, set_pod_phase, &p), 0);
+}
+
+/* Places and runs `job` (its pod bound, then Running). */
+static void run_job(fake_api *f, const char *job) {
+    WAIT_FOR(bound(f, job), job);
+    kubelet(f, job, "Running");
+    WAIT_FOR(phase_is(f, job, "Running"), job);
+}
+
+/* Deletes the job (the operator removes its pods and finalizer). */
+static void delete_job(fake_api *f, const char *job) {
+    char key[128];
+    snprintf(key, sizeof key, "team/%s", job);
+    fake_api_delete(f, "arealjobs", key);
+    WAIT_FOR(job_gone(f, job) && !has_pod(f, job), job);
+}
+
+typedef struct spec_edit {
+    const char *field;
+    json_t *value; /* stolen */
+} spec_edit;
+
+static int edit_spec(json_t *job, void *ud) {
+    spec_edit *e = ud;
+    json_object_set_new(json_object_get(job, "spec"), e->field, e->value);
+    json_t *meta = json_object_get(job, "metadata");
+    json_object_set_new(meta, "generation",
+                        json_integer(json_integer_value(json_object_get(meta, "generation")) + 1));
+    return 0;
+}
+
+static void set_spec(fake_api *f, const char *job, const char *field, json_t *value) {
+    char key[128];
+    snprintf(key, sizeof key, "team/%s", job);
+    spec_edit e = {field, value};
+    assert_int_equal(fake_api_modify(f, "arealjobs", key, edit_spec, &e), 0);
+}
+
+/*
+ * One node of 8 GPUs, held by r1 and r2 (4 each). Low (4 GPUs, priority 0,
+ * created first) and high (8 GPUs, priority 10) wait. r1 goes: 4 GPUs free,
+ * which low would fit and high not - low must not take them (else high,
+ * needing the whole node, could wait forever behind low). r2 goes: high is
+ * placed. high goes: low is placed.
+ */
+static void a_waiting_high_priority_job_is_not_starved(void **state) {
+    (void)state;
+    fake_api *f = fake_api_start();
+    assert_non_null(f);
+    put_node(f, "n0");
+    op o;
+    op_start(&o, f);
+    put_job(f, "r1", 4, 0, -1);
+    run_job(f, "r1");
+    put_job(f, "r2", 4, 0, -1);
+    run_job(f, "r2");
+    put_job(f, "low", 4, 0, -1);
+    WAIT_FOR(scheduled_reason_is(f, "low", "Unschedulable"), "low Unschedulable");
+    struct timespec second = {1, 100 * 1000000L}; /* creationTimestamp has second resolution */
+    nanosleep(&second, NULL);
+    put_job(f, "high", 8, 10, -1);
+    WAIT_FOR(scheduled_reason_is(f, "high", "Unschedulable"), "high Unschedulable");
+    WAIT_FOR(scheduled_reason_is(f, "low", "Queued"), "low Queued behind high");
+
+    delete_job(f, "r1");
+    /* room for low, not for high: low stays queued (no pod), high waits */
+    double t0 = areal_mono_s();
+    while (areal_mono_s() - t0 < 1.0) {
+        assert_false(has_pod(f, "low"));
+        nap();
+    }
+    assert_true(scheduled_reason_is(f, "low", "Queued"));
+    assert_true(phase_is(f, "high", "Pending"));
+    delete_job(f, "r2");
+    run_job(f, "high");
+    assert_false(has_pod(f, "low"));
+    /* high is placed: low no longer waits behind it, only for room */
+    WAIT_FOR(scheduled_reason_is(f, "low", "Unschedulable"), "low Unschedulable after high");
+    delete_job(f, "high");
+    run_job(f, "low");
+    op_stop(&o);
+    fake_api_stop(f);
+}
+
+/* Equal priorities do not hold each other: a younger job that fits is placed
+ * while an older one that does not waits. */
+static void equal_priorities_do_not_block(void **state) {
+    (void)state;
+    fake_api *f = fake_api_start();
+    assert_non_null(f);
+    put_node(f, "n0");
+    op o;
+    op_start(&o, f);
+    put_job(f, "r1", 4, 0, -1);
+    run_job(f, "r1");
+    put_job(f, "wide", 8, 0, -1);
+    WAIT_FOR(scheduled_reason_is(f, "wide", "Unschedulable"), "wide Unschedulable");
+    put_job(f, "small", 4, 0, -1);
+    run_job(f, "small");
+    assert_true(phase_is(f, "wide", "Pending"));
+    op_stop(&o);
+    fake_api_stop(f);
+}
+
+static int set_progress(json_t *job, void *ud) {
+    (void)ud;
+    json_t *st = json_object_get(job, "status");
+    json_object_set_new(st, "progress", json_pack("{s:i,s:i}", "step", 7, "policyVersion", 7));
+    return 0;
+}
+
+/*
+ * a (8 GPUs) runs, b (8 GPUs) waits. a suspended: its pod is deleted with its
+ * grace period (Terminating until the kubelet confirms; no force), a keeps its
+ * progress and says Suspended; once the pod is gone b is placed on the room a
+ * released. a resumed waits for room, then is placed again.
+ */
+static void suspend_releases_the_gpus_and_resume_replaces(void **state) {
+    (void)state;
+    fake_api *f = fake_api_start();
+    assert_non_null(f);
+    fake_api_graceful_pods(f, true);
+    put_node(f, "n0");
+    op o;
+    op_start(&o, f);
+    put_job(f, "a", 8, 0, -1);
+    run_job(f, "a");
+    assert_int_equal(fake_api_modify(f, "arealjobs", "team/a", set_progress, NULL), 0);
+    put_job(f, "b", 8, 0, -1);
+    WAIT_FOR(scheduled_reason_is(f, "b", "Unschedulable"), "b Unschedulable");
+
+    set_spec(f, "a", "suspend", json_true());
+    WAIT_FOR(terminating(f, "a"), "a's pod deleted");
+    WAIT_FOR(phase_is(f, "a", "Suspended"), "a Suspended");
+    assert_int_equal(fake_api_count(f, "force-delete"), 0);
+    /* the pod still runs out its grace period: its GPUs are still taken */
+    double t0 = areal_mono_s();
+    while (areal_mono_s() - t0 < 0.5) {
+        assert_false(has_pod(f, "b"));
+        nap();
+    }
+    fake_api_delete(f, "pods", "team/a-trainer-0"); /* the kubelet confirms */
+    run_job(f, "b");
+    json_t *j = get_job(f, "a");
+    const json_t *st = json_object_get(j, "status");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(st, "progress"), "step")),
+                     7);
+    assert_true(scheduled_reason_is(f, "a", "Suspended"));
+    assert_false(has_pod(f, "a"));
+    json_decref(j);
+
+    set_spec(f, "a", "suspend", json_false());
+    WAIT_FOR(scheduled_reason_is(f, "a", "Unschedulable"), "a resumed, waiting for room");
+    assert_true(phase_is(f, "a", "Pending"));
+    char key[] = "team/b-trainer-0";
+    fake_api_delete(f, "arealjobs", "team/b");
+    WAIT_FOR(terminating(f, "b"), "b's pod deleted");
+    fake_api_delete(f, "pods", key);
+    run_job(f, "a");
+    op_stop(&o);
+    fake_api_stop(f);
+}
+
+/* ttlSecondsAfterFinished 2: the job is kept about 2 s after it Succeeded,
+ * then deleted - by a second operator, the first stopped right after the
+ * finish was written (the wait is in the stored status, not in a timer). */
+static void ttl_deletes_the_job_after_an_operator_restart(void **state) {
+    (void)state;
+    fake_api *f = fake_api_start();
+    assert_non_null(f);
+    put_node(f, "n0");
+    op o;
+    op_start(&o, f);
+    put_job(f, "t", 4, 0, 2);
+    run_job(f, "t");
+    kubelet(f, "t", "Succeeded");
+    WAIT_FOR(phase_is(f, "t", "Succeeded"), "t Succeeded");
+    double done = areal_mono_s();
+    json_t *j = get_job(f, "t");
+    assert_non_null(
+        json_string_value(json_object_get(json_object_get(j, "status"), "completionTime")));
+    json_decref(j);
+    op_stop(&o);
+    op_start(&o, f);
+    while (areal_mono_s() - done < 0.9) { /* completionTime has second resolution */
+        assert_false(job_gone(f, "t"));
+        nap();
+    }
+    WAIT_FOR(job_gone(f, "t"), "t deleted after its TTL");
+    double after = areal_mono_s() - done;
+    assert_true(after < 4.0);
+    op_stop(&o);
+    fake_api_stop(f);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_waiting_high_priority_job_is_not_starved),
+        cmocka_unit_test(equal_priorities_do_not_block),
+        cmocka_unit_test(suspend_releases_the_gpus_and_resume_replaces),
+        cmocka_unit_test(ttl_deletes_the_job_after_an_operator_restart),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
