@@ -36,6 +36,14 @@ void k_linear_infer(areal_pool *p, float *y, const float *x, const float *w, con
  * lanes, one fixed tree, the tail in order): attention scores of the KV paths. */
 float k_dot_lanes(const float *a, const float *b, int n);
 
+/* ---- k_softmax.c: the sampler's reductions over a logits row (the same
+ * numbers with or without AVX2) */
+/* max of x[0..n) (-inf when n is 0). */
+float k_max(const float *x, int n);
+/* sum over j < n of e[j] = exp(x[j] * scale - shift) (float terms, ~1 ulp, 0
+ * below -87.3; e NULL: not kept), summed in double in a fixed order. */
+double k_exp_sum(float *e, const float *x, float scale, float shift, int n);
+
 /* ---- k_rmsnorm.c: HF RMSNorm y = w * x / sqrt(mean(x^2) + eps), over rows of D */
 void k_rmsnorm_fwd(areal_pool *p, float *y, float *rstd, const float *x, const float *w,
                    size_t rows, int D, float eps);
