@@ -33,15 +33,15 @@
 
 #define EXP_LO (-87.3365447f) /* below: 0 (2^-126 and under) */
 #define EXP_HI 88.3762626f
-#define LOG2E 1.44269504088896341f
-#define C1 0.693359375f
-#define C2 (-2.12194440e-4f)
-#define P0 1.9875691500e-4f
-#define P1 1.3981999507e-3f
-#define P2 8.3334519073e-3f
-#define P3 4.1665795894e-2f
-#define P4 1.6666665459e-1f
-#define P5 5.0000001201e-1f
+#define LOG2E  1.44269504088896341f
+#define C1     0.693359375f
+#define C2     (-2.12194440e-4f)
+#define P0     1.9875691500e-4f
+#define P1     1.3981999507e-3f
+#define P2     8.3334519073e-3f
+#define P3     4.1665795894e-2f
+#define P4     1.6666665459e-1f
+#define P5     5.0000001201e-1f
 
 /* The lane arithmetic of exp_avx2, one lane. */
 static float exp_lane(float x) {
@@ -113,8 +113,8 @@ AVX static __m256 exp_avx2(__m256 x) {
     y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(P5));
     y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
     /* n is >= -126 unless under (then masked), so the exponent field is valid */
-    __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)),
-                                     23);
+    __m256i bits =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
     y = _mm256_mul_ps(y, _mm256_castsi256_ps(bits));
     return _mm256_andnot_ps(under, y);
 }

@@ -11,9 +11,9 @@
  * instead of taking exp again) summed in double, and logits are scaled by
  * multiplying with 1 / temperature exactly as heads.c does, so the logprob
  * returned for an unfiltered draw is the one the training forward computes
- * (to ~1e-7; the tests hold it to 1e-5). splitmix64 was chosen for the RNG: one 64-bit word of state per
- * stream, and streams from (seed, index) are independent, so a sequence's
- * draws do not depend on what else is in its batch.
+ * (to ~1e-7; the tests hold it to 1e-5). splitmix64 was chosen for the RNG: one 64-bit word of
+ * state per stream, and streams from (seed, index) are independent, so a sequence's draws do not
+ * depend on what else is in its batch.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -52,7 +52,7 @@ static int cand_cmp(const void *a, const void *b) {
 int32_t areal_sample(const float *logits, int V, const areal_sampling *s, areal_rng *rng,
                      float *scratch, float *logprob) {
     if (s->vocab_limit > 0 && s->vocab_limit < V)
-        V = s->vocab_limit; /* the padding rows are excluded, as a -inf mask would */
+        V = s->vocab_limit;    /* the padding rows are excluded, as a -inf mask would */
     if (s->temperature <= 0) { /* the first id of the largest logit */
         float mx = k_max(logits, V);
         int best = 0;
@@ -63,7 +63,7 @@ int32_t areal_sample(const float *logits, int V, const areal_sampling *s, areal_
     }
     float inv_t = 1.0f / s->temperature;
     bool filter = (s->top_k > 0 && s->top_k < V) || s->top_p < 1.0f || s->min_p > 0;
-    if (!filter) { /* id order, the terms kept in scratch for the draw */
+    if (!filter) {                           /* id order, the terms kept in scratch for the draw */
         float mx = k_max(logits, V) * inv_t; /* scaling by inv_t > 0 keeps the order */
         double sum = k_exp_sum(scratch, logits, inv_t, mx, V);
         double u = (double)areal_rng_uniform(rng) * sum, acc = 0;

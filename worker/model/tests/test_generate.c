@@ -242,7 +242,7 @@ static void unfiltered_draws_follow_the_softmax(void **s) {
         logits[j] = (float)((x >> 40) % 20001) / 1000.0f - 10.0f; /* [-10, 10] */
     }
     for (int j = 0; j < V; j += 17)
-        logits[j] = -300.0f; /* exp underflows at any temperature used here */
+        logits[j] = -300.0f;           /* exp underflows at any temperature used here */
     logits[500] = logits[900] = 25.0f; /* a tie for the maximum */
     float temps[] = {0.0f, 0.7f, 1.0f, 2.5f};
     for (size_t ti = 0; ti < sizeof temps / sizeof temps[0]; ti++) {
