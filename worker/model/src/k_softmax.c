@@ -7,8 +7,8 @@
  * 8,192-id vocabulary, taken twice per token (once for the sum, once again
  * while scanning for the draw), was a tenth of the rollout server's CPU time
  * (perf on the engine bench), more than all of attention. Here exp is a
- * float polynomial (Cephes' expf: range reduction by ln 2 in two parts, a
- * degree-5 polynomial; about 1 ulp), eight lanes at a time, and the sum is
+ * float polynomial (k_vexp.h: Cephes' expf, about 1 ulp), eight lanes at a
+ * time, and the sum is
  * taken in double in a fixed lane order, so the log-sum-exp keeps its
  * accuracy (the relative error of a term is ~1e-7, far below the 1e-5 the
  * logprobs are held to) and the result depends on nothing but the row.
@@ -20,49 +20,9 @@
  * to float would.
  */
 #include <math.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <string.h>
 
+#include "k_vexp.h"
 #include "kernels.h"
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define HAVE_X86 1
-#include <immintrin.h>
-#endif
-
-#define EXP_LO (-87.3365447f) /* below: 0 (2^-126 and under) */
-#define EXP_HI 88.3762626f
-#define LOG2E  1.44269504088896341f
-#define C1     0.693359375f
-#define C2     (-2.12194440e-4f)
-#define P0     1.9875691500e-4f
-#define P1     1.3981999507e-3f
-#define P2     8.3334519073e-3f
-#define P3     4.1665795894e-2f
-#define P4     1.6666665459e-1f
-#define P5     5.0000001201e-1f
-
-/* The lane arithmetic of exp_avx2, one lane. */
-static float exp_lane(float x) {
-    if (x < EXP_LO)
-        return 0.0f;
-    x = x > EXP_HI ? EXP_HI : x;
-    float n = floorf(__builtin_fmaf(x, LOG2E, 0.5f));
-    float r = __builtin_fmaf(n, -C1, x);
-    r = __builtin_fmaf(n, -C2, r);
-    float y = P0;
-    y = __builtin_fmaf(y, r, P1);
-    y = __builtin_fmaf(y, r, P2);
-    y = __builtin_fmaf(y, r, P3);
-    y = __builtin_fmaf(y, r, P4);
-    y = __builtin_fmaf(y, r, P5);
-    y = __builtin_fmaf(y, r * r, r + 1.0f);
-    int32_t bits = ((int32_t)n + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return y * scale;
-}
 
 /* The fixed reduction tree of the eight double lanes. */
 static double lanes_sum(const double a[8]) {
@@ -96,28 +56,8 @@ static double exp_sum_generic(float *e, const float *x, float scale, float shift
     return s;
 }
 
-#ifdef HAVE_X86
+#ifdef KV_HAVE_X86
 #define AVX __attribute__((target("avx2,fma")))
-
-AVX static __m256 exp_avx2(__m256 x) {
-    __m256 under = _mm256_cmp_ps(x, _mm256_set1_ps(EXP_LO), _CMP_LT_OQ);
-    x = _mm256_min_ps(x, _mm256_set1_ps(EXP_HI));
-    __m256 n = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(LOG2E), _mm256_set1_ps(0.5f)));
-    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-C1), x);
-    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-C2), r);
-    __m256 y = _mm256_set1_ps(P0);
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(P1));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(P2));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(P3));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(P4));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(P5));
-    y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    /* n is >= -126 unless under (then masked), so the exponent field is valid */
-    __m256i bits =
-        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
-    y = _mm256_mul_ps(y, _mm256_castsi256_ps(bits));
-    return _mm256_andnot_ps(under, y);
-}
 
 AVX static float max_avx2(const float *x, int n) {
     __m256 m = _mm256_set1_ps(-INFINITY);
@@ -156,25 +96,19 @@ AVX static double exp_sum_avx2(float *e, const float *x, float scale, float shif
     return s;
 }
 
-static bool have_avx2(void) {
-    static int known; /* 0 unknown, 1 no, 2 yes; a benign race: every thread computes the same */
-    if (known == 0)
-        known = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 2 : 1;
-    return known == 2;
-}
 #endif
 
 float k_max(const float *x, int n) {
-#ifdef HAVE_X86
-    if (have_avx2())
+#ifdef KV_HAVE_X86
+    if (kv_have_avx2())
         return max_avx2(x, n);
 #endif
     return max_generic(x, n);
 }
 
 double k_exp_sum(float *e, const float *x, float scale, float shift, int n) {
-#ifdef HAVE_X86
-    if (have_avx2())
+#ifdef KV_HAVE_X86
+    if (kv_have_avx2())
         return exp_sum_avx2(e, x, scale, shift, n);
 #endif
     return exp_sum_generic(e, x, scale, shift, n);

@@ -91,6 +91,9 @@ void k_attn_decode(areal_pool *p, float *out, const float *q, const float *kc, c
 
 /* ---- k_swiglu.c: h = silu(g) * u over n elements */
 void k_swiglu_fwd(areal_pool *p, float *h, const float *g, const float *u, size_t n);
+/* the same for the KV-cache paths with k_vexp.h's exp (vectorised; ~1 ulp of
+ * exp from k_swiglu_fwd) */
+void k_swiglu_infer(areal_pool *p, float *h, const float *g, const float *u, size_t n);
 /* dg, du (writes) from dh */
 void k_swiglu_bwd(areal_pool *p, float *dg, float *du, const float *dh, const float *g,
                   const float *u, size_t n);
