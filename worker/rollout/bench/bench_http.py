@@ -244,15 +244,15 @@ def grpo(worker, model, threads, prompts, disable):
             c.close()
 
         ts = [threading.Thread(target=run, args=(i,)) for i in range(prompts)]
-        t0 = time.time()
+        c0, t0 = cpu_s(p.pid), time.time()
         for t in ts:
             t.start()
         for t in ts:
             t.join()
-        wall = time.time() - t0
+        wall, cpu = time.time() - t0, cpu_s(p.pid) - c0
         if errs:
             raise RuntimeError(errs[0])
-        return wall
+        return wall, cpu
     finally:
         stop(p)
 
@@ -326,10 +326,11 @@ def main():
               f"{ratio(ours, llama, c, 2):>8} {ratio(ours, hf, c, 2):>6} | {spread(ours)} / "
               f"{spread(llama)} / {spread(hf)}")
     prompts = 4 if a.quick else 16
-    w_on = grpo(a.worker, a.model, threads, prompts, False)
-    w_off = grpo(a.worker, a.model, threads, prompts, True)
+    w_on, c_on = grpo(a.worker, a.model, threads, prompts, False)
+    w_off, c_off = grpo(a.worker, a.model, threads, prompts, True)
     print(f"\nGRPO shape {prompts} prompts x n=8 x 128 new (128-token prompts): "
-          f"prefix sharing {w_on:.2f} s, without {w_off:.2f} s ({w_off / w_on:.2f}x)")
+          f"prefix sharing {w_on:.2f} s ({c_on:.2f} CPU-s), without {w_off:.2f} s "
+          f"({c_off:.2f} CPU-s): {w_off / w_on:.2f}x wall, {c_off / max(c_on, 1e-3):.2f}x CPU")
     n_params = V * H * 2 + H + L * (2 * H + H * H * 2 + H + 2 * (KVH * HD * H + KVH * HD) +
                                     3 * H * I)
     kv_tok = L * 2 * KVH * HD * 4
