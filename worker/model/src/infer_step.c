@@ -176,7 +176,7 @@ static void layer(const areal_model *m, const infer_kv *c, int l, int T, step_bu
     } else {
         k_linear_infer(pl, b->g, b->ln, w->gate, w->gate_b, T, H, I, 0.0f);
         k_linear_infer(pl, b->u, b->ln, w->up, w->up_b, T, H, I, 0.0f);
-        k_swiglu_fwd(pl, b->h, b->g, b->u, (size_t)T * I);
+        k_swiglu_infer(pl, b->h, b->g, b->u, (size_t)T * I);
         k_linear_infer(pl, b->tmp, b->h, w->down, w->down_b, T, I, H, 0.0f);
     }
     k_add(pl, b->x, b->x, b->tmp, (size_t)T * H);

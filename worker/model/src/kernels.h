@@ -36,6 +36,14 @@ void k_linear_infer(areal_pool *p, float *y, const float *x, const float *w, con
  * lanes, one fixed tree, the tail in order): attention scores of the KV paths. */
 float k_dot_lanes(const float *a, const float *b, int n);
 
+/* ---- k_softmax.c: the sampler's reductions over a logits row (the same
+ * numbers with or without AVX2) */
+/* max of x[0..n) (-inf when n is 0). */
+float k_max(const float *x, int n);
+/* sum over j < n of e[j] = exp(x[j] * scale - shift) (float terms, ~1 ulp, 0
+ * below -87.3; e NULL: not kept), summed in double in a fixed order. */
+double k_exp_sum(float *e, const float *x, float scale, float shift, int n);
+
 /* ---- k_rmsnorm.c: HF RMSNorm y = w * x / sqrt(mean(x^2) + eps), over rows of D */
 void k_rmsnorm_fwd(areal_pool *p, float *y, float *rstd, const float *x, const float *w,
                    size_t rows, int D, float eps);
@@ -83,6 +91,9 @@ void k_attn_decode(areal_pool *p, float *out, const float *q, const float *kc, c
 
 /* ---- k_swiglu.c: h = silu(g) * u over n elements */
 void k_swiglu_fwd(areal_pool *p, float *h, const float *g, const float *u, size_t n);
+/* the same for the KV-cache paths with k_vexp.h's exp (vectorised; ~1 ulp of
+ * exp from k_swiglu_fwd) */
+void k_swiglu_infer(areal_pool *p, float *h, const float *g, const float *u, size_t n);
 /* dg, du (writes) from dh */
 void k_swiglu_bwd(areal_pool *p, float *dg, float *du, const float *dh, const float *g,
                   const float *u, size_t n);

@@ -227,6 +227,69 @@ static void top_p_keeps_the_nucleus(void **s) {
     }
 }
 
+/* The unfiltered draw and greedy against a double-precision log softmax
+ * computed here with libm: logprobs to 1e-6 over a vocabulary that is not a
+ * multiple of 8 (the vector body and its scalar tail), ids whose exp
+ * underflows are never drawn, ties go to the first id, and the draw
+ * frequencies follow the softmax. */
+static void unfiltered_draws_follow_the_softmax(void **s) {
+    (void)s;
+    enum { V = 1003 };
+    static float logits[V], scratch[2 * V];
+    uint64_t x = 99;
+    for (int j = 0; j < V; j++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        logits[j] = (float)((x >> 40) % 20001) / 1000.0f - 10.0f; /* [-10, 10] */
+    }
+    for (int j = 0; j < V; j += 17)
+        logits[j] = -300.0f;           /* exp underflows at any temperature used here */
+    logits[500] = logits[900] = 25.0f; /* a tie for the maximum */
+    float temps[] = {0.0f, 0.7f, 1.0f, 2.5f};
+    for (size_t ti = 0; ti < sizeof temps / sizeof temps[0]; ti++) {
+        float T = temps[ti], inv_t = T > 0 ? 1.0f / T : 1.0f;
+        double mx = -INFINITY, sum = 0;
+        for (int j = 0; j < V; j++)
+            mx = fmax(mx, (double)(logits[j] * inv_t));
+        for (int j = 0; j < V; j++)
+            sum += exp((double)(logits[j] * inv_t) - mx);
+        double lse = mx + log(sum);
+        areal_sampling sp = {.temperature = T, .top_p = 1};
+        areal_rng rng;
+        areal_rng_seed(&rng, 5, (uint64_t)ti);
+        for (int i = 0; i < 2000; i++) {
+            float lp;
+            int32_t t = areal_sample(logits, V, &sp, &rng, scratch, &lp);
+            assert_true(t >= 0 && t < V);
+            if (T == 0)
+                assert_int_equal(t, 500);
+            assert_true(t % 17 != 0);
+            double want = (double)(logits[t] * inv_t) - lse;
+            if (!(fabs(lp - want) < 1e-6))
+                fail_msg("T %g id %d: logprob %.9g, want %.9g", T, t, lp, want);
+        }
+    }
+    /* frequencies: three ids at probabilities 0.6 / 0.3 / 0.1, the rest -inf-like */
+    for (int j = 0; j < V; j++)
+        logits[j] = -1000.0f;
+    logits[3] = logf(0.6f);
+    logits[600] = logf(0.3f);
+    logits[1002] = logf(0.1f); /* in the scalar tail */
+    areal_sampling sp = {.temperature = 1, .top_p = 1};
+    areal_rng rng;
+    areal_rng_seed(&rng, 8, 0);
+    int count[3] = {0};
+    for (int i = 0; i < 6000; i++) {
+        float lp;
+        int32_t t = areal_sample(logits, V, &sp, &rng, scratch, &lp);
+        assert_true(t == 3 || t == 600 || t == 1002);
+        count[t == 3 ? 0 : t == 600 ? 1 : 2]++;
+        assert_true(fabsf(lp - logits[t]) < 1e-6f);
+    }
+    assert_true(fabs(count[0] / 6000.0 - 0.6) < 0.03);
+    assert_true(fabs(count[1] / 6000.0 - 0.3) < 0.03);
+    assert_true(fabs(count[2] / 6000.0 - 0.1) < 0.02);
+}
+
 static void cache_refuses_overflow_and_bad_slots(void **s) {
     (void)s;
     gen_case g;
@@ -280,6 +343,7 @@ int main(void) {
         cmocka_unit_test(seeds_reproduce_and_batches_do_not_interfere),
         cmocka_unit_test(stop_tokens_and_top_k_one),
         cmocka_unit_test(top_p_keeps_the_nucleus),
+        cmocka_unit_test(unfiltered_draws_follow_the_softmax),
         cmocka_unit_test(cache_refuses_overflow_and_bad_slots),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

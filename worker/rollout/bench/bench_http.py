@@ -20,6 +20,13 @@ its own CPU time is charged to both alike (the machine is shared: keep the
 thread count at 1, AREAL_BENCH_THREADS). A column that cannot run (no
 llama-server built, torch missing) prints why and the table shows "-".
 
+Beside wall-clock tokens/s each column reports tokens per CPU-second of the
+server process (utime + stime from /proc, HTTP threads included; for
+transformers the process time of its generate): on a machine shared with
+other builds the wall-clock ratios swing with whoever else runs, the CPU
+ratios much less. AREAL_BENCH_REPEAT=N runs each concurrency N times and
+prints the spread (min-max) beside the median.
+
 Usage: bench_http.py --worker PATH/areal-worker [--cache DIR] [--llama-server PATH
        --llama-dir DIR] [--quick]
 """
@@ -117,7 +124,14 @@ def one_stream(port, path, body, kind, out):
     out.append((ttft, n))
 
 
-def load(port, kind, conc, rng):
+def cpu_s(pid):
+    """utime + stime of process pid (all its threads) in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def load(port, kind, conc, rng, pid):
     path = "/generate" if kind == "areal" else "/completion"
     res, errs = [], []
 
@@ -131,16 +145,18 @@ def load(port, kind, conc, rng):
 
     rng_ids = [[rng.randrange(3, V) for _ in range(PROMPT)] for _ in range(conc)]
     ts = [threading.Thread(target=run, args=(i,)) for i in range(conc)]
+    c0 = cpu_s(pid)
     t0 = time.time()
     for t in ts:
         t.start()
     for t in ts:
         t.join()
     wall = time.time() - t0
+    cpu = cpu_s(pid) - c0
     if errs:
         raise RuntimeError(errs[0])
     toks = sum(n for _, n in res)
-    return toks / wall, sum(t for t, _ in res) / len(res)
+    return toks / wall, sum(t for t, _ in res) / len(res), toks / max(cpu, 1e-3)
 
 
 def areal_server(worker, model, threads, extra=()):
@@ -164,20 +180,26 @@ def llama_server(exe, gguf, threads):
     return p, port
 
 
-def bench_server(start, kind, conc):
+def median_row(runs):
+    """(tok/s, ttft, tok/cpu-s) medians of several runs, plus the tok/s spread."""
+    mid = lambda k: sorted(r[k] for r in runs)[len(runs) // 2]
+    return (mid(0), mid(1), mid(2), min(r[0] for r in runs), max(r[0] for r in runs))
+
+
+def bench_server(start, kind, conc, repeat):
     p, port = start()
     rows = {}
     try:
         rng = random.Random(7)
-        load(port, kind, 1, rng)  # warm-up: page the weights in
+        load(port, kind, 1, rng, p.pid)  # warm-up: page the weights in
         for c in conc:
-            rows[c] = load(port, kind, c, rng)
+            rows[c] = median_row([load(port, kind, c, rng, p.pid) for _ in range(repeat)])
     finally:
         stop(p)
     return rows
 
 
-def bench_hf(model, threads, conc):
+def bench_hf(model, threads, conc, repeat):
     import torch
     from transformers import AutoModelForCausalLM
     torch.set_num_threads(threads)
@@ -187,14 +209,18 @@ def bench_hf(model, threads, conc):
     for c in conc:
         ids = torch.randint(3, V, (c, PROMPT), generator=g)
         kw = dict(do_sample=True, temperature=1.0, top_k=0, top_p=1.0, pad_token_id=0)
-        with torch.no_grad():
-            t0 = time.time()
-            m.generate(ids, max_new_tokens=1, min_new_tokens=1, **kw)
-            ttft = time.time() - t0
-            t0 = time.time()
-            out = m.generate(ids, max_new_tokens=NEW, min_new_tokens=NEW, **kw)
-            wall = time.time() - t0
-        rows[c] = ((out.shape[1] - PROMPT) * c / wall, ttft)
+        runs = []
+        for _ in range(repeat):
+            with torch.no_grad():
+                t0 = time.time()
+                m.generate(ids, max_new_tokens=1, min_new_tokens=1, **kw)
+                ttft = time.time() - t0
+                t0, c0 = time.time(), time.process_time()
+                out = m.generate(ids, max_new_tokens=NEW, min_new_tokens=NEW, **kw)
+                wall, cpu = time.time() - t0, time.process_time() - c0
+            n = (out.shape[1] - PROMPT) * c
+            runs.append((n / wall, ttft, n / max(cpu, 1e-3)))
+        rows[c] = median_row(runs)
     return rows
 
 
@@ -218,15 +244,15 @@ def grpo(worker, model, threads, prompts, disable):
             c.close()
 
         ts = [threading.Thread(target=run, args=(i,)) for i in range(prompts)]
-        t0 = time.time()
+        c0, t0 = cpu_s(p.pid), time.time()
         for t in ts:
             t.start()
         for t in ts:
             t.join()
-        wall = time.time() - t0
+        wall, cpu = time.time() - t0, cpu_s(p.pid) - c0
         if errs:
             raise RuntimeError(errs[0])
-        return wall
+        return wall, cpu
     finally:
         stop(p)
 
@@ -264,21 +290,23 @@ def main():
     a = ap.parse_args()
     threads = int(os.environ.get("AREAL_BENCH_THREADS", "1"))
     conc = [1, 8] if a.quick else CONC
+    repeat = max(1, int(os.environ.get("AREAL_BENCH_REPEAT", "1")))
     print(f"rollout HTTP bench: Qwen2 bench model (~20M params, fp32), {threads} thread(s), "
-          f"{PROMPT}-token prompts, {NEW} new tokens; load average {os.getloadavg()[0]:.2f}",
-          flush=True)
-    ours = bench_server(lambda: areal_server(a.worker, a.model, threads), "areal", conc)
+          f"{PROMPT}-token prompts, {NEW} new tokens, median of {repeat}; load average "
+          f"{os.getloadavg()[0]:.2f}", flush=True)
+    ours = bench_server(lambda: areal_server(a.worker, a.model, threads), "areal", conc, repeat)
     llama = hf = None
     if a.llama_server and a.gguf and os.path.exists(a.llama_server):
         try:
             llama = bench_server(lambda: llama_server(a.llama_server, a.gguf, threads), "llama",
-                                 conc)
+                                 conc, repeat)
         except Exception as e:  # noqa: BLE001 - a column, not the bench
             print(f"llama.cpp column skipped: {e}")
     else:
-        print("llama.cpp column skipped: no llama-server (worker/rollout/bench/llama_build.sh)")
+        print("llama.cpp column skipped: no llama-server built (see bench_http.sh's message; "
+              "worker/rollout/bench/llama_build.sh builds it)")
     try:
-        hf = bench_hf(a.model, threads, conc)
+        hf = bench_hf(a.model, threads, conc, repeat)
     except Exception as e:  # noqa: BLE001
         print(f"transformers column skipped: {e}")
     print(f"\n{'conc':>4} | {'areal tok/s':>11} {'llama tok/s':>11} {'hf tok/s':>9} | "
@@ -289,11 +317,20 @@ def main():
         print(f"{c:4d} | {fmt(ours, c, 0):>11} {fmt(llama, c, 0):>11} {fmt(hf, c, 0)} | "
               f"{ratio(ours, llama, c, 0):>8} {ratio(ours, hf, c, 0):>6} | {ms(ours)} {ms(llama)} "
               f"{ms(hf)[1:]}")
+    print(f"\nper CPU-second of the server process (load-robust):\n{'conc':>4} | "
+          f"{'areal tok/cpu-s':>15} {'llama':>9} {'hf':>9} | {'vs llama':>8} {'vs hf':>6} | "
+          "tok/s spread (min-max) areal / llama / hf")
+    spread = lambda rows: (f"{rows[c][3]:.0f}-{rows[c][4]:.0f}" if rows and c in rows else "-")
+    for c in conc:
+        print(f"{c:4d} | {fmt(ours, c, 2):>15} {fmt(llama, c, 2)} {fmt(hf, c, 2)} | "
+              f"{ratio(ours, llama, c, 2):>8} {ratio(ours, hf, c, 2):>6} | {spread(ours)} / "
+              f"{spread(llama)} / {spread(hf)}")
     prompts = 4 if a.quick else 16
-    w_on = grpo(a.worker, a.model, threads, prompts, False)
-    w_off = grpo(a.worker, a.model, threads, prompts, True)
+    w_on, c_on = grpo(a.worker, a.model, threads, prompts, False)
+    w_off, c_off = grpo(a.worker, a.model, threads, prompts, True)
     print(f"\nGRPO shape {prompts} prompts x n=8 x 128 new (128-token prompts): "
-          f"prefix sharing {w_on:.2f} s, without {w_off:.2f} s ({w_off / w_on:.2f}x)")
+          f"prefix sharing {w_on:.2f} s ({c_on:.2f} CPU-s), without {w_off:.2f} s "
+          f"({c_off:.2f} CPU-s): {w_off / w_on:.2f}x wall, {c_off / max(c_on, 1e-3):.2f}x CPU")
     n_params = V * H * 2 + H + L * (2 * H + H * H * 2 + H + 2 * (KVH * HD * H + KVH * HD) +
                                     3 * H * I)
     kv_tok = L * 2 * KVH * HD * 4
@@ -303,8 +340,9 @@ def main():
             f"{bw / 1e9:.2f} GB/s")
     for name, rows in (("areal", ours), ("llama.cpp", llama)):
         if rows and 1 in rows:
-            got = rows[1][0] * step_bytes
-            line += f"; {name} {got / 1e9:.2f} GB/s ({100 * got / bw:.0f}% of copy)"
+            got, per_cpu = rows[1][0] * step_bytes, rows[1][2] * step_bytes
+            line += (f"; {name} {got / 1e9:.2f} GB/s ({100 * got / bw:.0f}% of copy; per "
+                     f"CPU-second {per_cpu / 1e9:.2f} GB/s)")
     print(line)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 

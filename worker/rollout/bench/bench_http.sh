@@ -19,14 +19,24 @@ fi
 MODEL="$CACHE/bench-model-qwen2-20m"
 python3 "$HERE/make_bench_model.py" "$MODEL"
 LLAMA_ARGS=""
-if [ "${AREAL_BENCH_NO_LLAMA:-0}" != 1 ]; then
-    if "$HERE/llama_build.sh" >/dev/null; then
+if [ "${AREAL_BENCH_NO_LLAMA:-0}" = 1 ]; then
+    echo "bench_http: llama.cpp column skipped: AREAL_BENCH_NO_LLAMA=1" >&2
+elif ! command -v cmake >/dev/null && [ ! -x "$CACHE/llama-build/bin/llama-server" ]; then
+    echo "bench_http: llama.cpp column skipped: no llama-server in $CACHE and no cmake to build it" \
+         "(apt-get install cmake, or AREAL_BENCH_NO_LLAMA=1 to silence this)" >&2
+else
+    rc=0
+    "$HERE/llama_build.sh" >/dev/null || rc=$?
+    if [ "$rc" = 0 ]; then
         GGUF="$CACHE/bench-model-qwen2-20m-f32.gguf"
         python3 "$HERE/make_bench_model.py" "$MODEL" --gguf "$GGUF" --llama "$CACHE/llama.cpp" \
             >/dev/null 2>"$CACHE/convert.log" || { echo "bench_http: GGUF conversion failed; see $CACHE/convert.log" >&2; GGUF=""; }
         [ -n "$GGUF" ] && LLAMA_ARGS="--gguf $GGUF --llama-server $CACHE/llama-build/bin/llama-server"
+    elif [ "$rc" = 3 ]; then
+        echo "bench_http: llama.cpp column skipped: its build is still running (llama_build.sh)" >&2
     else
-        echo "bench_http: llama.cpp build failed (above); its column is skipped" >&2
+        echo "bench_http: llama.cpp column skipped: the build failed (above; no network for pip," \
+             "no compiler?)" >&2
     fi
 fi
 QUICK=""

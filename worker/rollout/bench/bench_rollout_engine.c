@@ -15,7 +15,9 @@
  * llama.cpp and transformers columns belong to the HTTP server's bench,
  * which drives the same engine. AREAL_BENCH_THREADS=N sets the threads (1 by
  * default: the machine is shared); AREAL_BENCH_QUICK=1 shrinks the GRPO
- * shape to 4 prompts for a smoke run.
+ * shape to 4 prompts for a smoke run; AREAL_BENCH_CONC=128 (one
+ * concurrency, engine only: no static batch, GRPO or bandwidth) is the run
+ * to profile (`perf record`).
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -183,7 +185,16 @@ int main(void) {
     bool quick = getenv("AREAL_BENCH_QUICK") != NULL;
     threads = threads < 1 ? 1 : threads;
     enum { PLEN = 32, NEW = 64, GP = 128, GNEW = 128 };
-    int conc[] = {1, 8, 32, 128};
+    int conc[] = {1, 8, 32, 128}, n_conc = 4;
+    const char *only = getenv("AREAL_BENCH_CONC");
+    if (only != NULL) {
+        conc[0] = atoi(only);
+        n_conc = 1;
+        if (conc[0] < 1 || conc[0] > 128) {
+            fprintf(stderr, "bench: AREAL_BENCH_CONC must be 1..128 (got %s)\n", only);
+            return 2;
+        }
+    }
     int32_t *prompts[128];
     uint64_t x = 7;
     for (int i = 0; i < 128; i++) {
@@ -202,7 +213,7 @@ int main(void) {
     printf("%-12s %14s %12s %18s %8s\n", "concurrent", "engine tok/s", "TTFT ms",
            "static batch tok/s", "ratio");
     double step_s = 0, steps_at1 = 0;
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < n_conc; k++) {
         int C = conc[k];
         areal_engine_stats s0, s1;
         areal_engine_get_stats(e, &s0);
@@ -213,6 +224,12 @@ int main(void) {
         if (C == 1) {
             steps_at1 = (double)(s1.steps - s0.steps);
             step_s = wall / steps_at1;
+        }
+        if (only != NULL) {
+            printf("%-12d %14.0f %12.1f   (%llu steps, %.2f ms/step)\n", C, C * NEW / wall,
+                   1e3 * w.ttft_sum / w.n_first, (unsigned long long)(s1.steps - s0.steps),
+                   1e3 * wall / (double)(s1.steps - s0.steps));
+            continue;
         }
         areal_engine_flush_cache(e);
         areal_sampling sp = {.temperature = 1, .top_p = 1, .seed = 1, .max_new_tokens = NEW};
@@ -234,6 +251,13 @@ int main(void) {
         double ours = C * NEW / wall, base = C * NEW / st;
         printf("%-12d %14.0f %12.1f %18.0f %7.2fx\n", C, ours, 1e3 * w.ttft_sum / w.n_first, base,
                ours / base);
+    }
+    if (only != NULL) {
+        areal_engine_destroy(e);
+        areal_model_free(&ref);
+        for (int i = 0; i < 128; i++)
+            free(prompts[i]);
+        return 0;
     }
     /* GRPO shape with and without the prefix cache */
     int groups = quick ? 4 : 16;

@@ -6,13 +6,24 @@
 # with pip rather than cloning GitHub. Idempotent: a second run finds the
 # binary and exits. Prints the cache directory on stdout. Start it early
 # (`nice worker/rollout/bench/llama_build.sh &`): on 2 shared cores it takes
-# tens of minutes.
+# tens of minutes (and hours when the machine is busy: niced, it gets what
+# nobody else wants). Exit 3: another build of this cache is running.
 #   LLAMA_CPP_PYTHON_VERSION pins the sdist (default: the newest).
 set -eu
 CACHE="${AREAL_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/areal-bench}"
 mkdir -p "$CACHE"
 SRV="$CACHE/llama-build/bin/llama-server"
 if [ -x "$SRV" ] && [ -d "$CACHE/llama.cpp" ]; then echo "$CACHE"; exit 0; fi
+# One build at a time per cache: a second caller (make bench while a
+# background build runs) must not run cmake in the same tree; it fails at
+# once with exit 3 and the bench skips the column, saying so.
+if command -v flock >/dev/null; then
+    exec 9>"$CACHE/llama-build.lock"
+    if ! flock -n 9; then
+        echo "llama_build: another llama.cpp build holds $CACHE/llama-build.lock; try again when it is done" >&2
+        exit 3
+    fi
+fi
 command -v cmake >/dev/null || { echo "llama_build: cmake missing (apt-get install cmake)" >&2; exit 1; }
 SPEC=llama-cpp-python${LLAMA_CPP_PYTHON_VERSION:+==$LLAMA_CPP_PYTHON_VERSION}
 if ! ls "$CACHE"/sdist/llama_cpp_python-*.tar.gz >/dev/null 2>&1; then

@@ -30,10 +30,11 @@ static int check_config(const areal_engine_config *c, areal_error *err) {
     if (c->tensor_parallel > 1)
         return areal_error_set(
             err, AREAL_EINVAL, -1,
-            "tensor_parallel %d: the rollout engine cannot serve a tensor-parallel model yet "
-            "(its paged KV-cache forward runs the whole model; the tensor-parallel shards of "
-            "areal/model/shard.h are not wired into serving); use t = 1 (e.g. sglang:d2t1) "
-            "instead of running t = 1 silently",
+            "tensor_parallel %d: the rollout engine cannot serve a tensor-parallel model yet: "
+            "its paged KV-cache forward runs whole layers (the training forward's tp reduction "
+            "hook and the shards of areal/model/shard.h are not used there) and the server has "
+            "no lock-step protocol that would drive a second rank's forward; use t = 1 (e.g. "
+            "sglang:d2t1) instead of running t = 1 silently",
             c->tensor_parallel);
     if (c->tensor_parallel < 0 || c->block_tokens < 0 || c->block_tokens > 1024 ||
         c->max_running < 0 || c->max_queued < 0 || c->max_step_tokens < 0 || c->threads < 0 ||
