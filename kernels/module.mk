@@ -12,6 +12,8 @@
 #   NAME_GPU_INC      extra include folders of its GPU sources and GPU tests
 #   NAME_GPU_SKIP     sources left out of the bare GPU build (they need packages it lacks)
 #   NAME_GPU_TEST_ARCHIVES extra archives its GPU tests and benches link (built by its own rules)
+#   NAME_GPU_LINK_PKGS 1: its GPU programs link its closure's NAME_PKGS/NAME_LIBS too
+#                     (from GPU_PKG_PREFIX on the GPU machine; see GPU_CFLAGS below)
 #
 # Where from: CUDA_HOME and NCCL_HOME when set (NCCL_HOME defaults to
 # CUDA_HOME when that holds nccl.h), else the prefix that

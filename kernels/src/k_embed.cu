@@ -81,7 +81,6 @@ extern "C" int areal_k_fill_uniform(float *x, size_t n, uint64_t seed, float a, 
         return AREAL_OK;
     if (x == NULL)
         return areal_error_set(err, AREAL_EINVAL, -1, "areal_k_fill_uniform: NULL buffer");
-    fill_uniform<<<kutil::blocks_for(n), kutil::kThreads, 0, (cudaStream_t)stream>>>(x, n, seed,
-                                                                                    a);
+    fill_uniform<<<kutil::blocks_for(n), kutil::kThreads, 0, (cudaStream_t)stream>>>(x, n, seed, a);
     return kutil::launched("areal_k_fill_uniform", err);
 }

@@ -77,10 +77,9 @@ static int decode_layer(areal_gpu_model *g, int l, int B, const uint16_t *x, uin
     TRY(areal_k_add(mid, mid, x, (size_t)B * H, st, err));
     TRY(areal_k_rmsnorm_fwd(ln, NULL, mid, W16(g, o->ln2), (size_t)B, H, g->eps, st, err));
     if (gpu_is_moe(g, l)) {
-        gpu_moe_bufs b = {A32(r, p->rlogits), A32(r, p->probs), A32(r, p->topk_w),
-                          AI(r, p->topk),     AI(r, p->off),    AI(r, p->slot_of),
-                          AI(r, p->slot_tok), A16(r, p->xs),    A16(r, p->g),
-                          A16(r, p->u),       A16(r, p->h),     A16(r, p->ys),
+        gpu_moe_bufs b = {A32(r, p->rlogits), A32(r, p->probs),  A32(r, p->topk_w),  AI(r, p->topk),
+                          AI(r, p->off),      AI(r, p->slot_of), AI(r, p->slot_tok), A16(r, p->xs),
+                          A16(r, p->g),       A16(r, p->u),      A16(r, p->h),       A16(r, p->ys),
                           g->dhost_off};
         TRY(gpu_moe_fwd(g, l, ln, out, B, &b, err));
     } else {
@@ -104,8 +103,7 @@ int areal_gpu_decode_step(areal_gpu_model *g, int B, const int32_t *tokens, cons
     if (B < 1 || B > p->kv.max_batch || tokens == NULL || pos == NULL || table == NULL ||
         next == NULL || logprob == NULL)
         return areal_error_set(err, AREAL_EINVAL, -1,
-                               "GPU decode: batch %d (1..%d) or a NULL array", B,
-                               p->kv.max_batch);
+                               "GPU decode: batch %d (1..%d) or a NULL array", B, p->kv.max_batch);
     int cap = p->kv.max_blocks * p->kv.block_size;
     for (int i = 0; i < B; i++) {
         if (tokens[i] < 0 || tokens[i] >= g->V || pos[i] < 0 || pos[i] >= cap)
@@ -116,10 +114,9 @@ int areal_gpu_decode_step(areal_gpu_model *g, int B, const int32_t *tokens, cons
         for (int j = 0; j <= pos[i] / p->kv.block_size; j++)
             if (table[(size_t)i * p->kv.max_blocks + j] < 0 ||
                 table[(size_t)i * p->kv.max_blocks + j] >= p->kv.n_blocks)
-                return areal_error_set(err, AREAL_EINVAL, -1,
-                                       "GPU decode: table[%d][%d] = %d is not a block (0..%d)", i,
-                                       j, table[(size_t)i * p->kv.max_blocks + j],
-                                       p->kv.n_blocks - 1);
+                return areal_error_set(
+                    err, AREAL_EINVAL, -1, "GPU decode: table[%d][%d] = %d is not a block (0..%d)",
+                    i, j, table[(size_t)i * p->kv.max_blocks + j], p->kv.n_blocks - 1);
     }
     int32_t *nk = malloc(sizeof(int32_t) * (size_t)B);
     float *u0 = calloc((size_t)B, sizeof(float));
@@ -157,8 +154,8 @@ int areal_gpu_decode_step(areal_gpu_model *g, int B, const int32_t *tokens, cons
     uint16_t *lnf = A16(r, p->lnf), *lg = A16(r, p->logits);
     TRY(areal_k_rmsnorm_fwd(lnf, NULL, x, W16(g, g->wl.norm), (size_t)B, g->H, g->eps, st, err));
     TRY(gpu_lin_fwd(g, lg, lnf, g->wl.lm_head, AREAL_GPU_NONE, B, g->H, g->V, 0.0f, err));
-    TRY(areal_k_sample(AI(r, p->next), A32(r, p->logprob), NULL, lg, (size_t)g->V,
-                       A32(r, p->unif), (size_t)B, g->V, samp, st, err));
+    TRY(areal_k_sample(AI(r, p->next), A32(r, p->logprob), NULL, lg, (size_t)g->V, A32(r, p->unif),
+                       (size_t)B, g->V, samp, st, err));
     cudaStream_t cs = (cudaStream_t)st;
     TRY(gpu_cuda(cudaMemcpyAsync(next, AI(r, p->next), b4, cudaMemcpyDeviceToHost, cs),
                  "download the tokens", err));

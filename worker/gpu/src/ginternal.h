@@ -65,9 +65,8 @@ int gpu_cuda(int cuda_error, const char *what, areal_error *err);
 int gpu_lin_fwd(areal_gpu_model *g, uint16_t *y, const uint16_t *x, size_t w, size_t b, int T,
                 int in, int out, float beta, areal_error *err);
 /* dx[T, in] = dy W (+ beta dx) when dx; dW += dy^T x; db += sum_t dy (needs the ones vector). */
-int gpu_lin_bwd(areal_gpu_model *g, uint16_t *dx, float beta, const uint16_t *dy,
-                const uint16_t *x, size_t w, size_t b, int T, int in, int out,
-                const uint16_t *ones, areal_error *err);
+int gpu_lin_bwd(areal_gpu_model *g, uint16_t *dx, float beta, const uint16_t *dy, const uint16_t *x,
+                size_t w, size_t b, int T, int in, int out, const uint16_t *ones, areal_error *err);
 
 /* The buffers of one MoE block forward (T tokens; the training plan's layer or the decode's). */
 typedef struct gpu_moe_bufs {

@@ -26,8 +26,8 @@ static int dev_alloc(void **p, size_t bytes, const char *what, areal_error *err)
     int rc = gpu_cuda(cudaMalloc(p, bytes ? bytes : 1), what, err);
     if (rc != AREAL_OK) {
         *p = NULL;
-        return areal_error_set(err, rc, -1, "GPU model: no device memory for %s (%zu bytes)",
-                               what, bytes);
+        return areal_error_set(err, rc, -1, "GPU model: no device memory for %s (%zu bytes)", what,
+                               bytes);
     }
     return gpu_cuda(cudaMemset(*p, 0, bytes ? bytes : 1), what, err);
 }
@@ -72,16 +72,18 @@ int areal_gpu_model_create(const areal_model *m, int max_tokens, int max_seqs, i
     g->attn_scale = m->attn_scale, g->eps = (float)c->rms_norm_eps;
     int rc = areal_gpu_wlayout_make(m, &g->wl, err);
     if (rc == AREAL_OK)
-        rc = areal_gpu_plan_make(m, max_tokens, max_seqs, chunk > 0 ? chunk : 4096, &g->plan,
-                                 err);
+        rc = areal_gpu_plan_make(m, max_tokens, max_seqs, chunk > 0 ? chunk : 4096, &g->plan, err);
     if (rc == AREAL_OK && g->E > 0) {
         g->host_off = calloc((size_t)g->L * (size_t)(g->E + 1), sizeof(int32_t));
         if (g->host_off == NULL)
             rc = areal_error_set(err, AREAL_ENOMEM, -1, "no memory for the expert offsets");
     }
     cudaStream_t st = NULL;
-    if (rc == AREAL_OK && (rc = gpu_cuda(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking),
-                                         "cudaStreamCreate", err)) == AREAL_OK)
+    /* a blocking stream: it orders itself after the synchronous cudaMemset/cudaMemcpy calls
+     * (legacy default stream) of create, upload and decode_init; rejected: a non-blocking
+     * stream, which would need an explicit synchronisation after each of them */
+    if (rc == AREAL_OK &&
+        (rc = gpu_cuda(cudaStreamCreate(&st), "cudaStreamCreate", err)) == AREAL_OK)
         g->stream = st;
     if (rc == AREAL_OK)
         rc = areal_k_gemm_create(0, &g->gemm, err);
@@ -100,9 +102,9 @@ int areal_gpu_model_create(const areal_model *m, int max_tokens, int max_seqs, i
     if (rc == AREAL_OK)
         rc = dev_alloc((void **)&g->inv_freq, nf * sizeof(float), "the rotary frequencies", err);
     if (rc == AREAL_OK)
-        rc = gpu_cuda(cudaMemcpy(g->inv_freq, m->inv_freq, nf * sizeof(float),
-                                 cudaMemcpyHostToDevice),
-                      "upload the rotary frequencies", err);
+        rc = gpu_cuda(
+            cudaMemcpy(g->inv_freq, m->inv_freq, nf * sizeof(float), cudaMemcpyHostToDevice),
+            "upload the rotary frequencies", err);
     if (rc == AREAL_OK)
         rc = dev_alloc((void **)&g->arena, g->plan.bytes, "the training activations", err);
     if (rc == AREAL_OK) { /* the ones row of the bias gradients' GEMM */
@@ -117,6 +119,8 @@ int areal_gpu_model_create(const areal_model *m, int max_tokens, int max_seqs, i
                           "upload the ones row", err);
         free(ones);
     }
+    if (rc == AREAL_OK)
+        rc = gpu_cuda(cudaDeviceSynchronize(), "create", err);
     if (rc != AREAL_OK) {
         areal_gpu_model_free(g);
         return rc;
@@ -148,9 +152,9 @@ int areal_gpu_model_upload(areal_gpu_model *g, const areal_model *m, areal_error
         return areal_error_set(err, AREAL_ENOMEM, -1, "no memory to stage %zu weights",
                                g->wl.n_elems);
     areal_gpu_wlayout_pack(&g->wl, m->params, host);
-    int rc = gpu_cuda(cudaMemcpy(g->master, host, sizeof(float) * g->wl.n_elems,
-                                 cudaMemcpyHostToDevice),
-                      "upload the weights", err);
+    int rc =
+        gpu_cuda(cudaMemcpy(g->master, host, sizeof(float) * g->wl.n_elems, cudaMemcpyHostToDevice),
+                 "upload the weights", err);
     free(host);
     return rc != AREAL_OK ? rc : reset_state(g, err);
 }
@@ -159,8 +163,8 @@ int areal_gpu_model_upload(areal_gpu_model *g, const areal_model *m, areal_error
 static int ones_at(areal_gpu_model *g, size_t off, size_t n, const float *one, areal_error *err) {
     if (off == AREAL_GPU_NONE)
         return AREAL_OK;
-    return gpu_cuda(cudaMemcpyAsync(g->master + off, one, n * sizeof(float),
-                                    cudaMemcpyHostToDevice, (cudaStream_t)g->stream),
+    return gpu_cuda(cudaMemcpyAsync(g->master + off, one, n * sizeof(float), cudaMemcpyHostToDevice,
+                                    (cudaStream_t)g->stream),
                     "set a norm's weight", err);
 }
 
@@ -201,8 +205,8 @@ int areal_gpu_model_download(areal_gpu_model *g, float *params, float *grads, ar
         float *dst = i == 0 ? params : grads;
         if (dst == NULL)
             continue;
-        rc = gpu_cuda(cudaMemcpy(host, i == 0 ? g->master : g->grads,
-                                 sizeof(float) * g->wl.n_elems, cudaMemcpyDeviceToHost),
+        rc = gpu_cuda(cudaMemcpy(host, i == 0 ? g->master : g->grads, sizeof(float) * g->wl.n_elems,
+                                 cudaMemcpyDeviceToHost),
                       "download", err);
         if (rc == AREAL_OK)
             areal_gpu_wlayout_unpack(&g->wl, host, dst);

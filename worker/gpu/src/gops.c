@@ -28,9 +28,9 @@ int gpu_lin_fwd(areal_gpu_model *g, uint16_t *y, const uint16_t *x, size_t w, si
     return areal_k_gemm_run(g->gemm, &a, g->stream, err);
 }
 
-int gpu_lin_bwd(areal_gpu_model *g, uint16_t *dx, float beta, const uint16_t *dy,
-                const uint16_t *x, size_t w, size_t b, int T, int in, int out,
-                const uint16_t *ones, areal_error *err) {
+int gpu_lin_bwd(areal_gpu_model *g, uint16_t *dx, float beta, const uint16_t *dy, const uint16_t *x,
+                size_t w, size_t b, int T, int in, int out, const uint16_t *ones,
+                areal_error *err) {
     if (dx != NULL) { /* dx[T, in] = dy[T, out] W[out, in] */
         areal_k_gemm_args a = {0};
         a.M = T, a.N = in, a.K = out;
@@ -91,10 +91,10 @@ int gpu_moe_fwd(areal_gpu_model *g, int l, const uint16_t *x, uint16_t *out, int
     size_t st = o->expert_stride, IH = (size_t)Ie * H;
     TRY(areal_k_moe_grouped_gemm(g->gemm, b->host_off, E, Ie, H, b->xs, 0, we, st, 1, b->g, 0,
                                  AREAL_K_OUT_BF16, 0.0f, g->stream, err));
-    TRY(areal_k_moe_grouped_gemm(g->gemm, b->host_off, E, Ie, H, b->xs, 0, we + IH, st, 1, b->u,
-                                 0, AREAL_K_OUT_BF16, 0.0f, g->stream, err));
+    TRY(areal_k_moe_grouped_gemm(g->gemm, b->host_off, E, Ie, H, b->xs, 0, we + IH, st, 1, b->u, 0,
+                                 AREAL_K_OUT_BF16, 0.0f, g->stream, err));
     TRY(areal_k_swiglu_fwd(b->h, b->g, b->u, (size_t)TK * Ie, g->stream, err));
-    TRY(areal_k_moe_grouped_gemm(g->gemm, b->host_off, E, H, Ie, b->h, 0, we + 2 * IH, st, 1,
-                                 b->ys, 0, AREAL_K_OUT_BF16, 0.0f, g->stream, err));
+    TRY(areal_k_moe_grouped_gemm(g->gemm, b->host_off, E, H, Ie, b->h, 0, we + 2 * IH, st, 1, b->ys,
+                                 0, AREAL_K_OUT_BF16, 0.0f, g->stream, err));
     return areal_k_moe_unpermute(out, b->ys, b->slot_of, b->topk_w, T, K, H, g->stream, err);
 }

@@ -35,8 +35,8 @@ int gpu_head_fwd_bwd(areal_gpu_model *g, int T, areal_error *err) {
         float *logz = A32(r, p->logz) + r0;
         TRY(areal_k_logprob_fwd(A32(r, p->logprob) + r0, NULL, logz, logits, (size_t)V, tgt,
                                 (size_t)C, V, 1.0f, g->stream, err));
-        TRY(areal_k_logprob_bwd(dlogits, logits, (size_t)V, tgt, logz, NULL,
-                                A32(r, p->g_lp) + r0, NULL, (size_t)C, V, 1.0f, g->stream, err));
+        TRY(areal_k_logprob_bwd(dlogits, logits, (size_t)V, tgt, logz, NULL, A32(r, p->g_lp) + r0,
+                                NULL, (size_t)C, V, 1.0f, g->stream, err));
         TRY(gpu_lin_bwd(g, dln + rh, 0.0f, dlogits, lnf + rh, g->wl.lm_head, AREAL_GPU_NONE, C, H,
                         V, NULL, err));
     }
@@ -58,8 +58,7 @@ static int moe_bwd(areal_gpu_model *g, int l, const uint16_t *dout, uint16_t *dl
     uint16_t *xs = A16(r, a->xs), *hs = A16(r, a->h), *ys = A16(r, a->ys);
     float *dw = A32(r, p->dw);
     const int32_t *slot_of = AI(r, a->slot_of);
-    TRY(areal_k_moe_unpermute_bwd(dys, dw, dout, ys, slot_of, A32(r, a->topk_w), T, K, H, st,
-                                  err));
+    TRY(areal_k_moe_unpermute_bwd(dys, dw, dout, ys, slot_of, A32(r, a->topk_w), T, K, H, st, err));
     const uint16_t *we = W16(g, o->experts);
     size_t es = o->expert_stride, IH = (size_t)Ie * H;
     /* dh = dys Wd: Wd stored [H, Ie] = [Kd, N] */
@@ -95,8 +94,8 @@ static int moe_bwd(areal_gpu_model *g, int l, const uint16_t *dout, uint16_t *dl
     /* the router: d(weights) -> d(logits), then through the router's product */
     float *dlog32 = A32(r, p->dlog32);
     uint16_t *dlog16 = A16(r, p->dlog16);
-    TRY(areal_k_moe_route_bwd(dlog32, dw, A32(r, a->probs), AI(r, a->topk), A32(r, a->topk_w), T,
-                              E, K, g->cfg.norm_topk_prob ? 1 : 0, st, err));
+    TRY(areal_k_moe_route_bwd(dlog32, dw, A32(r, a->probs), AI(r, a->topk), A32(r, a->topk_w), T, E,
+                              K, g->cfg.norm_topk_prob ? 1 : 0, st, err));
     TRY(areal_k_f32_to_bf16(dlog32, dlog16, (size_t)T * E, st, err));
     return gpu_lin_bwd(g, dln, 1.0f, dlog16, A16(r, a->ln2), o->router, AREAL_GPU_NONE, T, H, E,
                        NULL, err);
@@ -160,9 +159,8 @@ int gpu_train_bwd(areal_gpu_model *g, int T, int n_seqs, int max_len, areal_erro
     const areal_gpu_plan *p = &g->plan;
     char *r = g->arena;
     /* final norm: d(res_out) from d(lnf) */
-    TRY(areal_k_rmsnorm_bwd(A16(r, p->dres), G32(g, g->wl.norm), A16(r, p->dln),
-                            A16(r, p->res_out), W16(g, g->wl.norm), A32(r, p->rstdf), (size_t)T,
-                            g->H, g->stream, err));
+    TRY(areal_k_rmsnorm_bwd(A16(r, p->dres), G32(g, g->wl.norm), A16(r, p->dln), A16(r, p->res_out),
+                            W16(g, g->wl.norm), A32(r, p->rstdf), (size_t)T, g->H, g->stream, err));
     for (int l = g->L - 1; l >= 0; l--)
         TRY(layer_bwd(g, l, n_seqs, max_len, err));
     return areal_k_embed_bwd(G32(g, g->wl.embed), A16(r, p->dres), AI(r, p->tokens), T, g->H,

@@ -22,9 +22,18 @@ static gpu_moe_bufs moe_bufs(areal_gpu_model *g, int l) {
     const areal_gpu_plan *p = &g->plan;
     const areal_gpu_layer_plan *a = &p->layers[l];
     char *r = g->arena;
-    gpu_moe_bufs b = {A32(r, p->rlogits), A32(r, a->probs), A32(r, a->topk_w), AI(r, a->topk),
-                      AI(r, a->off),      AI(r, a->slot_of), AI(r, a->slot_tok), A16(r, a->xs),
-                      A16(r, a->g),       A16(r, a->u),      A16(r, a->h),       A16(r, a->ys),
+    gpu_moe_bufs b = {A32(r, p->rlogits),
+                      A32(r, a->probs),
+                      A32(r, a->topk_w),
+                      AI(r, a->topk),
+                      AI(r, a->off),
+                      AI(r, a->slot_of),
+                      AI(r, a->slot_tok),
+                      A16(r, a->xs),
+                      A16(r, a->g),
+                      A16(r, a->u),
+                      A16(r, a->h),
+                      A16(r, a->ys),
                       g->host_off + (size_t)l * (size_t)(g->E + 1)};
     return b;
 }

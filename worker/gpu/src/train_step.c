@@ -83,8 +83,8 @@ static int upload_batch(areal_gpu_model *g, const areal_batch *b, const int32_t 
         if (rc == AREAL_OK)
             rc = up(AI(r, p->pos), pos, sizeof(int32_t) * T, st, err);
         if (rc == AREAL_OK)
-            rc = up(AI(r, p->cu), b->cu_seqlens, sizeof(int32_t) * (size_t)(b->n_seqs + 1), st,
-                    err);
+            rc =
+                up(AI(r, p->cu), b->cu_seqlens, sizeof(int32_t) * (size_t)(b->n_seqs + 1), st, err);
         if (rc == AREAL_OK)
             rc = up(AI(r, p->target), tgt, sizeof(int32_t) * T, st, err);
         if (rc == AREAL_OK)
@@ -98,8 +98,7 @@ static int upload_batch(areal_gpu_model *g, const areal_batch *b, const int32_t 
 }
 
 int areal_gpu_train_step(areal_gpu_model *g, const areal_batch *b, const int32_t *targets,
-                         const areal_gpu_step_cfg *cfg, areal_gpu_step_out *out,
-                         areal_error *err) {
+                         const areal_gpu_step_cfg *cfg, areal_gpu_step_out *out, areal_error *err) {
     int max_len = 0, n_targets = 0;
     TRY(check_batch(g, b, targets, &max_len, err));
     TRY(upload_batch(g, b, targets, &n_targets, err));

@@ -250,9 +250,12 @@ static void test_dplan(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_layout_qwen3),       cmocka_unit_test(test_layout_qwen3_moe),
-        cmocka_unit_test(test_layout_qwen2),       cmocka_unit_test(test_plan_sizes),
-        cmocka_unit_test(test_plan_dense_no_qknorm), cmocka_unit_test(test_plan_refusals),
+        cmocka_unit_test(test_layout_qwen3),
+        cmocka_unit_test(test_layout_qwen3_moe),
+        cmocka_unit_test(test_layout_qwen2),
+        cmocka_unit_test(test_plan_sizes),
+        cmocka_unit_test(test_plan_dense_no_qknorm),
+        cmocka_unit_test(test_plan_refusals),
         cmocka_unit_test(test_dplan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

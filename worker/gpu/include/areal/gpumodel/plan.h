@@ -49,11 +49,11 @@ typedef struct areal_gpu_layer_off {
 
 typedef struct areal_gpu_wlayout {
     size_t n_specs;
-    size_t *dev_off; /* [n_specs]: element offset of m->specs[i] on the device */
-    size_t *numel;   /* [n_specs]: its elements */
-    size_t *host_off; /* [n_specs]: m->offset[i], its offset in the model's buffers */
-    unsigned char *matrix; /* [n_specs]: 1 for a 2-D tensor */
-    size_t n_elems;  /* elements of each device buffer, padding included */
+    size_t *dev_off;             /* [n_specs]: element offset of m->specs[i] on the device */
+    size_t *numel;               /* [n_specs]: its elements */
+    size_t *host_off;            /* [n_specs]: m->offset[i], its offset in the model's buffers */
+    unsigned char *matrix;       /* [n_specs]: 1 for a 2-D tensor */
+    size_t n_elems;              /* elements of each device buffer, padding included */
     areal_gpu_layer_off *layers; /* [num_layers] */
     size_t embed, norm, lm_head; /* lm_head == embed when tied */
 } areal_gpu_wlayout;
@@ -92,11 +92,11 @@ typedef struct areal_gpu_plan {
     areal_gpu_layer_plan *layers;
     size_t tokens, pos, cu, target, g_lp, logprob, logz, ones; /* int32 / fp32 / bf16 [T] */
     size_t res_out, lnf, rstdf, logits, dlogits;
-    size_t rlogits;                                  /* fp32 [T, E] router logits (MoE) */
+    size_t rlogits; /* fp32 [T, E] router logits (MoE) */
     size_t dres, dtmp, dln, dao, dq, dqr, dk, dkr, dv, delta;
-    size_t dh, dg, du;                               /* [max(T*I, T*K*Ie)] bf16 */
-    size_t dys, dxs, dw, dlog32, dlog16;             /* MoE backward */
-    size_t acc, scale, norm;                         /* optimizer scalars */
+    size_t dh, dg, du;                   /* [max(T*I, T*K*Ie)] bf16 */
+    size_t dys, dxs, dw, dlog32, dlog16; /* MoE backward */
+    size_t acc, scale, norm;             /* optimizer scalars */
     areal_gpu_region *regions;
     size_t n_regions, bytes;
 } areal_gpu_plan;
