@@ -119,7 +119,7 @@ gpu_pkgs_of = $(sort $(foreach d,$(call closure_of,$(1)),$($(d)_PKGS)))
 gpu_pkg_cflags = $(if $(strip $(call gpu_pkgs_of,$(1))),$(if $(GPU_PKG_PREFIX),$(addprefix -isystem ,$(wildcard $(abspath $(GPU_PKG_PREFIX))/usr/include $(abspath $(GPU_PKG_PREFIX))/usr/include/x86_64-linux-gnu/openblas-pthread)),$(shell pkg-config --cflags $(call gpu_pkgs_of,$(1)) 2>/dev/null)))
 # DT_RPATH (--disable-new-dtags), not RUNPATH: libopenblas finds libgfortran through it too
 gpu_pkg_libs = $(if $($(1)_GPU_LINK_PKGS),$(if $(GPU_PKG_PREFIX),$(addprefix -L,$(gpu_pkg_libdirs)) -Wl$(gpu_comma)--disable-new-dtags $(addprefix -Wl$(gpu_comma)-rpath$(gpu_comma),$(gpu_pkg_libdirs)) $(addprefix -l,$(patsubst lib%,%,$(call gpu_pkgs_of,$(1)))),$(shell pkg-config --libs $(call gpu_pkgs_of,$(1)) 2>/dev/null)) \
-    $(filter -l%,$(foreach d,$(call closure_of,$(1)),$($(d)_LIBS))))
+    $(filter-out $(GPU_LINK) -lstdc++,$(filter -l%,$(foreach d,$(call closure_of,$(1)),$($(d)_LIBS)))))
 
 # Run once every component is declared (MODULE_SETUP / MODULE_RULES, see the
 # Makefile): the GPU parts join their components, then the rules of the CUDA

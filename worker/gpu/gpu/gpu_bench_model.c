@@ -10,11 +10,10 @@
  * the reference numbers): N the matrices' parameters (every weight but the
  * embedding gather; the tied LM head counts), attention 6 nh hd sum_s L_s^2
  * per layer (forward: QK^T and PV, 2 FLOPs per multiply-add, over the
- * causal half of L^2 = 2 nh hd L^2; the backward twice that). Decode bandwidth = (bf16 weights + the keys and
- * values read) / step time against 4.8 TB/s. Each figure is the median of
- * the timed runs after warm-ups (wall clock around a synchronised step: the
- * step synchronises itself). Prints one line per figure; exits 0 without a
- * device (saying so), 1 when a step fails.
+ * causal half of L^2 = 2 nh hd L^2; the backward twice that). Decode bandwidth = (bf16 weights +
+ * the keys and values read) / step time against 4.8 TB/s. Each figure is the median of the timed
+ * runs after warm-ups (wall clock around a synchronised step: the step synchronises itself). Prints
+ * one line per figure; exits 0 without a device (saying so), 1 when a step fails.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -52,8 +51,8 @@ static const shape s15 = {"qwen2-1.5B", 1536, 8960, 28, 12, 2};
 /* a Qwen2 config of shape s: the tiny fixture's config with the sizes replaced */
 static int make_model(const shape *s, areal_model *m, areal_error *err) {
     areal_model_config c;
-    int rc = areal_model_config_load("worker/model/tests/fixtures/hf/qwen2-bf16/config.json", &c,
-                                     err);
+    int rc =
+        areal_model_config_load("worker/model/tests/fixtures/hf/qwen2-bf16/config.json", &c, err);
     if (rc != AREAL_OK)
         return rc;
     c.vocab_size = 151936;
@@ -162,7 +161,8 @@ static int bench_decode(const shape *s, areal_error *err) {
             break;
         qsort(t, RUNS, sizeof t[0], cmpd);
         double sec = t[RUNS / 2];
-        double bytes = (double)areal_gpu_model_weight_bytes(g) + (double)B * keys * L * 2.0 * KV * 2;
+        double bytes =
+            (double)areal_gpu_model_weight_bytes(g) + (double)B * keys * L * 2.0 * KV * 2;
         printf("decode %s: batch %d at %d keys: %.3f ms/step, %.0f tokens/s, %.0f GB/s = %.1f%% "
                "of %.0f GB/s HBM\n",
                s->name, B, keys, 1e3 * sec, B / sec, bytes / sec / 1e9,

@@ -180,8 +180,8 @@ static void train_case(const char *dir) {
             worst_i = i;
         }
     }
-    printf("  updated weights: %zu of %zu within 0.05 lr; worst [%zu] %.3g lr\n", close, n,
-           worst_i, worst / lr);
+    printf("  updated weights: %zu of %zu within 0.05 lr; worst [%zu] %.3g lr\n", close, n, worst_i,
+           worst / lr);
     assert_true(worst <= 2.2 * lr);
     assert_true((double)close >= 0.97 * (double)n);
     areal_adamw_free(&opt);
@@ -320,8 +320,8 @@ static void test_refusals(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_train_qwen3),  cmocka_unit_test(test_train_qwen3_moe),
-        cmocka_unit_test(test_train_qwen2),  cmocka_unit_test(test_decode_qwen3),
+        cmocka_unit_test(test_train_qwen3),      cmocka_unit_test(test_train_qwen3_moe),
+        cmocka_unit_test(test_train_qwen2),      cmocka_unit_test(test_decode_qwen3),
         cmocka_unit_test(test_decode_qwen3_moe), cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
