@@ -13,17 +13,23 @@
  * - loss: |gpu - cpu| <= 0.5% of the loss: the log-softmax of bf16 logits
  *   averages their independent roundings, so the loss carries well under one
  *   bf16 ulp (0.4%) of its own scale.
- * - gradients, per tensor: ||gpu - cpu|| / ||cpu|| <= 5%. A gradient passes
- *   through about 15 bf16 roundings over two layers (projections, norms,
- *   residual adds, the attention's bf16 dq/dk/dv); independent errors add in
- *   quadrature, sqrt(15) * 2^-9 ~ 0.8%, and the residual gradient's bf16
- *   accumulation can double it: 5% leaves margin without hiding a wrong
- *   formula (a missing term is tens of percent). Global norm: 3%.
+ * - gradients, per tensor: ||gpu - cpu|| <= 5% ||cpu|| + 0.1% of the global
+ *   norm. A gradient passes through about 15 bf16 roundings over two layers
+ *   (projections, norms, residual adds, the attention's bf16 dq/dk/dv);
+ *   independent errors add in quadrature, sqrt(15) * 2^-9 ~ 0.8%, and the
+ *   residual gradient's bf16 accumulation can double it: 5% leaves margin
+ *   without hiding a wrong formula (a missing term is tens of percent). The
+ *   absolute floor is for tensors whose gradient nearly cancels (k_proj's
+ *   bias: softmax ignores a constant shift of the keys, so only RoPE's
+ *   rotation of the bias leaves a small gradient, a difference of large
+ *   bf16 terms). Global norm: 3%.
  * - updated weights: the first AdamW step moves each weight by lr * g /
  *   (|g| + eps) ~ lr * sign(g) (plus the decay, identical on both), so the
  *   change is insensitive to the gradient's size but flips where a gradient
- *   is near zero: every element within 2.2 lr of the CPU's (no update is
- *   larger than lr (1 + wd |w|)), and at least 97% within 0.05 lr.
+ *   is within the bf16 noise of zero: every element within 2.2 lr of the
+ *   CPU's (no update is larger than lr (1 + wd |w|)), and of the elements
+ *   whose CPU gradient exceeds 0.2 of its tensor's rms (4 sigma of a 5%
+ *   noise) at least 99% within 0.05 lr.
  * - decode logits, per row: ||gpu - cpu|| / ||cpu|| <= 3% (bf16 weights,
  *   activations and cache; no backward); the greedy token equals the CPU's
  *   argmax wherever the CPU's top two logits differ by more than 2% of the
@@ -158,32 +164,36 @@ static void train_case(const char *dir) {
     assert_true(fabs(so.loss - loss) <= 0.005 * fabs(loss));
     assert_true(fabs(so.grad_norm - norm) <= 0.03 * norm);
     int bad = 0;
+    size_t strong = 0, close = 0, worst_i = 0;
+    double worst = 0;
     for (size_t i = 0; i < m.n_specs; i++) {
         size_t o = m.offset[i], k = (size_t)m.specs[i].shape[0] *
                                     (size_t)(m.specs[i].ndim == 2 ? m.specs[i].shape[1] : 1);
         double ref = l2(gc + o, NULL, k), diff = l2(gg + o, gc + o, k);
-        double rel = ref > 0 ? diff / ref : diff;
-        int fail = ref > 0 ? rel > 0.05 : diff > 0;
+        int fail = !(diff <= 0.05 * ref + 1e-3 * norm);
         if (fail || i < 3)
-            printf("  grad %-48s |cpu| %.3e  rel err %.4f%s\n", m.specs[i].name, ref, rel,
-                   fail ? "  <-- over 5%" : "");
+            printf("  grad %-48s |cpu| %.3e  |gpu - cpu| %.3e (%.4f)%s\n", m.specs[i].name, ref,
+                   diff, ref > 0 ? diff / ref : 0.0, fail ? "  <-- over the limit" : "");
         bad += fail;
-    }
-    assert_int_equal(bad, 0);
-    size_t close = 0, worst_i = 0;
-    double worst = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs(((double)pg[i] - p0[i]) - ((double)m.params[i] - p0[i]));
-        close += d <= 0.05 * lr;
-        if (d > worst) {
-            worst = d;
-            worst_i = i;
+        double rms = ref / sqrt((double)k);
+        for (size_t j = o; j < o + k; j++) {
+            double d = fabs(((double)pg[j] - p0[j]) - ((double)m.params[j] - p0[j]));
+            if (fabs(gc[j]) > 0.2 * rms) {
+                strong++;
+                close += d <= 0.05 * lr;
+            }
+            if (d > worst) {
+                worst = d;
+                worst_i = j;
+            }
         }
     }
-    printf("  updated weights: %zu of %zu within 0.05 lr; worst [%zu] %.3g lr\n", close, n, worst_i,
-           worst / lr);
+    assert_int_equal(bad, 0);
+    printf("  updated weights: %zu of %zu with a clear gradient within 0.05 lr; worst of all "
+           "[%zu] %.3g lr\n",
+           close, strong, worst_i, worst / lr);
     assert_true(worst <= 2.2 * lr);
-    assert_true((double)close >= 0.97 * (double)n);
+    assert_true(strong > 0 && (double)close >= 0.99 * (double)strong);
     areal_adamw_free(&opt);
     areal_acts_free(&a);
     areal_gpu_model_free(g);
