@@ -12,6 +12,8 @@
 #   NAME_GPU_INC      extra include folders of its GPU sources and GPU tests
 #   NAME_GPU_SKIP     sources left out of the bare GPU build (they need packages it lacks)
 #   NAME_GPU_TEST_ARCHIVES extra archives its GPU tests and benches link (built by its own rules)
+#   NAME_GPU_LINK_PKGS 1: its GPU programs link its closure's NAME_PKGS/NAME_LIBS too
+#                     (from GPU_PKG_PREFIX on the GPU machine; see GPU_CFLAGS below)
 #
 # Where from: CUDA_HOME and NCCL_HOME when set (NCCL_HOME defaults to
 # CUDA_HOME when that holds nccl.h), else the prefix that
@@ -105,6 +107,19 @@ CMOCKA_LIBDIR = $(abspath $(CMOCKA_PREFIX))/usr/lib/x86_64-linux-gnu
 CMOCKA_CFLAGS = $(if $(CMOCKA_PREFIX),-isystem $(CMOCKA_PREFIX)/usr/include,$(shell pkg-config --cflags cmocka 2>/dev/null))
 CMOCKA_LIBS   = $(if $(CMOCKA_PREFIX),-L$(CMOCKA_LIBDIR) -Wl$(gpu_comma)-rpath$(gpu_comma)$(CMOCKA_LIBDIR) -lcmocka,$(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka))
 GPU_CFLAGS = -std=c11 -D_GNU_SOURCE $(filter-out -Werror,$(WARN)) -O2 -g -MMD -MP
+# The pkg-config packages of a closure in the bare build (worker/gpu's model
+# test links the CPU model: jansson, PCRE2, OpenBLAS, libunistring): from
+# GPU_PKG_PREFIX (a dpkg -x of the .debs scripts/gpu-carry.sh gathers; by
+# default the cmocka prefix, which holds them too), else pkg-config. Only a
+# component that sets NAME_GPU_LINK_PKGS links them into its GPU programs (the
+# others' bare builds skip the sources that need packages, NAME_GPU_SKIP).
+GPU_PKG_PREFIX ?= $(CMOCKA_PREFIX)
+gpu_pkg_libdirs = $(if $(GPU_PKG_PREFIX),$(wildcard $(abspath $(GPU_PKG_PREFIX))/usr/lib/x86_64-linux-gnu $(abspath $(GPU_PKG_PREFIX))/usr/lib/x86_64-linux-gnu/openblas-pthread))
+gpu_pkgs_of = $(sort $(foreach d,$(call closure_of,$(1)),$($(d)_PKGS)))
+gpu_pkg_cflags = $(if $(strip $(call gpu_pkgs_of,$(1))),$(if $(GPU_PKG_PREFIX),$(addprefix -isystem ,$(wildcard $(abspath $(GPU_PKG_PREFIX))/usr/include $(abspath $(GPU_PKG_PREFIX))/usr/include/x86_64-linux-gnu/openblas-pthread)),$(shell pkg-config --cflags $(call gpu_pkgs_of,$(1)) 2>/dev/null)))
+# DT_RPATH (--disable-new-dtags), not RUNPATH: libopenblas finds libgfortran through it too
+gpu_pkg_libs = $(if $($(1)_GPU_LINK_PKGS),$(if $(GPU_PKG_PREFIX),$(addprefix -L,$(gpu_pkg_libdirs)) -Wl$(gpu_comma)--disable-new-dtags $(addprefix -Wl$(gpu_comma)-rpath$(gpu_comma),$(gpu_pkg_libdirs)) $(addprefix -l,$(patsubst lib%,%,$(call gpu_pkgs_of,$(1)))),$(shell pkg-config --libs $(call gpu_pkgs_of,$(1)) 2>/dev/null)) \
+    $(filter-out $(GPU_LINK) -lstdc++,$(filter -l%,$(foreach d,$(call closure_of,$(1)),$($(d)_LIBS)))))
 
 # Run once every component is declared (MODULE_SETUP / MODULE_RULES, see the
 # Makefile): the GPU parts join their components, then the rules of the CUDA
@@ -137,7 +152,7 @@ define gpu_component_rule
 $(1)_GPU_OBJS := $(call objs,gpu,$(filter-out $($(1)_GPU_SKIP),$($(1)_SRC)))
 $$($(1)_GPU_OBJS): $(GPU_BUILD)/%.o: %.c
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(GPU_CFLAGS) $$(call gpu_inc_of,$(1)) -c $$< -o $$@
+	$$(CC) $$(GPU_CFLAGS) $$(call gpu_inc_of,$(1)) $$(call gpu_pkg_cflags,$(1)) -c $$< -o $$@
 $(GPU_BUILD)/libareal_$(1).a: $$($(1)_GPU_OBJS) $(call cuobjs,gpu,$($(1)_CUDA_SRC))
 	@rm -f $$@
 	ar rcs $$@ $$^
@@ -146,9 +161,9 @@ endef
 define gpu_program_rule
 $(call objs,gpu,$(2)): $(GPU_BUILD)/%.o: %.c
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(GPU_CFLAGS) $$(call gpu_inc_of,$(1)) $$(CMOCKA_CFLAGS) -c $$< -o $$@
+	$$(CC) $$(GPU_CFLAGS) $$(call gpu_inc_of,$(1)) $$(call gpu_pkg_cflags,$(1)) $$(CMOCKA_CFLAGS) -c $$< -o $$@
 $(GPU_BUILD)/$(notdir $(basename $(2))): $(call objs,gpu,$(2)) $($(1)_GPU_TEST_ARCHIVES) $(foreach d,$(call closure_of,$(1)),$(GPU_BUILD)/libareal_$(d).a)
-	$$(CC) -O2 -g -o $$@ $$^ $(GPU_LINK) $(if $(strip $(foreach d,$(call closure_of,$(1)),$($(d)_CUDA_SRC))),-lstdc++) $(3) -lpthread -lm
+	$$(CC) -O2 -g -o $$@ $$^ $(GPU_LINK) $(if $(strip $(foreach d,$(call closure_of,$(1)),$($(d)_CUDA_SRC))),-lstdc++) $(3) $$(call gpu_pkg_libs,$(1)) -lpthread -lm
 endef
 kernels_gpu_rules = $(if $(AREAL_NVCC),$(foreach c,$(GPU_COMPONENTS),$(foreach m,rel san gpu,$(eval $(call nvcc_rule,$(c),$(m))))))\
   $(foreach c,$(sort $(foreach g,$(GPU_COMPONENTS),$(call closure_of,$(g)))),$(eval $(call gpu_component_rule,$(c))))\

@@ -3,8 +3,8 @@
 # GPU tests and benchmarks (NCCL backend, CUDA kernels where nvcc is found;
 # make test-gpu, make bench-gpu) and
 # prints what they ran on. Everything goes to stdout and, when $OUT is set,
-# to $OUT/gpu.log. Finishes within about 6 minutes (each step has a timeout: 90 s build,
-# 200 s tests, 75 s benchmark).
+# to $OUT/gpu.log. Finishes within about 8 minutes (each step has a timeout: 150 s build,
+# 200 s tests, 150 s benchmarks).
 #
 # The GPU machine has no network and may lack Debian dev packages: cmocka
 # comes from .gpu-carry/debs (made by scripts/gpu-carry.sh on a networked
@@ -16,7 +16,11 @@
 # else the Python package nvidia.cu13 / nvidia.cublas (the nvidia-cublas wheel).
 # The kernels' tests (gpu_test_layers, _vocab, _optim, _gemm) and
 # gpu_bench_kernels (GEMM TFLOP/s at the Qwen2 shapes, memory-bound GB/s) run
-# inside make test-gpu / bench-gpu.
+# inside make test-gpu / bench-gpu, and so do worker/gpu's gpu_test_model (a
+# training step and decode steps of the tiny Qwen3 / Qwen3-MoE / Qwen2
+# against the CPU model) and gpu_bench_model (training tokens/s and MFU at the
+# 0.5B and 1.5B shapes, decode tokens/s and HBM fraction); the benchmark
+# step's time limit covers both benches.
 # Exit status: 0 when the tests passed (or were skipped loudly for lack of a
 # device), else the first failing step's.
 set -uo pipefail
@@ -41,6 +45,13 @@ unpack_debs() {
         fi
     done
     [ -f "$prefix/usr/include/cmocka.h" ] && [ -e "$prefix/usr/lib/x86_64-linux-gnu/libcmocka.so" ]
+}
+
+# the carried packages' libraries for the programs (their rpath also names them)
+carried_libs() {
+    local p=$PWD/.gpu-carry/prefix/usr/lib/x86_64-linux-gnu
+    export LD_LIBRARY_PATH=$p:$p/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    ls "$p"/libjansson.so "$p"/libpcre2-8.so "$p"/libunistring.so "$p"/openblas-pthread/libopenblas.so 2>&1
 }
 
 main() {
@@ -88,6 +99,7 @@ main() {
     if ls .gpu-carry/debs/*.deb >/dev/null 2>&1 && unpack_debs; then
         export CMOCKA_PREFIX=$PWD/.gpu-carry/prefix
         echo "cmocka from .gpu-carry/debs, unpacked in $CMOCKA_PREFIX"
+        carried_libs
     elif [ -f /usr/include/cmocka.h ]; then
         echo "system cmocka"
     else
@@ -101,11 +113,11 @@ main() {
     step "make gpu-info"
     make --no-print-directory gpu-info || return 3
     step "build (make -j$jobs gpu-bins: the test-gpu and bench-gpu programs)"
-    timeout 90 make --no-print-directory -j"$jobs" gpu-bins || return 4
+    timeout 150 make --no-print-directory -j"$jobs" gpu-bins || return 4
     step "make test-gpu"
     TEST_TIMEOUT=180 timeout 200 make --no-print-directory test-gpu || rc=5
     step "make bench-gpu"
-    timeout 75 make --no-print-directory bench-gpu || { [ "$rc" -eq 0 ] && rc=6; }
+    timeout 150 make --no-print-directory bench-gpu || { [ "$rc" -eq 0 ] && rc=6; }
     step "gpu-check: done in $((SECONDS - t0)) s, exit $rc"
     return $rc
 }

@@ -29,6 +29,19 @@ struct areal_k_gemm {
 
 namespace {
 
+/* the largest power of two <= 256 dividing both the address and the row
+ * stride in bytes: cuBLASLt's heuristic assumes 256-byte aligned matrices
+ * unless told otherwise (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*), and the
+ * model passes row offsets into its buffers (an expert's slot rows, a chunk
+ * of the LM head's rows) that are not */
+uint32_t align_of(const void *p, uint64_t ld, size_t elem) {
+    uint64_t a = (uint64_t)(uintptr_t)p | (ld * elem);
+    uint32_t al = 256;
+    while (al > 1 && (a & (al - 1)) != 0)
+        al >>= 1;
+    return al;
+}
+
 int lt_fail(const char *what, cublasStatus_t s, areal_error *err) {
     return areal_error_set(err, AREAL_EIO, -1, "areal_k_gemm: %s failed: cuBLAS status %d", what,
                            (int)s);
@@ -105,6 +118,7 @@ extern "C" int areal_k_gemm_run(areal_k_gemm *g, const areal_k_gemm_args *a, voi
     cudaDataType_t bias_t = CUDA_R_16BF;
     cublasLtMatmulHeuristicResult_t heur;
     int found = 0;
+    uint32_t al_a, al_b, al_c;
 #define LT(call)                                                                                   \
     do {                                                                                           \
         s = (call);                                                                                \
@@ -130,6 +144,18 @@ extern "C" int areal_k_gemm_run(areal_k_gemm *g, const areal_k_gemm_args *a, voi
     LT(cublasLtMatmulPreferenceCreate(&pref));
     LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                             &g->ws_size, sizeof g->ws_size));
+    /* cuBLASLt's "A" is our B and its "B" our A (the column-major view above) */
+    al_a = align_of(a->B, ldb, 2);
+    al_b = align_of(a->A, lda, 2);
+    al_c = align_of(a->C, ldc, a->c_type == AREAL_K_OUT_F32 ? 4 : 2);
+    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a,
+                                            sizeof al_a));
+    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b,
+                                            sizeof al_b));
+    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c,
+                                            sizeof al_c));
+    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c,
+                                            sizeof al_c));
     LT(cublasLtMatmulAlgoGetHeuristic(g->lt, op, la, lb, lc, lc, pref, 1, &heur, &found));
     if (found < 1) {
         rc = areal_error_set(err, AREAL_EIO, -1,

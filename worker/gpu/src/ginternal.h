@@ -1,0 +1,93 @@
+/*
+ * ginternal.h - the GPU model's state and the helpers its files share
+ * (internal to worker/gpu/src).
+ *
+ * Device memory: five weight-sized buffers in the layout of plan.h (fp32
+ * master, bf16 copy, fp32 gradients, two fp32 moments), one training arena
+ * laid out by areal_gpu_plan, one decode arena by areal_gpu_dplan. Pointers
+ * into the arenas come from their byte offsets (A32/A16/AI: fp32, bf16,
+ * int32; NULL for AREAL_GPU_NONE).
+ */
+#ifndef AREAL_GPUMODEL_INTERNAL_H
+#define AREAL_GPUMODEL_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "areal/gpumodel/model.h"
+#include "areal/kernels/gemm.h"
+
+struct areal_gpu_model {
+    areal_model_config cfg;
+    areal_model_shard shard; /* the whole model's (areal_gpu_check_model) */
+    int H, hd, nh, nkv, Q, KV, I, Ie, E, K, V, L;
+    float attn_scale, eps;
+    areal_gpu_wlayout wl;
+    float *master, *grads, *m1, *m2; /* device, wl.n_elems each */
+    uint16_t *w16;
+    float *inv_freq; /* device [hd / 2] */
+    areal_k_gemm *gemm;
+    void *stream; /* cudaStream_t */
+    int step;     /* AdamW steps done */
+    int T_run;    /* tokens of the step in flight (<= plan.T) */
+    areal_gpu_plan plan;
+    char *arena;
+    int32_t *host_off; /* [L][E + 1] the MoE layers' expert offsets, copied per forward */
+    areal_gpu_dplan dplan;
+    char *darena;
+    int32_t *dhost_off; /* [E + 1] */
+};
+
+#define AREAL_GPU_P(base, off) ((off) == AREAL_GPU_NONE ? NULL : (void *)((base) + (off)))
+#define A32(base, off)         ((float *)AREAL_GPU_P(base, off))
+#define A16(base, off)         ((uint16_t *)AREAL_GPU_P(base, off))
+#define AI(base, off)          ((int32_t *)AREAL_GPU_P(base, off))
+/* a weight's bf16 copy / gradient by element offset (NULL for AREAL_GPU_NONE) */
+#define W16(g, off) ((off) == AREAL_GPU_NONE ? NULL : (const uint16_t *)(g)->w16 + (off))
+#define G32(g, off) ((off) == AREAL_GPU_NONE ? NULL : (g)->grads + (off))
+
+#define TRY(call)                                                                                  \
+    do {                                                                                           \
+        int try_rc_ = (call);                                                                      \
+        if (try_rc_ != AREAL_OK)                                                                   \
+            return try_rc_;                                                                        \
+    } while (0)
+
+static inline bool gpu_is_moe(const areal_gpu_model *g, int l) {
+    return g->E > 0 && g->cfg.moe_layer[l];
+}
+
+/* AREAL_OK, or AREAL_EIO naming `what` and CUDA's reason (from a cudaError_t as int). */
+int gpu_cuda(int cuda_error, const char *what, areal_error *err);
+
+/* y[T, out] = x[T, in] W^T (+ b) (bf16, W at element offset w, b at b or NONE); beta as GEMM. */
+int gpu_lin_fwd(areal_gpu_model *g, uint16_t *y, const uint16_t *x, size_t w, size_t b, int T,
+                int in, int out, float beta, areal_error *err);
+/* dx[T, in] = dy W (+ beta dx) when dx; dW += dy^T x; db += sum_t dy (needs the ones vector). */
+int gpu_lin_bwd(areal_gpu_model *g, uint16_t *dx, float beta, const uint16_t *dy, const uint16_t *x,
+                size_t w, size_t b, int T, int in, int out, const uint16_t *ones, areal_error *err);
+
+/* The buffers of one MoE block forward (T tokens; the training plan's layer or the decode's). */
+typedef struct gpu_moe_bufs {
+    float *rlogits, *probs, *topk_w;
+    int32_t *topk, *off, *slot_of, *slot_tok;
+    uint16_t *xs, *g, *u, *h, *ys;
+    int32_t *host_off; /* [E + 1] host */
+} gpu_moe_bufs;
+
+/* out[T, H] = the routed experts of layer l on x (out written). Waits for the expert counts. */
+int gpu_moe_fwd(areal_gpu_model *g, int l, const uint16_t *x, uint16_t *out, int T,
+                const gpu_moe_bufs *b, areal_error *err);
+/* out[T, H] = the dense SwiGLU MLP of layer l on x; gate/up/h [T, I] kept in gb, ub, hb. */
+int gpu_mlp_fwd(areal_gpu_model *g, int l, const uint16_t *x, uint16_t *out, int T, uint16_t *gb,
+                uint16_t *ub, uint16_t *hb, areal_error *err);
+
+/* The training forward into the plan's arena (tokens, pos, cu uploaded by the caller). */
+int gpu_train_fwd(areal_gpu_model *g, int T, int n_seqs, int max_len, areal_error *err);
+/* The LM head, loss rows and their backward (chunked): leaves d(lnf) in the plan's dln. */
+int gpu_head_fwd_bwd(areal_gpu_model *g, int T, areal_error *err);
+/* The backward from d(lnf) in dln to every gradient (grads zeroed by the caller). */
+int gpu_train_bwd(areal_gpu_model *g, int T, int n_seqs, int max_len, areal_error *err);
+
+#endif
