@@ -46,6 +46,9 @@ typedef struct areal_train_job {
     int threads;                     /* model pool threads (1: serial) */
     struct areal_trainer_http *http; /* nullable: where /status and /metrics are published */
     struct areal_pg *dp; /* nullable: data-parallel trainer ranks, this one rank 0 (dp.h) */
+    /* nullable: the registered rollout servers replace `servers` once one registers, and
+     * those behind the policy are caught up between steps (discover.h) */
+    struct areal_discover *discover;
     /* Weight sync: cfg->rollout.weight_update_mode "xccl" (AReaL's default) uses these
      * (zero fields: xccl.h's defaults; log is the job's); "disk" or "" the job dir. */
     areal_xccl_cfg xccl;
