@@ -551,10 +551,12 @@ static void *dispatcher_main(void *arg) {
 }
 
 /* Makes addrs[0..n) the present servers. A server new to the list (or back in it) has its
- * weight version checked before its first request (probe) and, when versions[k] names one
+ * weight version checked before its first request when probe_new (not at the start: the
+ * caller's list is taken as serving the start version) and, when versions[k] names one
  * other than the policy's, needs a sync first. Returns how many need one, or minus an error code. */
 static int set_servers_locked(areal_rollout_ctl *c, const char *const *addrs,
-                              const char *const *versions, int n, areal_error *err) {
+                              const char *const *versions, int n, bool probe_new,
+                              areal_error *err) {
     bool was[AREAL_ROLLOUT_MAX_SERVERS];
     for (int i = 0; i < c->n_servers; i++) {
         was[i] = c->servers[i].present;
@@ -582,7 +584,7 @@ static int set_servers_locked(areal_rollout_ctl *c, const char *const *addrs,
         server *s = &c->servers[found];
         if (!was[found] && !s->present) {
             /* it may have restarted since it was last in the list: check before use */
-            s->probe = true;
+            s->probe = probe_new;
             s->down_until = 0;
             s->reported_down = false;
             if (versions != NULL && other_version(versions[k], c->version)) {
@@ -599,7 +601,7 @@ static int set_servers_locked(areal_rollout_ctl *c, const char *const *addrs,
 int areal_rollout_ctl_set_servers(areal_rollout_ctl *c, const char *const *addrs, int n,
                                   areal_error *err) {
     pthread_mutex_lock(&c->mu);
-    int rc = set_servers_locked(c, addrs, NULL, n, err);
+    int rc = set_servers_locked(c, addrs, NULL, n, true, err);
     pthread_mutex_unlock(&c->mu);
     return rc < 0 ? -rc : AREAL_OK;
 }
@@ -608,7 +610,7 @@ int areal_rollout_ctl_set_registered(areal_rollout_ctl *c, const char *const *ad
                                      const char *const *versions, int n, int *n_stale,
                                      areal_error *err) {
     pthread_mutex_lock(&c->mu);
-    int rc = set_servers_locked(c, addrs, versions, n, err);
+    int rc = set_servers_locked(c, addrs, versions, n, true, err);
     pthread_mutex_unlock(&c->mu);
     if (n_stale)
         *n_stale = rc > 0 ? rc : 0;
@@ -653,7 +655,7 @@ int areal_rollout_ctl_start(const areal_rollout_cfg *cfg, const char *const *add
         c->version = cfg->start_version;
         areal_staleness_on_version_recovered(&c->st, cfg->start_version);
     }
-    int rc = set_servers_locked(c, addrs, NULL, n, err);
+    int rc = set_servers_locked(c, addrs, NULL, n, false, err);
     rc = rc < 0 ? -rc : AREAL_OK;
     c->workers = calloc((size_t)cfg->n_workers, sizeof *c->workers);
     if (rc == AREAL_OK && c->workers == NULL)
