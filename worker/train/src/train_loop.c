@@ -228,6 +228,30 @@ static int resync(const areal_train_job *job, const areal_trainer *t, areal_roll
 
 static void ckpt_log(void *ctx, const char *line);
 
+/* With discovery: waits (phase waiting_for_servers, until a stop) for a registered server,
+ * then catches up those behind the policy, so the first evaluation runs on servers that
+ * serve the policy (a restarted trainer's servers come at their newer version). */
+static int first_servers(const areal_train_job *job, areal_xccl *xc, const areal_trainer *t,
+                         areal_rollout_ctl *ctl, loop_status *ls, areal_error *err) {
+    if (job->discover == NULL)
+        return AREAL_OK;
+    bool said = false;
+    while (areal_discover_count(job->discover) == 0 && job->n_servers == 0 &&
+           !(job->stop && *job->stop)) {
+        if (!said) {
+            loop_status_phase(ls, AREAL_PHASE_WAITING_FOR_SERVERS, t->step, t->version);
+            say(job, "waiting for rollout servers to register in the job's store");
+            said = true;
+        }
+        struct timespec ts = {0, 200000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (!areal_discover_take_pending(job->discover))
+        return AREAL_OK;
+    return xc ? areal_xccl_catch_up(xc, ctl, &t->model, t->version, err)
+              : resync(job, t, ctl, err);
+}
+
 /* The weight-update mode's hook: xccl when the job opened a group, else disk. */
 static int sync_weights(const areal_train_job *job, areal_xccl *xc, areal_trainer *t,
                         areal_rollout_ctl *ctl, areal_xccl_stats *ws, areal_error *err) {
@@ -402,6 +426,8 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
     if (rc == AREAL_OK && pf == NULL)
         rc = areal_error_set(err, AREAL_EIO, -1, "%s: cannot write", path);
     double acc = 0;
+    if (rc == AREAL_OK)
+        rc = first_servers(job, xc, &t, ctl, &ls, err);
     if (rc == AREAL_OK) {
         double t0 = now_s();
         rc = evaluate(&l, ctl, &acc, err);
