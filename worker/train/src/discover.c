@@ -105,11 +105,9 @@ static int apply(areal_discover *d, areal_error *err) {
         if (was != NULL && strcmp(was->addr, e->addr) == 0)
             continue;
         bool current = strcmp(e->version, pv) == 0;
-        say(d,
-            "rollout server %s %s at %s with weight version %s (policy %ld): %s", e->name,
+        say(d, "rollout server %s %s at %s with weight version %s (policy %ld): %s", e->name,
             was ? "registered again" : "registered", e->addr, e->version, policy,
-            current ? "it takes requests"
-                    : "it gets the current weights before any request");
+            current ? "it takes requests" : "it gets the current weights before any request");
     }
     for (int i = 0; i < d->n_cur; i++)
         if (find(d->next, d->n_next, d->cur[i].name) == NULL)

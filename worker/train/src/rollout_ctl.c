@@ -66,7 +66,7 @@ struct areal_rollout_ctl {
     long version;
     bool paused, stopping, exhausted;
     bool none_logged, stale_eval_logged;
-    bool fatal; /* requests that no server accepts: the run cannot go on */
+    bool fatal;         /* requests that no server accepts: the run cannot go on */
     long stale_answers; /* answers from a server behind the policy (dropped, off_version) */
     areal_error fatal_err;
     areal_staleness st;
@@ -553,7 +553,8 @@ static void *dispatcher_main(void *arg) {
 /* Makes addrs[0..n) the present servers. A server new to the list (or back in it) has its
  * weight version checked before its first request when probe_new (not at the start: the
  * caller's list is taken as serving the start version) and, when versions[k] names one
- * other than the policy's, needs a sync first. Returns how many need one, or minus an error code. */
+ * other than the policy's, needs a sync first. Returns how many need one, or minus an error code.
+ */
 static int set_servers_locked(areal_rollout_ctl *c, const char *const *addrs,
                               const char *const *versions, int n, bool probe_new,
                               areal_error *err) {

@@ -248,8 +248,7 @@ static int first_servers(const areal_train_job *job, areal_xccl *xc, const areal
     }
     if (!areal_discover_take_pending(job->discover))
         return AREAL_OK;
-    return xc ? areal_xccl_catch_up(xc, ctl, &t->model, t->version, err)
-              : resync(job, t, ctl, err);
+    return xc ? areal_xccl_catch_up(xc, ctl, &t->model, t->version, err) : resync(job, t, ctl, err);
 }
 
 /* The weight-update mode's hook: xccl when the job opened a group, else disk. */

@@ -84,8 +84,8 @@ static void registrations_are_the_server_list(void **state) {
     list_of(ctl, got, sizeof got);
     assert_string_equal(got, "static-host:30000:0"); /* nothing registered: the static list */
 
-    assert_int_equal(areal_registry_announce(
-                         st, "job-rollout-0", "{\"addr\":\"10.0.0.1:30000\",\"version\":\"0\"}", &e),
+    assert_int_equal(areal_registry_announce(st, "job-rollout-0",
+                                             "{\"addr\":\"10.0.0.1:30000\",\"version\":\"0\"}", &e),
                      AREAL_OK);
     assert_int_equal(areal_discover_poll(d, &e), AREAL_OK);
     list_of(ctl, got, sizeof got);
@@ -96,16 +96,17 @@ static void registrations_are_the_server_list(void **state) {
 
     /* the policy moves on; a new server comes at the initial weights: kept out, pending */
     areal_rollout_ctl_set_version(ctl, 3);
-    assert_int_equal(areal_registry_announce(
-                         st, "job-rollout-1", "{\"addr\":\"10.0.0.2:30000\",\"version\":\"0\"}", &e),
+    assert_int_equal(areal_registry_announce(st, "job-rollout-1",
+                                             "{\"addr\":\"10.0.0.2:30000\",\"version\":\"0\"}", &e),
                      AREAL_OK);
     assert_int_equal(areal_discover_poll(d, &e), AREAL_OK);
     list_of(ctl, got, sizeof got);
     assert_string_equal(got, "10.0.0.1:30000:0 10.0.0.2:30000:1");
     assert_true(areal_discover_take_pending(d));
     assert_false(areal_discover_take_pending(d));
-    assert_true(logged(&lb, "job-rollout-1 registered at 10.0.0.2:30000 with weight version 0 "
-                            "(policy 3)",
+    assert_true(logged(&lb,
+                       "job-rollout-1 registered at 10.0.0.2:30000 with weight version 0 "
+                       "(policy 3)",
                        "current weights before any request"));
     assert_int_equal(areal_discover_count(d), 2);
 
@@ -117,8 +118,8 @@ static void registrations_are_the_server_list(void **state) {
     assert_true(logged(&lb, "job-rollout-0 at 10.0.0.1:30000 deregistered", NULL));
 
     /* a replacement pod of rollout-1 at a new address, at the policy's version */
-    assert_int_equal(areal_registry_announce(
-                         st, "job-rollout-1", "{\"addr\":\"10.0.0.3:30000\",\"version\":\"3\"}", &e),
+    assert_int_equal(areal_registry_announce(st, "job-rollout-1",
+                                             "{\"addr\":\"10.0.0.3:30000\",\"version\":\"3\"}", &e),
                      AREAL_OK);
     assert_int_equal(areal_discover_poll(d, &e), AREAL_OK);
     list_of(ctl, got, sizeof got);

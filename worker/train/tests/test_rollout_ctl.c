@@ -36,8 +36,8 @@ typedef struct fake {
     int abort_first; /* the first request of each sample (input = prompt only) answers abort */
     areal_rollout_ctl **bump; /* set the controller's version to 1 before an aborted answer */
     int prompt_len;
-    int max_input;    /* longest input seen */
-    char version[16]; /* weight_version of GET /get_model_info ("" : no such endpoint) */
+    int max_input;        /* longest input seen */
+    char version[16];     /* weight_version of GET /get_model_info ("" : no such endpoint) */
     char gen_version[16]; /* meta_info.weight_version of /generate answers ("": none) */
 } fake;
 

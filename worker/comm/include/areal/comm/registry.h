@@ -23,8 +23,8 @@
 #include "areal/comm/store.h"
 #include "areal/error.h"
 
-#define AREAL_REGISTRY_PREFIX "rollout/servers/"
-#define AREAL_REGISTRY_INDEX  "rollout/index"
+#define AREAL_REGISTRY_PREFIX   "rollout/servers/"
+#define AREAL_REGISTRY_INDEX    "rollout/index"
 #define AREAL_REGISTRY_NAME_MAX 256
 
 /*
@@ -32,8 +32,7 @@
  * Call on every new connection (a store that restarted lost everything).
  * name: 1..255 bytes. Returns 0, AREAL_EINVAL (the name) or the store's error.
  */
-int areal_registry_announce(areal_store *st, const char *name, const char *value,
-                            areal_error *err);
+int areal_registry_announce(areal_store *st, const char *name, const char *value, areal_error *err);
 
 /* Rewrites the value of an announced name (a weight update). */
 int areal_registry_update(areal_store *st, const char *name, const char *value, areal_error *err);
