@@ -5,21 +5,23 @@
 # shellcheck shell=bash
 #
 # The job's two hostPaths move into the suite's state dir: the tiny model
-# (made once per suite by `areal-worker tiny`, shared) and a job directory of
-# the scenario's own ($JOBDIR: progress.jsonl, weight updates, recover/).
+# (made once per suite by `areal-worker tiny --warmup-steps 100`, shared by
+# these scenarios; r_rl_job makes its own, warmer one, since it checks that
+# the reward rises) and a job directory of the scenario's own ($JOBDIR:
+# progress.jsonl, weight updates, recover/).
 BIN=${AREAL_BIN:-$REPO/build/rel}
 JOB=rl-elastic
 
 # rl_setup NS OPNS: the tiny model, the chart (one operator pod), the job dir.
 rl_setup() {
     local t0=$SECONDS
-    MODELS=$AREAL_E2E_STATE/models
+    MODELS=$AREAL_E2E_STATE/models-elastic
     JOBDIR=$AREAL_E2E_STATE/jobs-$1/$JOB
     mkdir -p "$MODELS" "$AREAL_E2E_STATE/jobs-$1"
     rm -rf "$JOBDIR"
     if [ ! -f "$MODELS/tiny/model.safetensors" ]; then
-        "$BIN/areal-worker" tiny --out "$MODELS/tiny" >"$AREAL_E2E_STATE/tiny.log" 2>&1 ||
-            fail "areal-worker tiny: $(tail -n 3 "$AREAL_E2E_STATE/tiny.log")"
+        "$BIN/areal-worker" tiny --out "$MODELS/tiny" --warmup-steps 100 >"$MODELS/tiny.log" 2>&1 ||
+            fail "areal-worker tiny: $(tail -n 3 "$MODELS/tiny.log")"
         pass "tiny model made in $((SECONDS - t0)) s"
     fi
     chart_install "$2" --set replicaCount=1 --set leaderElection.enabled=false ||

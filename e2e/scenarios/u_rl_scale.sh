@@ -16,7 +16,7 @@
 . "$SCEN_DIR/chart_lib.sh"
 . "$SCEN_DIR/rl_lib.sh"
 NS=e2e-u
-STEPS=300
+STEPS=120
 fresh_namespace $NS
 k() { kubectl -n $NS "$@"; }
 cleanup() {

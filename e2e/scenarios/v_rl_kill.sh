@@ -18,7 +18,7 @@
 . "$SCEN_DIR/chart_lib.sh"
 . "$SCEN_DIR/rl_lib.sh"
 NS=e2e-v
-STEPS=250
+STEPS=100
 fresh_namespace $NS
 k() { kubectl -n $NS "$@"; }
 cleanup() {
