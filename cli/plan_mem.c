@@ -59,30 +59,33 @@ int plan_memory(FILE *out, const areal_plan *plan, const plan_mem_args *a) {
             "\nMEMORY per trainer rank: fp32 as the worker trains, the worst pipeline stage, %ld "
             "tokens a micro-batch (sequences of %ld), %ld micro-batches\n",
             a->mb_tokens, a->seq_len, a->n_mb);
-    fprintf(out, "%-12s %5s %6s %12s %12s %12s %12s %12s\n", "ROLE", "STAGE", "LAYERS", "PARAMS",
-            "GRADS", "OPTIMIZER", "ACTIVATIONS", "TOTAL");
+    /* GATHERED: fsdp's whole units live at a step's peak (0 for the other backends) */
+    fprintf(out, "%-12s %5s %6s %12s %12s %12s %12s %12s %12s\n", "ROLE", "STAGE", "LAYERS",
+            "PARAMS", "GRADS", "OPTIMIZER", "ACTIVATIONS", "GATHERED", "TOTAL");
     int rc = CLI_OK;
     for (int r = 0; r < plan->n_roles && rc == CLI_OK; r++) {
         const areal_role_plan *role = &plan->roles[r];
         if (role->inference)
             continue;
-        /* megatron: the distributed optimizer (ZeRO-1); fsdp shards it too (and more) */
+        /* megatron: the distributed optimizer (ZeRO-1); fsdp: everything sharded (fsdp.h) */
+        areal_dp_sharding sharding = areal_backend_dp_sharding(role->backend);
         areal_mem_opts o = {.mb_tokens = a->mb_tokens,
                             .seq_len = a->seq_len,
                             .n_mb = a->n_mb,
-                            .zero1 = role->backend == AREAL_BACKEND_MEGATRON ||
-                                     role->backend == AREAL_BACKEND_FSDP};
+                            .zero1 = sharding != AREAL_DP_REPLICATED,
+                            .fsdp = sharding == AREAL_DP_FULLY_SHARDED};
         areal_mem_rank w;
         if (areal_mem_worst(&m, &role->strategy, &o, &w, &err) != AREAL_OK)
             return cli_bad_input("role %s: %s", role->name, err.msg);
-        char c[5][32];
+        char c[6][32];
         gib(c[0], sizeof c[0], w.params);
         gib(c[1], sizeof c[1], w.grads);
         gib(c[2], sizeof c[2], w.optim);
         gib(c[3], sizeof c[3], w.acts);
-        gib(c[4], sizeof c[4], w.total);
-        fprintf(out, "%-12s %5d %6ld %12s %12s %12s %12s %12s\n", role->name, w.stage, w.layers,
-                c[0], c[1], c[2], c[3], c[4]);
+        gib(c[4], sizeof c[4], w.gathered);
+        gib(c[5], sizeof c[5], w.total);
+        fprintf(out, "%-12s %5d %6ld %12s %12s %12s %12s %12s %12s\n", role->name, w.stage,
+                w.layers, c[0], c[1], c[2], c[3], c[4], c[5]);
         if (a->gpu_bytes > 0 &&
             areal_mem_fit(&w, &role->strategy, &o, a->gpu_bytes, &err) != AREAL_OK)
             rc = cli_bad_input("role %s does not fit --gpu-memory: %s", role->name, err.msg);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -55,6 +56,48 @@ static void table_of_the_trainer(void **state) {
     assert_int_equal(r->status, 0);
 }
 
+/* fsdp:d4 shards parameters and gradients too: less per rank than megatron:d4's ZeRO-1. */
+static void fsdp_shards_the_parameters(void **state) {
+    (void)state;
+    /* a Qwen3-8B-shaped config (the fixtures' sizes round to 0.00 GiB) */
+    static const char cfg[] =
+        "{\"architectures\":[\"Qwen3ForCausalLM\"],\"head_dim\":128,\"hidden_size\":4096,"
+        "\"intermediate_size\":12288,\"model_type\":\"qwen3\",\"num_attention_heads\":32,"
+        "\"num_hidden_layers\":36,\"num_key_value_heads\":8,\"rms_norm_eps\":1e-06,"
+        "\"rope_theta\":1000000.0,\"tie_word_embeddings\":false,\"vocab_size\":151936,"
+        "\"max_position_embeddings\":40960,\"torch_dtype\":\"bfloat16\"}";
+    char path[] = "/tmp/areal-plan-fsdp-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, cfg, sizeof cfg - 1), (ssize_t)(sizeof cfg - 1));
+    close(fd);
+    static char mega[sizeof result.out];
+    run_result *r = run("plan", "--alloc", "sglang:d2+megatron:d4", "--model", path, "--mb-tokens",
+                        "1024", "--seq-len", "1024", NULL);
+    assert_int_equal(r->status, 0);
+    memcpy(mega, r->out, sizeof mega);
+    r = run("plan", "--alloc", "sglang:d2+fsdp:d4", "--model", path, "--mb-tokens", "1024",
+            "--seq-len", "1024", NULL);
+    unlink(path);
+    if (r->status != 0)
+        fail_msg("exit %d: %s", r->status, r->err);
+    const char *t = strstr(r->out, "MEMORY per trainer rank"), *m = strstr(mega, "MEMORY per");
+    assert_non_null(t);
+    assert_non_null(m);
+    t = strstr(t, "\ntrainer "), m = strstr(m, "\ntrainer ");
+    assert_non_null(t);
+    assert_non_null(m);
+    double fp = 0, fg = 0, mp = 0, mg = 0, fgath = -1, mgath = -1;
+    assert_int_equal(
+        sscanf(t, "\ntrainer %*d %*d %lf GiB %lf GiB %*f GiB %*f GiB %lf", &fp, &fg, &fgath), 3);
+    assert_int_equal(
+        sscanf(m, "\ntrainer %*d %*d %lf GiB %lf GiB %*f GiB %*f GiB %lf", &mp, &mg, &mgath), 3);
+    printf("fsdp:d4 params %.4f GiB grads %.4f gathered %.4f; megatron:d4 params %.4f grads %.4f\n",
+           fp, fg, fgath, mp, mg);
+    assert_true(fp < mp / 3 && fg < mg / 3);
+    assert_true(fgath > 0 && mgath == 0);
+}
+
 static void refusal_names_what_to_grow(void **state) {
     (void)state;
     run_result *r = run("plan", "--alloc", "sglang:d2+megatron:d2p2", "--model", QWEN3,
@@ -78,6 +121,7 @@ static void refusal_names_what_to_grow(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(table_of_the_trainer),
+        cmocka_unit_test(fsdp_shards_the_parameters),
         cmocka_unit_test(refusal_names_what_to_grow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,7 +8,10 @@
 # /etc/areal by the node simulator, AREAL_CONFIG); the operator reads the
 # trainer's /status into status.progress (printer columns, TrainerPhase
 # Events, areal_job_* metrics); the job Succeeds after totalSteps with the
-# reward rising; helm uninstall leaves nothing.
+# reward rising, and status.progress ends at step totalSteps with trainerPhase
+# done (the trainer's final status, through its termination message, even
+# when its last steps ran within one poll period); helm uninstall leaves
+# nothing.
 . "$(dirname "$0")/lib.sh"
 . "$SCEN_DIR/chart_lib.sh"
 NS=e2e-r
@@ -98,9 +101,24 @@ if r[-1][0] != int(sys.argv[1]):
 sys.exit(0 if last > first + 0.03 else "the reward did not rise")' 60 >"$AREAL_E2E_STATE/reward.txt" 2>&1 ||
     fail "reward: $(cat "$AREAL_E2E_STATE/reward.txt")"
 pass "trainer log: $(cat "$AREAL_E2E_STATE/reward.txt")"
-# the trainer exits at once after its last step: the last read may be a step or two before
-[ "$(step_of)" -ge 40 ] || fail "status.progress.step ended at $(step_of)"
-pass "status.progress.step ended at $(step_of) of 60 (read every 5 s)"
+# The trainer exits at once after its last step, often within one poll period
+# (5 s): its final /status comes back as the trainer container's termination
+# message (terminationMessagePath, File), which the operator writes into
+# status.progress once the pod has terminated. A poll round after Succeeded.
+expect_eq "the trainer container's terminationMessagePath" "/var/run/areal/termination-log" \
+    "$(k get pod rl-tiny-trainer-0 -o jsonpath='{.spec.containers[0].terminationMessagePath}')"
+words=$(k get pod rl-tiny-trainer-0 -o jsonpath='{.status.containerStatuses[0].state.terminated.message}')
+python3 -c 'import json, sys; d = json.loads(sys.argv[1]); sys.exit(0 if d["phase"] == "done" and d["step"] == 60 else 1)' "$words" 2>/dev/null ||
+    fail "the trainer's termination message is not its final status (done at 60): '$words'"
+pass "the trainer's termination message: ${words:0:80}..."
+final_progress() { [ "$(step_of)" = 60 ] && [ "$(k get aj rl-tiny -o jsonpath='{.status.progress.trainerPhase}')" = done ]; }
+wait_until 30 final_progress ||
+    fail "status.progress after Succeeded: $(k get aj rl-tiny -o jsonpath='{.status.progress}'), want step 60 (totalSteps) and trainerPhase done"
+expect_eq "status.progress.totalSteps" 60 "$(k get aj rl-tiny -o jsonpath='{.status.progress.totalSteps}')"
+pass "status.progress ended at step $(step_of) of 60, trainerPhase done (the final status)"
+phases=$(k get events --field-selector involvedObject.name=rl-tiny,reason=TrainerPhase -o jsonpath='{range .items[*]}{.message}; {end}')
+case "$phases" in *"trainer phase done"*) pass "TrainerPhase Events: $phases" ;;
+    *) fail "no TrainerPhase event for done: $phases" ;; esac
 
 k delete aj rl-tiny --wait=true --timeout=60s >/dev/null || fail "the job was not deleted"
 chart_uninstall

@@ -59,6 +59,8 @@ typedef struct pod {
     char ip[SIM_IP_MAX], host_ip[SIM_IP_MAX];
     char dir[DIR_MAX];
     char reason[REASON_MAX], message[MSG_MAX];
+    char term_path[DIR_MAX + 128];                  /* "": no termination-message file */
+    char term_msg[SIM_TERMINATION_MESSAGE_MAX + 1]; /* its first bytes, read on exit */
     char start_time[32], started_at[32], finished_at[32], cid[48];
     json_t *obj;
     pstate st;
@@ -494,6 +496,14 @@ static void start(sim *s, pod *p) {
         wait_with(p, "CreateContainerConfigError", err.msg);
         return;
     }
+    const char *term_at = NULL;
+    if (sim_termination_prepare(c, p->dir, p->term_path, sizeof p->term_path, &term_at, &err) !=
+        AREAL_OK) {
+        free(mounts);
+        release_ip(s, p);
+        wait_with(p, "CreateContainerConfigError", err.msg);
+        return;
+    }
     sim_strv argv = {0}, envp = {0};
     sim_env_ctx ctx = {.pod_ip = p->ip,
                        .host_ip = p->host_ip,
@@ -523,7 +533,9 @@ static void start(sim *s, pod *p) {
                         .secrets_path = sa ? secrets : NULL,
                         .mount_src = mounts->srcp,
                         .mount_dst = mounts->dstp,
-                        .n_mounts = mounts->n};
+                        .n_mounts = mounts->n,
+                        .termination_src = term_at ? p->term_path : NULL,
+                        .termination_dst = term_at};
         if (sim_spawn_start(&sp, &p->pid, &err) != AREAL_OK) {
             start_error(s, p, err.msg);
         } else {
@@ -564,6 +576,8 @@ static void reap(sim *s, pod *p) {
     }
     snprintf(p->reason, sizeof p->reason, "%s", p->exit_code == 0 ? "Completed" : "Error");
     p->message[0] = '\0';
+    /* the container's last words, as a kubelet reads them on exit */
+    sim_termination_read(p->term_path, p->term_msg, sizeof p->term_msg);
     now_text(p->finished_at, sizeof p->finished_at);
     release_ip(s, p);
     p->dirty = true;
@@ -595,7 +609,9 @@ static void report(sim *s, pod *p) {
                  : term             ? SIM_CSTATE_TERMINATED
                                     : SIM_CSTATE_WAITING,
         .reason = p->reason[0] ? p->reason : NULL,
-        .message = p->message[0] ? p->message : NULL,
+        .message = p->message[0]            ? p->message
+                   : term && p->term_msg[0] ? p->term_msg
+                                            : NULL,
         .started_at = p->started_at[0] ? p->started_at : NULL,
         .finished_at = p->finished_at[0] ? p->finished_at : NULL,
         .exit_code = p->exit_code,

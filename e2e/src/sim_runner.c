@@ -6,7 +6,8 @@
  * parent-death signal, unshare(CLONE_NEWNS | CLONE_NEWUTS), "/" made private
  * so nothing mounted here reaches the host, the hosts file bind-mounted over
  * /etc/hosts (glibc re-reads it on each lookup; the simulator rewrites it in
- * place, since a bind mount pins the inode), sethostname, chdir, stdout and
+ * place, since a bind mount pins the inode), the volumes and the
+ * termination-message file bind-mounted, sethostname, chdir, stdout and
  * stderr to the log, the signal mask cleared, execve. A failed step writes
  * {step, errno} to a close-on-exec pipe; the parent reads the pipe: EOF means
  * the exec happened.
@@ -36,6 +37,7 @@ enum {
     STEP_MOUNT,
     STEP_SECRETS,
     STEP_VOLUMES,
+    STEP_TERMINATION,
     STEP_HOSTNAME,
     STEP_CHDIR,
     STEP_EXEC
@@ -55,6 +57,9 @@ static const char *step_name(int step) {
         return "bind-mount the pod's service-account files over /var/run/secrets";
     case STEP_VOLUMES:
         return "bind-mount a volume of the pod over its mountPath";
+    case STEP_TERMINATION:
+        return "bind-mount the container's termination-message file over its "
+               "terminationMessagePath";
     case STEP_HOSTNAME:
         return "set the pod's host name";
     case STEP_CHDIR:
@@ -90,6 +95,27 @@ static int make_dirs(const char *path) {
     return 0;
 }
 
+/* The mount point of a file: its directory (mkdir -p) and an empty file, made
+ * once on the host and kept (what a pod sees there is only its own file). */
+static int make_file_point(const char *path) {
+    char buf[1024];
+    size_t n = strlen(path);
+    if (n >= sizeof buf)
+        return -1;
+    memcpy(buf, path, n + 1);
+    char *slash = strrchr(buf, '/');
+    if (slash != NULL && slash != buf) {
+        *slash = '\0';
+        if (make_dirs(buf) != 0)
+            return -1;
+    }
+    int f = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (f < 0)
+        return -1;
+    close(f);
+    return 0;
+}
+
 static void child(const sim_spawn *s, int fd) {
     setsid();
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -113,6 +139,10 @@ static void child(const sim_spawn *s, int fd) {
             if (make_dirs(s->mount_dst[i]) != 0 ||
                 mount(s->mount_src[i], s->mount_dst[i], NULL, MS_BIND | MS_REC, NULL) != 0)
                 child_fail(fd, STEP_VOLUMES);
+        if (s->termination_src != NULL && s->termination_dst != NULL &&
+            (make_file_point(s->termination_dst) != 0 ||
+             mount(s->termination_src, s->termination_dst, NULL, MS_BIND, NULL) != 0))
+            child_fail(fd, STEP_TERMINATION);
         if (s->hostname != NULL && sethostname(s->hostname, strlen(s->hostname)) != 0)
             child_fail(fd, STEP_HOSTNAME);
     }

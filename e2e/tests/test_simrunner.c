@@ -1,6 +1,7 @@
 /* test_simrunner.c - the node simulator's process runner (areal/simkubelet.h):
  * a container runs in its own mount and UTS namespaces with the pod's hosts
- * file, host name, env, working dir and log; failures name the step. */
+ * file, host name, env, working dir and log; failures name the step; the
+ * termination-message file (terminationMessagePath) as a kubelet keeps it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "areal/simkubelet.h"
 
@@ -86,7 +88,8 @@ static void container_sees_its_pod(void **state) {
     fclose(f);
     snprintf(at, sizeof at, "%s/mnt/etc/areal", d.path);
     const char *src[] = {vol}, *dst[] = {at};
-    sim_spawn s = {"/bin/sh", argv, envp, d.path, d.log, d.hosts, "pod-a", secrets, src, dst, 1};
+    sim_spawn s = {"/bin/sh", argv, envp, d.path, d.log, d.hosts, "pod-a",
+                   secrets,   src,  dst,  1,      NULL,  NULL};
     pid_t pid = 0;
     areal_error e;
     assert_int_equal(sim_spawn_start(&s, &pid, &e), AREAL_OK);
@@ -136,7 +139,8 @@ static void the_process_is_its_own_group(void **state) {
     make_dir(&d);
     char *argv[] = {"sleep", "30", NULL};
     char *envp[] = {NULL};
-    sim_spawn s = {"/bin/sleep", argv, envp, d.path, d.log, NULL, NULL, NULL, NULL, NULL, 0};
+    sim_spawn s = {"/bin/sleep", argv, envp, d.path, d.log, NULL, NULL,
+                   NULL,         NULL, NULL, 0,      NULL,  NULL};
     pid_t pid = 0;
     areal_error e;
     assert_int_equal(sim_spawn_start(&s, &pid, &e), AREAL_OK);
@@ -157,16 +161,29 @@ static void failures_name_the_step(void **state) {
     char *envp[] = {NULL};
     pid_t pid = 0;
     areal_error e;
-    sim_spawn s = {"/nonexistent/prog", argv, envp, d.path, d.log, NULL, NULL, NULL, NULL, NULL, 0};
+    sim_spawn s = {"/nonexistent/prog",
+                   argv,
+                   envp,
+                   d.path,
+                   d.log,
+                   NULL,
+                   NULL,
+                   NULL,
+                   NULL,
+                   NULL,
+                   0,
+                   NULL,
+                   NULL};
     assert_int_equal(sim_spawn_start(&s, &pid, &e), AREAL_EIO);
     assert_non_null(strstr(e.msg, "exec"));
     assert_non_null(strstr(e.msg, "/nonexistent/prog"));
-    sim_spawn s2 = {"/bin/true", argv, envp, "/nonexistent/dir", d.log, NULL, NULL, NULL,
-                    NULL,        NULL, 0};
+    sim_spawn s2 = {
+        "/bin/true", argv, envp, "/nonexistent/dir", d.log, NULL, NULL, NULL, NULL, NULL,
+        0,           NULL, NULL};
     assert_int_equal(sim_spawn_start(&s2, &pid, &e), AREAL_EIO);
     assert_non_null(strstr(e.msg, "working directory"));
-    sim_spawn s3 = {"/bin/true", argv, envp, d.path, "/nonexistent/dir/log", NULL, NULL,
-                    NULL,        NULL, NULL, 0};
+    sim_spawn s3 = {"/bin/true", argv, envp, d.path, "/nonexistent/dir/log", NULL, NULL, NULL, NULL,
+                    NULL,        0,    NULL, NULL};
     assert_int_equal(sim_spawn_start(&s3, &pid, &e), AREAL_EIO);
     assert_non_null(strstr(e.msg, "log file"));
 
@@ -184,11 +201,91 @@ static void failures_name_the_step(void **state) {
     remove_dir(&d);
 }
 
+/* terminationMessagePath: a per-container host file mounted there; the default skipped. */
+static void termination_file_is_prepared_as_a_kubelet_does(void **state) {
+    (void)state;
+    dir d;
+    make_dir(&d);
+    char host[512];
+    const char *at = NULL;
+    areal_error e;
+    /* unset and the kubelet default: nothing made, no mount (the host's /dev is not ours) */
+    json_t *c = json_pack("{s:s}", "name", "worker");
+    assert_int_equal(sim_termination_prepare(c, d.path, host, sizeof host, &at, &e), AREAL_OK);
+    assert_null(at);
+    assert_string_equal(host, "");
+    json_object_set_new(c, "terminationMessagePath", json_string("/dev/termination-log"));
+    assert_int_equal(sim_termination_prepare(c, d.path, host, sizeof host, &at, &e), AREAL_OK);
+    assert_null(at);
+    json_object_set_new(c, "terminationMessagePath", json_string("var/log/last"));
+    assert_int_equal(sim_termination_prepare(c, d.path, host, sizeof host, &at, &e), AREAL_EINVAL);
+    assert_non_null(strstr(e.msg, "terminationMessagePath"));
+    /* a path of the pod: an empty host file under the pod dir */
+    json_object_set_new(c, "terminationMessagePath", json_string("/var/run/areal/termination-log"));
+    assert_int_equal(sim_termination_prepare(c, d.path, host, sizeof host, &at, &e), AREAL_OK);
+    assert_string_equal(at, "/var/run/areal/termination-log");
+    char want[400];
+    snprintf(want, sizeof want, "%s/containers/worker/termination-log", d.path);
+    assert_string_equal(host, want);
+    char msg[SIM_TERMINATION_MESSAGE_MAX + 64];
+    assert_int_equal(sim_termination_read(host, msg, sizeof msg), 0);
+    json_decref(c);
+
+    if (geteuid() == 0) { /* namespaces need root; CI runs as root */
+        /* the container writes its last words at a path that does not exist yet
+         * (under the test dir here, not the host's /var/run) */
+        char dst[400], script[600];
+        snprintf(dst, sizeof dst, "%s/ctr/var/run/areal/termination-log", d.path);
+        snprintf(script, sizeof script, "printf '{\"phase\":\"done\",\"step\":60}' > %s", dst);
+        char *argv[] = {"sh", "-c", script, NULL};
+        char *envp[] = {"PATH=/usr/bin:/bin", NULL};
+        sim_spawn s = {"/bin/sh", argv, envp, d.path, d.log, d.hosts, "pod-a",
+                       NULL,      NULL, NULL, 0,      host,  dst};
+        pid_t pid = 0;
+        assert_int_equal(sim_spawn_start(&s, &pid, &e), AREAL_OK);
+        int status = 0;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        assert_int_equal(sim_termination_read(host, msg, sizeof msg), 26);
+        assert_string_equal(msg, "{\"phase\":\"done\",\"step\":60}");
+        /* the mount point stays an empty file: the words went to the pod's own file */
+        struct stat st;
+        assert_int_equal(stat(dst, &st), 0);
+        assert_int_equal(st.st_size, 0);
+        unlink(dst);
+        for (int i = 0; i < 3; i++) {
+            *strrchr(dst, '/') = '\0';
+            rmdir(dst);
+        }
+        snprintf(dst, sizeof dst, "%s/ctr", d.path);
+        rmdir(dst);
+    }
+    /* the first 4096 bytes only, never half a UTF-8 sequence */
+    FILE *f = fopen(host, "w");
+    assert_non_null(f);
+    for (int i = 0; i < SIM_TERMINATION_MESSAGE_MAX - 1; i++)
+        fputc('a', f);
+    fputs("\xc3\xa9tail", f); /* U+00E9 across the bound */
+    fclose(f);
+    assert_int_equal(sim_termination_read(host, msg, sizeof msg), SIM_TERMINATION_MESSAGE_MAX - 1);
+    assert_int_equal(strlen(msg), SIM_TERMINATION_MESSAGE_MAX - 1);
+    json_t *js = json_string(msg);
+    assert_non_null(js); /* valid UTF-8: a JSON string of the status patch */
+    json_decref(js);
+    unlink(host);
+    *strrchr(host, '/') = '\0';
+    rmdir(host);
+    *strrchr(host, '/') = '\0';
+    rmdir(host);
+    remove_dir(&d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(container_sees_its_pod),
         cmocka_unit_test(the_process_is_its_own_group),
         cmocka_unit_test(failures_name_the_step),
+        cmocka_unit_test(termination_file_is_prepared_as_a_kubelet_does),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,6 +6,17 @@
  * after the lock is released, so readers wait only for the swap.
  * Rejected: clearing the live store at the start of a relist (readers would
  * see an empty cluster while the list is being read, and plan against it).
+ *
+ * Secondary indexes (issue 11: "no step scans the whole cluster per job"):
+ * per index, a key set maps each index key to a bucket (the slots of its
+ * entries and the sums of their weights), kept on every put and remove of
+ * the store, so a store and its indexes always agree and swap together. A
+ * bucket's slots are a small array (a job's or a node's pods: removal is a
+ * scan of tens); an emptied bucket's key goes and its array is reused. Every
+ * allocation of a put is made before anything changes, so an out-of-memory
+ * put leaves store and indexes as they were.
+ * Rejected: a generic "index by any field" API (two indexes are needed) and
+ * summing on read (the per-node room would walk every pod of the node).
  */
 #include "areal/operator/cache.h"
 
@@ -17,6 +28,20 @@
 #include "areal/operator/cached.h"
 #include "areal/keyset.h"
 
+typedef struct bucket {
+    size_t *slots; /* slots of the entries under this key */
+    size_t n, cap;
+    long long sum[CACHE_SUMS];
+} bucket;
+
+typedef struct sec_index {
+    areal_keyset keys; /* index key -> bucket id */
+    bucket *buckets;
+    size_t n_buckets, cap_buckets;
+    size_t *free_buckets; /* ids of emptied buckets (their arrays kept) */
+    size_t n_free;
+} sec_index;
+
 typedef struct store {
     areal_keyset index; /* key -> slot */
     void **slot;
@@ -24,6 +49,7 @@ typedef struct store {
     size_t *free_slots;
     size_t n_free;
     size_t len;
+    sec_index sec[CACHE_MAX_INDEXES];
 } store;
 
 struct obj_cache {
@@ -32,6 +58,11 @@ struct obj_cache {
     store live;
     store staging; /* a paged replace in progress (informer thread only) */
     bool synced;
+    size_t visits; /* entries handed to readers (under mu) */
+};
+
+struct cache_view {
+    obj_cache *c;
 };
 
 /* ---- the entry forms ----------------------------------------------------- */
@@ -64,9 +95,193 @@ static void node_release(void *e) {
     cached_node_release(e);
 }
 
-const cache_ops cache_ops_json = {"object", json_convert, json_retain, json_release};
-const cache_ops cache_ops_pod = {"pod", pod_convert, pod_retain, pod_release};
-const cache_ops cache_ops_node = {"node", node_convert, node_retain, node_release};
+const char *cache_pod_room(const cached_pod *p, long long w[CACHE_SUMS]) {
+    const char *node = p->node_name;
+    if (node == NULL && p->planned_node != NULL && p->deletion_timestamp == NULL && p->job)
+        node = p->planned_node;
+    bool holds = node != NULL && p->requests_ok && p->phase != CACHED_PHASE_SUCCEEDED &&
+                 p->phase != CACHED_PHASE_FAILED;
+    w[0] = holds ? p->gpus : 0;
+    w[1] = holds ? p->cpu_milli : 0;
+    w[2] = holds ? p->mem_bytes : 0;
+    return node;
+}
+
+static bool pod_index_key(const void *e, int which, char *buf) {
+    const cached_pod *p = e;
+    if (which == CACHE_POD_BY_JOB) {
+        if (p->ns == NULL || p->job == NULL)
+            return false;
+        int n = snprintf(buf, CACHE_INDEX_KEY, "%s/%s", p->ns, p->job);
+        return n > 0 && n < CACHE_INDEX_KEY;
+    }
+    long long w[CACHE_SUMS];
+    const char *node = cache_pod_room(p, w);
+    if (node == NULL)
+        return false;
+    int n = snprintf(buf, CACHE_INDEX_KEY, "%s", node);
+    return n > 0 && n < CACHE_INDEX_KEY;
+}
+
+static void pod_weigh(const void *e, int which, long long w[CACHE_SUMS]) {
+    if (which == CACHE_POD_BY_NODE) {
+        cache_pod_room(e, w);
+        return;
+    }
+    for (int i = 0; i < CACHE_SUMS; i++)
+        w[i] = 0;
+}
+
+const cache_ops cache_ops_json = {"object", json_convert, json_retain, json_release, 0, NULL, NULL};
+const cache_ops cache_ops_pod = {"pod", pod_convert,   pod_retain, pod_release,
+                                 2,     pod_index_key, pod_weigh};
+const cache_ops cache_ops_node = {"node", node_convert, node_retain, node_release, 0, NULL, NULL};
+
+/* ---- secondary indexes ------------------------------------------------------ */
+
+static void sec_clear(sec_index *x) {
+    for (size_t i = 0; i < x->n_buckets; i++)
+        free(x->buckets[i].slots);
+    free(x->buckets);
+    free(x->free_buckets);
+    areal_keyset_free(&x->keys);
+    memset(x, 0, sizeof *x);
+    areal_keyset_init(&x->keys);
+}
+
+/* The bucket id of `key`, made (empty) when absent, with room for one more
+ * slot; -1 when out of memory (nothing changed but maybe an empty bucket,
+ * which sec_drop_empty removes). */
+static long sec_reserve(sec_index *x, const char *key) {
+    int64_t *at = areal_keyset_value(&x->keys, key);
+    size_t id;
+    if (at != NULL) {
+        id = (size_t)*at;
+    } else {
+        if (x->n_free == 0 && x->n_buckets == x->cap_buckets) {
+            size_t cap = x->cap_buckets ? 2 * x->cap_buckets : 16;
+            bucket *grown = realloc(x->buckets, cap * sizeof *grown);
+            if (grown == NULL)
+                return -1;
+            x->buckets = grown;
+            size_t *fgrown = realloc(x->free_buckets, cap * sizeof *fgrown);
+            if (fgrown == NULL)
+                return -1;
+            x->free_buckets = fgrown;
+            x->cap_buckets = cap;
+        }
+        if (areal_keyset_add(&x->keys, key) < 0)
+            return -1;
+        if (x->n_free > 0) {
+            id = x->free_buckets[--x->n_free];
+        } else {
+            id = x->n_buckets++;
+            memset(&x->buckets[id], 0, sizeof x->buckets[id]);
+        }
+        bucket *b = &x->buckets[id];
+        b->n = 0;
+        memset(b->sum, 0, sizeof b->sum);
+        *areal_keyset_value(&x->keys, key) = (int64_t)id;
+    }
+    bucket *b = &x->buckets[id];
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? 2 * b->cap : 4;
+        size_t *grown = realloc(b->slots, cap * sizeof *grown);
+        if (grown == NULL)
+            return -1;
+        b->slots = grown;
+        b->cap = cap;
+    }
+    return (long)id;
+}
+
+/* Removes the bucket of `key` if it is empty (its array is kept for reuse). */
+static void sec_drop_empty(sec_index *x, const char *key) {
+    int64_t *at = areal_keyset_value(&x->keys, key);
+    if (at == NULL || x->buckets[*at].n > 0)
+        return;
+    x->free_buckets[x->n_free++] = (size_t)*at;
+    areal_keyset_remove(&x->keys, key);
+}
+
+static void sec_add(sec_index *x, long id, size_t slot, const long long w[CACHE_SUMS]) {
+    bucket *b = &x->buckets[id];
+    b->slots[b->n++] = slot;
+    for (int i = 0; i < CACHE_SUMS; i++)
+        b->sum[i] += w[i];
+}
+
+static void sec_del(sec_index *x, const char *key, size_t slot, const long long w[CACHE_SUMS]) {
+    int64_t *at = areal_keyset_value(&x->keys, key);
+    if (at == NULL)
+        return;
+    bucket *b = &x->buckets[*at];
+    for (size_t i = 0; i < b->n; i++)
+        if (b->slots[i] == slot) {
+            b->slots[i] = b->slots[--b->n];
+            break;
+        }
+    for (int i = 0; i < CACHE_SUMS; i++)
+        b->sum[i] -= w[i];
+    sec_drop_empty(x, key);
+}
+
+/* The key and weights of entry e in index `which`; false when not in it. */
+static bool sec_of(const cache_ops *ops, const void *e, int which, char *key,
+                   long long w[CACHE_SUMS]) {
+    for (int i = 0; i < CACHE_SUMS; i++)
+        w[i] = 0;
+    if (e == NULL || !ops->index_key(e, which, key))
+        return false;
+    if (ops->weigh != NULL)
+        ops->weigh(e, which, w);
+    return true;
+}
+
+/*
+ * Moves slot `slot` from old entry `was` (NULL: none) to new entry `now`
+ * (NULL: none) in every index. With `now`, every allocation is made first:
+ * -1 when out of memory, and then nothing changed.
+ */
+static int sec_update(store *s, const cache_ops *ops, size_t slot, const void *was,
+                      const void *now) {
+    char ok[CACHE_MAX_INDEXES][CACHE_INDEX_KEY], nk[CACHE_MAX_INDEXES][CACHE_INDEX_KEY];
+    long long ow[CACHE_MAX_INDEXES][CACHE_SUMS], nw[CACHE_MAX_INDEXES][CACHE_SUMS];
+    bool has_o[CACHE_MAX_INDEXES], has_n[CACHE_MAX_INDEXES];
+    long id[CACHE_MAX_INDEXES];
+    int n = ops->n_indexes < CACHE_MAX_INDEXES ? ops->n_indexes : CACHE_MAX_INDEXES;
+    for (int k = 0; k < n; k++) {
+        has_o[k] = sec_of(ops, was, k, ok[k], ow[k]);
+        has_n[k] = sec_of(ops, now, k, nk[k], nw[k]);
+        id[k] = -1;
+    }
+    for (int k = 0; k < n; k++) {
+        if (!has_n[k])
+            continue;
+        id[k] = sec_reserve(&s->sec[k], nk[k]);
+        if (id[k] < 0) {
+            for (int u = 0; u <= k; u++)
+                if (has_n[u])
+                    sec_drop_empty(&s->sec[u], nk[u]);
+            return -1;
+        }
+    }
+    for (int k = 0; k < n; k++) {
+        /* remove first: a bucket reserved for the same key keeps its id (it is
+         * not empty while the old slot is in it, and re-reserving is not needed) */
+        if (has_o[k] && has_n[k] && strcmp(ok[k], nk[k]) == 0) {
+            bucket *b = &s->sec[k].buckets[id[k]];
+            for (int i = 0; i < CACHE_SUMS; i++)
+                b->sum[i] += nw[k][i] - ow[k][i];
+            continue;
+        }
+        if (has_o[k])
+            sec_del(&s->sec[k], ok[k], slot, ow[k]);
+        if (has_n[k])
+            sec_add(&s->sec[k], id[k], slot, nw[k]);
+    }
+    return 0;
+}
 
 /* ---- one store ------------------------------------------------------------- */
 
@@ -77,7 +292,11 @@ static void store_clear(store *s, const cache_ops *ops) {
     free(s->slot);
     free(s->free_slots);
     areal_keyset_free(&s->index);
-    memset(s, 0, sizeof *s);
+    for (int k = 0; k < CACHE_MAX_INDEXES; k++)
+        sec_clear(&s->sec[k]);
+    s->slot = NULL;
+    s->free_slots = NULL;
+    s->n_slot = s->cap_slot = s->n_free = s->len = 0;
     areal_keyset_init(&s->index);
 }
 
@@ -85,6 +304,10 @@ static void store_clear(store *s, const cache_ops *ops) {
 static int store_put(store *s, const cache_ops *ops, const char *key, void *v) {
     int64_t *at = areal_keyset_value(&s->index, key);
     if (at != NULL) {
+        if (sec_update(s, ops, (size_t)*at, s->slot[*at], v) != 0) {
+            ops->release(v);
+            return -1;
+        }
         ops->release(s->slot[*at]);
         s->slot[*at] = v;
         return 0;
@@ -109,7 +332,8 @@ static int store_put(store *s, const cache_ops *ops, const char *key, void *v) {
         }
         i = s->n_slot++;
     }
-    if (areal_keyset_add(&s->index, key) < 0) {
+    if (areal_keyset_add(&s->index, key) < 0 || sec_update(s, ops, i, NULL, v) != 0) {
+        areal_keyset_remove(&s->index, key); /* when added */
         s->free_slots[s->n_free++] = i;
         s->slot[i] = NULL;
         ops->release(v);
@@ -126,6 +350,7 @@ static void store_remove(store *s, const cache_ops *ops, const char *key) {
     if (at == NULL)
         return;
     size_t i = (size_t)*at;
+    sec_update(s, ops, i, s->slot[i], NULL); /* removals allocate nothing */
     ops->release(s->slot[i]);
     s->slot[i] = NULL;
     s->free_slots[s->n_free++] = i;
@@ -143,6 +368,10 @@ obj_cache *cache_new(const cache_ops *ops) {
     c->ops = ops;
     areal_keyset_init(&c->live.index);
     areal_keyset_init(&c->staging.index);
+    for (int k = 0; k < CACHE_MAX_INDEXES; k++) {
+        areal_keyset_init(&c->live.sec[k].keys);
+        areal_keyset_init(&c->staging.sec[k].keys);
+    }
     return c;
 }
 
@@ -153,6 +382,10 @@ void cache_free(obj_cache *c) {
     store_clear(&c->staging, c->ops);
     areal_keyset_free(&c->live.index);
     areal_keyset_free(&c->staging.index);
+    for (int k = 0; k < CACHE_MAX_INDEXES; k++) {
+        areal_keyset_free(&c->live.sec[k].keys);
+        areal_keyset_free(&c->staging.sec[k].keys);
+    }
     pthread_mutex_destroy(&c->mu);
     free(c);
 }
@@ -181,6 +414,27 @@ int cache_apply(obj_cache *c, const json_t *obj, bool deleted) {
     else
         rc = store_put(&c->live, c->ops, key, v);
     pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int cache_update_if(obj_cache *c, const json_t *obj,
+                    bool (*replace)(const void *entry, const json_t *obj), bool add) {
+    char key[512];
+    if (!cache_key(obj, key, sizeof key))
+        return -1;
+    void *v = c->ops->convert(obj);
+    if (v == NULL)
+        return -1;
+    pthread_mutex_lock(&c->mu);
+    int64_t *at = areal_keyset_value(&c->live.index, key);
+    int rc = 0;
+    if (at != NULL ? replace(c->live.slot[*at], obj) : add) {
+        rc = store_put(&c->live, c->ops, key, v) == 0 ? 1 : -1; /* takes v */
+        v = NULL;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (v != NULL)
+        c->ops->release(v);
     return rc;
 }
 
@@ -227,6 +481,7 @@ void *cache_get(obj_cache *c, const char *key) {
     pthread_mutex_lock(&c->mu);
     int64_t *at = areal_keyset_value(&c->live.index, key);
     void *v = at ? c->ops->retain(c->live.slot[*at]) : NULL;
+    c->visits += v != NULL;
     pthread_mutex_unlock(&c->mu);
     return v;
 }
@@ -239,9 +494,69 @@ void cache_release(obj_cache *c, void *entry) {
 void cache_each(obj_cache *c, void (*fn)(void *ud, const void *entry), void *ud) {
     pthread_mutex_lock(&c->mu);
     for (size_t i = 0; i < c->live.n_slot; i++)
-        if (c->live.slot[i] != NULL)
+        if (c->live.slot[i] != NULL) {
+            c->visits++;
             fn(ud, c->live.slot[i]);
+        }
     pthread_mutex_unlock(&c->mu);
+}
+
+/* The bucket of `key` in index `which` of the live store, or NULL. Locked. */
+static const bucket *live_bucket(obj_cache *c, int which, const char *key) {
+    if (which < 0 || which >= c->ops->n_indexes || which >= CACHE_MAX_INDEXES || key == NULL)
+        return NULL;
+    sec_index *x = &c->live.sec[which];
+    int64_t *at = areal_keyset_value(&x->keys, key);
+    return at ? &x->buckets[*at] : NULL;
+}
+
+static void each_in_locked(obj_cache *c, int which, const char *key,
+                           void (*fn)(void *ud, const void *entry), void *ud) {
+    const bucket *b = live_bucket(c, which, key);
+    for (size_t i = 0; b != NULL && i < b->n; i++) {
+        c->visits++;
+        fn(ud, c->live.slot[b->slots[i]]);
+    }
+}
+
+void cache_each_in(obj_cache *c, int which, const char *key,
+                   void (*fn)(void *ud, const void *entry), void *ud) {
+    pthread_mutex_lock(&c->mu);
+    each_in_locked(c, which, key, fn, ud);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void cache_read(obj_cache *c, void (*fn)(void *ud, cache_view *v), void *ud) {
+    cache_view v = {c};
+    pthread_mutex_lock(&c->mu);
+    fn(ud, &v);
+    pthread_mutex_unlock(&c->mu);
+}
+
+const void *cache_view_get(cache_view *v, const char *key) {
+    int64_t *at = areal_keyset_value(&v->c->live.index, key);
+    if (at == NULL)
+        return NULL;
+    v->c->visits++;
+    return v->c->live.slot[*at];
+}
+
+void cache_view_each_in(cache_view *v, int which, const char *key,
+                        void (*fn)(void *ud, const void *entry), void *ud) {
+    each_in_locked(v->c, which, key, fn, ud);
+}
+
+void cache_view_sums(cache_view *v, int which, const char *key, long long sums[CACHE_SUMS]) {
+    const bucket *b = live_bucket(v->c, which, key);
+    for (int i = 0; i < CACHE_SUMS; i++)
+        sums[i] = b ? b->sum[i] : 0;
+}
+
+size_t cache_visits(obj_cache *c) {
+    pthread_mutex_lock(&c->mu);
+    size_t n = c->visits;
+    pthread_mutex_unlock(&c->mu);
+    return n;
 }
 
 size_t cache_len(obj_cache *c) {

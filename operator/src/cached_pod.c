@@ -56,6 +56,28 @@ static const json_t *first_waiting(const json_t *pod) {
     return NULL;
 }
 
+/* The message of the first terminated container of a master pod, if bounded. */
+static const char *termination_message(const json_t *pod) {
+    const char *master = str2(json_object_get(pod, "metadata"), "labels", AREAL_LABEL_MASTER);
+    if (master == NULL || strcmp(master, "true") != 0)
+        return NULL;
+    size_t i;
+    json_t *cs;
+    json_array_foreach(json_object_get(json_object_get(pod, "status"), "containerStatuses"), i,
+                       cs) {
+        const json_t *term = json_object_get(json_object_get(cs, "state"), "terminated");
+        if (term == NULL)
+            continue;
+        const json_t *m = json_object_get(term, "message");
+        /* over the kubelet's bound it is not ours: dropped rather than cut mid-object */
+        if (json_is_string(m) && json_string_length(m) > 0 &&
+            json_string_length(m) <= CACHED_TERMINATION_MESSAGE_MAX)
+            return json_string_value(m);
+        return NULL;
+    }
+    return NULL;
+}
+
 /* The strings of the pod, packed (or only counted while k->at is NULL). */
 static void pack_strings(cached_pod *p, const json_t *pod, cached_packer *k) {
     const json_t *meta = json_object_get(pod, "metadata");
@@ -80,6 +102,7 @@ static void pack_strings(cached_pod *p, const json_t *pod, cached_packer *k) {
     const json_t *waiting = first_waiting(pod);
     p->waiting_reason = cached_pack(k, json_string_value(json_object_get(waiting, "reason")));
     p->waiting_message = cached_pack(k, json_string_value(json_object_get(waiting, "message")));
+    p->termination_message = cached_pack(k, termination_message(pod));
 }
 
 /* Ready condition, first terminated exit code, phase, requests. */
@@ -183,8 +206,12 @@ json_t *cached_pod_to_json(const cached_pod *p) {
     if (statuses != NULL)
         ok = json_object_set_new(status, "containerStatuses", statuses) == 0;
     if (ok && statuses && p->exit_code >= 0)
-        ok = json_array_append_new(statuses, json_pack("{s:{s:{s:i}}}", "state", "terminated",
-                                                       "exitCode", p->exit_code)) == 0;
+        ok = json_array_append_new(statuses, p->termination_message
+                                                 ? json_pack("{s:{s:{s:i,s:s}}}", "state",
+                                                             "terminated", "exitCode", p->exit_code,
+                                                             "message", p->termination_message)
+                                                 : json_pack("{s:{s:{s:i}}}", "state", "terminated",
+                                                             "exitCode", p->exit_code)) == 0;
     if (ok && statuses && p->waiting_reason != NULL)
         ok = json_array_append_new(statuses,
                                    json_pack("{s:{s:{s:s,s:s}}}", "state", "waiting", "reason",

@@ -86,7 +86,20 @@ struct controller {
     /* Planned pods not yet observed bound, charged to every worker's cluster;
      * its lock serialises planning (see areal/operator/ledger.h). */
     ledger ledger;
+    /* Pods of the ledger's claims, by key -> what the pod informer has seen of
+     * them since their claim was made (EXPECT_SEEN_*), under expect_mu (taken
+     * after the ledger's lock, never before). An expectation is met by an
+     * event, not only by what the cache shows at the next pass: a pod created
+     * and bound, then deleted by someone else before that pass, was never
+     * "observed" and stalled its job for the whole window (chaos seeds 266,
+     * 603: Running with a missing pod for a second). */
+    pthread_mutex_t expect_mu;
+    areal_keyset expect_seen;
 };
+
+#define EXPECT_SEEN_THERE 1    /* an event of the pod (added, modified or deleted) */
+#define EXPECT_SEEN_BOUND 2    /* an event of it bound, or its deletion */
+#define EXPECT_MAX        4096 /* past it the set is cleared: the cache alone answers */
 
 /* ---- event routing -------------------------------------------------------- */
 
@@ -120,18 +133,14 @@ static void enqueue_job(void *ud, const void *entry) {
         workqueue_add(ctl->q, key);
 }
 
-typedef struct on_node {
-    controller *ctl;
-    const char *node;
-} on_node;
-
-static void enqueue_if_on_node(void *ud, const void *entry) {
-    const on_node *o = ud;
+/* A pod of the node index's bucket of a node: its job looks again. */
+static void enqueue_pod_job(void *ud, const void *entry) {
+    controller *ctl = ud;
     const cached_pod *pod = entry;
-    if (pod->node_name && pod->job && pod->ns && strcmp(pod->node_name, o->node) == 0) {
+    if (pod->job && pod->ns) {
         char key[WORKQUEUE_KEY_MAX];
         snprintf(key, sizeof key, "%s/%s", pod->ns, pod->job);
-        workqueue_add(o->ctl->q, key);
+        workqueue_add(ctl->q, key);
     }
 }
 
@@ -157,10 +166,10 @@ static void route(informer *inf, const json_t *obj, bool deleted) {
         enqueue_job_of_pod(ctl, obj);
     if (inf == &ctl->nodes && (deleted || !node_ready(obj))) {
         /* the jobs with pods there look again (and requeue for the end of the grace) */
-        on_node o = {ctl,
-                     json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"))};
-        if (o.node != NULL)
-            cache_each(ctl->pods.cache, enqueue_if_on_node, &o);
+        const char *node =
+            json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+        if (node != NULL) /* the node's pods only (bound there, or planned there) */
+            cache_each_in(ctl->pods.cache, CACHE_POD_BY_NODE, node, enqueue_pod_job, ctl);
     }
     /* room may have changed: jobs that wait for it look again */
     cache_each(ctl->jobs.cache, enqueue_waiting, ctl);
@@ -212,13 +221,51 @@ static void on_list_end(void *ud, int ok) {
         cache_each(inf->ctl->jobs.cache, enqueue_job, inf->ctl);
 }
 
+/* A pod event: a claim's pod that the ledger expects is seen (expect_seen). */
+static void note_expected(controller *ctl, const json_t *pod, bool deleted) {
+    char key[WORKQUEUE_KEY_MAX];
+    if (!cache_key(pod, key, sizeof key))
+        return;
+    bool bound = deleted || json_object_get(json_object_get(pod, "spec"), "nodeName") != NULL;
+    pthread_mutex_lock(&ctl->expect_mu);
+    int64_t *seen = ctl->expect_seen.len ? areal_keyset_value(&ctl->expect_seen, key) : NULL;
+    if (seen != NULL)
+        *seen |= EXPECT_SEEN_THERE | (bound ? EXPECT_SEEN_BOUND : 0);
+    pthread_mutex_unlock(&ctl->expect_mu);
+}
+
+/* metadata.resourceVersion as a number, or -1 (none, or not a number). */
+static long long rv_number(const json_t *obj) {
+    const char *rv =
+        json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
+    char *end;
+    long long n = rv ? strtoll(rv, &end, 10) : -1;
+    return rv && *rv && *end == '\0' ? n : -1;
+}
+
+/* An AReaLJob event's object is stored unless the cache holds a newer
+ * version: a worker puts the answer of its own status write there
+ * (keep_newer_job), and the watch's older events that arrive after it must
+ * not take the cache back (the chaos test's seed 979: passes on the
+ * regressed job wrote stale statuses, answered 409, at rest). */
+static bool not_newer_job(const void *cached, const json_t *job) {
+    long long have = rv_number(cached), got = rv_number(job);
+    return have < 0 || got < 0 || got >= have;
+}
+
 static int on_event(void *ud, const kube_event *ev) {
     informer *inf = ud;
     if (ev->type != KUBE_EVENT_ADDED && ev->type != KUBE_EVENT_MODIFIED &&
         ev->type != KUBE_EVENT_DELETED)
         return KUBE_OK;
-    if (cache_apply(inf->cache, ev->object, ev->type == KUBE_EVENT_DELETED) != 0)
+    bool deleted = ev->type == KUBE_EVENT_DELETED;
+    int rc = inf == &inf->ctl->jobs && !deleted
+                 ? cache_update_if(inf->cache, ev->object, not_newer_job, true)
+                 : cache_apply(inf->cache, ev->object, deleted);
+    if (rc < 0)
         return KUBE_ENOMEM;
+    if (inf == &inf->ctl->pods)
+        note_expected(inf->ctl, ev->object, ev->type == KUBE_EVENT_DELETED);
     route(inf, ev->object, ev->type == KUBE_EVENT_DELETED);
     return KUBE_OK;
 }
@@ -249,12 +296,14 @@ static void *informer_main(void *arg) {
 
 typedef struct gather {
     const char *ns, *job;
-    json_t **pods; /* the job's pods, as the JSON shape reconcile reads */
+    char job_key[WORKQUEUE_KEY_MAX]; /* "ns/job": the pod cache's job index key */
+    json_t **pods;                   /* the job's pods, as the JSON shape reconcile reads */
     int n_pods, cap_pods;
     areal_cluster *cluster;
-    areal_keyset node_index;   /* node name -> index in cluster */
-    areal_keyset all_nodes;    /* every node name, also those placement is not offered */
-    reconcile_down_node *down; /* nodes not Ready (names owned) */
+    areal_keyset node_index;       /* node name -> index in cluster */
+    long long (*used)[CACHE_SUMS]; /* per cluster node: room other jobs' pods hold */
+    areal_keyset all_nodes;        /* every node name, also those placement is not offered */
+    reconcile_down_node *down;     /* nodes not Ready (names owned) */
     int n_down, cap_down;
     ledger *ledger; /* locked by the caller: bound pods it counts are marked seen */
     bool oom;
@@ -297,50 +346,87 @@ static void gather_node(void *ud, const void *entry) {
         *areal_keyset_value(&g->node_index, node->name) = at;
 }
 
-static void gather_pod(void *ud, const void *entry) {
+/* One of the job's own pods (the job index's bucket): its JSON view for
+ * reconcile, and its room taken back off its node - the cluster counts only
+ * other jobs' pods, so that a gang replans over its own. */
+static void gather_own(void *ud, const void *entry) {
     gather *g = ud;
     const cached_pod *pod = entry;
-    if (pod->ns && pod->job && strcmp(pod->ns, g->ns) == 0 && strcmp(pod->job, g->job) == 0) {
-        if (g->n_pods == g->cap_pods) {
-            int cap = g->cap_pods ? 2 * g->cap_pods : 16;
-            json_t **grown = realloc(g->pods, (size_t)cap * sizeof *grown);
-            if (grown == NULL) {
-                g->oom = true;
-                return;
-            }
-            g->pods = grown;
-            g->cap_pods = cap;
-        }
-        json_t *view = cached_pod_to_json(pod);
-        if (view == NULL)
+    if (g->n_pods == g->cap_pods) {
+        int cap = g->cap_pods ? 2 * g->cap_pods : 16;
+        json_t **grown = realloc(g->pods, (size_t)cap * sizeof *grown);
+        if (grown == NULL) {
             g->oom = true;
-        else
-            g->pods[g->n_pods++] = view;
-        return;
+            return;
+        }
+        g->pods = grown;
+        g->cap_pods = cap;
     }
-    /* another tenant's pod: it uses room on its node. An unbound pod of
-     * another job that names its planned node holds that room too (as the
-     * scheduler's nominated pods): the ledger's claims on it are lost when
-     * the operator restarts or a pass of its job decides no binds, and that
-     * job's next pass binds it to the planned node without planning again -
-     * the chaos test's seeds 9 and 11 put 5 GPUs on nodes of 4 that way. */
-    const char *node = pod->node_name;
-    if (node == NULL && pod->planned_node != NULL && pod->deletion_timestamp == NULL && pod->job)
-        node = pod->planned_node;
-    if (node == NULL || pod->phase == CACHED_PHASE_SUCCEEDED || pod->phase == CACHED_PHASE_FAILED ||
-        !pod->requests_ok)
-        return;
-    int64_t *at = areal_keyset_value(&g->node_index, node);
-    if (at == NULL)
-        return;
-    areal_node *n = &g->cluster->nodes[*at];
-    n->gpus_used = n->gpus_used + pod->gpus > n->gpus ? n->gpus : n->gpus_used + pod->gpus;
-    n->cpu_used_milli += (long)pod->cpu_milli;
-    n->mem_used_bytes += pod->mem_bytes;
-    if (ledger_len(g->ledger) > 0 && pod->ns && pod->name) {
-        char key[WORKQUEUE_KEY_MAX];
-        snprintf(key, sizeof key, "%s/%s", pod->ns, pod->name);
-        ledger_seen(g->ledger, key, node); /* counted here: its claim is not charged again */
+    json_t *view = cached_pod_to_json(pod);
+    if (view == NULL)
+        g->oom = true;
+    else
+        g->pods[g->n_pods++] = view;
+    long long w[CACHE_SUMS];
+    const char *node = cache_pod_room(pod, w);
+    int64_t *at = node ? areal_keyset_value(&g->node_index, node) : NULL;
+    if (at != NULL) {
+        long long *used = g->used[*at];
+        for (int k = 0; k < CACHE_SUMS; k++)
+            used[k] -= w[k];
+    }
+}
+
+typedef struct seen_ctx {
+    gather *g;
+    cache_view *v;
+} seen_ctx;
+
+/* Whether the pod of a ledger claim is counted on `node` in this pass: it is
+ * another job's, it holds room (see cache_pod_room) and that room is on `node`. */
+static bool counted_on(void *ud, const char *pod_key, const char *node) {
+    seen_ctx *s = ud;
+    const cached_pod *pod = cache_view_get(s->v, pod_key);
+    if (pod == NULL ||
+        (pod->job && pod->ns && strcmp(pod->ns, s->g->ns) == 0 && strcmp(pod->job, s->g->job) == 0))
+        return false;
+    long long w[CACHE_SUMS];
+    const char *at = cache_pod_room(pod, w);
+    bool holds = pod->requests_ok && pod->phase != CACHED_PHASE_SUCCEEDED &&
+                 pod->phase != CACHED_PHASE_FAILED;
+    return holds && at != NULL && strcmp(at, node) == 0 &&
+           areal_keyset_has(&s->g->node_index, node);
+}
+
+/*
+ * The pods' part of a pass, in one read of the pod cache (so the room of a
+ * pod that moves meanwhile - bound from its planned node to another - is
+ * counted exactly once): every node's used room from the node index's sums,
+ * less the job's own pods (the job index's bucket), which become the JSON
+ * views reconcile reads. Other tenants' pods are never visited (issue 11: no
+ * step scans the whole cluster per job). An unbound pod of another job that
+ * names its planned node holds that room too (as the scheduler's nominated
+ * pods): the ledger's claims on it are lost when the operator restarts or a
+ * pass of its job decides no binds, and that job's next pass binds it to the
+ * planned node without planning again - the chaos test's seeds 9 and 11 put
+ * 5 GPUs on nodes of 4 that way. Ledger claims whose pods are counted here
+ * are marked seen (not charged twice).
+ */
+static void gather_pods(void *ud, cache_view *v) {
+    gather *g = ud;
+    for (int i = 0; i < g->cluster->n_nodes; i++)
+        cache_view_sums(v, CACHE_POD_BY_NODE, g->cluster->nodes[i].name, g->used[i]);
+    cache_view_each_in(v, CACHE_POD_BY_JOB, g->job_key, gather_own, g);
+    for (int i = 0; i < g->cluster->n_nodes; i++) {
+        areal_node *n = &g->cluster->nodes[i];
+        long long gpus = g->used[i][0] > 0 ? g->used[i][0] : 0;
+        n->gpus_used = gpus > n->gpus ? n->gpus : (int)gpus;
+        n->cpu_used_milli = (long)g->used[i][1];
+        n->mem_used_bytes = g->used[i][2];
+    }
+    if (ledger_len(g->ledger) > 0) {
+        seen_ctx sc = {g, v};
+        ledger_mark_seen(g->ledger, counted_on, &sc);
     }
 }
 
@@ -378,6 +464,19 @@ static bool claim_room(controller *ctl, const char *ns, const reconcile_result *
 /* Records the binds of decision `r` as the job's claims (replacing its old
  * ones; a decision without binds drops them). Ledger locked. False when out
  * of memory. */
+/* Pod `pod_key` gets a claim: the pod informer's events of it count from now
+ * (an earlier incarnation's seen marks are dropped). */
+static void expect_from_now(controller *ctl, const char *pod_key) {
+    pthread_mutex_lock(&ctl->expect_mu);
+    if (ctl->expect_seen.len >= EXPECT_MAX) { /* bounded: only weaker expectations */
+        areal_keyset_free(&ctl->expect_seen);
+        areal_keyset_init(&ctl->expect_seen);
+    }
+    if (areal_keyset_add(&ctl->expect_seen, pod_key) >= 0)
+        *areal_keyset_value(&ctl->expect_seen, pod_key) = 0;
+    pthread_mutex_unlock(&ctl->expect_mu);
+}
+
 static bool record_claims(controller *ctl, const char *key, const char *ns,
                           const reconcile_result *r) {
     int n = 0;
@@ -397,6 +496,7 @@ static bool record_claims(controller *ctl, const char *key, const char *ns,
             continue;
         snprintf(pods[k], sizeof pods[k], "%s/%s", ns, a->name);
         claims[k].pod = pods[k];
+        expect_from_now(ctl, pods[k]);
         claims[k].node = (char *)a->node;
         claim_room(ctl, ns, r, a->name, &claims[k]);
         k++;
@@ -549,7 +649,8 @@ typedef struct run_ctx {
     const char *key;
     const reconcile_action *actions;
     int n;
-    json_t **patched; /* a job patch is a run of its own: only one thread writes it */
+    json_t **patched;    /* a job patch is a run of its own: only one thread writes it */
+    unsigned char *done; /* [n]: 1 when that action was answered with success */
     atomic_int next;
     atomic_bool failed;
     atomic_flag claimed;  /* the first failure is kept: */
@@ -562,7 +663,9 @@ static void *run_worker(void *arg) {
     int i;
     while (!atomic_load(&r->failed) && (i = atomic_fetch_add(&r->next, 1)) < r->n) {
         kube_error kerr;
-        if (apply(r->ctl, r->job, &r->actions[i], r->patched, &kerr) != KUBE_OK) {
+        if (apply(r->ctl, r->job, &r->actions[i], r->patched, &kerr) == KUBE_OK) {
+            r->done[i] = 1; /* each thread writes its own actions' entries */
+        } else {
             areal_log(AREAL_LOG_WARN, "controller",
                       AREAL_FIELDS({"job", r->key}, {"resource", r->actions[i].resource},
                                    {"name", r->actions[i].name}),
@@ -579,16 +682,19 @@ static void *run_worker(void *arg) {
 
 /* Applies n actions of one run, up to APPLY_PARALLEL at once; false when one
  * failed (then *failed_at is its index in `actions` and *ferr the API's answer).
- * A job patch leaves the patched job in *patched (see apply). */
+ * done[k] is set to 1 for each action answered with success (the others of a
+ * failed run may have been started or not). A job patch leaves the patched
+ * job in *patched (see apply). */
 static bool apply_run(controller *ctl, const json_t *job, const char *key,
-                      const reconcile_action *actions, int n, json_t **patched, int *failed_at,
-                      kube_error *ferr) {
+                      const reconcile_action *actions, int n, json_t **patched, unsigned char *done,
+                      int *failed_at, kube_error *ferr) {
     run_ctx r = {.ctl = ctl,
                  .job = job,
                  .key = key,
                  .actions = actions,
                  .n = n,
                  .patched = patched,
+                 .done = done,
                  .claimed = ATOMIC_FLAG_INIT};
     atomic_init(&r.next, 0);
     atomic_init(&r.failed, false);
@@ -671,21 +777,62 @@ static bool merge_changes_nothing(const json_t *target, const json_t *patch) {
     return true;
 }
 
-/* Returns true when the key should be retried with backoff. */
-static bool has_binds(const reconcile_result *r) {
-    for (int i = 0; i < r->n_actions; i++)
-        if (r->actions[i].kind == RECONCILE_BIND)
-            return true;
-    return false;
+/*
+ * Puts `job` (the server's answer to a status write) into
+ * the job cache when the cache holds an older version of it: the informer
+ * shows our own writes a watch round trip later, and a pass meanwhile would
+ * read the old status (its writes then conflict, 409, or it repeats an
+ * Event). Only an older cached version is replaced (resourceVersions compared
+ * as the numbers every API server uses, opaque ones skipped), and a job the
+ * cache no longer has is not brought back; the informer's newer events (see
+ * not_newer_job) and lists replace it. Rejected: re-applying the same status with the new
+ * resourceVersion (it was decided from the old status: stale counters).
+ */
+static bool older_job(const void *cached, const json_t *job) {
+    long long have = rv_number(cached), got = rv_number(job);
+    return have >= 0 && got > have;
 }
 
-/* True when the pod cache shows pod `pod_key` bound. */
-static bool pod_observed_bound(void *ud, const char *pod_key) {
+static void keep_newer_job(controller *ctl, const json_t *job) {
+    if (job != NULL && json_is_object(json_object_get(job, "metadata")))
+        cache_update_if(ctl->jobs.cache, job, older_job, false);
+}
+
+/* Expectations: every pod create and bind of decision `r` answered with
+ * success (done[i]), also when a later action failed, is awaited by the
+ * job's next pass until the pod cache shows it (ledger_answered). */
+static void expect_answered(controller *ctl, const char *ns, const reconcile_result *r,
+                            const unsigned char *done) {
+    long long now = areal_wall_ms();
+    ledger_lock(&ctl->ledger);
+    for (int i = 0; i < r->n_actions; i++) {
+        const reconcile_action *a = &r->actions[i];
+        if (!done[i] || strcmp(a->resource, "pods") != 0 ||
+            (a->kind != RECONCILE_CREATE && a->kind != RECONCILE_BIND))
+            continue;
+        char key[WORKQUEUE_KEY_MAX];
+        snprintf(key, sizeof key, "%s/%s", ns, a->name);
+        ledger_answered(&ctl->ledger, key, a->kind == RECONCILE_CREATE, now);
+    }
+    ledger_unlock(&ctl->ledger);
+}
+
+/* What the pod cache shows of pod `pod_key`. */
+static ledger_pod_state pod_observed(void *ud, const char *pod_key) {
     controller *ctl = ud;
     cached_pod *p = cache_get(ctl->pods.cache, pod_key);
-    bool bound = p != NULL && p->node_name != NULL;
+    ledger_pod_state st = p == NULL              ? LEDGER_POD_ABSENT
+                          : p->node_name == NULL ? LEDGER_POD_CREATED
+                                                 : LEDGER_POD_BOUND;
     cache_release(ctl->pods.cache, p);
-    return bound;
+    pthread_mutex_lock(&ctl->expect_mu); /* or its events said so, whatever came after */
+    int64_t *seen = areal_keyset_value(&ctl->expect_seen, pod_key);
+    if (seen != NULL && (*seen & EXPECT_SEEN_BOUND))
+        st = LEDGER_POD_BOUND;
+    else if (seen != NULL && (*seen & EXPECT_SEEN_THERE) && st < LEDGER_POD_CREATED)
+        st = LEDGER_POD_CREATED;
+    pthread_mutex_unlock(&ctl->expect_mu);
+    return st;
 }
 
 /* True while job `job` was refused at its generation and the job cache has not
@@ -725,6 +872,7 @@ static void note_refusal(controller *ctl, const char *key, const json_t *job) {
     pthread_mutex_unlock(&ctl->events_mu);
 }
 
+/* Returns true when the key should be retried with backoff. */
 static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
     *requeue_ms = 0;
     json_t *job = cache_get(ctl->jobs.cache, key);
@@ -741,12 +889,13 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
         ledger_unlock(&ctl->ledger);
         return false; /* deleted: owner references take the children */
     }
-    /* The last pass bound a gang the pod cache does not show bound yet: a pass
-     * now would see it unbound and could plan it anew. Wait for the watch
+    /* The last pass created or bound pods the pod cache does not show yet (also
+     * when the pass was cut short after them): a pass now would see them
+     * missing or unbound and could plan the gang anew. Wait for the watch
      * (usually milliseconds); after EXPECT_WINDOW_MS act on what is seen. */
     ledger_lock(&ctl->ledger);
-    int unobserved = ledger_unobserved(&ctl->ledger, key, areal_wall_ms(), EXPECT_WINDOW_MS,
-                                       pod_observed_bound, ctl);
+    int unobserved =
+        ledger_unobserved(&ctl->ledger, key, areal_wall_ms(), EXPECT_WINDOW_MS, pod_observed, ctl);
     ledger_unlock(&ctl->ledger);
     if (unobserved > 0) {
         cache_release(ctl->jobs.cache, job);
@@ -769,8 +918,13 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
      * and short; the API writes below run outside the lock). */
     ledger_lock(&ctl->ledger);
     ledger_begin(&ctl->ledger);
+    snprintf(g.job_key, sizeof g.job_key, "%s/%s", g.ns, g.job ? g.job : "");
     cache_each(ctl->nodes.cache, gather_node, &g);
-    cache_each(ctl->pods.cache, gather_pod, &g);
+    g.used = calloc((size_t)cluster.n_nodes + 1, sizeof *g.used);
+    if (g.used == NULL)
+        g.oom = true;
+    else
+        cache_read(ctl->pods.cache, gather_pods, &g);
     ledger_charge(&ctl->ledger, key, &cluster, &g.node_index);
     for (int i = 0; i < g.n_pods; i++) { /* a node that is gone has no kubelet either */
         const char *node =
@@ -804,11 +958,13 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
         kube_error kerr;
         json_t *patched = NULL; /* the job after this pass's own patch (finalizer) */
         bool rejected = false;
+        unsigned char *done = calloc((size_t)r.n_actions + 1, 1);
+        retry = done == NULL;
         for (int i = 0, j; i < r.n_actions && !retry && !rejected; i = j) {
             for (j = i + 1; j < r.n_actions && same_run(&r.actions[i], &r.actions[j]); j++) {
             }
             int at = 0;
-            retry = !apply_run(ctl, job, key, &r.actions[i], j - i, &patched, &at, &kerr);
+            retry = !apply_run(ctl, job, key, &r.actions[i], j - i, &patched, &done[i], &at, &kerr);
             const reconcile_action *fa = &r.actions[i + at];
             if (retry && (fa->kind == RECONCILE_CREATE || fa->kind == RECONCILE_BIND) &&
                 kerr.code == KUBE_EHTTP && reconcile_error_is_permanent(kerr.http_status)) {
@@ -823,11 +979,9 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
                     note_refusal(ctl, key, job);
             }
         }
-        if (!retry && !rejected && has_binds(&r)) {
-            ledger_lock(&ctl->ledger); /* expectations: wait to observe them */
-            ledger_bound(&ctl->ledger, key, areal_wall_ms());
-            ledger_unlock(&ctl->ledger);
-        }
+        if (!rejected && done != NULL)
+            expect_answered(ctl, g.ns, &r, done);
+        free(done);
         if (rejected) {
             r.requeue_after_ms = 0;
             json_decref(r.status); /* the rejection's status was written instead */
@@ -850,14 +1004,26 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
                                            "status", r.status)
                                : json_pack("{s:O}", "status", r.status);
             kube_resource res = resource_for("arealjobs", g.ns);
-            if (kube_patch(ctl->kc, &res, g.job, KUBE_PATCH_MERGE, patch, "status", NULL, &kerr) !=
-                KUBE_OK) {
-                /* 409: the pass read an older job than the server has; the retry
-                 * runs on the newer one (never writing stale counters back). */
+            json_t *written = NULL;
+            if (kube_patch(ctl->kc, &res, g.job, KUBE_PATCH_MERGE, patch, "status", &written,
+                           &kerr) == KUBE_OK) {
+                keep_newer_job(ctl, written); /* the next pass starts from it */
+            } else {
+                /* 409: the pass read an older job than the server has (the
+                 * informer had not shown a write yet). The retry decides again
+                 * on the job as the cache then shows it: the status is
+                 * recomputed, never the stale one written back over newer
+                 * counters (restarts), and never lost; the queue's backoff
+                 * bounds the retries. Other failures (5xx, no answer) retry the
+                 * same way. Rejected: reading the job with a GET here (a verb
+                 * the chart's RBAC does not grant: every read is the caches');
+                 * the answers of our own writes keep the cache fresh instead. */
                 areal_log(AREAL_LOG_WARN, "controller", AREAL_FIELDS({"job", key}),
-                          "status write failed, retrying: %s", kerr.msg);
+                          "status write failed, retrying%s: %s",
+                          kerr.code == KUBE_ECONFLICT ? " on a newer job" : "", kerr.msg);
                 retry = true;
             }
+            json_decref(written);
             json_decref(patch);
         }
         if (!retry)
@@ -872,6 +1038,7 @@ static bool reconcile_key(controller *ctl, const char *key, long *requeue_ms) {
     for (int i = 0; i < g.n_pods; i++)
         json_decref(g.pods[i]);
     free(g.pods);
+    free(g.used);
     for (int i = 0; i < g.n_down; i++)
         free((char *)g.down[i].name);
     free(g.down);
@@ -936,6 +1103,8 @@ int controller_new(kube_client *kc, const controller_config *cfg, metrics_regist
     areal_keyset_init(&ctl->last_event);
     areal_keyset_init(&ctl->rejected);
     ledger_init(&ctl->ledger);
+    pthread_mutex_init(&ctl->expect_mu, NULL);
+    areal_keyset_init(&ctl->expect_seen);
     int rc = workqueue_new(NULL, &ctl->q) == 0 ? AREAL_OK
                                                : areal_error_set(err, AREAL_ENOMEM, -1, "oom");
     if (rc == AREAL_OK)
@@ -1031,6 +1200,10 @@ void controller_each_pod(controller *ctl, void (*fn)(void *ud, const cached_pod 
     cache_each(ctl->pods.cache, each_pod_entry, &e);
 }
 
+size_t controller_pod_visits(controller *ctl) {
+    return cache_visits(ctl->pods.cache);
+}
+
 void controller_free(controller *ctl) {
     if (ctl == NULL)
         return;
@@ -1043,6 +1216,8 @@ void controller_free(controller *ctl) {
     areal_keyset_free(&ctl->last_event);
     areal_keyset_free(&ctl->rejected);
     ledger_free(&ctl->ledger);
+    areal_keyset_free(&ctl->expect_seen);
+    pthread_mutex_destroy(&ctl->expect_mu);
     pthread_mutex_destroy(&ctl->events_mu);
     pthread_cond_destroy(&ctl->stop_cond);
     pthread_mutex_destroy(&ctl->stop_mu);

@@ -398,6 +398,8 @@ json_t *desired_pod(const json_t *job, const areal_alloc *alloc, const areal_pla
     add_env(env, AREAL_ENV_CONFIG, "/etc/areal/config.json");
     add_env_field(env, AREAL_ENV_POD_NAME, "metadata.name");
     add_env_field(env, AREAL_ENV_POD_IP, "status.podIP");
+    if (!role->inference)
+        add_env(env, AREAL_ENV_TERMINATION_LOG, AREAL_TERMINATION_LOG_PATH);
 
     json_t *limits = json_object(), *requests = json_object();
     for (int l = 0; l < 2; l++) {
@@ -456,6 +458,14 @@ json_t *desired_pod(const json_t *job, const areal_alloc *alloc, const areal_pla
         "imagePullPolicy", pull ? pull : "IfNotPresent", "command", "areal-worker", "env", env,
         "resources", "limits", limits, "requests", requests, "volumeMounts", mounts, "ports",
         "name", "rendezvous", "containerPort", c.master_port);
+    if (!role->inference) {
+        /* the trainer's last words (its final /status) as the termination message:
+         * the operator's only view of a step finished after its last poll. Not a
+         * volume: the kubelet makes and mounts this file itself. */
+        json_object_set_new(container, "terminationMessagePath",
+                            json_string(AREAL_TERMINATION_LOG_PATH));
+        json_object_set_new(container, "terminationMessagePolicy", json_string("File"));
+    }
     /* args: the most specific layer that sets them wins (lists are not merged:
      * two halves of a command line would not make one) */
     for (int l = 1; l >= 0; l--) {

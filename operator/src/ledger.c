@@ -52,6 +52,13 @@ void ledger_seen(ledger *l, const char *pod_key, const char *node) {
         l->claims[*at].seen = true;
 }
 
+void ledger_mark_seen(ledger *l, bool (*counted)(void *ud, const char *pod_key, const char *node),
+                      void *ud) {
+    for (int i = 0; i < l->n; i++)
+        if (!l->claims[i].seen && counted(ud, l->claims[i].pod, l->claims[i].node))
+            l->claims[i].seen = true;
+}
+
 void ledger_charge(ledger *l, const char *job_key, areal_cluster *c, areal_keyset *node_index) {
     for (int i = 0; i < l->n; i++) {
         const ledger_claim *cl = &l->claims[i];
@@ -130,14 +137,27 @@ void ledger_bound(ledger *l, const char *job_key, long long now_ms) {
             l->claims[i].bound_ms = now_ms;
 }
 
+void ledger_answered(ledger *l, const char *pod_key, bool created, long long now_ms) {
+    long *at = l->n ? areal_keyset_value(&l->by_pod, pod_key) : NULL;
+    if (at == NULL)
+        return;
+    if (created)
+        l->claims[*at].created_ms = now_ms;
+    else
+        l->claims[*at].bound_ms = now_ms;
+}
+
 int ledger_unobserved(ledger *l, const char *job_key, long long now_ms, long long window_ms,
-                      bool (*observed)(void *ud, const char *pod_key), void *ud) {
+                      ledger_pod_state (*state)(void *ud, const char *pod_key), void *ud) {
     int n = 0;
     for (int i = 0; i < l->n; i++) {
         const ledger_claim *c = &l->claims[i];
-        if (c->bound_ms > 0 && now_ms - c->bound_ms < window_ms && strcmp(c->job, job_key) == 0 &&
-            !observed(ud, c->pod))
-            n++;
+        bool bind = c->bound_ms > 0 && now_ms - c->bound_ms < window_ms;
+        bool make = c->created_ms > 0 && now_ms - c->created_ms < window_ms;
+        if (!(bind || make) || strcmp(c->job, job_key) != 0)
+            continue;
+        ledger_pod_state st = state(ud, c->pod);
+        n += (bind && st < LEDGER_POD_BOUND) || (make && st < LEDGER_POD_CREATED);
     }
     return n;
 }

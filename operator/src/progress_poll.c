@@ -8,12 +8,13 @@
  * progress, which no reconcile pass writes, so it cannot undo a pass's
  * write), record "TrainerPhase" when the phase moved, set the gauges. The
  * last phase per job lives in a small table under a mutex (a round may also
- * run on a test's thread). Rounds are sequential: at most one GET at a time,
- * so a round of N silent trainers takes N timeouts (1 s each by default);
- * that bounds progress latency, not reconciles, which never wait for it.
- * Rejected: a thread per job (the operator watches thousands of jobs, few of
- * which train at once) and an async client (one blocking round is simpler
- * and fast enough for a 5 s period with tens of trainers).
+ * run on a test's thread). A terminated rank 0's termination message (its
+ * final /status) is a target too, written once per pod uid: a trainer ending
+ * within a period would otherwise leave an old step. Rounds are sequential: at most one GET at a
+ * time, so a round of N silent trainers takes N timeouts (1 s each by default); that bounds
+ * progress latency, not reconciles, which never wait for it. Rejected: a thread per job (the
+ * operator watches thousands of jobs, few of which train at once) and an async client (one blocking
+ * round is simpler and fast enough for a 5 s period with tens of trainers).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -33,6 +34,9 @@ typedef struct seen {
     char phase[24];
     bool live;               /* polled this round */
     autoscale_state auto_st; /* spec.rollout.target's policy, per job */
+    char final_uid[64];      /* the pod whose final message is written ("": none yet) */
+    bool final_ok;           /* it parsed: final_st holds it (the gauges keep it) */
+    trainer_status final_st;
 } seen;
 
 struct progress_poller {
@@ -179,10 +183,101 @@ static void autoscale(progress_poller *p, const progress_target *t, const json_t
     event(p, t, job, "Autoscaled", msg);
 }
 
+/*
+ * Writes st (a live answer or a final message) into the job's
+ * status.progress and records TrainerPhase when the phase moved. Returns
+ * false when the patch failed (logged and counted).
+ */
+static bool write_progress(progress_poller *p, const progress_target *t, const char *key,
+                           const trainer_status *st) {
+    const char *lv[] = {t->ns, t->job};
+    char now[32];
+    reconcile_format_time((long long)time(NULL) * 1000, now);
+    json_t *prog = progress_json(st, now);
+    json_t *patch = prog ? json_pack("{s:{s:o}}", "status", "progress", prog) : NULL;
+    if (patch == NULL)
+        return false;
+    kube_resource res = {"areal.io", "v1alpha1", "arealjobs", t->ns};
+    json_t *job = NULL;
+    kube_error ke;
+    int rc = kube_patch(p->kc, &res, t->job, KUBE_PATCH_MERGE, patch, "status", &job, &ke);
+    json_decref(patch);
+    if (rc != KUBE_OK) {
+        areal_log(AREAL_LOG_WARN, "progress", AREAL_FIELDS({"job", key}),
+                  "status.progress not written: %s", ke.msg);
+        metrics_counter_add(p->c_errors, lv, 1);
+        return false;
+    }
+    seen *s = seen_get(p, key);
+    if (s != NULL) {
+        s->live = true;
+        if (strcmp(s->phase, st->phase) != 0) {
+            char msg[160];
+            if (s->phase[0])
+                snprintf(msg, sizeof msg, "trainer phase %s (was %s) at step %lld", st->phase,
+                         s->phase, st->has_step ? st->step : 0);
+            else
+                snprintf(msg, sizeof msg, "trainer phase %s at step %lld", st->phase,
+                         st->has_step ? st->step : 0);
+            event(p, t, job, "TrainerPhase", msg);
+            snprintf(s->phase, sizeof s->phase, "%s", st->phase);
+        }
+        if (t->final_message == NULL && strcmp(st->phase, "training") == 0)
+            autoscale(p, t, job, st, s);
+    }
+    json_decref(job);
+    return true;
+}
+
+/*
+ * A terminated rank 0's last words: written once per pod uid (the pod stays a
+ * target until it is deleted; re-patching the same numbers every round would
+ * only move updateTime). Returns true with *out filled while the message
+ * parsed (its gauges stay, as a live trainer's would).
+ */
+static bool final_one(progress_poller *p, const progress_target *t, const char *key,
+                      trainer_status *out) {
+    seen *s = seen_get(p, key);
+    if (s == NULL)
+        return false;
+    s->live = true; /* its phase is remembered while the pod is a target */
+    if (strcmp(s->final_uid, t->uid) == 0) {
+        *out = s->final_st;
+        return s->final_ok;
+    }
+    trainer_status st;
+    areal_error err;
+    if (progress_parse(t->final_message, strlen(t->final_message), &st, &err) != AREAL_OK) {
+        /* not ours (a user's own termination message, say): once, then left alone */
+        const char *lv[] = {t->ns, t->job};
+        areal_log(AREAL_LOG_WARN, "progress", AREAL_FIELDS({"job", key}),
+                  "the trainer's termination message is no status: %s", err.msg);
+        metrics_counter_add(p->c_errors, lv, 1);
+        snprintf(s->final_uid, sizeof s->final_uid, "%s", t->uid);
+        s->final_ok = false;
+        return false;
+    }
+    if (!write_progress(p, t, key, &st))
+        return false;     /* the next round tries again */
+    s = seen_get(p, key); /* write_progress may have grown the table */
+    if (s == NULL)
+        return false;
+    areal_log(AREAL_LOG_INFO, "progress", AREAL_FIELDS({"job", key}),
+              "final status of pod uid %s written: phase %s at step %lld", t->uid, st.phase,
+              st.has_step ? st.step : 0);
+    snprintf(s->final_uid, sizeof s->final_uid, "%s", t->uid);
+    s->final_ok = true;
+    s->final_st = st;
+    *out = st;
+    return true;
+}
+
 /* Returns true with *out filled when the trainer answered. */
 static bool poll_one(progress_poller *p, const progress_target *t, trainer_status *out) {
     char key[520];
     snprintf(key, sizeof key, "%s/%s", t->ns, t->job);
+    if (t->final_message != NULL)
+        return final_one(p, t, key, out);
     const char *lv[] = {t->ns, t->job};
     char *body = NULL;
     size_t len = 0;
@@ -202,41 +297,7 @@ static bool poll_one(progress_poller *p, const progress_target *t, trainer_statu
     }
     free(body);
     *out = st;
-    char now[32];
-    reconcile_format_time((long long)time(NULL) * 1000, now);
-    json_t *prog = progress_json(&st, now);
-    json_t *patch = prog ? json_pack("{s:{s:o}}", "status", "progress", prog) : NULL;
-    if (patch == NULL)
-        return true;
-    kube_resource res = {"areal.io", "v1alpha1", "arealjobs", t->ns};
-    json_t *job = NULL;
-    kube_error ke;
-    int rc = kube_patch(p->kc, &res, t->job, KUBE_PATCH_MERGE, patch, "status", &job, &ke);
-    json_decref(patch);
-    if (rc != KUBE_OK) {
-        areal_log(AREAL_LOG_WARN, "progress", AREAL_FIELDS({"job", key}),
-                  "status.progress not written: %s", ke.msg);
-        metrics_counter_add(p->c_errors, lv, 1);
-        return true;
-    }
-    seen *s = seen_get(p, key);
-    if (s != NULL) {
-        s->live = true;
-        if (strcmp(s->phase, st.phase) != 0) {
-            char msg[160];
-            if (s->phase[0])
-                snprintf(msg, sizeof msg, "trainer phase %s (was %s) at step %lld", st.phase,
-                         s->phase, st.has_step ? st.step : 0);
-            else
-                snprintf(msg, sizeof msg, "trainer phase %s at step %lld", st.phase,
-                         st.has_step ? st.step : 0);
-            event(p, t, job, "TrainerPhase", msg);
-            snprintf(s->phase, sizeof s->phase, "%s", st.phase);
-        }
-        if (strcmp(st.phase, "training") == 0)
-            autoscale(p, t, job, &st, s);
-    }
-    json_decref(job);
+    write_progress(p, t, key, &st);
     return true;
 }
 
@@ -248,6 +309,8 @@ void progress_poller_round(progress_poller *p) {
     trainer_status *st = calloc(n ? n : 1, sizeof *st);
     bool *ok = calloc(n ? n : 1, sizeof *ok);
     if (st == NULL || ok == NULL) {
+        for (size_t i = 0; i < n; i++)
+            free(ts[i].final_message);
         free(st);
         free(ok);
         free(ts);
@@ -275,6 +338,8 @@ void progress_poller_round(progress_poller *p) {
             p->seen[k++] = p->seen[i];
     p->n_seen = k;
     pthread_mutex_unlock(&p->mu);
+    for (size_t i = 0; i < n; i++)
+        free(ts[i].final_message);
     free(st);
     free(ok);
     free(ts);

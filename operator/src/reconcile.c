@@ -96,10 +96,11 @@ static bool sort_pods(step_ctx *c) {
         }
         sv->n_pods++;
         const char *ph = step_str(pod, "status", "phase");
-        bool going = step_pod_going(pod), lost = !step_pod_terminated(pod) && step_pod_lost(c, pod);
+        bool going = step_pod_going(pod), on_lost = step_pod_lost(c, pod);
         sv->failed = sv->failed || (ph && strcmp(ph, "Failed") == 0);
-        sv->lost = sv->lost || (lost && !going);
-        sv->lost_going = sv->lost_going || (lost && going);
+        sv->lost = sv->lost || (on_lost && !going && !step_pod_terminated(pod));
+        /* whatever its phase: no kubelet will confirm it (see step_trainer.c) */
+        sv->lost_going = sv->lost_going || (on_lost && going);
         sv->going = sv->going || going;
         sv->bound = sv->bound && step_str(pod, "spec", "nodeName") != NULL;
         sv->running = sv->running && ph && strcmp(ph, "Running") == 0;
@@ -140,12 +141,32 @@ static void carry_status(step_ctx *c) {
     json_object_set_new(c->status, "rolloutSelector", json_string(selector));
 }
 
+/* Every condition of the previous status, in its order: a step sets (or
+ * replaces) the ones it decides; the others say what they said. Found by the
+ * chaos test (seeds 174, 339): a pass that set only RolloutReady dropped
+ * Scheduled, and a Restarting job showed no reason at all. Rejected: copying
+ * the old conditions only when no step set any (the earlier rule). A
+ * RolloutReady of a spec that no longer splits has nothing to say and goes. */
+static void carry_conditions(step_ctx *c) {
+    json_t *conds = json_array();
+    size_t i;
+    json_t *cond;
+    json_array_foreach(json_object_get(c->old_status, "conditions"), i, cond) {
+        const char *t = step_str(cond, "type", NULL);
+        if (t != NULL && !(strcmp(t, "RolloutReady") == 0 && !c->spec->split))
+            json_array_append(conds, cond);
+    }
+    if (conds == NULL || json_object_set_new(c->status, "conditions", conds) != 0)
+        c->oom = true;
+}
+
 /* The ms until the first pod on a down node is lost, or -1. */
 static long long next_loss_ms(const step_ctx *c) {
     long long first = -1, grace = (long long)c->spec->node_lost_s * 1000;
     for (int i = 0; i < c->in->n_pods; i++) {
         long long d = step_down_for_ms(c, c->in->pods[i]);
-        if (d >= 0 && d < grace && !step_pod_terminated(c->in->pods[i]) &&
+        const json_t *pod = c->in->pods[i];
+        if (d >= 0 && d < grace && (!step_pod_terminated(pod) || step_pod_going(pod)) &&
             (first < 0 || grace - d < first))
             first = grace - d;
     }
@@ -172,6 +193,7 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
         c.oom = true;
     } else {
         carry_status(&c);
+        carry_conditions(&c);
         if (!step_cleanup(&c)) {
             step_trainer(&c);
             step_rollout(&c);
@@ -184,11 +206,6 @@ int reconcile_job(const reconcile_input *in, reconcile_result *out, areal_error 
     /* a pod on a node that went down is lost when the grace ends: look again then */
     if (loss >= 0 && (out->requeue_after_ms <= 0 || loss + 100 < out->requeue_after_ms))
         out->requeue_after_ms = (long)loss + 100;
-    if (c.status != NULL && json_object_get(c.status, "conditions") == NULL) {
-        json_t *old = json_object_get(c.old_status, "conditions");
-        if (old != NULL)
-            json_object_set(c.status, "conditions", old);
-    }
     free_sorted(&c);
     char name[256];
     snprintf(name, sizeof name, "%s", spec->name);

@@ -302,11 +302,14 @@ void step_trainer(step_ctx *c) {
         const char *ph = step_str(pod, "status", "phase");
         bool going = step_pod_going(pod);
         terminating += going;
-        if (!step_pod_terminated(pod) && step_pod_lost(c, pod)) {
-            lost_terminating += going;
-            if (lost < 0 && !going)
-                lost = i;
-        }
+        /* A going pod on a lost node waits for a kubelet that will never
+         * confirm, whatever phase it last reported: a Failed pod deleted
+         * gracefully before its node died stayed Terminating forever and the
+         * gang sat in Restarting (chaos seeds 174, 339). */
+        bool on_lost = step_pod_lost(c, pod);
+        lost_terminating += going && on_lost;
+        if (on_lost && lost < 0 && !going && !step_pod_terminated(pod))
+            lost = i;
         bound += step_str(pod, "spec", "nodeName") != NULL;
         if (ph && strcmp(ph, "Failed") == 0 && failed < 0)
             failed = i;

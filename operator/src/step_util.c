@@ -108,18 +108,21 @@ bool step_condition(step_ctx *c, const char *type, bool ok, const char *reason,
         conds = json_array();
         json_object_set_new(c->status, "conditions", conds);
     }
-    /* one entry per type: a later step of the pass replaces an earlier one */
-    for (size_t i = 0; i < json_array_size(conds); i++) {
+    json_t *cond = json_pack("{s:s,s:s,s:s,s:s,s:I,s:s}", "type", type, "status", st, "reason",
+                             reason, "message", message, "observedGeneration",
+                             (json_int_t)c->spec->generation, "lastTransitionTime", since);
+    /* one entry per type, replaced in place (the previous status's, carried
+     * by reconcile.c, or an earlier step's of this pass), so the order stays
+     * and an unchanged condition writes nothing */
+    size_t at = json_array_size(conds);
+    for (size_t i = 0; i < json_array_size(conds) && at == json_array_size(conds); i++) {
         const char *t = step_str(json_array_get(conds, i), "type", NULL);
-        if (t != NULL && strcmp(t, type) == 0) {
-            json_array_remove(conds, i);
-            break;
-        }
+        if (t != NULL && strcmp(t, type) == 0)
+            at = i;
     }
-    json_array_append_new(conds,
-                          json_pack("{s:s,s:s,s:s,s:s,s:I,s:s}", "type", type, "status", st,
-                                    "reason", reason, "message", message, "observedGeneration",
-                                    (json_int_t)c->spec->generation, "lastTransitionTime", since));
+    if (cond == NULL || (at < json_array_size(conds) ? json_array_set_new(conds, at, cond)
+                                                     : json_array_append_new(conds, cond)) != 0)
+        c->oom = true;
     return !(same_status && same_reason);
 }
 

@@ -281,12 +281,111 @@ static void json_cache_keeps_whole_objects(void **state) {
     cache_free(c);
 }
 
+/* A pod of job `job` on node `node` (NULL: unbound, planned for `planned`). */
+static json_t *job_pod(const char *name, const char *job, const char *node, const char *planned,
+                       int gpus, const char *phase) {
+    json_t *p = json_pack("{s:{s:s,s:s,s:{s:s},s:{}},s:{s:[{s:s,s:{s:{s:i,s:s}}}]},s:{s:s}}",
+                          "metadata", "name", name, "namespace", "ns", "labels", "areal.io/job",
+                          job, "annotations", "spec", "containers", "name", "w", "resources",
+                          "requests", "nvidia.com/gpu", gpus, "cpu", "1", "status", "phase", phase);
+    if (node != NULL)
+        json_object_set_new(json_object_get(p, "spec"), "nodeName", json_string(node));
+    if (planned != NULL)
+        json_object_set_new(json_object_get(json_object_get(p, "metadata"), "annotations"),
+                            "areal.io/planned-node", json_string(planned));
+    return p;
+}
+
+static void put(obj_cache *c, json_t *p) {
+    assert_int_equal(cache_apply(c, p, false), 0);
+    json_decref(p);
+}
+
+typedef struct sums_of {
+    const char *node;
+    long long s[CACHE_SUMS];
+} sums_of;
+
+static void read_sums(void *ud, cache_view *v) {
+    sums_of *q = ud;
+    cache_view_sums(v, CACHE_POD_BY_NODE, q->node, q->s);
+}
+
+static long long gpus_on(obj_cache *c, const char *node) {
+    sums_of q = {.node = node};
+    cache_read(c, read_sums, &q);
+    return q.s[0];
+}
+
+static int in_index(obj_cache *c, int which, const char *key) {
+    int n = 0;
+    size_t before = cache_visits(c);
+    cache_each_in(c, which, key, count, &n);
+    assert_int_equal(cache_visits(c) - before, (size_t)n); /* only those were visited */
+    return n;
+}
+
+/* Issue 11: the pod cache's indexes by job and by node (with the room the
+ * pods hold there) follow every add, update, delete and relist. */
+static void indexes_follow_every_change(void **state) {
+    (void)state;
+    obj_cache *c = cache_new(&cache_ops_pod);
+    put(c, job_pod("a0", "a", "n1", NULL, 4, "Running"));
+    put(c, job_pod("a1", "a", NULL, "n2", 2, "Pending")); /* created, bound to n2 next */
+    put(c, job_pod("b0", "b", "n1", NULL, 1, "Running"));
+    put(c, job_pod("b1", "b", "n1", NULL, 8, "Failed")); /* holds nothing */
+    for (int i = 0; i < 50; i++) {                       /* other tenants */
+        char name[16];
+        snprintf(name, sizeof name, "o%d", i);
+        put(c, job_pod(name, "other", "n9", NULL, 1, "Running"));
+    }
+    assert_int_equal(in_index(c, CACHE_POD_BY_JOB, "ns/a"), 2);
+    assert_int_equal(in_index(c, CACHE_POD_BY_JOB, "ns/b"), 2);
+    assert_int_equal(in_index(c, CACHE_POD_BY_JOB, "ns/other"), 50);
+    assert_int_equal(in_index(c, CACHE_POD_BY_JOB, "ns/none"), 0);
+    assert_int_equal(in_index(c, CACHE_POD_BY_NODE, "n1"), 3);
+    assert_int_equal(gpus_on(c, "n1"), 5);
+    assert_int_equal(gpus_on(c, "n2"), 2);
+    assert_int_equal(gpus_on(c, "n9"), 50);
+
+    put(c, job_pod("a1", "a", "n3", "n2", 2, "Pending")); /* bound elsewhere than planned */
+    assert_int_equal(gpus_on(c, "n2"), 0);
+    assert_int_equal(gpus_on(c, "n3"), 2);
+    assert_int_equal(in_index(c, CACHE_POD_BY_NODE, "n2"), 0);
+    put(c, job_pod("a0", "a", "n1", NULL, 4, "Succeeded")); /* finished: still there, no room */
+    assert_int_equal(gpus_on(c, "n1"), 1);
+    assert_int_equal(in_index(c, CACHE_POD_BY_NODE, "n1"), 3);
+    put(c, job_pod("b0", "a", "n1", NULL, 1, "Running")); /* relabelled to another job */
+    assert_int_equal(in_index(c, CACHE_POD_BY_JOB, "ns/a"), 3);
+    assert_int_equal(in_index(c, CACHE_POD_BY_JOB, "ns/b"), 1);
+
+    json_t *gone = job_pod("b1", "b", "n1", NULL, 8, "Failed");
+    assert_int_equal(cache_apply(c, gone, true), 0);
+    json_decref(gone);
+    assert_int_equal(in_index(c, CACHE_POD_BY_JOB, "ns/b"), 0);
+    assert_int_equal(in_index(c, CACHE_POD_BY_NODE, "n1"), 2);
+
+    /* a relist: the indexes are the new contents' */
+    json_t *list = json_pack("{s:[o,o]}", "items", job_pod("x0", "x", "n1", NULL, 3, "Running"),
+                             job_pod("x1", "x", NULL, "n4", 2, "Pending"));
+    assert_int_equal(cache_replace(c, list), 0);
+    json_decref(list);
+    assert_int_equal(in_index(c, CACHE_POD_BY_JOB, "ns/a"), 0);
+    assert_int_equal(in_index(c, CACHE_POD_BY_JOB, "ns/other"), 0);
+    assert_int_equal(in_index(c, CACHE_POD_BY_JOB, "ns/x"), 2);
+    assert_int_equal(gpus_on(c, "n1"), 3);
+    assert_int_equal(gpus_on(c, "n4"), 2);
+    assert_int_equal(gpus_on(c, "n9"), 0);
+    cache_free(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(pods_keep_what_reconcile_reads),
         cmocka_unit_test(nodes_keep_what_placement_reads),
         cmocka_unit_test(paged_replace_swaps_at_the_end),
         cmocka_unit_test(json_cache_keeps_whole_objects),
+        cmocka_unit_test(indexes_follow_every_change),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,11 +19,12 @@
  * but the operator could have removed it; no two live pods of a job hold the
  * same role and rank. After the last step the faults stop and every job must
  * converge within a bounded time: Running with every planned pod bound and
- * running, waiting (Pending, Scheduled=False with a reason) with no trainer
- * pod (its rollout servers may stay),
- * or Failed with a condition that says why (a refused spec: ChildRejected or
- * InvalidSpec naming the field), and every deleted job gone; then the
- * operator must be at rest (no write for 0.6 s).
+ * running (and the status saying what the pods say - readyPods, gpus,
+ * rolloutReplicas - with RolloutReady True exactly when every wanted rollout
+ * server is ready, False with a reason while one is missing), waiting (Pending, Scheduled=False
+ * with a reason) with no trainer pod (its rollout servers may stay), or Failed with a condition
+ * that says why (a refused spec: ChildRejected or InvalidSpec naming the field), and every deleted
+ * job gone; then the operator must be at rest (no write for 0.6 s).
  *
  * Seeds: REGRESSION_SEEDS (each found a bug; kept) and then AREAL_CHAOS_SEEDS
  * seeds from AREAL_CHAOS_FIRST (defaults: 200 from 1; 24 in a sanitized
@@ -69,28 +70,49 @@
  *   27, 368  a job stuck Restarting for 25 s (368: the test server closed every
  *            connection past its 128th - fixed in kube_test_server; 27: not
  *            explained, not seen again in 2,000 seeds)
- * Open (rerun with AREAL_CHAOS_SEED; a seed that fails is rerun, see run_seeds):
- *   101      over-commit of a node by two gangs bound in the same few ms (once
- *            in ~1,500 release runs, twice in a few sanitized ones) - not
- *            explained yet
- * On op-roles' split reconcile (merged for a trial): 266 (Running with a pod
- * missing for a second) and 690 (12 GPUs on an 8-GPU node: rollout servers
- * created before an operator restart, bound to their planned node after three
- * other jobs had been placed there). Fixed (opfix2): a server's or a trainer
- * gang's unbound pods are bound only when their planned node still has their
- * room (step_cluster_claim); servers planned in one pass see each other's CPU
- * and memory (step_cluster_take); a ledger claim is not skipped for a cached
- * pod counted on another node. 30: 5-6 GPUs on 4-GPU nodes, a server bound
- * to its planned node after other jobs' servers were placed there.
- * Open: 52 under heavy load (3 test processes on 2 cores) put 9 GPUs on an
- * 8-GPU node: after a restart a pass that did not see its own pods yet
- * planned afresh, its pod creates answered 409 (taken as done) and it bound
- * the existing pods to the new plan's nodes. Failing the run on a pod 409
- * fixed that but left jobs Running with an unbound trainer pod while the
- * retry waited (sanitized seeds 27, 85): reverted, not fixed.
+ *   174, 339 a job stuck Restarting for good: its old pod had reported Failed,
+ *            was deleted gracefully, and its node died before a kubelet
+ *            confirmed; only a going pod that had not terminated counted as
+ *            lost, so nothing force-deleted it (step_trainer.c, reconcile.c's
+ *            servers). The pass also dropped the Scheduled condition (only
+ *            RolloutReady was set), so the job said no reason.
+ *   52, 101  (op-index) GPUs over-committed under load: a pass created a gang
+ *            and was cut short (a failed bind); the next one, on a pod cache
+ *            that showed none of the new pods yet, planned the gang afresh,
+ *            had its creates answered 409 (taken as done) and bound the pods
+ *            to the new plan's nodes, while the pods bound by the first pass
+ *            held room no claim counted any more. Expectations are now kept
+ *            pod by pod for every create and bind answered with success, also
+ *            when a later action of the pass failed (ledger_answered), and the
+ *            next pass waits for the pod cache to show them. The cause as the
+ *            recorded failure of 52 describes it; neither seed failed again.
+ *   266, 603 (op-index) Running with a pod missing for a second. A cause that
+ *            fits (found by reading, not reproduced): a pod created and bound,
+ *            then deleted by the driver before the job's next pass, was never
+ *            "observed" in the cache, so that pass waited out the whole 5 s
+ *            expectation window with the status still counting the pod. An
+ *            expectation is now met by the pod informer's event (added,
+ *            bound, deleted), not only by what the cache holds when the pass
+ *            looks.
+ *   979      (op-index, in its own first 3,000-seed run) writes at rest: a
+ *            worker put its status write's answer into the job cache, the
+ *            watch's older events then took the cache back, and passes on the
+ *            regressed job wrote stale statuses (409). Job events no longer
+ *            replace a newer cached version.
+ *   130      not converged under load: not reproduced; kept as a regression seed
+ *            (174 and 339 above were the same symptom).
+ * On op-roles' split reconcile (merged for a trial): 690 (12 GPUs on an 8-GPU
+ * node: rollout servers created before an operator restart, bound to their
+ * planned node after three other jobs had been placed there). Fixed (opfix2):
+ * a server's or a trainer gang's unbound pods are bound only when their
+ * planned node still has their room (step_cluster_claim); servers planned in
+ * one pass see each other's CPU and memory (step_cluster_take); a ledger
+ * claim is not skipped for a cached pod counted on another node. 30: 5-6 GPUs
+ * on 4-GPU nodes, a server bound to its planned node after other jobs'
+ * servers were placed there.
  */
-static const unsigned REGRESSION_SEEDS[] = {40,  52, 9,   11,  85,  140, 186,
-                                            387, 27, 368, 101, 266, 690, 30};
+static const unsigned REGRESSION_SEEDS[] = {40,  52,  9,   11, 85,  140, 186, 387, 27, 368,
+                                            101, 266, 690, 30, 174, 339, 603, 130, 979};
 #define N_REGRESSION (sizeof REGRESSION_SEEDS / sizeof REGRESSION_SEEDS[0])
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -133,6 +155,7 @@ typedef struct djob {
     bool deleted; /* the driver deleted it */
     long gen;
     long disrupted_rv; /* the last time the driver took pods of it away (or changed its spec) */
+    int replicas;      /* spec.rollout.replicas as last scaled (-1: never) */
 } djob;
 
 typedef struct world {
@@ -273,6 +296,7 @@ static void new_job(world *w) {
     j->name[64] = '\0';
     j->alloc = ALLOCS[pick(w, N_ALLOCS)];
     j->gen = 1;
+    j->replicas = -1;
     json_t *o = job_object(w, j);
     fake_api_put(w->f, "arealjobs", o);
     json_decref(o);
@@ -435,6 +459,9 @@ typedef struct job_pods {
     int running;                       /* of those, bound and Running on a live node */
     int active;                        /* not Succeeded/Failed (deleting or not) */
     int trainer_live, trainer_unbound; /* live trainer pods, and those of them unbound */
+    int ready;                         /* live pods with Ready=True */
+    int servers_ready;                 /* of those, rollout servers (one pod each here) */
+    int gpus;                          /* GPUs of the pods not Succeeded/Failed */
 } job_pods;
 
 static job_pods pods_of(world *w, const json_t *pods, const char *name) {
@@ -448,6 +475,7 @@ static job_pods pods_of(world *w, const json_t *pods, const char *name) {
         if (p->job && strcmp(p->job, name) == 0) {
             bool terminal = p->phase == CACHED_PHASE_SUCCEEDED || p->phase == CACHED_PHASE_FAILED;
             jp.active += !terminal;
+            jp.gpus += terminal ? 0 : p->gpus;
             if (p->deletion_timestamp == NULL) {
                 bool trainer = p->role_kind && strcmp(p->role_kind, "trainer") == 0;
                 jp.trainer_live += trainer;
@@ -456,6 +484,9 @@ static job_pods pods_of(world *w, const json_t *pods, const char *name) {
                 jp.live_bound += p->node_name != NULL;
                 int n = node_index(p->node_name);
                 jp.running += n >= 0 && !w->dead[n] && p->phase == CACHED_PHASE_RUNNING;
+                jp.ready += p->ready;
+                jp.servers_ready +=
+                    p->ready && p->role_kind && strcmp(p->role_kind, "rollout") == 0;
             }
         }
         cached_pod_release(p);
@@ -579,6 +610,51 @@ static bool check(world *w, char *suspect, size_t scap) {
     return ok;
 }
 
+/* The rollout servers job j wants: its last scale, else the allocation's
+ * inference data parallelism ("sglang:dN..."). */
+static int servers_wanted(const djob *j) {
+    if (j->replicas >= 0)
+        return j->replicas;
+    int n = 0;
+    return sscanf(j->alloc, "sglang:d%d", &n) == 1 ? n : 0;
+}
+
+/*
+ * Issue 11 items 4 and 6 for a Running job that settled: the status says
+ * what the API server's pods say (status writes retried on conflict are
+ * never lost: readyPods, gpus, rolloutReplicas), and RolloutReady is True
+ * exactly when every wanted server is ready - False, with a reason, while
+ * one is missing (Running means the trainer gang; the servers come and go
+ * alone). False and *why set when not (yet).
+ */
+static bool status_is_true(world *w, const djob *j, const json_t *jo, const job_pods *jp, char *why,
+                           size_t cap) {
+    (void)w;
+    const json_t *st = json_object_get(jo, "status");
+    long ready = (long)json_integer_value(json_object_get(st, "readyPods"));
+    long gpus = (long)json_integer_value(json_object_get(st, "gpus"));
+    long servers = (long)json_integer_value(json_object_get(st, "rolloutReplicas"));
+    const json_t *rr = condition(jo, "RolloutReady");
+    const char *rs = str_at(rr, "status", NULL), *rreason = str_at(rr, "reason", NULL);
+    int want = servers_wanted(j);
+    bool all = jp->servers_ready == want;
+    size_t at = strlen(why);
+    if (ready != jp->ready || gpus != jp->gpus || servers != jp->servers_ready) {
+        snprintf(why + at, cap - at,
+                 "; status says readyPods %ld, gpus %ld, rolloutReplicas %ld but the pods say "
+                 "%d, %d, %d",
+                 ready, gpus, servers, jp->ready, jp->gpus, jp->servers_ready);
+        return false;
+    }
+    if (rs == NULL || rreason == NULL || rreason[0] == '\0' ||
+        strcmp(rs, all ? "True" : "False") != 0) {
+        snprintf(why + at, cap - at, "; RolloutReady %s/%s with %d of %d servers ready",
+                 rs ? rs : "-", rreason ? rreason : "-", jp->servers_ready, want);
+        return false;
+    }
+    return true;
+}
+
 /* Whether job j has settled; *why says where it is when not. */
 static bool converged(world *w, const djob *j, const json_t *jobs, const json_t *pods, char *why,
                       size_t cap) {
@@ -628,7 +704,8 @@ static bool converged(world *w, const djob *j, const json_t *jobs, const json_t 
                jp.trainer_live == 0;
     }
     if (strcmp(phase, "Running") == 0)
-        return planned > 0 && jp.live == planned && jp.running == planned;
+        return planned > 0 && jp.live == planned && jp.running == planned &&
+               status_is_true(w, j, jo, &jp, why, cap);
     if (strcmp(phase, "Pending") == 0)
         return sched && strcmp(str_at(sched, "status", NULL), "False") == 0 && reason &&
                strcmp(reason, "Unschedulable") == 0 && jp.trainer_live == 0;
@@ -793,6 +870,7 @@ static void step(world *w) {
                 if (!json_is_object(rollout))
                     json_object_set_new(spec, "rollout", rollout = json_object());
                 json_object_set_new(rollout, "replicas", json_integer(replicas));
+                j->replicas = replicas;
                 json_object_set_new(json_object_get(o, "metadata"), "generation",
                                     json_integer(++j->gen));
                 fake_api_put(w->f, "arealjobs", o);
@@ -1018,20 +1096,20 @@ static int run_seeds_once(const unsigned *seeds, int n, int par, unsigned *faile
 
 /*
  * Runs the seeds; a seed that fails is run again, alone, up to
- * AREAL_CHAOS_RERUNS times (default 2; 0 in make test-long). The number of
- * seeds that failed every time. Why reruns: a seed fixes the fault schedule,
- * not the thread timing, and a few open bugs (see the list above: 52, 101,
- * 266, 603, 130) show once in hundreds of runs; without reruns one of them
- * fails make test for every change of the tree. A seed that fails and then
- * passes is still printed in full above and named in one line below, so it is
- * seen; one that fails its reruns too fails the test. Rejected: dropping the
- * random seeds from make test (the acceptance asks for hundreds of seeds).
+ * AREAL_CHAOS_RERUNS times (default 0: a failure fails the test). The number
+ * of seeds that failed every time. The knob stays for a bisection or a new
+ * timing bug under investigation: a seed fixes the fault schedule, not the
+ * thread timing, and the bugs once open here (52, 101, 266, 603, 130, 174,
+ * 339: see the list above) showed once in hundreds of runs. A seed that fails
+ * and then passes is still printed in full above and named in one line below.
+ * Rejected: dropping the random seeds from make test (the acceptance asks for
+ * hundreds of seeds).
  */
 static int run_seeds(const unsigned *seeds, int n, int par) {
     unsigned *bad = calloc((size_t)(n > 0 ? n : 1), sizeof *bad);
     assert_non_null(bad);
     int failed = run_seeds_once(seeds, n, par, bad), persistent = 0;
-    long reruns = env_long("AREAL_CHAOS_RERUNS", 2);
+    long reruns = env_long("AREAL_CHAOS_RERUNS", 0);
     for (int i = 0; i < failed; i++) {
         int passed_on = 0;
         for (long k = 1; k <= reruns && passed_on == 0; k++)

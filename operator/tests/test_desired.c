@@ -200,8 +200,18 @@ static void pods_carry_plan_environment_and_overrides(void **state) {
             /* the node selector was honoured by placement */
             assert_string_equal(areal_node_label(&c.nodes[p->node], "gpu"), "h200");
             assert_string_equal(env_value(pod, AREAL_ENV_WORLD_SIZE), "8");
+            /* the trainer's last words: the kubelet's file, named to the trainer too */
+            assert_string_equal(json_string_value(json_object_get(ctr, "terminationMessagePath")),
+                                "/var/run/areal/termination-log");
+            assert_string_equal(json_string_value(json_object_get(ctr, "terminationMessagePolicy")),
+                                "File");
+            assert_string_equal(env_value(pod, AREAL_ENV_TERMINATION_LOG),
+                                "/var/run/areal/termination-log");
         } else {
             assert_null(env_value(pod, "X"));
+            /* rollout servers' status is read live; theirs stays the kubelet default */
+            assert_null(json_object_get(ctr, "terminationMessagePath"));
+            assert_null(env_value(pod, AREAL_ENV_TERMINATION_LOG));
             assert_null(json_object_get(ctr, "args"));
             assert_string_equal(json_string_value(json_object_get(ctr, "image")),
                                 "sglang-worker:2");

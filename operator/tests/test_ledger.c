@@ -127,9 +127,36 @@ static void set_replaces_and_caps(void **state) {
     fixture_free(&f);
 }
 
-static bool only_a0_observed(void *ud, const char *pod) {
+static ledger_pod_state only_a0_observed(void *ud, const char *pod) {
     (void)ud;
-    return strcmp(pod, "ns/a-0") == 0;
+    return strcmp(pod, "ns/a-0") == 0 ? LEDGER_POD_BOUND : LEDGER_POD_ABSENT;
+}
+
+/* a-0 bound, a-1 created but unbound */
+static ledger_pod_state a1_unbound(void *ud, const char *pod) {
+    (void)ud;
+    return strcmp(pod, "ns/a-0") == 0 ? LEDGER_POD_BOUND : LEDGER_POD_CREATED;
+}
+
+/* Chaos seed 52: what a pass cut short did is expected pod by pod. */
+static void answered_creates_are_expected(void **state) {
+    (void)state;
+    ledger l;
+    ledger_init(&l);
+    ledger_claim a[] = {{.pod = "ns/a-0", .node = "n0", .gpus = 1},
+                        {.pod = "ns/a-1", .node = "n1", .gpus = 1}};
+    assert_int_equal(ledger_set(&l, "ns/a", a, 2), 0);
+    ledger_answered(&l, "ns/a-0", true, 1000);
+    ledger_answered(&l, "ns/a-1", true, 1000);
+    ledger_answered(&l, "ns/zz", true, 1000); /* no claim: nothing */
+    /* created, cut short before any bind: both must be seen (at all) */
+    assert_int_equal(ledger_unobserved(&l, "ns/a", 1001, 5000, only_a0_observed, NULL), 1);
+    assert_int_equal(ledger_unobserved(&l, "ns/a", 1001, 5000, a1_unbound, NULL), 0);
+    /* a-1's bind answered too: now it must be seen bound */
+    ledger_answered(&l, "ns/a-1", false, 1002);
+    assert_int_equal(ledger_unobserved(&l, "ns/a", 1003, 5000, a1_unbound, NULL), 1);
+    assert_int_equal(ledger_unobserved(&l, "ns/a", 7000, 5000, a1_unbound, NULL), 0);
+    ledger_free(&l);
 }
 
 static void answered_binds_are_expected(void **state) {
@@ -155,6 +182,7 @@ static void answered_binds_are_expected(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(answered_binds_are_expected),
+        cmocka_unit_test(answered_creates_are_expected),
         cmocka_unit_test(charged_until_seen),
         cmocka_unit_test(set_replaces_and_caps),
     };

@@ -4,7 +4,9 @@
  * status.progress; bad answers named; the bounded GET against a one-shot
  * loopback server (200, 404, a truncated body, silence); and one poller round
  * against the fake API server: status.progress patched, a TrainerPhase Event,
- * the areal_job_* gauges. */
+ * the areal_job_* gauges; a terminated trainer pod's termination message (its
+ * final /status, operator/tests/data/pod_trainer_succeeded.json) as a target
+ * and written into status.progress once. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,7 +24,9 @@
 #include <cmocka.h>
 
 #include "areal/kube/config.h"
+#include "areal/operator/cached.h"
 #include "areal/operator/progress.h"
+#include "areal/operator/progress_targets.h"
 #include "util/fake_api.h"
 
 #ifndef TEST_DATA_DIR
@@ -352,6 +356,228 @@ static void a_waiting_trainer_gets_one_more_server(void **state) {
     fake_api_stop(f);
 }
 
+/* ---- a terminated trainer's last words ------------------------------------ */
+
+static json_t *load_pod(void) {
+    json_error_t je;
+    json_t *pod = json_load_file(TEST_DATA_DIR "/pod_trainer_succeeded.json", 0, &je);
+    if (pod == NULL)
+        fail_msg("pod_trainer_succeeded.json: %s", je.text);
+    return pod;
+}
+
+static json_t *term_of(json_t *pod) {
+    return json_object_get(
+        json_object_get(
+            json_array_get(json_object_get(json_object_get(pod, "status"), "containerStatuses"), 0),
+            "state"),
+        "terminated");
+}
+
+/* Which pods are targets, and of which kind: the cache keeps the message bounded. */
+static void a_terminated_master_pod_is_a_final_target(void **state) {
+    (void)state;
+    json_t *pod = load_pod();
+    char *msg = strdup(json_string_value(json_object_get(term_of(pod), "message")));
+    assert_non_null(msg);
+    cached_pod *cp = cached_pod_new(pod);
+    assert_non_null(cp);
+    assert_string_equal(cp->termination_message, msg);
+    progress_target t;
+    assert_true(progress_target_of_pod(cp, &t));
+    assert_string_equal(t.ns, "rl");
+    assert_string_equal(t.job, "rl-tiny");
+    assert_string_equal(t.uid, "3f9a2c1e-pod-uid");
+    assert_string_equal(t.final_message, msg);
+    assert_string_equal(t.pod_ip, ""); /* nothing to ask */
+    free(t.final_message);
+    /* the cache's pod view keeps it (what reconcile passes see of the pod) */
+    json_t *view = cached_pod_to_json(cp);
+    assert_string_equal(json_string_value(json_object_get(term_of(view), "message")), msg);
+    json_decref(view);
+    cached_pod_release(cp);
+
+    /* running: a live target, asked over HTTP */
+    json_object_set_new(json_object_get(pod, "status"), "phase", json_string("Running"));
+    cp = cached_pod_new(pod);
+    assert_true(progress_target_of_pod(cp, &t));
+    assert_null(t.final_message);
+    assert_string_equal(t.pod_ip, "10.244.0.7");
+    cached_pod_release(cp);
+    /* Failed is final too */
+    json_object_set_new(json_object_get(pod, "status"), "phase", json_string("Failed"));
+    cp = cached_pod_new(pod);
+    assert_true(progress_target_of_pod(cp, &t));
+    assert_non_null(t.final_message);
+    free(t.final_message);
+    cached_pod_release(cp);
+
+    /* over the kubelet's 4096 bytes: not kept, no target */
+    char *big = malloc(CACHED_TERMINATION_MESSAGE_MAX + 2);
+    memset(big, ' ', CACHED_TERMINATION_MESSAGE_MAX + 1);
+    big[CACHED_TERMINATION_MESSAGE_MAX + 1] = '\0';
+    json_object_set_new(term_of(pod), "message", json_string(big));
+    free(big);
+    cp = cached_pod_new(pod);
+    assert_null(cp->termination_message);
+    assert_false(progress_target_of_pod(cp, &t));
+    cached_pod_release(cp);
+
+    /* not the master: no message cached, no target */
+    json_object_set_new(term_of(pod), "message", json_string(msg));
+    json_object_del(json_object_get(json_object_get(pod, "metadata"), "labels"), "areal.io/master");
+    cp = cached_pod_new(pod);
+    assert_null(cp->termination_message);
+    assert_false(progress_target_of_pod(cp, &t));
+    cached_pod_release(cp);
+    /* being deleted: none either */
+    json_object_set_new(json_object_get(json_object_get(pod, "metadata"), "labels"),
+                        "areal.io/master", json_string("true"));
+    json_object_set_new(json_object_get(pod, "metadata"), "deletionTimestamp",
+                        json_string("2026-12-01T16:01:00Z"));
+    cp = cached_pod_new(pod);
+    assert_false(progress_target_of_pod(cp, &t));
+    cached_pod_release(cp);
+    free(msg);
+    json_decref(pod);
+}
+
+/* The rounds' targets: a live trainer first, then the same pod terminated. */
+typedef struct script {
+    const char *ip;
+    const char *final; /* NULL: the live target */
+} script;
+
+static size_t scripted_target(void *ud, progress_target *out, size_t cap) {
+    (void)cap;
+    const script *sc = ud;
+    memset(&out[0], 0, sizeof out[0]);
+    snprintf(out[0].ns, sizeof out[0].ns, "rl");
+    snprintf(out[0].job, sizeof out[0].job, "demo");
+    snprintf(out[0].uid, sizeof out[0].uid, "uid-pod-1");
+    if (sc->final != NULL)
+        out[0].final_message = strdup(sc->final);
+    else
+        snprintf(out[0].pod_ip, sizeof out[0].pod_ip, "%s", sc->ip);
+    return 1;
+}
+
+static void a_final_message_is_written_once(void **state) {
+    (void)state;
+    fake_api *f = fake_api_start();
+    assert_non_null(f);
+    json_t *job = json_pack("{s:s,s:s,s:{s:s,s:s,s:s},s:{s:s},s:{s:s}}", "apiVersion",
+                            "areal.io/v1alpha1", "kind", "AReaLJob", "metadata", "name", "demo",
+                            "namespace", "rl", "uid", "uid-demo", "spec", "allocation",
+                            "sglang:d1t1+megatron:d1t1", "status", "phase", "Running");
+    fake_api_put(f, "arealjobs", job);
+    json_decref(job);
+    kube_config cfg;
+    kube_config_init(&cfg);
+    cfg.server = strdup(fake_api_url(f));
+    cfg.allow_insecure = 1;
+    cfg.qps = 0;
+    kube_client *kc = kube_client_new(&cfg, NULL);
+    kube_config_free(&cfg);
+    assert_non_null(kc);
+    /* the last live read: step 20 of 60 */
+    oneshot s;
+    oneshot_start(&s,
+                  http_200("{\"phase\":\"training\",\"step\":20,\"total_steps\":60,"
+                           "\"policy_version\":20}"),
+                  0);
+    script sc = {"127.0.0.1", NULL};
+    metrics_registry *m = metrics_registry_new();
+    progress_config pc = {.port = s.port, .interval_ms = 3600 * 1000, .timeout_ms = 2000};
+    progress_poller *p = NULL;
+    areal_error e;
+    assert_int_equal(progress_poller_start(kc, &pc, scripted_target, &sc, m, &p, &e), AREAL_OK);
+    progress_poller_round(p);
+    oneshot_stop(&s);
+    json_t *got = fake_api_get(f, "arealjobs", "rl/demo");
+    json_t *prog = json_object_get(json_object_get(got, "status"), "progress");
+    assert_int_equal(json_integer_value(json_object_get(prog, "step")), 20);
+    json_decref(got);
+    long patches = fake_api_count(f, "patch");
+
+    /* the trainer ran its last 40 steps and exited within the period: its last words */
+    json_t *pod = load_pod();
+    sc.final = json_string_value(json_object_get(term_of(pod), "message"));
+    progress_poller_round(p);
+    got = fake_api_get(f, "arealjobs", "rl/demo");
+    prog = json_object_get(json_object_get(got, "status"), "progress");
+    assert_int_equal(json_integer_value(json_object_get(prog, "step")), 60);
+    assert_int_equal(json_integer_value(json_object_get(prog, "totalSteps")), 60);
+    assert_int_equal(json_integer_value(json_object_get(prog, "policyVersion")), 60);
+    assert_float_equal(json_number_value(json_object_get(prog, "rewardMean")), 0.875, 1e-12);
+    assert_string_equal(json_string_value(json_object_get(prog, "trainerPhase")), "done");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(got, "status"), "phase")),
+                        "Running"); /* only progress is patched */
+    json_decref(got);
+    assert_int_equal(fake_api_count(f, "patch"), patches + 1);
+    /* TrainerPhase training, then done */
+    assert_int_equal(fake_api_count(f, "event"), 2);
+    size_t ml;
+    char *text = metrics_render(m, &ml);
+    assert_non_null(strstr(text, "areal_job_step{namespace=\"rl\",job=\"demo\"} 60"));
+    free(text);
+
+    /* later rounds: the same pod, nothing written again, the gauges stay */
+    progress_poller_round(p);
+    progress_poller_round(p);
+    assert_int_equal(fake_api_count(f, "patch"), patches + 1);
+    assert_int_equal(fake_api_count(f, "event"), 2);
+    text = metrics_render(m, &ml);
+    assert_non_null(strstr(text, "areal_job_step{namespace=\"rl\",job=\"demo\"} 60"));
+    free(text);
+
+    /* a uid's message never changes: another text under it is not read again */
+    sc.final = "exec: areal-worker: not found";
+    progress_poller_round(p); /* the same uid: already handled */
+    assert_int_equal(fake_api_count(f, "patch"), patches + 1);
+    json_decref(pod);
+    progress_poller_stop(p);
+    metrics_registry_free(m);
+    kube_client_free(kc);
+    fake_api_stop(f);
+}
+
+/* A message that does not parse is logged and counted once, not patched. */
+static void a_foreign_termination_message_is_left_alone(void **state) {
+    (void)state;
+    fake_api *f = fake_api_start();
+    json_t *job = json_pack("{s:s,s:s,s:{s:s,s:s,s:s},s:{s:s}}", "apiVersion", "areal.io/v1alpha1",
+                            "kind", "AReaLJob", "metadata", "name", "demo", "namespace", "rl",
+                            "uid", "uid-demo", "status", "phase", "Running");
+    fake_api_put(f, "arealjobs", job);
+    json_decref(job);
+    kube_config cfg;
+    kube_config_init(&cfg);
+    cfg.server = strdup(fake_api_url(f));
+    cfg.allow_insecure = 1;
+    cfg.qps = 0;
+    kube_client *kc = kube_client_new(&cfg, NULL);
+    kube_config_free(&cfg);
+    script sc = {"127.0.0.1", "panic: out of memory"};
+    metrics_registry *m = metrics_registry_new();
+    progress_config pc = {.port = 1, .interval_ms = 3600 * 1000, .timeout_ms = 500};
+    progress_poller *p = NULL;
+    areal_error e;
+    assert_int_equal(progress_poller_start(kc, &pc, scripted_target, &sc, m, &p, &e), AREAL_OK);
+    progress_poller_round(p);
+    progress_poller_round(p);
+    assert_int_equal(fake_api_count(f, "patch"), 0);
+    assert_int_equal(fake_api_count(f, "event"), 0);
+    size_t ml;
+    char *text = metrics_render(m, &ml);
+    assert_non_null(strstr(text, "areal_job_status_errors_total{namespace=\"rl\",job=\"demo\"} 1"));
+    free(text);
+    progress_poller_stop(p);
+    metrics_registry_free(m);
+    kube_client_free(kc);
+    fake_api_stop(f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(parses_the_recorded_status),
@@ -359,6 +585,9 @@ int main(void) {
         cmocka_unit_test(get_is_bounded_and_checked),
         cmocka_unit_test(a_round_writes_progress_events_and_metrics),
         cmocka_unit_test(a_waiting_trainer_gets_one_more_server),
+        cmocka_unit_test(a_terminated_master_pod_is_a_final_target),
+        cmocka_unit_test(a_final_message_is_written_once),
+        cmocka_unit_test(a_foreign_termination_message_is_left_alone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

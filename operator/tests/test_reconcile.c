@@ -807,10 +807,23 @@ static void failures_are_handled_per_role(void **state) {
     reconcile_result_free(&r);
     assert_string_equal(w.last_event, "RolloutServerFailed");
     assert_false(has_pod(&w, "j-rollout-1"));
+    /* Running is the trainer gang's; RolloutReady says a server is missing, and why */
+    assert_string_equal(phase(&w), "Running");
+    assert_string_equal(json_string_value(json_object_get(condition(&w, "RolloutReady"), "status")),
+                        "False");
+    assert_string_equal(reason_of(&w, "RolloutReady"), "Replacing");
     r = step(&w); /* replaced at the same index */
     assert_int_equal(count_kind(&r, RECONCILE_CREATE), 1);
     reconcile_result_free(&r);
     assert_true(has_pod(&w, "j-rollout-1"));
+    assert_string_equal(json_string_value(json_object_get(condition(&w, "RolloutReady"), "status")),
+                        "False");
+    assert_non_null(reason_of(&w, "RolloutReady"));
+    kubelet_sets(&w, "Running", true);
+    settle(&w);
+    assert_string_equal(json_string_value(json_object_get(condition(&w, "RolloutReady"), "status")),
+                        "True");
+    assert_string_equal(reason_of(&w, "RolloutReady"), "ServersReady");
     trainer_uids(&w, now, sizeof now);
     assert_string_equal(trainer, now);
     assert_int_equal(restarts_of(&w), 0);
@@ -1058,6 +1071,67 @@ static void a_terminating_pod_on_a_dead_node_is_forced(void **state) {
     world_free(&w);
 }
 
+/* Chaos seeds 174 and 339: a pod that reported Failed and was then deleted
+ * gracefully, on a node that died before its kubelet confirmed, stays
+ * Terminating forever; the gang sat in Restarting (and the server's slot in
+ * "stopping") until the operator force-deletes it whatever its phase. The
+ * job keeps saying why it waits (the Scheduled condition is not dropped by a
+ * pass that sets only RolloutReady). */
+static void a_failed_pod_terminating_on_a_dead_node_is_forced(void **state) {
+    (void)state;
+    static const char *const kinds[] = {"trainer", "rollout"};
+    for (int k = 0; k < 2; k++) {
+        world w;
+        world_init(&w, 3);
+        settle(&w);
+        kubelet_sets(&w, "Running", true);
+        settle(&w);
+        assert_string_equal(phase(&w), "Running");
+        int victim = -1;
+        for (int i = 0; i < w.n_pods && victim < 0; i++)
+            if (strcmp(role_kind(w.pods[i]), kinds[k]) == 0)
+                victim = i;
+        assert_true(victim >= 0);
+        json_object_set_new(w.pods[victim], "status",
+                            json_pack("{s:s,s:[{s:s,s:{s:{s:i}}}]}", "phase", "Failed",
+                                      "containerStatuses", "name", "worker", "state", "terminated",
+                                      "exitCode", 137));
+        json_t *ghost = json_deep_copy(w.pods[victim]);
+        char name[64]; /* a copy: step() frees the pods it deletes */
+        snprintf(name, sizeof name, "%s",
+                 json_string_value(json_object_get(json_object_get(ghost, "metadata"), "name")));
+        reconcile_result r = step(&w); /* the failure: its deletion is asked for */
+        bool asked = false;
+        for (int i = 0; i < r.n_actions; i++)
+            asked |= r.actions[i].kind == RECONCILE_DELETE && strcmp(r.actions[i].name, name) == 0;
+        assert_true(asked);
+        reconcile_result_free(&r);
+        /* step() removed it at once; it is in fact Terminating, and then its node dies */
+        assert_int_equal(find_pod(&w, name), -1);
+        json_object_set_new(json_object_get(ghost, "metadata"), "deletionTimestamp",
+                            json_string("2026-11-29T21:00:00Z"));
+        w.pods[w.n_pods++] = ghost;
+        static char dead[64];
+        snprintf(dead, sizeof dead, "%s", node_of(ghost));
+        w.down[0] = (reconcile_down_node){dead, 0};
+        w.n_down = 1;
+        if (k == 0)
+            assert_string_equal(phase(&w), "Restarting");
+        r = step(&w);
+        bool forced = false;
+        for (int i = 0; i < r.n_actions; i++)
+            forced |= r.actions[i].kind == RECONCILE_DELETE && r.actions[i].force &&
+                      strcmp(r.actions[i].name, name) == 0;
+        if (!forced)
+            fail_msg("%s pod %s (phase %s) not forced", kinds[k], name, phase(&w));
+        reconcile_result_free(&r);
+        assert_non_null(reason_of(&w, "Scheduled")); /* still says why it waits */
+        if (k == 1)
+            assert_non_null(reason_of(&w, "RolloutReady"));
+        world_free(&w);
+    }
+}
+
 /* Issue 11: an image that cannot be pulled is a condition at once (the
  * kubelet's reason and message, the deadline), Failed after
  * spec.failurePolicy.containerErrorSeconds, and retried by a spec change. */
@@ -1109,6 +1183,7 @@ int main(void) {
         cmocka_unit_test(a_dead_node_restarts_the_gang_elsewhere),
         cmocka_unit_test(a_lagging_cache_is_not_a_second_restart),
         cmocka_unit_test(a_terminating_pod_on_a_dead_node_is_forced),
+        cmocka_unit_test(a_failed_pod_terminating_on_a_dead_node_is_forced),
         cmocka_unit_test(scaling_moves_servers_one_at_a_time_and_never_the_trainer),
         cmocka_unit_test(failures_are_handled_per_role),
         cmocka_unit_test(scale_down_waits_for_each_server_to_stop),

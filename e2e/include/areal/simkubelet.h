@@ -45,6 +45,11 @@ typedef struct sim_spawn {
      * secrets_path; needs hosts_path's mount namespace) */
     const char *const *mount_src, *const *mount_dst;
     size_t n_mounts;
+    /* the termination-message file: termination_src (a host file) bind-mounted
+     * over termination_dst, a file path in the container (its directory and an
+     * empty file made on the host when missing, the mount point, as for
+     * secrets_path; needs hosts_path's mount namespace); NULL: none */
+    const char *termination_src, *termination_dst;
 } sim_spawn;
 
 /*
@@ -52,8 +57,9 @@ typedef struct sim_spawn {
  * every signal unblocked and the default dispositions, SIGKILL when the
  * simulator dies (PR_SET_PDEATHSIG), and - when hosts_path is set - in its own
  * mount namespace (propagation private) with the hosts file bind-mounted, and
- * its own UTS namespace with `hostname`, and `secrets_path` (when set)
- * bind-mounted over /var/run/secrets. Returns AREAL_OK with *pid set once
+ * its own UTS namespace with `hostname`, `secrets_path` (when set)
+ * bind-mounted over /var/run/secrets, the volume mounts, and the termination
+ * file (when set). Returns AREAL_OK with *pid set once
  * the exec succeeded, or AREAL_EIO naming the step that failed (open the log,
  * unshare, mount, chdir, exec) and errno; the child is reaped then.
  * Call from the thread that will outlive the child (PDEATHSIG is per thread).
@@ -94,6 +100,32 @@ int sim_nodes_revive(kube_client *c, sim_node_filter alive, void *ud, int *reviv
  */
 int sim_project_service_account(kube_client *c, const json_t *pod, const char *pod_dir,
                                 bool *projected, areal_error *err);
+
+/* ---- termination messages (sim_termination.c) ----------------------------- */
+
+#define SIM_TERMINATION_MESSAGE_MAX  4096 /* what a kubelet keeps of the file */
+#define SIM_TERMINATION_DEFAULT_PATH "/dev/termination-log"
+
+/*
+ * The container's terminationMessagePath, as a kubelet takes it: makes the
+ * empty host file <pod_dir>/containers/<name>/termination-log, writes its path
+ * into host_path and points *at to the path in the container (the runner
+ * bind-mounts one over the other). *at NULL and host_path "" when the field is
+ * unset or the kubelet default /dev/termination-log (skipped: its mount point
+ * would be a file in this host's /dev; the message stays empty).
+ * AREAL_EINVAL naming the field for a path that is not absolute; AREAL_EIO
+ * naming the file when it cannot be made.
+ */
+int sim_termination_prepare(const json_t *container, const char *pod_dir, char *host_path,
+                            size_t cap, const char **at, areal_error *err);
+
+/*
+ * The first SIM_TERMINATION_MESSAGE_MAX bytes of host_path (fewer when cap is
+ * smaller; a UTF-8 sequence the bound cuts is dropped) into out,
+ * NUL-terminated; returns their length, 0 (out "") when the file is missing,
+ * empty or host_path is "".
+ */
+size_t sim_termination_read(const char *host_path, char *out, size_t cap);
 
 /* ---- volumes (sim_volumes.c) --------------------------------------------- */
 

@@ -27,6 +27,20 @@ bool areal_backend_is_inference(areal_backend b) {
     return b == AREAL_BACKEND_SGLANG || b == AREAL_BACKEND_VLLM;
 }
 
+areal_dp_sharding areal_backend_dp_sharding(areal_backend b) {
+    switch (b) {
+    case AREAL_BACKEND_FSDP:
+    case AREAL_BACKEND_ARCHON:
+        return AREAL_DP_FULLY_SHARDED;
+    case AREAL_BACKEND_MEGATRON:
+        return AREAL_DP_OPTIMIZER;
+    case AREAL_BACKEND_SGLANG:
+    case AREAL_BACKEND_VLLM:
+        break;
+    }
+    return AREAL_DP_REPLICATED;
+}
+
 long areal_alloc_total_gpus(const areal_alloc *a) {
     long total = 0;
     if (a == NULL)

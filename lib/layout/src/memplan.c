@@ -41,6 +41,11 @@ static int check(const areal_mem_model *m, const areal_strategy *s, const areal_
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "memory plan: tp %ld must divide vocab_size %ld (vocab parallel)",
                                tp, m->vocab);
+    if (o->fsdp && s->pp != 1)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "memory plan: fsdp shards over dp and runs no pipeline stages "
+                               "(pp %d): use megatron: for pp > 1",
+                               s->pp);
     if (o->mb_tokens < 1 || o->seq_len < 1 || o->n_mb < 1)
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "memory plan: mb_tokens, seq_len and n_mb must be >= 1 (got %ld, "
@@ -74,12 +79,22 @@ static int64_t layer_params(const areal_mem_model *m, const areal_strategy *s, l
     return n;
 }
 
+/* Rows of the residual stream a layer's record keeps (model_fwd.c's rows_kept, tp rank 0). */
+static int64_t sp_rows(const areal_strategy *s, const areal_mem_opts *o) {
+    int64_t T = o->mb_tokens, tp = s->tp;
+    if (!o->sequence_parallel || tp < 2)
+        return T;
+    int64_t B = (T + tp - 1) / tp;
+    return B < T ? B : T;
+}
+
 /* Floats of one layer's activation record for T tokens (model_fwd.c's layer_floats + probs). */
 static int64_t layer_acts(const areal_mem_model *m, const areal_strategy *s,
                           const areal_mem_opts *o, long l) {
     int64_t T = o->mb_tokens, H = m->hidden, hd = m->head_dim, tp = s->tp;
     int64_t nh = m->heads / tp, nkv = m->kv_heads / tp, Q = nh * hd, KV = nkv * hd;
-    int64_t n = T * H * 4 + T * 2 + T * Q * 3 + T * KV * 4 + T * (nh + nkv);
+    int64_t R = sp_rows(s, o); /* the residuals' rows: all T, or tp rank 0's block */
+    int64_t n = R * H * 2 + T * H * 2 + R * 2 + T * Q * 3 + T * KV * 4 + T * (nh + nkv);
     int64_t seqs = (T + o->seq_len - 1) / o->seq_len, L = T < o->seq_len ? T : o->seq_len;
     n += seqs * nh * L * L; /* attention probabilities, every sequence taken full length */
     if (is_moe(m, l)) {
@@ -91,6 +106,42 @@ static int64_t layer_acts(const areal_mem_model *m, const areal_strategy *s,
     return n;
 }
 
+/* x rounded up to a multiple of k. */
+static int64_t pad_to(int64_t x, int64_t k) {
+    return (x + k - 1) / k * k;
+}
+
+/* The fully sharded rank (memplan.h): ranges of every unit, the step's gathered peak. */
+static void fsdp_rank(const areal_mem_model *m, const areal_strategy *s, const areal_mem_opts *o,
+                      areal_mem_rank *out) {
+    int64_t k = (int64_t)s->dp * (s->cp > 0 ? s->cp : 1), V = m->vocab, H = m->hidden;
+    int64_t T = o->mb_tokens, L = m->layers;
+    int64_t root = V * H * (m->tied ? 1 : 2) + H, ranges = pad_to(root, k) / k, worst = 0;
+    int64_t n = root, acts = 0;
+    for (long l = 0; l < L; l++) {
+        int64_t u = layer_params(m, s, l), stage = u;
+        if (l == 0)
+            stage += V * H; /* the embedding */
+        if (l == L - 1)
+            stage += H + (m->tied && l == 0 ? 0 : V * H); /* final norm; lm_head or tied copy */
+        if (2 * pad_to(u, k) + 2 * stage > worst)
+            worst = 2 * pad_to(u, k) + 2 * stage;
+        ranges += pad_to(u, k) / k;
+        n += u;
+        acts += layer_acts(m, s, o, l) + T * H; /* each layer's own output buffer */
+    }
+    acts += T * H + T + T * V; /* the last layer's: final norm, logits */
+    *out = (areal_mem_rank){.stage = 0,
+                            .layers = L,
+                            .n_params = n,
+                            .params = 4 * ranges,
+                            .grads = 4 * ranges,
+                            .optim = 8 * ranges,
+                            .acts = 4 * acts,
+                            .gathered = 4 * (2 * pad_to(root, k) + worst)};
+    out->total = out->params + out->grads + out->optim + out->acts + out->gathered;
+}
+
 int areal_mem_stage(const areal_mem_model *m, const areal_strategy *s, const areal_mem_opts *o,
                     int stage, areal_mem_rank *out, areal_error *err) {
     memset(out, 0, sizeof *out);
@@ -100,6 +151,10 @@ int areal_mem_stage(const areal_mem_model *m, const areal_strategy *s, const are
     if (stage < 0 || stage >= s->pp)
         return areal_error_set(err, AREAL_EINVAL, -1, "memory plan: stage %d of pp %d", stage,
                                s->pp);
+    if (o->fsdp) {
+        fsdp_rank(m, s, o, out);
+        return AREAL_OK;
+    }
     long base = m->layers / s->pp, extra = m->layers % s->pp;
     long first = stage * base + (stage < extra ? stage : extra);
     long nl = base + (stage < extra);
@@ -115,6 +170,8 @@ int areal_mem_stage(const areal_mem_model *m, const areal_strategy *s, const are
     if (is_last)
         n += H + (m->tied ? 0 : V * H);                /* final norm, lm_head */
     acts += T * H + (is_last ? T * H + T + T * V : 0); /* stage output; final norm, logits */
+    if (o->sequence_parallel && s->tp > 1)
+        acts += T * H; /* the row-parallel products' scratch */
     long alive = s->pp - stage < o->n_mb ? s->pp - stage : o->n_mb;
     int64_t shard = o->zero1 ? (int64_t)s->dp * (s->cp > 0 ? s->cp : 1) : 1;
     *out = (areal_mem_rank){.stage = stage,
@@ -153,7 +210,9 @@ int areal_mem_fit(const areal_mem_rank *r, const areal_strategy *s, const areal_
                         : "use the distributed optimizer (megatron:) and grow dp, or grow tp or pp";
     } else if (weights >= r->acts) {
         part = "parameters and gradients";
-        grow = r->layers > 1 ? "grow pp (fewer layers a stage) or tp" : "grow tp";
+        grow = o->fsdp         ? "grow dp (fsdp shards them over dp)"
+               : r->layers > 1 ? "grow pp (fewer layers a stage) or tp"
+                               : "grow tp";
     } else {
         part = "activations";
         grow = "grow tp or pp, or put fewer tokens in a micro-batch";

@@ -513,6 +513,22 @@ static void backend_names_and_kinds(void **state) {
     assert_false(areal_backend_is_inference(AREAL_BACKEND_ARCHON));
 }
 
+/* AReaL's fsdp:d4 is the dp dimension, fully sharded; megatron's dp shards the optimizer only. */
+static void dp_sharding_of_backends(void **state) {
+    (void)state;
+    areal_alloc a;
+    parse_ok("sglang:d2+fsdp:d4", &a);
+    assert_int_equal(a.comp[1].backend, AREAL_BACKEND_FSDP);
+    assert_int_equal(a.comp[1].strategy.dp, 4);
+    assert_int_equal(a.comp[1].strategy.tp * a.comp[1].strategy.pp * a.comp[1].strategy.cp, 1);
+    assert_int_equal(areal_backend_dp_sharding(a.comp[1].backend), AREAL_DP_FULLY_SHARDED);
+    assert_int_equal(areal_backend_dp_sharding(a.comp[0].backend), AREAL_DP_REPLICATED);
+    parse_ok("megatron:d2p2t2", &a);
+    assert_int_equal(areal_backend_dp_sharding(a.comp[0].backend), AREAL_DP_OPTIMIZER);
+    assert_int_equal(areal_backend_dp_sharding(AREAL_BACKEND_ARCHON), AREAL_DP_FULLY_SHARDED);
+    assert_int_equal(areal_backend_dp_sharding(AREAL_BACKEND_VLLM), AREAL_DP_REPLICATED);
+}
+
 static void equal_compares_every_field_but_positions(void **state) {
     (void)state;
     areal_alloc a, b;
@@ -558,6 +574,7 @@ int main(void) {
         cmocka_unit_test(colocated_components_count_zero_gpus),
         cmocka_unit_test(error_is_cleared_on_success_and_may_be_null),
         cmocka_unit_test(backend_names_and_kinds),
+        cmocka_unit_test(dp_sharding_of_backends),
         cmocka_unit_test(equal_compares_every_field_but_positions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -91,7 +91,7 @@ static int layer_bwd(const areal_model *m, int l, int li, const areal_acts_priv 
     }
     if (rc != AREAL_OK)
         return rc;
-    o->rmsnorm_bwd(x, dres + r0, g->ln2, s->dln + r0, a->mid + r0, w->ln2, a->rstd2 + lo, nr, H);
+    o->rmsnorm_bwd(x, dres + r0, g->ln2, s->dln + r0, a->mid, w->ln2, a->rstd2, nr, H);
     /* attention branch: dres is now d(mid) */
     if ((rc = gather_rows(m, sp, l, dres, s->dfull, T, err)) != AREAL_OK)
         return rc;
@@ -127,7 +127,7 @@ static int layer_bwd(const areal_model *m, int l, int li, const areal_acts_priv 
     o->linear_bwd(x, s->dln, g->wv, g->bv, s->dv, a->ln1, w->wv, T, H, KV);
     if ((rc = reduce_rows(m, sp, AREAL_REDUCE_ATTN_GRAD, l, s->dln, T, err)) != AREAL_OK)
         return rc;
-    o->rmsnorm_bwd(x, dres + r0, g->ln1, s->dln + r0, a->res + r0, w->ln1, a->rstd1 + lo, nr, H);
+    o->rmsnorm_bwd(x, dres + r0, g->ln1, s->dln + r0, a->res, w->ln1, a->rstd1, nr, H);
     return AREAL_OK;
 }
 

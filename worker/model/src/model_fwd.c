@@ -16,6 +16,14 @@
  * called through the model's ops table. With the whole-model shard no hook
  * is set and the bias goes into the product as before, so the arithmetic is
  * unchanged.
+ *
+ * Sequence parallel keeps only the rank's rows [lo, hi) of the residual
+ * stream in the record: each layer's input residual, its post-attention
+ * residual and their norms' rstd are [hi - lo] rows (row 0 = row lo; for
+ * every other shard lo is 0 and hi is T, so nothing changes), and the
+ * row-parallel products, whole before their reduce-scatter, land in one
+ * [T, H] scratch shared by the stage's layers (the record's `wide`). The
+ * stage's output (res_out) stays [T, H], as the pipeline passes it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -28,23 +36,32 @@ static bool is_moe(const areal_model_config *c, int l) {
     return c->num_experts > 0 && c->moe_layer[l];
 }
 
+/* The rows of the residual stream this shard keeps: hi - lo of T (T unless sequence-parallel). */
+static size_t rows_kept(const areal_model *m, size_t T) {
+    int lo, hi;
+    areal_model_sp_rows(&m->shard, (int)T, &lo, &hi);
+    return (size_t)(hi - lo);
+}
+
 /* Floats of one layer's record (att excluded), with the shard's local sizes. */
 static size_t layer_floats(const areal_model *m, int l, size_t T) {
     const areal_model_config *c = &m->cfg;
     size_t H = (size_t)c->hidden_size, Q = (size_t)m->nh * c->head_dim;
-    size_t KV = (size_t)m->nkv * c->head_dim, I = (size_t)m->inter;
-    size_t n = T * H * 4 + T * 2 + T * Q * 3 + T * KV * 4 + T * (size_t)(m->nh + m->nkv);
+    size_t KV = (size_t)m->nkv * c->head_dim, I = (size_t)m->inter, R = rows_kept(m, T);
+    /* res and mid, rstd1 and rstd2: R rows; ln1 and ln2 whole (the gathered inputs) */
+    size_t n =
+        R * H * 2 + T * H * 2 + R * 2 + T * Q * 3 + T * KV * 4 + T * (size_t)(m->nh + m->nkv);
     return n + (is_moe(c, l) ? moe_acts_floats(c, (int)T) : 3 * T * I);
 }
 
 static void bind_layer(const areal_model *m, int l, size_t T, layer_acts *a, float *p, float *att) {
     const areal_model_config *c = &m->cfg;
     size_t H = (size_t)c->hidden_size, Q = (size_t)m->nh * c->head_dim;
-    size_t KV = (size_t)m->nkv * c->head_dim, I = (size_t)m->inter;
+    size_t KV = (size_t)m->nkv * c->head_dim, I = (size_t)m->inter, R = rows_kept(m, T);
 #define TAKE(n) (p += (n), p - (n))
-    a->res = TAKE(T * H);
+    a->res = TAKE(R * H);
     a->ln1 = TAKE(T * H);
-    a->rstd1 = TAKE(T);
+    a->rstd1 = TAKE(R);
     a->q = TAKE(T * Q);
     a->k = TAKE(T * KV);
     a->v = TAKE(T * KV);
@@ -53,9 +70,9 @@ static void bind_layer(const areal_model *m, int l, size_t T, layer_acts *a, flo
     a->qr = TAKE(T * Q);
     a->kr = TAKE(T * KV);
     a->ao = TAKE(T * Q);
-    a->mid = TAKE(T * H);
+    a->mid = TAKE(R * H);
     a->ln2 = TAKE(T * H);
-    a->rstd2 = TAKE(T);
+    a->rstd2 = TAKE(R);
     if (is_moe(c, l)) {
         moe_acts_bind(&a->moe, c, (int)T, p);
     } else {
@@ -121,7 +138,8 @@ static int acts_alloc(const areal_model *m, const areal_batch *b, areal_acts *a,
         memcpy(p->gidx, cpt->gidx, sizeof(int32_t) * T);
     }
     p->att_total = k_attn_offsets(p->att_off, p->cu, b->n_seqs, m->nh);
-    size_t total = T * H + (last ? T * H + T + T * V : 0);
+    bool sp = m->shard.sequence_parallel && m->shard.tp > 1;
+    size_t total = T * H + (last ? T * H + T + T * V : 0) + (sp ? T * H : 0);
     for (int i = 0; i < n; i++)
         total += layer_floats(m, first + i, T) + p->att_total;
     p->arena = malloc(sizeof(float) * total);
@@ -140,9 +158,12 @@ static int acts_alloc(const areal_model *m, const areal_batch *b, areal_acts *a,
         p->rstdf = f + 2 * T * H;
         a->logits = f + 2 * T * H + T;
         a->V = (int)V;
+        f += 2 * T * H + T + T * V;
     } else {
         a->hidden = p->res_out;
+        f += T * H;
     }
+    p->wide = sp ? f : NULL;
     a->T = b->n_tokens;
     return AREAL_OK;
 oom:
@@ -185,8 +206,11 @@ static void add_bias(float *y, const float *b, int T, int H) {
             y[(size_t)t * H + i] += b[i];
 }
 
-/* Layer l (global number; li its index in the stage's records) from a->res into out. */
-static int layer_fwd(const areal_model *m, int l, int li, areal_acts_priv *p, float *out,
+/*
+ * Layer l (global number; li its index in the stage's records) from a->res
+ * into dst: the next layer's input rows (its res) or the stage output's.
+ */
+static int layer_fwd(const areal_model *m, int l, int li, areal_acts_priv *p, float *dst,
                      areal_error *err) {
     const areal_model_config *c = &m->cfg;
     const areal_ops *o = m->ops;
@@ -201,7 +225,9 @@ static int layer_fwd(const areal_model *m, int l, int li, areal_acts_priv *p, fl
     areal_model_sp_rows(&m->shard, T, &lo, &hi); /* the rows of the norms and residuals */
     size_t r0 = (size_t)lo * H, nr = (size_t)(hi - lo);
     float eps = (float)c->rms_norm_eps;
-    o->rmsnorm_fwd(x, a->ln1 + r0, a->rstd1 + lo, a->res + r0, w->ln1, nr, H, eps);
+    /* the row-parallel products, whole: into the rows' own buffers unless sequence-parallel */
+    float *wmid = sp ? p->wide : a->mid, *wout = sp ? p->wide : dst;
+    o->rmsnorm_fwd(x, a->ln1 + r0, a->rstd1, a->res, w->ln1, nr, H, eps);
     if (sp && (rc = sp_at(m, AREAL_SP_GATHER, l, a->ln1, T, err)) != AREAL_OK)
         return rc;
     o->linear_fwd(x, a->q, a->ln1, w->wq, w->bq, T, H, Q, 0.0f);
@@ -226,30 +252,30 @@ static int layer_fwd(const areal_model *m, int l, int li, areal_acts_priv *p, fl
     } else {
         o->attn_fwd(x, a->ao, a->att, a->qr, a->kr, a->v, p->cu, p->n_seqs, p->att_off, d);
     }
-    o->linear_fwd(x, a->mid, a->ao, w->wo, split ? NULL : w->bo, T, Q, H, 0.0f);
-    if ((rc = reduce_rows(m, sp, AREAL_REDUCE_ATTN_OUT, l, a->mid, T, err)) != AREAL_OK)
+    o->linear_fwd(x, wmid, a->ao, w->wo, split ? NULL : w->bo, T, Q, H, 0.0f);
+    if ((rc = reduce_rows(m, sp, AREAL_REDUCE_ATTN_OUT, l, wmid, T, err)) != AREAL_OK)
         return rc;
     if (split)
-        add_bias(a->mid + r0, w->bo, (int)nr, H);
-    o->add(x, a->mid + r0, a->mid + r0, a->res + r0, nr * H);
-    o->rmsnorm_fwd(x, a->ln2 + r0, a->rstd2 + lo, a->mid + r0, w->ln2, nr, H, eps);
+        add_bias(wmid + r0, w->bo, (int)nr, H);
+    o->add(x, a->mid, wmid + r0, a->res, nr * H);
+    o->rmsnorm_fwd(x, a->ln2 + r0, a->rstd2, a->mid, w->ln2, nr, H, eps);
     if (sp && (rc = sp_at(m, AREAL_SP_GATHER, l, a->ln2, T, err)) != AREAL_OK)
         return rc;
     if (is_moe(c, l)) {
         /* replicated over tp; split by experts over ep (reduced inside) */
-        if ((rc = moe_fwd_reduced(m, l, w, &a->moe, a->ln2, out, T, err)) != AREAL_OK)
+        if ((rc = moe_fwd_reduced(m, l, w, &a->moe, a->ln2, wout, T, err)) != AREAL_OK)
             return rc;
     } else {
         o->linear_fwd(x, a->g, a->ln2, w->gate, w->gate_b, T, H, I, 0.0f);
         o->linear_fwd(x, a->u, a->ln2, w->up, w->up_b, T, H, I, 0.0f);
         o->swiglu_fwd(x, a->h, a->g, a->u, (size_t)T * I);
-        o->linear_fwd(x, out, a->h, w->down, split ? NULL : w->down_b, T, I, H, 0.0f);
-        if ((rc = reduce_rows(m, sp, AREAL_REDUCE_MLP_OUT, l, out, T, err)) != AREAL_OK)
+        o->linear_fwd(x, wout, a->h, w->down, split ? NULL : w->down_b, T, I, H, 0.0f);
+        if ((rc = reduce_rows(m, sp, AREAL_REDUCE_MLP_OUT, l, wout, T, err)) != AREAL_OK)
             return rc;
         if (split)
-            add_bias(out + r0, w->down_b, (int)nr, H);
+            add_bias(wout + r0, w->down_b, (int)nr, H);
     }
-    o->add(x, out + r0, out + r0, a->mid + r0, nr * H);
+    o->add(x, dst, wout + r0, a->mid, nr * H);
     return AREAL_OK;
 }
 
@@ -275,35 +301,41 @@ int areal_model_forward_stage(areal_model *m, const areal_batch *b, const float 
         return rc;
     const areal_model_config *c = &m->cfg;
     areal_acts_priv *p = a->priv;
-    int T = p->T, H = c->hidden_size, n = sh->n_layers;
-    float *x0 = n > 0 ? p->layers[0].res : p->res_out;
+    int T = p->T, H = c->hidden_size, n = sh->n_layers, lo, hi;
+    bool sp = sh->sequence_parallel && sh->tp > 1;
+    areal_model_sp_rows(sh, T, &lo, &hi);
+    size_t r0 = (size_t)lo * H, nr = (size_t)(hi - lo);
+    /* layer 0's input rows; the embedding of all T rows first where a reduction needs them */
+    float *x0 = n > 0 ? p->layers[0].res : p->res_out + r0;
     int v0, nv = areal_model_shard_vocab(c, sh, &v0);
     if (first) {
+        bool whole = sp && nv != c->vocab_size; /* reduce-scattered: every row, then ours */
+        float *e = whole ? p->wide : x0;
+        int t0 = whole ? 0 : lo, t1 = whole ? T : hi;
         /* a vocab-parallel shard holds rows [v0, v0 + nv); the others' rows are zeros */
-        for (int t = 0; t < T; t++) {
+        for (int t = t0; t < t1; t++) {
             int row = p->tokens[t] - v0;
+            float *dst = e + (size_t)(t - t0) * H;
             if (row >= 0 && row < nv)
-                memcpy(x0 + (size_t)t * H, m->w.embed + (size_t)row * H, sizeof(float) * (size_t)H);
+                memcpy(dst, m->w.embed + (size_t)row * H, sizeof(float) * (size_t)H);
             else
-                memset(x0 + (size_t)t * H, 0, sizeof(float) * (size_t)H);
+                memset(dst, 0, sizeof(float) * (size_t)H);
         }
         if (nv != c->vocab_size)
-            rc = reduce_rows(m, sh->sequence_parallel && sh->tp > 1, AREAL_REDUCE_EMBED_OUT, -1, x0,
-                             T, err);
+            rc = reduce_rows(m, sp, AREAL_REDUCE_EMBED_OUT, -1, e, T, err);
+        if (rc == AREAL_OK && whole)
+            memcpy(x0, p->wide + r0, sizeof(float) * nr * H);
     } else {
-        memcpy(x0, x_in, sizeof(float) * (size_t)T * H);
+        memcpy(x0, x_in + r0, sizeof(float) * nr * H);
     }
     for (int i = 0; i < n && rc == AREAL_OK; i++)
-        rc = layer_fwd(m, sh->first_layer + i, i, p, i + 1 < n ? p->layers[i + 1].res : p->res_out,
-                       err);
+        rc = layer_fwd(m, sh->first_layer + i, i, p,
+                       i + 1 < n ? p->layers[i + 1].res : p->res_out + r0, err);
     if (rc != AREAL_OK) {
         areal_acts_free(a);
         return rc;
     }
     if (last) {
-        int lo, hi;
-        areal_model_sp_rows(sh, T, &lo, &hi);
-        size_t r0 = (size_t)lo * H;
         m->ops->rmsnorm_fwd(m->ops_ctx, p->lnf + r0, p->rstdf + lo, p->res_out + r0, m->w.norm,
                             (size_t)(hi - lo), H, (float)c->rms_norm_eps);
         if (sh->sequence_parallel && sh->tp > 1 &&

@@ -32,16 +32,16 @@ typedef struct moe_acts {
 } moe_acts;
 
 typedef struct layer_acts {
-    float *res;             /* [T, H] input residual */
-    float *ln1, *rstd1;     /* [T, H], [T] */
-    float *q, *k, *v;       /* [T, Q], [T, KV] x2: projections (bias added), before norm/rope */
+    float *res;         /* [R, H] input residual: the R rows kept (T; sequence parallel: ours) */
+    float *ln1, *rstd1; /* [T, H], [R] */
+    float *q, *k, *v;   /* [T, Q], [T, KV] x2: projections (bias added), before norm/rope */
     float *rstd_q, *rstd_k; /* [T * nh], [T * nkv] (qk-norm only) */
     float *qr, *kr;         /* after qk-norm and rope */
     float *att;             /* attention probabilities (k_attn_offsets) */
     float *ao;              /* [T, Q] attention output */
-    float *mid;             /* [T, H] residual after attention */
-    float *ln2, *rstd2;
-    float *g, *u, *h; /* [T, I] dense MLP */
+    float *mid;             /* [R, H] residual after attention */
+    float *ln2, *rstd2;     /* [T, H], [R] */
+    float *g, *u, *h;       /* [T, I] dense MLP */
     moe_acts moe;
     void *cp;                /* the context-parallel attention's saved state (cp_attn.h) */
     void (*cp_free)(void *); /* and its free, called by areal_acts_free */
@@ -57,6 +57,7 @@ struct areal_acts_priv {
     int n_layers;       /* entries of layers */
     float *res_out;     /* [T, H] after the last layer */
     float *lnf, *rstdf; /* final norm */
+    float *wide;        /* sequence parallel: [T, H] scratch of the row-parallel products */
     void *arena;
     size_t arena_floats; /* its size (areal_acts_floats) */
 };

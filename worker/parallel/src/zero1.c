@@ -43,6 +43,17 @@ int areal_par_zero1_init(areal_par_zero1 *z, const areal_model *m, areal_coll *d
     return AREAL_OK;
 }
 
+int areal_par_zero1_load(areal_par_zero1 *z, const areal_adamw *full, areal_error *err) {
+    if (full->n != z->n)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "zero1: optimizer state of %zu parameters for a model of %zu",
+                               full->n, z->n);
+    memcpy(z->adam.m, full->m + z->lo, sizeof(float) * (z->hi - z->lo));
+    memcpy(z->adam.v, full->v + z->lo, sizeof(float) * (z->hi - z->lo));
+    z->adam.step = full->step;
+    return AREAL_OK;
+}
+
 int areal_par_zero1_step(areal_par_zero1 *z, areal_model *m, const areal_par_groups *g,
                          const areal_adamw_cfg *cfg, double lr, double max_norm, double *norm,
                          areal_pool *pool, areal_error *err) {

@@ -444,6 +444,11 @@ static inline int pt_rank(areal_comm *c, void *arg) {
         PT_CHECK("zero1 init", areal_par_zero1_init(&z, &m, data, &e) == AREAL_OK);
         PT_CHECK("zero1 step", areal_par_zero1_step(&z, &m, &g, &PT_ADAMW, PT_LR, max_norm, &norm,
                                                     NULL, &e) == AREAL_OK);
+        /* the optimizer really is sharded: AdamW's moments cover this rank's 1/dp range only */
+        size_t Dz = (size_t)areal_par_size(data);
+        PT_CHECK("zero1 moments sharded", z.adam.n == z.hi - z.lo && z.shard * Dz == z.n_pad &&
+                                              z.shard <= m.n_params / Dz + 1 &&
+                                              (Dz == 1 || z.adam.n < m.n_params));
     } else {
         /* small buckets, so several are in flight at once */
         PT_CHECK("dp grads", areal_par_dp_reduce_grads(&m, data, 1000, &e) == AREAL_OK);

@@ -501,6 +501,8 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
         job.xccl.bucket_bytes = 1;
     job.threads = 1;
     job.stop = &stop_flag;
+    /* set by the operator on trainer containers, the path of terminationMessagePath */
+    job.termination_log = getenv("AREAL_TERMINATION_LOG");
     job.log = log_line;
     job.progress = progress_line;
     job.ctx = &x;

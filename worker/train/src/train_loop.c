@@ -579,6 +579,13 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
         loop_status_phase(&ls, AREAL_PHASE_FAILED, step, t.version);
     else if (step >= total_steps)
         loop_status_phase(&ls, AREAL_PHASE_DONE, step, t.version);
+    if (job->termination_log != NULL && job->termination_log[0] != '\0') {
+        /* the last words: a run shorter than the operator's poll period leaves its
+         * final step here, or status.progress would keep an old one */
+        areal_error we;
+        if (areal_train_status_write(job->termination_log, &ls.st, &we) != AREAL_OK)
+            say(job, "final status not written: %s", we.msg);
+    }
     if (pf)
         fclose(pf);
     free(groups);

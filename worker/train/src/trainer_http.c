@@ -5,7 +5,9 @@
  * The gauges are set when a snapshot is published, not when scraped, so a
  * scrape is one metrics_render; the histograms observe each step once.
  */
+#include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,6 +77,39 @@ char *areal_train_status_json(const areal_train_status *s) {
         json_dumps(o, JSON_COMPACT) /* full precision: the progress line's numbers exactly */;
     json_decref(o);
     return text;
+}
+
+int areal_train_status_write(const char *path, const areal_train_status *s, areal_error *err) {
+    char *body = areal_train_status_json(s);
+    if (body == NULL)
+        return areal_error_set(err, AREAL_ENOMEM, -1, "no memory for the final status");
+    size_t len = strlen(body);
+    if (len > AREAL_TERMINATION_MESSAGE_MAX) {
+        free(body);
+        return areal_error_set(err, AREAL_ERANGE, -1,
+                               "final status is %zu bytes, over the %d of a termination message",
+                               len, AREAL_TERMINATION_MESSAGE_MAX);
+    }
+    /* "w", not a temporary and rename: the kubelet bind-mounts this very file (a
+     * rename would replace the mount point's name in the container only) */
+    FILE *f = fopen(path, "w");
+    int rc = AREAL_OK;
+    if (f == NULL)
+        rc = areal_error_set(err, AREAL_EIO, -1, "%s: cannot write the final status (%s)", path,
+                             strerror(errno));
+    else {
+        bool ok = fwrite(body, 1, len, f) == len;
+        int e = ok ? 0 : errno;
+        if (fclose(f) != 0 && ok) {
+            ok = false;
+            e = errno;
+        }
+        if (!ok)
+            rc = areal_error_set(err, AREAL_EIO, -1, "%s: cannot write the final status (%s)", path,
+                                 strerror(e));
+    }
+    free(body);
+    return rc;
 }
 
 static void on_status(areal_http_exchange *x, const areal_http_request *r, void *ud) {

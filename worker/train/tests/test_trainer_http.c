@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -247,6 +248,9 @@ static void running_loop_publishes_each_step(void **st) {
     r.job.rollout_workers = 2;
     r.job.threads = 1;
     r.job.http = h;
+    char tlog[300];
+    snprintf(tlog, sizeof tlog, "%s/termination-log", dir);
+    r.job.termination_log = tlog;
     r.job.progress = progress;
     r.job.ctx = &r;
     pthread_t th;
@@ -292,6 +296,23 @@ static void running_loop_publishes_each_step(void **st) {
     assert_true(num(d, "samples_per_second") > 0);
     assert_int_equal(json_integer_value(json_object_get(d, "servers")), 1);
     assert_int_equal(json_integer_value(json_object_get(d, "checkpoint_step")), 6);
+    /* the last words: the same object as the final GET /status, in at most 4096 bytes */
+    FILE *f = fopen(tlog, "r");
+    assert_non_null(f);
+    char words[8192];
+    size_t n = fread(words, 1, sizeof words - 1, f);
+    fclose(f);
+    words[n] = '\0';
+    assert_true(n > 0 && n <= AREAL_TERMINATION_MESSAGE_MAX);
+    assert_null(strchr(words, '\n')); /* compact */
+    json_error_t je;
+    json_t *fin = json_loads(words, 0, &je);
+    if (fin == NULL)
+        fail_msg("termination log does not parse: %s: %s", je.text, words);
+    assert_string_equal(json_string_value(json_object_get(fin, "phase")), "done");
+    assert_int_equal(json_integer_value(json_object_get(fin, "step")), 6);
+    assert_true(json_equal(fin, d));
+    json_decref(fin);
     json_decref(d);
     body b;
     assert_int_equal(get(port, "/metrics", &b, NULL, 0), 200);
@@ -308,11 +329,39 @@ static void running_loop_publishes_each_step(void **st) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* A path that cannot be written is an error naming it (the loop logs it and goes on). */
+static void final_status_write_failure_is_named(void **st) {
+    (void)st;
+    areal_train_status s;
+    memset(&s, 0, sizeof s);
+    s.phase = AREAL_PHASE_FAILED;
+    s.step = 3;
+    areal_error err;
+    assert_int_equal(areal_train_status_write("/nonexistent-areal-dir/termination-log", &s, &err),
+                     AREAL_EIO);
+    assert_non_null(strstr(err.msg, "/nonexistent-areal-dir/termination-log"));
+    char dir[256];
+    const char *t = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(dir, sizeof dir, "%s/areal-tlog-XXXXXX", t);
+    assert_non_null(mkdtemp(dir));
+    char path[300];
+    snprintf(path, sizeof path, "%s/log", dir);
+    assert_int_equal(areal_train_status_write(path, &s, &err), AREAL_OK);
+    json_t *d = json_load_file(path, 0, NULL);
+    assert_non_null(d);
+    assert_string_equal(json_string_value(json_object_get(d, "phase")), "failed");
+    assert_int_equal(json_integer_value(json_object_get(d, "step")), 3);
+    json_decref(d);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(snapshot_renders_the_contract),
         cmocka_unit_test(running_loop_publishes_each_step),
+        cmocka_unit_test(final_status_write_failure_is_named),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();

@@ -95,6 +95,20 @@ const char *areal_backend_name(areal_backend b);
 bool areal_backend_is_inference(areal_backend b);
 
 /*
+ * How a training backend shards its data-parallel replicas' state: fsdp and
+ * archon (FSDP2) shard parameters, gradients and optimizer state over dp
+ * (AREAL_DP_FULLY_SHARDED, worker/parallel's fsdp.h), megatron shards the
+ * optimizer state (its distributed optimizer, ZeRO-1: AREAL_DP_OPTIMIZER),
+ * an inference backend keeps whole replicas (AREAL_DP_REPLICATED).
+ */
+typedef enum areal_dp_sharding {
+    AREAL_DP_REPLICATED,
+    AREAL_DP_OPTIMIZER,
+    AREAL_DP_FULLY_SHARDED,
+} areal_dp_sharding;
+areal_dp_sharding areal_backend_dp_sharding(areal_backend b);
+
+/*
  * True when `a` and `b` hold the same components in the same order: names,
  * backends, strategies, hybrid form and scheduling. Positions and the legacy
  * flag are not compared, so a string and its areal_alloc_format() spelling

@@ -8,7 +8,21 @@
  * CPU worker trains: 4 bytes a parameter, 4 a gradient, 8 of AdamW moments
  * (sharded over dp with the distributed optimizer), activations 4 bytes a
  * float of one micro-batch's record times the micro-batches alive on the
- * stage under 1F1B (min(pp - stage, n_mb)).
+ * stage under 1F1B (min(pp - stage, n_mb)). With sequence_parallel (tp > 1)
+ * each layer's residuals and their rstd keep ceil(T / tp) rows (tp rank 0's
+ * block), plus one [T, H] scratch a stage for the row-parallel products.
+ *
+ * With fsdp (fully sharded, worker/parallel's fsdp.h) parameters, gradients
+ * and moments are all sharded: each unit (one per decoder layer, and the
+ * root: embedding, final norm, lm_head) padded to a multiple of dp * cp and
+ * split evenly, so params / grads / optim are the rank's ranges; `gathered`
+ * is what a step materialises on top at its peak: the root unit whole
+ * (params and its gradient sum) for the whole step, and during the backward
+ * of the largest layer its unit whole twice (gathered params, gradient to
+ * reduce-scatter) and its one-layer stage model (params and grads); the
+ * activations are the per-layer stage records of one micro-batch (each
+ * layer's output a buffer of its own), every micro-batch run forward then
+ * backward.
  *
  * Pure arithmetic on numbers, so the planner (arealctl, lib/layout) and the
  * worker share it without the planner reading model code; the caller turns
@@ -35,11 +49,13 @@ typedef struct areal_mem_model {
 
 /* How the rank trains. */
 typedef struct areal_mem_opts {
-    long mb_tokens;      /* tokens of one micro-batch */
-    long seq_len;        /* tokens of one sequence (attention probabilities: seq_len^2 a head) */
-    long n_mb;           /* micro-batches of a step on this rank */
-    bool zero1;          /* distributed optimizer: moments sharded over dp * cp */
-    bool vocab_parallel; /* embedding and lm_head split over tp */
+    long mb_tokens;         /* tokens of one micro-batch */
+    long seq_len;           /* tokens of one sequence (attention probabilities: seq_len^2 a head) */
+    long n_mb;              /* micro-batches of a step on this rank */
+    bool zero1;             /* distributed optimizer: moments sharded over dp * cp */
+    bool vocab_parallel;    /* embedding and lm_head split over tp */
+    bool fsdp;              /* fully sharded: params, grads and moments over dp * cp (pp 1) */
+    bool sequence_parallel; /* tp > 1: the residual stream's records hold tp rank 0's rows */
 } areal_mem_opts;
 
 /* One rank's bytes. */
@@ -50,6 +66,7 @@ typedef struct areal_mem_rank {
     int64_t params, grads; /* bytes */
     int64_t optim;         /* AdamW m and v */
     int64_t acts;          /* peak activations */
+    int64_t gathered;      /* fsdp: whole units and stage models live at the peak (else 0) */
     int64_t total;
 } areal_mem_rank;
 

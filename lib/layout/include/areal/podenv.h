@@ -34,6 +34,12 @@
 #define AREAL_ENV_MASTER_ADDR      "MASTER_ADDR" /* host name of the trainer's rank-0 pod */
 #define AREAL_ENV_MASTER_PORT      "MASTER_PORT" /* the rendezvous store's port */
 
+/* Trainer containers: where the trainer's rank 0 writes its final /status when it
+ * stops, the container's terminationMessagePath (policy File), so the operator
+ * reads the last step of a job shorter than its poll period from the pod status. */
+#define AREAL_ENV_TERMINATION_LOG  "AREAL_TERMINATION_LOG"
+#define AREAL_TERMINATION_LOG_PATH "/var/run/areal/termination-log"
+
 #define AREAL_DEFAULT_MASTER_PORT 29500
 
 #endif

@@ -37,6 +37,9 @@ typedef enum cached_pod_phase {
     CACHED_PHASE_UNKNOWN, /* "Unknown" or any other text */
 } cached_pod_phase;
 
+/* A kubelet keeps at most 4096 bytes of a termination message. */
+#define CACHED_TERMINATION_MESSAGE_MAX 4096
+
 typedef struct cached_pod {
     atomic_int refs;
     const char *ns, *name, *uid, *resource_version;
@@ -51,6 +54,10 @@ typedef struct cached_pod {
     /* The first container waiting with a reason (ErrImagePull, ImagePullBackOff,
      * CreateContainerConfigError, ...) and its message: a pod that cannot start. */
     const char *waiting_reason, *waiting_message;
+    /* The master pod's first terminated container's state.terminated.message (the
+     * trainer's final /status, CONTRACTS.md) when at most CACHED_TERMINATION_MESSAGE_MAX
+     * bytes; NULL otherwise and on every other pod (the cache stays small). */
+    const char *termination_message;
     cached_pod_phase phase;
     bool master;      /* label areal.io/master=true */
     bool ready;       /* condition Ready=True */

@@ -59,6 +59,11 @@ void controller_cache_sizes(controller *ctl, size_t *jobs, size_t *pods, size_t 
  */
 void controller_each_pod(controller *ctl, void (*fn)(void *ud, const cached_pod *pod), void *ud);
 
+/* Pod cache entries handed to readers so far (cache_visits): a reconcile
+ * visits only its own job's pods (through the cache's job index), never the
+ * cluster's; tests check it against the size of the cache. */
+size_t controller_pod_visits(controller *ctl);
+
 void controller_free(controller *ctl);
 
 #endif

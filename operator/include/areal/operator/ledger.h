@@ -34,9 +34,17 @@ typedef struct ledger_claim {
     char *node; /* the planned node (owned) */
     int gpus;
     long long cpu_milli, mem_bytes;
-    bool seen;          /* observed bound (and counted by the caller) in this pass */
-    long long bound_ms; /* when its bind was answered (0: not yet) */
+    bool seen;            /* observed bound (and counted by the caller) in this pass */
+    long long bound_ms;   /* when its bind was answered (0: not yet) */
+    long long created_ms; /* when its create was answered (0: not yet, or not by this plan) */
 } ledger_claim;
+
+/* What the caller's pod cache shows of a pod (ledger_unobserved's question). */
+typedef enum ledger_pod_state {
+    LEDGER_POD_ABSENT = 0,
+    LEDGER_POD_CREATED = 1, /* there, unbound */
+    LEDGER_POD_BOUND = 2,
+} ledger_pod_state;
 
 typedef struct ledger {
     pthread_mutex_t mu;
@@ -62,6 +70,11 @@ void ledger_begin(ledger *l);
  * will take. */
 void ledger_seen(ledger *l, const char *pod_key, const char *node);
 
+/* Marks seen (as ledger_seen) every claim for which `counted(ud, pod_key,
+ * node)` says the caller counted its pod on the claim's node this pass. */
+void ledger_mark_seen(ledger *l, bool (*counted)(void *ud, const char *pod_key, const char *node),
+                      void *ud);
+
 /*
  * Adds the room of every claim not seen in this pass and not of job
  * `job_key` (a job replans over its own claims) to the used counts of the
@@ -80,15 +93,25 @@ int ledger_set(ledger *l, const char *job_key, const ledger_claim *claims, int n
 /* The binds of job `job_key`'s claims were all answered (at `now_ms`). */
 void ledger_bound(ledger *l, const char *job_key, long long now_ms);
 
+/* The create (`created`) or bind (otherwise) of the claim of pod `pod_key`
+ * was answered with success at `now_ms` (nothing when it has no claim).
+ * Marked pod by pod, so a pass cut short by a failure still expects what it
+ * did: chaos seed 52's pass created a gang, failed a bind, and the next pass,
+ * on a cache that showed none of the new pods, planned the gang afresh, had
+ * its creates answered 409 (taken as done) and bound the pods to another
+ * plan's nodes - GPUs over-committed where the first plan's claims had been. */
+void ledger_answered(ledger *l, const char *pod_key, bool created, long long now_ms);
+
 /*
  * Expectations (as the ReplicaSet controller's): the number of job
- * `job_key`'s claims whose bind was answered less than `window_ms` ago but
- * that `observed(ud, pod_key)` says the caller's cache does not show yet. A
- * pass of the job waits while it is not 0: on a cache that has not caught up
- * with its own binds it would see an unbound gang and plan it again.
+ * `job_key`'s claims whose bind (create) was answered less than `window_ms`
+ * ago but that `state(ud, pod_key)` says the caller's cache does not show
+ * bound (at all) yet. A pass of the job waits while it is not 0: on a cache
+ * that has not caught up with its own writes it would see an unbound or
+ * missing gang and plan it again.
  */
 int ledger_unobserved(ledger *l, const char *job_key, long long now_ms, long long window_ms,
-                      bool (*observed)(void *ud, const char *pod_key), void *ud);
+                      ledger_pod_state (*state)(void *ud, const char *pod_key), void *ud);
 
 /* Number of claims (all jobs). */
 int ledger_len(const ledger *l);

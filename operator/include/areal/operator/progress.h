@@ -67,13 +67,22 @@ int progress_http_get(const char *ip, int port, const char *path, int timeout_ms
 
 /* ---- the poller (progress_poll.c) ---------------------------------------- */
 
-/* One trainer to ask: the job and its rank-0 pod's IP (strings copied). */
+/*
+ * One trainer to ask: the job and its rank-0 pod's IP (strings copied); or,
+ * when final_message is set, a rank-0 pod that has terminated and left its
+ * final /status as its termination message (CONTRACTS.md, "The trainer's
+ * final status"): nothing is asked, the message is the answer, written once
+ * per pod uid.
+ */
 typedef struct progress_target {
     char ns[254], job[254], pod_ip[48];
+    char uid[64];        /* the pod's metadata.uid (final targets: the once-key) */
+    char *final_message; /* malloc'd by the targets function, freed by the poller; NULL: live */
 } progress_target;
 
 /* Fills up to `cap` targets, returns how many (the caller's view of the
- * running master pods, e.g. the controller's pod cache). */
+ * running master pods and the terminated ones with a final message, e.g. the
+ * controller's pod cache). */
 typedef size_t (*progress_targets_fn)(void *ud, progress_target *out, size_t cap);
 
 typedef struct progress_config {
@@ -94,7 +103,10 @@ typedef struct progress_poller progress_poller;
  * areal_job_weight_sync_seconds {namespace, job} (jobs no longer polled drop
  * out) and the counter areal_job_status_errors_total {namespace, job}. A
  * trainer that does not answer yet (starting up, or not serving /status) is
- * counted and skipped; its job's status is left as it is. A job with
+ * counted and skipped; its job's status is left as it is. A final target's
+ * message is parsed and written like a live answer, once per pod uid (later
+ * rounds skip it while it stays a target; a message that does not parse is
+ * logged and counted once). A job with
  * spec.rollout.target and spec.rollout.replicas set gets the built-in
  * autoscaling policy (autoscale.h) on each sample taken while its trainer
  * trains: a change is merge-patched into spec.rollout.replicas with an Event

@@ -40,11 +40,13 @@
  * gathered before the row-parallel backward, the column-parallel input
  * gradient reduce-scattered, the embedding's gradient gathered first. The
  * norm weights' gradients then cover only the rank's rows
- * (areal_model_shard_grad_partial). The buffers keep all T rows (the rows
- * of the other ranks are scratch), so the saving is compute and traffic
- * (two half-size collectives for one all-reduce), not yet activation
- * memory; pipeline stages pass whole [T, H] buffers of which the receiver
- * reads its rows.
+ * (areal_model_shard_grad_partial). The activation record keeps the
+ * residuals (each layer's input and post-attention residual, their norms'
+ * rstd) for the rank's rows only, the row-parallel products going through
+ * one [T, H] scratch per stage; the gathered norm outputs (the
+ * column-parallel inputs) stay [T, H], as do the projections, which tensor
+ * parallelism already splits by heads and columns. Pipeline stages pass
+ * whole [T, H] buffers of which the receiver reads its rows.
  *
  * A shard's parameter list keeps the HF names (global layer numbers), so
  * views, checkpoints and logs read the same as for the whole model.

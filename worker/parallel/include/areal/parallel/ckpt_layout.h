@@ -18,7 +18,9 @@
  * (each owner sending its slices of one tensor at a time to the writer).
  * The moments are written whole rather than as per-rank shard files, so
  * reading them needs no knowledge of the writer's layout (recorded for the
- * record only). A ZeRO-1 optimizer's flat ranges are not handled here.
+ * record only). A ZeRO-1 optimizer's flat ranges are not handled here:
+ * ckpt_shard.h's per-rank format writes those (and FSDP's) without any
+ * whole-model buffer, and reads into any layout the same way.
  */
 #ifndef AREAL_PARALLEL_CKPT_LAYOUT_H
 #define AREAL_PARALLEL_CKPT_LAYOUT_H

@@ -60,6 +60,13 @@ int areal_par_zero1_init(areal_par_zero1 *z, const areal_model *m, areal_coll *d
 void areal_par_zero1_free(areal_par_zero1 *z);
 
 /*
+ * Takes this rank's range [lo, hi) of `full` (AdamW state over all of the
+ * model's local parameters, e.g. read from a checkpoint) into z's moments,
+ * and its step. AREAL_EINVAL when full is not of z's parameter count.
+ */
+int areal_par_zero1_load(areal_par_zero1 *z, const areal_adamw *full, areal_error *err);
+
+/*
  * One optimizer step: reduce-scatters m->grads over dp, computes
  * the global gradient norm over dp and the model-parallel groups g
  * (*norm, before clipping), clips to max_norm (> 0), runs AdamW on the range

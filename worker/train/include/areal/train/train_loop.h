@@ -45,6 +45,10 @@ typedef struct areal_train_job {
     int rollout_workers;
     int threads;                     /* model pool threads (1: serial) */
     struct areal_trainer_http *http; /* nullable: where /status and /metrics are published */
+    /* nullable: when the run ends (done, failed, stopped), its final /status object is
+     * written here (the kubelet's termination message, env AREAL_TERMINATION_LOG);
+     * a write failure is logged, never fatal */
+    const char *termination_log;
     struct areal_pg *dp; /* nullable: data-parallel trainer ranks, this one rank 0 (dp.h) */
     /* nullable: the registered rollout servers replace `servers` once one registers, and
      * those behind the policy are caught up between steps (discover.h) */

@@ -90,4 +90,17 @@ const char *areal_train_phase_name(areal_train_phase p);
 /* The /status body of s: a new JSON text (caller frees), NULL when out of memory. */
 char *areal_train_status_json(const areal_train_status *s);
 
+/* The largest final status the file below holds: Kubernetes' termination message limit. */
+#define AREAL_TERMINATION_MESSAGE_MAX 4096
+
+/*
+ * Writes s's /status body (compact, as GET /status has it) to path, replacing
+ * what was there: the trainer's last words, read back by the kubelet as the
+ * container's termination message (terminationMessagePath). Returns 0, or
+ * AREAL_EIO naming path and the cause (the caller logs it: never fatal), or
+ * AREAL_ERANGE if the body were over AREAL_TERMINATION_MESSAGE_MAX bytes (a
+ * truncated object would not parse; it cannot happen with today's fields).
+ */
+int areal_train_status_write(const char *path, const areal_train_status *s, areal_error *err);
+
 #endif
