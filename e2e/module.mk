@@ -26,3 +26,6 @@ areal-e2e-logcheck_DEPS := base yaml
 e2e:
 	$(MAKE) all
 	AREAL_BIN=$(abspath $(BUILD)/rel) e2e/run $(E2E_SCENARIOS)
+
+# make bench: issue 16's scale-up / drain / trainer-restart times on the e2e cluster.
+BENCH_SCRIPTS += e2e/bench/bench_rl_elastic.sh

@@ -1,24 +1,33 @@
 /*
  * register.c - see areal_rollout_register_start in areal/rollout/server.h.
  *
- * Key convention (worker/rollout/README.md): "rollout/servers/<name>" =
- * {"addr": "host:port", "version": "<weight version>"}; the trainer lists
- * the servers it expects (it knows d from the allocation) and reads them.
- * The thread connects with a short connect timeout, backs off 0.5 s ->
- * 30 s between failures with one log line each, writes the key, and
- * rewrites it whenever a weight update lands (version_seq moves). A store
- * that dies later is reconnected the same way.
+ * Key convention (worker/rollout/README.md, areal/comm/registry.h):
+ * "rollout/servers/<name>" = {"addr": "host:port", "version": "<weight
+ * version>"}, announced in the store's index so the trainer can list the
+ * servers (it discovers them: a server added by scaling is seen without a
+ * restart). The thread connects with a short connect timeout, backs off
+ * 0.5 s -> 5 s between failures with one log line each, announces, and
+ * rewrites the value whenever a weight update lands (version_seq moves).
+ * Every second it checks that its key is still there: a trainer that
+ * restarted hosts a new, empty store on the same address (the old
+ * connection may even look alive until the next call), and the server must
+ * announce itself again there. Rejected: the former 30 s backoff cap (a
+ * trainer restart took up to half a minute to see its servers again).
  */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "areal/comm/registry.h"
 #include "server_internal.h"
+
+#define BACKOFF_MAX_MS 5000
+#define CHECK_EVERY_MS 1000
 
 struct areal_rollout_reg {
     areal_rollout_server *s;
-    char host[256], key[300], addr[300];
+    char host[256], name[AREAL_REGISTRY_NAME_MAX], addr[300];
     int port;
     FILE *log;
     pthread_t t;
@@ -46,20 +55,35 @@ static bool nap(areal_rollout_reg *r, int ms) {
     return stop;
 }
 
-static int publish(areal_rollout_reg *r, areal_error *e) {
+/* The registration value now (caller frees), or NULL without memory. */
+static char *value_now(areal_rollout_reg *r) {
     char version[AREAL_ENGINE_VERSION_MAX];
     areal_rollout_server_version(r->s, version, sizeof version);
     json_t *j = json_pack("{s:s,s:s}", "addr", r->addr, "version", version);
     char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(j);
-    int rc = text ? areal_store_set(r->st, r->key, text, strlen(text), e) : AREAL_ENOMEM;
+    return text;
+}
+
+/* announce: a new connection (or a store that lost the key); else an update. */
+static int publish(areal_rollout_reg *r, bool announce, areal_error *e) {
+    char *text = value_now(r);
+    int rc = text == NULL ? areal_error_set(e, AREAL_ENOMEM, -1, "out of memory")
+             : announce   ? areal_registry_announce(r->st, r->name, text, e)
+                          : areal_registry_update(r->st, r->name, text, e);
     free(text);
     return rc;
 }
 
+static void reconnect_later(areal_rollout_reg *r) {
+    areal_store_close(r->st);
+    r->st = NULL;
+}
+
 static void *reg_main(void *arg) {
     areal_rollout_reg *r = arg;
-    int backoff = 500, seen = -1;
+    int backoff = 500, seen = -1, since_check = 0;
+    bool announced = false;
     for (;;) {
         areal_error e;
         if (r->st == NULL &&
@@ -72,27 +96,41 @@ static void *reg_main(void *arg) {
                         r->host, r->port, e.msg, backoff / 1000.0);
             if (nap(r, backoff))
                 break;
-            backoff = backoff * 2 > 30000 ? 30000 : backoff * 2;
+            backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+            announced = false;
             continue;
         }
         int now = atomic_load(&r->s->version_seq);
-        if (now != seen) {
-            if (publish(r, &e) != AREAL_OK) {
+        if (!announced || now != seen) {
+            bool fresh = !announced;
+            if (publish(r, fresh, &e) != AREAL_OK) {
                 if (r->log)
-                    fprintf(r->log, "areal-worker serve: registering %s failed: %s\n", r->key,
+                    fprintf(r->log, "areal-worker serve: registering %s failed: %s\n", r->name,
                             e.msg);
-                areal_store_close(r->st);
-                r->st = NULL;
+                reconnect_later(r);
+                announced = false;
                 continue;
             }
-            if (r->log && seen < 0)
-                fprintf(r->log, "areal-worker serve: registered %s = %s at %s:%d\n", r->key,
-                        r->addr, r->host, r->port);
+            if (r->log && fresh)
+                fprintf(r->log, "areal-worker serve: registered %s%s = %s at %s:%d\n",
+                        AREAL_REGISTRY_PREFIX, r->name, r->addr, r->host, r->port);
+            announced = true;
             seen = now;
             backoff = 500;
+            since_check = 0;
         }
         if (nap(r, 200))
             break;
+        if ((since_check += 200) >= CHECK_EVERY_MS) {
+            since_check = 0;
+            bool present = false;
+            if (areal_registry_present(r->st, r->name, &present, &e) != AREAL_OK) {
+                reconnect_later(r); /* the store went away: connect (and announce) again */
+                announced = false;
+            } else if (!present) {
+                announced = false; /* a new store on the same address */
+            }
+        }
     }
     return NULL;
 }
@@ -101,10 +139,12 @@ int areal_rollout_register_start(areal_rollout_server *s, const char *store_host
                                  const char *name, const char *addr, FILE *log,
                                  areal_rollout_reg **out, areal_error *err) {
     *out = NULL;
-    if (store_host == NULL || name == NULL || addr == NULL || name[0] == '\0')
+    if (store_host == NULL || name == NULL || addr == NULL || name[0] == '\0' ||
+        strlen(name) >= AREAL_REGISTRY_NAME_MAX)
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "registration needs the store host (MASTER_ADDR), a server name "
-                               "and its address");
+                               "(1..%d bytes) and its address",
+                               AREAL_REGISTRY_NAME_MAX - 1);
     areal_rollout_reg *r = calloc(1, sizeof *r);
     if (r == NULL)
         return areal_error_set(err, AREAL_ENOMEM, -1, "out of memory");
@@ -112,7 +152,7 @@ int areal_rollout_register_start(areal_rollout_server *s, const char *store_host
     r->port = store_port;
     r->log = log;
     snprintf(r->host, sizeof r->host, "%s", store_host);
-    snprintf(r->key, sizeof r->key, "rollout/servers/%.200s", name);
+    snprintf(r->name, sizeof r->name, "%s", name);
     snprintf(r->addr, sizeof r->addr, "%s", addr);
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
@@ -133,7 +173,7 @@ void areal_rollout_register_stop(areal_rollout_reg *r) {
     pthread_mutex_unlock(&r->mu);
     pthread_join(r->t, NULL);
     if (r->st != NULL) {
-        areal_store_delete(r->st, r->key, NULL, NULL);
+        areal_registry_remove(r->st, r->name, NULL);
         areal_store_close(r->st);
     }
     pthread_mutex_destroy(&r->mu);

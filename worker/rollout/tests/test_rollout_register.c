@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
+#include "areal/comm/registry.h"
 #include "areal/comm/store.h"
 #include "rollout_http_util.h"
 
@@ -77,6 +78,12 @@ static json_t *registered(areal_store *st, const char *key, const char *version,
     return NULL;
 }
 
+static void count_entry(void *ctx, const char *name, const char *value) {
+    (void)value;
+    assert_string_equal(name, "srv-a");
+    (*(int *)ctx)++;
+}
+
 static void registers_once_the_store_is_up(void **state) {
     (void)state;
     areal_rollout_server *s = rt_server(dir, "0");
@@ -106,6 +113,25 @@ static void registers_once_the_store_is_up(void **state) {
     j = registered(st, "rollout/servers/srv-a", "1", 5000);
     assert_non_null(j);
     json_decref(j);
+    /* listed through the index, as the trainer reads it */
+    areal_registry_reader rd = {0};
+    int listed = 0;
+    assert_int_equal(areal_registry_list(st, &rd, count_entry, &listed, NULL), 0);
+    assert_int_equal(listed, 1);
+    areal_registry_reader_free(&rd);
+    /* the trainer restarts: a new, empty store on the same port; the server announces
+     * itself there again (its version kept) without being told */
+    areal_store_close(st);
+    areal_store_server_stop(ss);
+    assert_int_equal(areal_store_server_start("127.0.0.1", port, &ss, &got_port, NULL), 0);
+    assert_int_equal(areal_store_connect("127.0.0.1", port, 2000, 5000, &st, NULL), 0);
+    j = registered(st, "rollout/servers/srv-a", "1", 15000);
+    assert_non_null(j);
+    json_decref(j);
+    listed = 0;
+    assert_int_equal(areal_registry_list(st, &rd, count_entry, &listed, NULL), 0);
+    assert_int_equal(listed, 1);
+    areal_registry_reader_free(&rd);
     areal_rollout_register_stop(reg);
     int exists = 1;
     assert_int_equal(areal_store_check(st, "rollout/servers/srv-a", &exists, NULL), 0);

@@ -16,7 +16,9 @@
 
 #include "areal/escape.h"
 #include "areal/model/tokenizer.h"
+#include "areal/podenv.h"
 #include "areal/train/cmd.h"
+#include "areal/train/discover.h"
 #include "areal/train/dp.h"
 #include "areal/train/hf_save.h"
 #include "areal/train/job_config.h"
@@ -64,8 +66,9 @@ static const char tiny_help[] =
     "  --help, --version\n" AREAL_EXIT_HELP;
 
 static const char train_help[] =
-    "usage: areal-worker train --job-dir DIR --servers HOST:PORT[,...] [--config FILE]\n"
-    "           [--model DIR] [--resume] [--quiet] [--steps N] [--batch B] [--group G]\n"
+    "usage: areal-worker train --job-dir DIR [--servers HOST:PORT[,...]] [--config FILE]\n"
+    "           [--model DIR] [--resume] [--quiet] [--no-discover] [--steps N] [--batch B]\n"
+    "           [--group G]\n"
     "           [--eta E] [--lr LR] [--eval-every N] [--eval-n N] [--ckpt-every N] [--seed S]\n"
     "           [--max-operand M] [--rollout-workers N] [--reward math|exact]\n"
     "           [--http-port P] [--http-host H] [--dp-rank R --dp-size N --dp-master HOST:PORT]\n"
@@ -77,6 +80,10 @@ static const char train_help[] =
     "                  train_dataset.*, ...) or the CRD's short keys (rl.totalSteps, ...);\n"
     "                  default: env AREAL_CONFIG, else the demo's configuration\n"
     "  --model DIR     the initial policy (default: actor.path of the config)\n"
+    "  --servers L     rollout servers to start with; in a job's master pod (POD_NAME is\n"
+    "                  the first label of MASTER_ADDR) the trainer also hosts the job's store\n"
+    "                  on POD_IP:MASTER_PORT and the servers registered there replace L once\n"
+    "                  one registers (scaled servers join and leave; --no-discover: off)\n"
     "  --http-port P   /status, /metrics, /healthz (default env AREAL_TRAINER_HTTP_PORT,\n"
     "                  else 8090; 0: off); --http-host H: default 0.0.0.0 in a pod (POD_IP\n"
     "                  set), else 127.0.0.1\n"
@@ -296,6 +303,24 @@ static int run_dp(areal_train_job *job, int rank, int size, const char *master,
     return rc;
 }
 
+/* Whether this process runs in a job's master pod: POD_NAME is the first label of
+ * MASTER_ADDR (the operator names the trainer's rank-0 pod there; arealctl run sets
+ * 127.0.0.1, so a local job keeps its --servers). The store's port: MASTER_PORT. */
+static bool master_pod(int *port) {
+    const char *pod = getenv(AREAL_ENV_POD_NAME), *master = getenv(AREAL_ENV_MASTER_ADDR);
+    const char *mp = getenv(AREAL_ENV_MASTER_PORT);
+    if (pod == NULL || master == NULL || pod[0] == '\0')
+        return false;
+    size_t n = strlen(pod);
+    if (strncmp(master, pod, n) != 0 || (master[n] != '\0' && master[n] != '.'))
+        return false;
+    double p = AREAL_DEFAULT_MASTER_PORT;
+    if (mp != NULL && mp[0] != '\0' && !num(mp, 1, 65535, &p))
+        return false;
+    *port = (int)p;
+    return true;
+}
+
 static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
     const char *model = NULL, *job_dir = NULL, *servers = NULL, *config = NULL;
     areal_task_reward_kind reward = AREAL_TASK_REWARD_DEFAULT;
@@ -318,7 +343,7 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
         [F_MAXCONC] = {"--max-concurrent", 1, 1e6, 0, false},
         [F_BUCKET] = {"--weight-bucket-mb", 1e-6, 1e6, 1024, false},
     };
-    bool resume = false, quiet = false;
+    bool resume = false, quiet = false, discover = true;
     const char *wmode = NULL, *xhost = NULL;
     for (int i = 1; i < argc; i++) {
         if (help_or_version(argv[i], train_help, "areal-worker train", out))
@@ -371,6 +396,9 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
             continue;
         } else if (strcmp(argv[i], "--quiet") == 0) {
             quiet = true;
+            continue;
+        } else if (strcmp(argv[i], "--no-discover") == 0) {
+            discover = false;
             continue;
         }
         for (int k = 0; k < F_N && r == 0; k++)
@@ -431,9 +459,14 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
     }
     if (dp_rank > 0 && servers == NULL)
         servers = ""; /* a follower talks to rank 0 only */
+    int store_port = 0;
+    discover = discover && dp_rank == 0 && master_pod(&store_port);
+    if (discover && servers == NULL)
+        servers = ""; /* the registrations are the list */
     if (model == NULL || job_dir == NULL || servers == NULL) {
         fprintf(err, "areal-worker train: --model DIR (or actor.path in the config), --job-dir "
-                     "DIR and --servers HOST:PORT[,...] are required\n");
+                     "DIR and --servers HOST:PORT[,...] (outside a job's master pod) are "
+                     "required\n");
         areal_rl_config_free(&cfg);
         return 2;
     }
@@ -473,6 +506,24 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
     job.log = log_line;
     job.progress = progress_line;
     job.ctx = &x;
+    areal_discover *disc = NULL;
+    if (discover) {
+        const char *ip = getenv("POD_IP"); /* pods of other jobs may share the host's network */
+        if (areal_discover_start(ip && ip[0] ? ip : NULL, store_port, log_line, &x, &disc, &e) !=
+            AREAL_OK) {
+            areal_print_line(err, "areal-worker train: the job's store: %s (--no-discover: off)",
+                             e.msg);
+            free(list);
+            areal_rl_config_free(&cfg);
+            return 1;
+        }
+        char line[200];
+        snprintf(line, sizeof line,
+                 "the job's store on %s:%d: rollout servers registered there are discovered",
+                 ip && ip[0] ? ip : "0.0.0.0", areal_discover_port(disc));
+        log_line(&x, line);
+    }
+    job.discover = disc;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -481,6 +532,7 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
     if (dp_size > 1) {
         rc = run_dp(&job, dp_rank, dp_size, dp_master, port > 0 ? http_host : NULL, (int)port, &x,
                     &e);
+        areal_discover_stop(disc);
         free(list);
         areal_rl_config_free(&cfg);
         if (rc != AREAL_OK) {
@@ -493,6 +545,7 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
     if (port > 0 && (rc = areal_trainer_http_start(http_host, (int)port, &http, &e)) != AREAL_OK) {
         areal_print_line(err, "areal-worker train: %s (--http-port 0 turns the endpoints off)",
                          e.msg);
+        areal_discover_stop(disc);
         free(list);
         areal_rl_config_free(&cfg);
         return 1;
@@ -507,6 +560,7 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
     areal_train_result res;
     rc = areal_train_run(&job, &res, &e);
     areal_trainer_http_stop(http);
+    areal_discover_stop(disc);
     free(list);
     areal_rl_config_free(&cfg);
     if (rc != AREAL_OK) {

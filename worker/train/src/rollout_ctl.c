@@ -66,7 +66,8 @@ struct areal_rollout_ctl {
     long version;
     bool paused, stopping, exhausted;
     bool none_logged, stale_eval_logged;
-    bool fatal; /* requests that no server accepts: the run cannot go on */
+    bool fatal;         /* requests that no server accepts: the run cannot go on */
+    long stale_answers; /* answers from a server behind the policy (dropped, off_version) */
     areal_error fatal_err;
     areal_staleness st;
     pthread_t dispatcher;
@@ -221,6 +222,44 @@ static uint64_t mix(uint64_t a, uint64_t b, uint64_t c3) {
     return z ^ (z >> 31);
 }
 
+/* Whether v is a weight version other than the policy's (a non-numeric one passes). */
+static bool other_version(const char *v, long version) {
+    char *end = NULL;
+    if (v == NULL || v[0] == '\0')
+        return false;
+    long x = strtol(v, &end, 10);
+    return *end == '\0' && x != version;
+}
+
+/*
+ * An answer made with weights other than those its request was pinned to. Either the
+ * request reached the server just before a pause and ran after the update (the server is
+ * current: nothing to fix), or the server is behind the policy (it restarted, or joined
+ * between an update and its listing): it is kept out until weights reach it, said once.
+ * Either way the answer is dropped and the request sent again under the current version,
+ * so no token is ever labelled with a version that did not make it. Returns whether the
+ * server was behind.
+ */
+static bool off_version(areal_rollout_ctl *c, int si, const char *got, long pinned) {
+    pthread_mutex_lock(&c->mu);
+    server *s = &c->servers[si];
+    bool behind = other_version(got, c->version);
+    bool first = behind && !s->needs_sync;
+    if (behind) {
+        s->needs_sync = true;
+        c->stale_answers++;
+    }
+    long now = c->version;
+    pthread_mutex_unlock(&c->mu);
+    if (first)
+        logf_(c,
+              "rollout server %s answered with weight version %s, the policy is at %ld (the "
+              "request was pinned to %ld); the answer is dropped and the server gets no requests "
+              "until a weight update reaches it",
+              s->addr, got, now, pinned);
+    return behind;
+}
+
 /*
  * Generates one sample to completion: waits while paused, pins the version
  * per request, resubmits after abort, retries elsewhere after a failure.
@@ -307,6 +346,11 @@ static bool run_sample(areal_rollout_ctl *c, areal_sgl_client **clients, const i
                 return false;
             }
             continue;
+        }
+        if (other_version(out.weight_version, version)) {
+            off_version(c, si, out.weight_version, version);
+            areal_sgl_output_free(&out);
+            continue; /* sent again (another server, or this one at the current version) */
         }
         answered++;
         pthread_mutex_lock(&c->mu);
@@ -506,37 +550,72 @@ static void *dispatcher_main(void *arg) {
     return NULL;
 }
 
-static int set_servers_locked(areal_rollout_ctl *c, const char *const *addrs, int n,
+/* Makes addrs[0..n) the present servers. A server new to the list (or back in it) has its
+ * weight version checked before its first request when probe_new (not at the start: the
+ * caller's list is taken as serving the start version) and, when versions[k] names one
+ * other than the policy's, needs a sync first. Returns how many need one, or minus an error code.
+ */
+static int set_servers_locked(areal_rollout_ctl *c, const char *const *addrs,
+                              const char *const *versions, int n, bool probe_new,
                               areal_error *err) {
-    for (int i = 0; i < c->n_servers; i++)
+    bool was[AREAL_ROLLOUT_MAX_SERVERS];
+    for (int i = 0; i < c->n_servers; i++) {
+        was[i] = c->servers[i].present;
         c->servers[i].present = false;
+    }
+    int stale = 0;
     for (int k = 0; k < n; k++) {
         int found = -1;
         for (int i = 0; i < c->n_servers; i++)
             if (strcmp(c->servers[i].addr, addrs[k]) == 0)
                 found = i;
         if (found < 0) {
-            if (c->n_servers == AREAL_ROLLOUT_MAX_SERVERS)
-                return areal_error_set(err, AREAL_ERANGE, -1, "more than %d rollout servers",
-                                       AREAL_ROLLOUT_MAX_SERVERS);
-            if (strlen(addrs[k]) >= sizeof c->servers[0].addr)
-                return areal_error_set(err, AREAL_EINVAL, -1, "rollout server address too long");
+            if (c->n_servers == AREAL_ROLLOUT_MAX_SERVERS) {
+                return -areal_error_set(err, AREAL_ERANGE, -1, "more than %d rollout servers",
+                                        AREAL_ROLLOUT_MAX_SERVERS);
+            }
+            if (strlen(addrs[k]) >= sizeof c->servers[0].addr) {
+                return -areal_error_set(err, AREAL_EINVAL, -1, "rollout server address too long");
+            }
             found = c->n_servers++;
             memset(&c->servers[found], 0, sizeof c->servers[found]);
             snprintf(c->servers[found].addr, sizeof c->servers[found].addr, "%s", addrs[k]);
+            was[found] = false;
         }
-        c->servers[found].present = true;
+        server *s = &c->servers[found];
+        if (!was[found] && !s->present) {
+            /* it may have restarted since it was last in the list: check before use */
+            s->probe = probe_new;
+            s->down_until = 0;
+            s->reported_down = false;
+            if (versions != NULL && other_version(versions[k], c->version)) {
+                s->needs_sync = true;
+                stale++;
+            }
+        }
+        s->present = true;
     }
     pthread_cond_broadcast(&c->cv_resume);
-    return AREAL_OK;
+    return stale;
 }
 
 int areal_rollout_ctl_set_servers(areal_rollout_ctl *c, const char *const *addrs, int n,
                                   areal_error *err) {
     pthread_mutex_lock(&c->mu);
-    int rc = set_servers_locked(c, addrs, n, err);
+    int rc = set_servers_locked(c, addrs, NULL, n, true, err);
     pthread_mutex_unlock(&c->mu);
-    return rc;
+    return rc < 0 ? -rc : AREAL_OK;
+}
+
+int areal_rollout_ctl_set_registered(areal_rollout_ctl *c, const char *const *addrs,
+                                     const char *const *versions, int n, int *n_stale,
+                                     areal_error *err) {
+    pthread_mutex_lock(&c->mu);
+    int rc = set_servers_locked(c, addrs, versions, n, true, err);
+    pthread_mutex_unlock(&c->mu);
+    if (n_stale)
+        *n_stale = rc > 0 ? rc : 0;
+    return rc < 0 ? -rc : AREAL_OK;
 }
 
 int areal_rollout_ctl_start(const areal_rollout_cfg *cfg, const char *const *addrs, int n,
@@ -577,7 +656,8 @@ int areal_rollout_ctl_start(const areal_rollout_cfg *cfg, const char *const *add
         c->version = cfg->start_version;
         areal_staleness_on_version_recovered(&c->st, cfg->start_version);
     }
-    int rc = set_servers_locked(c, addrs, n, err);
+    int rc = set_servers_locked(c, addrs, NULL, n, false, err);
+    rc = rc < 0 ? -rc : AREAL_OK;
     c->workers = calloc((size_t)cfg->n_workers, sizeof *c->workers);
     if (rc == AREAL_OK && c->workers == NULL)
         rc = areal_error_set(err, AREAL_ENOMEM, -1, "no memory for rollout workers");
@@ -775,6 +855,13 @@ void areal_rollout_ctl_recover(areal_rollout_ctl *c, long version) {
     areal_staleness_on_version_recovered(&c->st, version);
     pthread_cond_signal(&c->cv_dispatch);
     pthread_mutex_unlock(&c->mu);
+}
+
+long areal_rollout_ctl_stale_answers(areal_rollout_ctl *c) {
+    pthread_mutex_lock(&c->mu);
+    long n = c->stale_answers;
+    pthread_mutex_unlock(&c->mu);
+    return n;
 }
 
 void areal_rollout_ctl_servers(areal_rollout_ctl *c, int *known, int *up) {

@@ -189,6 +189,8 @@ static int parse_output(const areal_sgl_client *c, json_t *doc, areal_sgl_output
         out->logprobs[i] = (float)json_number_value(l);
     }
     out->n = (int)n;
+    const char *wv = json_string_value(json_object_get(meta, "weight_version"));
+    snprintf(out->weight_version, sizeof out->weight_version, "%s", wv ? wv : "");
     return AREAL_OK;
 }
 

@@ -22,6 +22,7 @@
 #include "areal/model/pool.h"
 #include "areal/model/tokenizer.h"
 #include "areal/train/ckpt.h"
+#include "areal/train/discover.h"
 #include "areal/train/dp.h"
 #include "areal/train/hf_save.h"
 #include "areal/train/rollout_ctl.h"
@@ -227,6 +228,29 @@ static int resync(const areal_train_job *job, const areal_trainer *t, areal_roll
 
 static void ckpt_log(void *ctx, const char *line);
 
+/* With discovery: waits (phase waiting_for_servers, until a stop) for a registered server,
+ * then catches up those behind the policy, so the first evaluation runs on servers that
+ * serve the policy (a restarted trainer's servers come at their newer version). */
+static int first_servers(const areal_train_job *job, areal_xccl *xc, const areal_trainer *t,
+                         areal_rollout_ctl *ctl, loop_status *ls, areal_error *err) {
+    if (job->discover == NULL)
+        return AREAL_OK;
+    bool said = false;
+    while (areal_discover_count(job->discover) == 0 && job->n_servers == 0 &&
+           !(job->stop && *job->stop)) {
+        if (!said) {
+            loop_status_phase(ls, AREAL_PHASE_WAITING_FOR_SERVERS, t->step, t->version);
+            say(job, "waiting for rollout servers to register in the job's store");
+            said = true;
+        }
+        struct timespec ts = {0, 200000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (!areal_discover_take_pending(job->discover))
+        return AREAL_OK;
+    return xc ? areal_xccl_catch_up(xc, ctl, &t->model, t->version, err) : resync(job, t, ctl, err);
+}
+
 /* The weight-update mode's hook: xccl when the job opened a group, else disk. */
 static int sync_weights(const areal_train_job *job, areal_xccl *xc, areal_trainer *t,
                         areal_rollout_ctl *ctl, areal_xccl_stats *ws, areal_error *err) {
@@ -379,6 +403,9 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
         rcfg.cancel = job->stop;
         areal_rollout_callbacks cb = {next_prompt, reward, NULL, ctl_log, &l};
         rc = areal_rollout_ctl_start(&rcfg, job->servers, job->n_servers, &cb, &ctl, err);
+        /* from now on the registered servers are the controller's list (discover.h) */
+        if (rc == AREAL_OK && job->discover != NULL)
+            rc = areal_discover_attach(job->discover, ctl, err);
     }
     areal_xccl *xc = NULL;
     if (rc == AREAL_OK)
@@ -398,6 +425,8 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
     if (rc == AREAL_OK && pf == NULL)
         rc = areal_error_set(err, AREAL_EIO, -1, "%s: cannot write", path);
     double acc = 0;
+    if (rc == AREAL_OK)
+        rc = first_servers(job, xc, &t, ctl, &ls, err);
     if (rc == AREAL_OK) {
         double t0 = now_s();
         rc = evaluate(&l, ctl, &acc, err);
@@ -428,6 +457,12 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
             break;
         }
         double t0 = now_s();
+        /* servers that registered behind the policy get its weights before any request, from
+         * this thread (the one that moves the version), so no update slips in between */
+        if (areal_discover_take_pending(job->discover) &&
+            (rc = xc ? areal_xccl_catch_up(xc, ctl, &t.model, t.version, err)
+                     : resync(job, &t, ctl, err)) != AREAL_OK)
+            break;
         rc = areal_rollout_ctl_wait(ctl, groups, (int)B, 1.0, err);
         if (rc == AREAL_ERANGE) {
             /* keep checking the stop flag while rollouts run, and catch up servers that
@@ -441,6 +476,10 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
             break;
         double t_wait = now_s() - t0, t1 = now_s();
         qsort(groups, (size_t)B, sizeof *groups, by_admission);
+        long resubmits = 0; /* requests beyond the first per sample: aborts and retries */
+        for (long i = 0; i < B; i++)
+            for (int k = 0; k < groups[i].G; k++)
+                resubmits += groups[i].s[k].n_requests > 1 ? groups[i].s[k].n_requests - 1 : 0;
         areal_step_stats st;
         rc = areal_train_dp_step(&t, job->dp, groups, (int)B, G, &st, err);
         double t_train = now_s() - t1;
@@ -496,6 +535,17 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
             st.behave_w_max, "grad_norm", st.grad_norm, "lr", st.lr, "loss", st.loss,
             "tokens_per_s", (double)st.n_tokens / (t_wait + t_train + 1e-9), "rollout_wait_s",
             t_wait, "train_s", t_train, "weight_sync_s", sync_s, "wall_s", now_s() - t_start);
+        /* what scaling and faults must not change: every sample trained once (samples =
+         * B x G, no group dropped), none from a server behind the policy */
+        int known = 0, up = 0;
+        areal_rollout_ctl_servers(ctl, &known, &up);
+        areal_staleness sc = areal_rollout_ctl_counters(ctl);
+        json_object_set_new(line, "samples", json_integer((json_int_t)st.n_seqs));
+        json_object_set_new(line, "resubmits", json_integer((json_int_t)resubmits));
+        json_object_set_new(line, "groups_rejected", json_integer((json_int_t)sc.rejected));
+        json_object_set_new(line, "stale_answers",
+                            json_integer((json_int_t)areal_rollout_ctl_stale_answers(ctl)));
+        json_object_set_new(line, "servers", json_integer(up));
         json_object_set_new(line, "weight_sync_mode", json_string(xc ? "xccl" : "disk"));
         json_object_set_new(line, "weight_sync_bytes", json_integer((json_int_t)ws.bytes));
         if (xc)
@@ -539,6 +589,7 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
     if (pf)
         fclose(pf);
     free(groups);
+    areal_discover_detach(job->discover);
     areal_rollout_ctl_stop(ctl);
     areal_xccl_close(xc);
     if (have_trainer)

@@ -36,8 +36,9 @@ typedef struct fake {
     int abort_first; /* the first request of each sample (input = prompt only) answers abort */
     areal_rollout_ctl **bump; /* set the controller's version to 1 before an aborted answer */
     int prompt_len;
-    int max_input;    /* longest input seen */
-    char version[16]; /* weight_version of GET /get_model_info ("" : no such endpoint) */
+    int max_input;        /* longest input seen */
+    char version[16];     /* weight_version of GET /get_model_info ("" : no such endpoint) */
+    char gen_version[16]; /* meta_info.weight_version of /generate answers ("": none) */
 } fake;
 
 static int handler(void *ud, const kts_request *rq, kts_answer *ans) {
@@ -65,6 +66,12 @@ static int handler(void *ud, const kts_request *rq, kts_answer *ans) {
         ans->body = json_dumps(j, JSON_COMPACT);
         ans->len = strlen(ans->body);
         json_decref(j);
+        return 1;
+    }
+    if (strcmp(rq->target, "/get_model_info") == 0) { /* "no such endpoint" */
+        ans->status = 404;
+        ans->body = strdup("{}");
+        ans->len = 2;
         return 1;
     }
     if (strcmp(rq->target, "/update_weights_from_disk") == 0) {
@@ -108,6 +115,9 @@ static int handler(void *ud, const kts_request *rq, kts_answer *ans) {
         json_array_append_new(lp, json_pack("[f,i,n]", -0.25, (int)(last + 1 + i)));
     json_t *out = json_pack("{s:s,s:{s:{s:s},s:o}}", "text", "", "meta_info", "finish_reason",
                             "type", do_abort ? "abort" : "length", "output_token_logprobs", lp);
+    if (f->gen_version[0] != '\0')
+        json_object_set_new(json_object_get(out, "meta_info"), "weight_version",
+                            json_string(f->gen_version));
     ans->status = 200;
     ans->body = json_dumps(out, JSON_COMPACT);
     ans->len = strlen(ans->body);
@@ -392,6 +402,51 @@ static void restarted_server_at_old_version_waits_for_weights(void **st) {
     fake_stop(&a);
 }
 
+/* A server answers with weights other than the policy's (it joined between an update and
+ * its listing; its /get_model_info cannot tell): each such answer is dropped and sent again,
+ * the server is kept out, and every kept token carries the version that made it. */
+static void answer_behind_the_policy_is_dropped(void **st) {
+    (void)st;
+    fake a, b;
+    fake_start(&a);
+    fake_start(&b);
+    snprintf(a.gen_version, sizeof a.gen_version, "0");
+    snprintf(b.gen_version, sizeof b.gen_version, "2");
+    const char *addrs[] = {a.addr, b.addr};
+    areal_rollout_cfg cfg = base_cfg();
+    cfg.batch_size = 1;
+    cfg.start_version = 2;
+    cfg.eta = 1; /* room for the second group at the same version */
+    source src;
+    areal_rollout_ctl *ctl;
+    start(&src, 100, &cfg, addrs, 2, &ctl);
+    areal_group g;
+    areal_error err;
+    assert_int_equal(areal_rollout_ctl_wait(ctl, &g, 1, 10, &err), AREAL_OK);
+    for (int k = 0; k < g.G; k++) {
+        assert_int_equal(g.s[k].n, 8);
+        for (int i = 3; i < g.s[k].n; i++)
+            assert_int_equal(g.s[k].versions[i], 2);
+    }
+    areal_group_free(&g);
+    long stale = areal_rollout_ctl_stale_answers(ctl);
+    assert_true(stale >= 1);
+    int from_a = count(&a);
+    assert_int_equal(areal_rollout_ctl_wait(ctl, &g, 1, 10, &err), AREAL_OK);
+    areal_group_free(&g);
+    assert_int_equal(count(&a), from_a); /* kept out once it was seen behind */
+    assert_int_equal(areal_rollout_ctl_stale_answers(ctl), stale);
+    pthread_mutex_lock(&src.mu);
+    int found = 0;
+    for (int i = 0; i < src.n_log; i++)
+        found += strstr(src.log[i], "answered with weight version 0, the policy is at 2") != NULL;
+    pthread_mutex_unlock(&src.mu);
+    assert_int_equal(found, 1);
+    areal_rollout_ctl_stop(ctl);
+    fake_stop(&a);
+    fake_stop(&b);
+}
+
 static void eval_runs_outside_the_bound(void **st) {
     (void)st;
     fake a;
@@ -444,6 +499,7 @@ int main(void) {
         cmocka_unit_test(failing_server_is_retried_elsewhere),
         cmocka_unit_test(no_server_waits_then_continues),
         cmocka_unit_test(restarted_server_at_old_version_waits_for_weights),
+        cmocka_unit_test(answer_behind_the_policy_is_dropped),
         cmocka_unit_test(eval_runs_outside_the_bound),
         cmocka_unit_test(bad_config_is_named),
     };

@@ -23,7 +23,9 @@
  *    5xx) is retried on the next server with the partial output kept; a
  *    failed server is skipped for a back-off. With no server reachable the
  *    workers wait, the log says so once, and work resumes when one answers
- *    (or when set_servers adds one). A server that was unreachable may come
+ *    (or when set_servers adds one). An answer whose weight_version is not
+ *    the version its request was pinned to is dropped and sent again (and a
+ *    server behind the policy kept out until it syncs). A server that was unreachable may come
  *    back restarted from older weights: before its next request its
  *    GET /get_model_info weight_version is compared with the policy's, and
  *    a different one keeps it out (needs a sync) until a weight update
@@ -122,9 +124,21 @@ int areal_rollout_ctl_start(const areal_rollout_cfg *cfg, const char *const *add
 /* Stops the threads (in-flight requests finish or fail) and frees everything. */
 void areal_rollout_ctl_stop(areal_rollout_ctl *c);
 
-/* Replaces the server list (known servers keep their state). */
+/* Replaces the server list (known servers keep their state; one new to the list, or
+ * back in it, has its weight version checked before its first request). */
 int areal_rollout_ctl_set_servers(areal_rollout_ctl *c, const char *const *addrs, int n,
                                   areal_error *err);
+
+/*
+ * The same with each server's registered weight version (versions[k], nullable
+ * entries): a server new to the list whose version is a number other than the
+ * policy's is kept out (needs a sync) until a weight update reaches it, decided
+ * under the controller's lock so no set_version can slip in between. *n_stale
+ * (nullable) gets how many were kept out.
+ */
+int areal_rollout_ctl_set_registered(areal_rollout_ctl *c, const char *const *addrs,
+                                     const char *const *versions, int n, int *n_stale,
+                                     areal_error *err);
 
 /*
  * Waits for n finished groups and moves them into out[0..n) (caller frees
@@ -173,6 +187,13 @@ int areal_rollout_ctl_sync_stale(areal_rollout_ctl *c, const char *path, json_t 
  */
 int areal_rollout_ctl_eval(areal_rollout_ctl *c, const areal_rollout_prompt *prompts, int n,
                            const areal_sgl_sampling *s, float *rewards, areal_error *err);
+
+/*
+ * Answers that came from a server behind the policy (their weight_version is a
+ * number other than the policy's): each was dropped and its request sent again,
+ * and the server kept out until a weight update reached it. 0 in a healthy run.
+ */
+long areal_rollout_ctl_stale_answers(areal_rollout_ctl *c);
 
 /* Number of servers currently known, and of those not in back-off. */
 void areal_rollout_ctl_servers(areal_rollout_ctl *c, int *known, int *up);

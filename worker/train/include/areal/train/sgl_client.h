@@ -57,6 +57,7 @@ typedef struct areal_sgl_output {
     float *logprobs;
     int n;
     areal_sgl_finish finish;
+    char weight_version[32]; /* meta_info.weight_version ("" when absent) */
 } areal_sgl_output;
 
 /*

@@ -50,6 +50,9 @@ typedef struct areal_train_job {
      * a write failure is logged, never fatal */
     const char *termination_log;
     struct areal_pg *dp; /* nullable: data-parallel trainer ranks, this one rank 0 (dp.h) */
+    /* nullable: the registered rollout servers replace `servers` once one registers, and
+     * those behind the policy are caught up between steps (discover.h) */
+    struct areal_discover *discover;
     /* Weight sync: cfg->rollout.weight_update_mode "xccl" (AReaL's default) uses these
      * (zero fields: xccl.h's defaults; log is the job's); "disk" or "" the job dir. */
     areal_xccl_cfg xccl;
