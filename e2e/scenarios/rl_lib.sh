@@ -57,7 +57,7 @@ step_at_least() { [ "$(last_step)" -ge "$1" ]; }
 
 # trainer_log NS: the newest trainer incarnation's container log.
 trainer_log() { pod_log "$1" $JOB-trainer-0; }
-trainer_says() { trainer_log "$1" | grep -qF -- "$2"; }
+trainer_says() { trainer_log "$1" | grep -F -- "$2" >/dev/null; }
 
 # pod_uid NS POD
 pod_uid() { kubectl -n "$1" get pod "$2" -o jsonpath='{.metadata.uid}' 2>/dev/null; }

@@ -11,9 +11,14 @@
 # step, not step 1 - and the job Succeeds at totalSteps.
 . "$(dirname "$0")/lib.sh"
 BIN=${AREAL_BIN:-$REPO/build/rel}
-scenario_with_operator e2e-s
+# progress read every 0.5 s: the job must have status.progress before it is
+# suspended (the default 5 s is longer than the steps this job trains first)
+scenario_with_operator e2e-s --progress-interval 0.5
 t0=$SECONDS
-STEPS=24
+# enough steps that the suspend lands mid-training on an idle machine too
+# (the tiny model trains ~10 steps/s there; 24 steps were over before the
+# suspend took effect)
+STEPS=150
 models=$AREAL_E2E_STATE/models
 jobs=$AREAL_E2E_STATE/jobs-s
 rm -rf "$jobs"
@@ -60,8 +65,11 @@ for line in sys.stdin:
             s = d["step"]
 print(s)'
 }
-trained() { [ "$(log1 | last_step)" -ge 6 ]; }
-wait_until 120 trained || fail "the trainer did not reach step 6: $(log1 | tail -n 5)"
+trained() {
+    [ "$(log1 | last_step)" -ge 6 ] &&
+        [ "$(k get aj rl-tiny -o jsonpath='{.status.progress.step}' 2>/dev/null || echo 0)" -ge 1 ] 2>/dev/null
+}
+wait_until 120 trained || fail "the trainer did not reach step 6 with status.progress written: $(log1 | tail -n 5); progress $(k get aj rl-tiny -o jsonpath='{.status.progress}')"
 pass "training: step $(log1 | last_step) of $STEPS ($((SECONDS - t0)) s)"
 
 k patch aj rl-tiny --type=merge -p '{"spec":{"suspend":true}}' >/dev/null
@@ -96,14 +104,17 @@ new_trainer() {
 wait_until 30 new_trainer || fail "no new trainer pod after resume: $(k get pods -o wide 2>&1)"
 uid2=$(k get pod rl-tiny-trainer-0 -o jsonpath='{.metadata.uid}')
 log2() { cat "$AREAL_E2E_STATE/pods/e2e-s_rl-tiny-trainer-0_$uid2/"*.log 2>/dev/null; }
-resumed() { log2 | grep -q "resumed from .*: step"; }
+# (grep without -q and python reading to the end: a reader that stops early
+# makes cat die of SIGPIPE, which pipefail turns into a failed pipeline)
+resumed() { log2 | grep "resumed from .*: step" >/dev/null; }
 wait_until 60 resumed || fail "the new trainer did not resume: $(log2 | tail -n 5)"
 rstep=$(log2 | sed -n 's/.*resumed from .*: step \([0-9]*\),.*/\1/p' | head -n 1)
 expect_eq "resumed at the checkpointed step" "$stopped" "$rstep"
 pass "resumed ($((SECONDS - t0)) s): $(log2 | grep -m1 'resumed from')"
-wait_until 120 phase_is e2e-s rl-tiny Succeeded || fail "job phase $(job_phase e2e-s rl-tiny), want Succeeded: $(log2 | tail -n 5)"
+wait_until 240 phase_is e2e-s rl-tiny Succeeded || fail "job phase $(job_phase e2e-s rl-tiny), want Succeeded: $(log2 | tail -n 5)"
 first=$(log2 | python3 -c '
 import json, sys
+first = None
 for line in sys.stdin:
     line = line.strip()
     if line.startswith("{"):
@@ -111,8 +122,9 @@ for line in sys.stdin:
             d = json.loads(line)
         except ValueError:
             continue
-        if isinstance(d.get("step"), int) and "reward_mean" in d:
-            print(d["step"]); break')
+        if isinstance(d.get("step"), int) and "reward_mean" in d and first is None:
+            first = d["step"]
+print(first)')
 expect_eq "the resumed trainer's first step" "$((rstep + 1))" "$first"
 expect_eq "its last step" "$STEPS" "$(log2 | last_step)"
 case "$(k get events --field-selector involvedObject.name=rl-tiny -o jsonpath='{range .items[*]}{.reason} {end}')" in

@@ -76,7 +76,7 @@ for i in 1 2; do
         fail "rollout-$i did not drain: $(tail -n 5 <<<"$log")"
     trainer_says $NS "rollout server $JOB-rollout-$i at " ||
         fail "the trainer did not log rollout-$i leaving"
-    trainer_log $NS | grep -F "rollout server $JOB-rollout-$i at " | grep -q deregistered ||
+    trainer_log $NS | grep -F "rollout server $JOB-rollout-$i at " | grep deregistered >/dev/null ||
         fail "the trainer did not see rollout-$i deregister"
 done
 pass "rollout-1 and rollout-2 drained (SIGTERM: stop admitting, finish, deregister), the trainer saw both deregister"

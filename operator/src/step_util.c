@@ -286,6 +286,15 @@ void step_write_placement(step_ctx *c, const areal_plan *plan, const areal_clust
             snprintf(ranks, sizeof ranks, "%d-%d", p->first_rank, p->first_rank + p->n_ranks - 1);
         else
             snprintf(ranks, sizeof ranks, "%d", p->first_rank);
+        /* a pod's entry replaces the one of an earlier plan with its name (a
+         * resumed or restarted gang re-plans servers whose entries were kept):
+         * the schema makes pod a list-map key, so a duplicate fails the whole
+         * status write with 422 */
+        for (size_t k = json_array_size(pods); k-- > 0;) {
+            const char *had = step_str(json_array_get(pods, k), "pod", NULL);
+            if (had != NULL && strcmp(had, p->name) == 0)
+                json_array_remove(pods, k);
+        }
         json_array_append_new(pods, json_pack("{s:s,s:s,s:s,s:s}", "pod", p->name, "node",
                                               cluster->nodes[p->node].name, "role",
                                               plan->roles[p->role].name, "ranks", ranks));

@@ -230,14 +230,18 @@ static void ckpt_log(void *ctx, const char *line);
 
 /* With discovery: waits (phase waiting_for_servers, until a stop) for a registered server,
  * then catches up those behind the policy, so the first evaluation runs on servers that
- * serve the policy (a restarted trainer's servers come at their newer version). */
+ * serve the policy (a restarted trainer's servers come at their newer version). It waits
+ * even when the spec names servers (--servers): a resumed trainer's first evaluation
+ * blocks until a server answers at the current version, and only this thread catches a
+ * server up, so a server that registered behind the policy during that evaluation was
+ * never served (s_suspend hung there). Registration comes at a server's start, so the
+ * wait costs a pod about a second; jobs without discovery (arealctl run) skip it. */
 static int first_servers(const areal_train_job *job, areal_xccl *xc, const areal_trainer *t,
                          areal_rollout_ctl *ctl, loop_status *ls, areal_error *err) {
     if (job->discover == NULL)
         return AREAL_OK;
     bool said = false;
-    while (areal_discover_count(job->discover) == 0 && job->n_servers == 0 &&
-           !(job->stop && *job->stop)) {
+    while (areal_discover_count(job->discover) == 0 && !(job->stop && *job->stop)) {
         if (!said) {
             loop_status_phase(ls, AREAL_PHASE_WAITING_FOR_SERVERS, t->step, t->version);
             say(job, "waiting for rollout servers to register in the job's store");
