@@ -222,6 +222,23 @@ static void get_is_bounded_and_checked(void **state) {
 
 /* ---- one poller round against the fake API server -------------------------- */
 
+/* Puts `job` (the reference is taken) into the fake API server and returns a
+ * client of it: the setup every poller test shares. */
+static kube_client *client_with_job(fake_api *f, json_t *job) {
+    assert_non_null(f);
+    fake_api_put(f, "arealjobs", job);
+    json_decref(job);
+    kube_config cfg;
+    kube_config_init(&cfg);
+    cfg.server = strdup(fake_api_url(f));
+    cfg.allow_insecure = 1;
+    cfg.qps = 0;
+    kube_client *kc = kube_client_new(&cfg, NULL);
+    kube_config_free(&cfg);
+    assert_non_null(kc);
+    return kc;
+}
+
 static size_t one_target(void *ud, progress_target *out, size_t cap) {
     (void)cap;
     snprintf(out[0].ns, sizeof out[0].ns, "rl");
@@ -238,16 +255,7 @@ static void a_round_writes_progress_events_and_metrics(void **state) {
                             "areal.io/v1alpha1", "kind", "AReaLJob", "metadata", "name", "demo",
                             "namespace", "rl", "uid", "uid-demo", "spec", "allocation",
                             "sglang:d1t1+megatron:d1t1", "status", "phase", "Running");
-    fake_api_put(f, "arealjobs", job);
-    json_decref(job);
-    kube_config cfg;
-    kube_config_init(&cfg);
-    cfg.server = strdup(fake_api_url(f));
-    cfg.allow_insecure = 1;
-    cfg.qps = 0;
-    kube_client *kc = kube_client_new(&cfg, NULL);
-    kube_config_free(&cfg);
-    assert_non_null(kc);
+    kube_client *kc = client_with_job(f, job);
 
     size_t len;
     char *recorded = slurp(TEST_DATA_DIR "/trainer_status.json", &len);
@@ -315,15 +323,7 @@ static void a_waiting_trainer_gets_one_more_server(void **state) {
         "rollout", "replicas", 2, "minReplicas", 1, "maxReplicas", 4, "target", "metric",
         "Staleness", "value", 1.0, "scaleUpWindowSeconds", 1.0, "cooldownSeconds", 60.0, "status",
         "phase", "Running");
-    fake_api_put(f, "arealjobs", job);
-    json_decref(job);
-    kube_config cfg;
-    kube_config_init(&cfg);
-    cfg.server = strdup(fake_api_url(f));
-    cfg.allow_insecure = 1;
-    cfg.qps = 0;
-    kube_client *kc = kube_client_new(&cfg, NULL);
-    kube_config_free(&cfg);
+    kube_client *kc = client_with_job(f, job);
     oneshot s;
     oneshot_start(&s,
                   http_200("{\"phase\":\"training\",\"step\":3,\"servers\":2,"
@@ -470,16 +470,7 @@ static void a_final_message_is_written_once(void **state) {
                             "areal.io/v1alpha1", "kind", "AReaLJob", "metadata", "name", "demo",
                             "namespace", "rl", "uid", "uid-demo", "spec", "allocation",
                             "sglang:d1t1+megatron:d1t1", "status", "phase", "Running");
-    fake_api_put(f, "arealjobs", job);
-    json_decref(job);
-    kube_config cfg;
-    kube_config_init(&cfg);
-    cfg.server = strdup(fake_api_url(f));
-    cfg.allow_insecure = 1;
-    cfg.qps = 0;
-    kube_client *kc = kube_client_new(&cfg, NULL);
-    kube_config_free(&cfg);
-    assert_non_null(kc);
+    kube_client *kc = client_with_job(f, job);
     /* the last live read: step 20 of 60 */
     oneshot s;
     oneshot_start(&s,
@@ -549,15 +540,7 @@ static void a_foreign_termination_message_is_left_alone(void **state) {
     json_t *job = json_pack("{s:s,s:s,s:{s:s,s:s,s:s},s:{s:s}}", "apiVersion", "areal.io/v1alpha1",
                             "kind", "AReaLJob", "metadata", "name", "demo", "namespace", "rl",
                             "uid", "uid-demo", "status", "phase", "Running");
-    fake_api_put(f, "arealjobs", job);
-    json_decref(job);
-    kube_config cfg;
-    kube_config_init(&cfg);
-    cfg.server = strdup(fake_api_url(f));
-    cfg.allow_insecure = 1;
-    cfg.qps = 0;
-    kube_client *kc = kube_client_new(&cfg, NULL);
-    kube_config_free(&cfg);
+    kube_client *kc = client_with_job(f, job);
     script sc = {"127.0.0.1", "panic: out of memory"};
     metrics_registry *m = metrics_registry_new();
     progress_config pc = {.port = 1, .interval_ms = 3600 * 1000, .timeout_ms = 500};
