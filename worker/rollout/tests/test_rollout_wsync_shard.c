@@ -1,0 +1,342 @@
+/*
+ * test_rollout_wsync_shard.c - the sharded weight update
+ * (areal/train/wsync_shard.h) from a two-rank trainer to two servers: rank 0
+ * is this process (it posts the control messages and roots its own
+ * buckets), rank 1 a forked process that loads only its own shard and
+ * roots its buckets. For a t2 layout (tensor-parallel row/column slices) and
+ * a p2 layout (pipeline stages' layers), with buckets smaller than one
+ * slice and larger than all: the greedy outputs then equal the reference
+ * model's on the new weights and weight_version is the new one. A sender
+ * rank that dies mid-update leaves the old version serving, with the reason;
+ * a bucket with only part of the slice fields is refused naming the field.
+ * The plan itself: every tensor covered once, replicas (tp norms, dp copies)
+ * sent by the lowest rank, one root per bucket.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "areal/train/wsync_shard.h"
+#include "rollout_http_util.h"
+
+static char dir[128], dir_new[128];
+static areal_model_config cfg;
+
+static int setup(void **state) {
+    (void)state;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    rt_model_dir(dir, sizeof dir, 1.0f);
+    rt_model_dir(dir_new, sizeof dir_new, 1.5f);
+    char p[300];
+    areal_error e;
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    if (areal_model_config_load(p, &cfg, &e) != 0)
+        fail_msg("%s", e.msg);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    rt_rmdir(dir);
+    rt_rmdir(dir_new);
+    curl_global_cleanup();
+    return 0;
+}
+
+typedef enum { T2, P2 } layout;
+
+static areal_model_shard shard_of(layout l, int rank) {
+    areal_model_shard s = areal_model_shard_whole(&cfg);
+    if (l == T2) {
+        s.tp = 2;
+        s.tp_rank = rank;
+    } else {
+        areal_error e;
+        if (areal_model_shard_stage(&cfg, rank, 2, &s, &e) != 0)
+            fail_msg("%s", e.msg);
+    }
+    return s;
+}
+
+/* One rank's slices, loaded from the model directory d. */
+typedef struct rank_data {
+    areal_model m;
+    const void **local;
+} rank_data;
+
+static int rank_load(rank_data *r, const char *d, const areal_model_shard *s, areal_error *e) {
+    int rc = areal_model_load_shard(&r->m, d, s, NULL, e);
+    if (rc != 0)
+        return rc;
+    r->local = calloc(r->m.n_specs, sizeof *r->local);
+    for (size_t i = 0; i < r->m.n_specs; i++)
+        r->local[i] = r->m.params + r->m.offset[i];
+    return 0;
+}
+
+static void rank_free(rank_data *r) {
+    free(r->local);
+    areal_model_free(&r->m);
+}
+
+/*
+ * The forked rank 1: joins, roots its buckets and exits 0; with die_after
+ * >= 0 it roots only that many of them and then exits (dies) before the
+ * next, whose control message is out. Never returns.
+ */
+static void rank1_main(int port, const char *d, layout l, size_t bucket, int die_after) {
+    areal_error e;
+    areal_model_shard sh[2] = {shard_of(l, 0), shard_of(l, 1)};
+    areal_wsync_plan *p = NULL;
+    rank_data r;
+    areal_wsync *w = NULL;
+    if (areal_wsync_plan_build(&cfg, sh, 2, AREAL_DT_F32, bucket, &p, &e) != 0 ||
+        rank_load(&r, d, &sh[1], &e) != 0 || areal_wsync_attach("127.0.0.1", port, NULL, &w, &e) ||
+        areal_wsync_join_rank(w, 1, 4, "update_weight_group", 30000, &e) != 0) {
+        fprintf(stderr, "rank 1: %s\n", e.msg);
+        _exit(2);
+    }
+    if (die_after >= 0) { /* cut the plan after this rank's die_after-th bucket */
+        int mine = 0;
+        for (size_t b = 0; b < p->n_buckets; b++)
+            if (p->buckets[b].root == 1 && mine++ == die_after) {
+                p->n_buckets = b;
+                break;
+            }
+    }
+    int rc = areal_wsync_send_sharded(w, p, r.local, NULL, &e);
+    if (rc != 0)
+        fprintf(stderr, "rank 1: %s\n", e.msg);
+    _exit(rc == 0 ? 0 : 3);
+}
+
+typedef struct post {
+    int port;
+    const char *path;
+    char *body;
+    rt_resp r;
+    pthread_t t;
+} post;
+
+static void *post_main(void *arg) {
+    post *p = arg;
+    p->r = rt_req(NULL, p->port, p->path, p->body);
+    return NULL;
+}
+
+static void post_start(post *p, int port, const char *path, char *body) {
+    p->port = port;
+    p->path = path;
+    p->body = body;
+    assert_int_equal(pthread_create(&p->t, NULL, post_main, p), 0);
+}
+
+typedef struct sender {
+    areal_wsync *w;
+    const areal_wsync_plan *p;
+    const void *const *local;
+    int rc;
+    areal_error e;
+    pthread_t t;
+} sender;
+
+static void *sender_main(void *arg) {
+    sender *s = arg;
+    s->rc = areal_wsync_send_sharded(s->w, s->p, s->local, NULL, &s->e);
+    return NULL;
+}
+
+/*
+ * One update of the weights in d under `version` in layout l. Returns the
+ * number of buckets both servers took; msg gets the last failing answer.
+ */
+static size_t update(const int ports[2], const char *d, layout l, size_t bucket,
+                     const char *version, int die_after, char *msg, size_t cap) {
+    areal_error e;
+    areal_model_shard sh[2] = {shard_of(l, 0), shard_of(l, 1)};
+    areal_wsync_plan *p = NULL;
+    if (areal_wsync_plan_build(&cfg, sh, 2, AREAL_DT_F32, bucket, &p, &e) != 0)
+        fail_msg("%s", e.msg);
+    areal_wsync *w = NULL;
+    assert_int_equal(areal_wsync_listen("127.0.0.1", 0, &w, &e), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        rank1_main(areal_wsync_port(w), d, l, bucket, die_after);
+    post init[2];
+    char *body[2];
+    for (int i = 0; i < 2; i++) {
+        assert_true(asprintf(&body[i],
+                             "{\"master_address\":\"127.0.0.1\",\"master_port\":%d,"
+                             "\"rank_offset\":%d,\"world_size\":4,\"group_name\":"
+                             "\"update_weight_group\",\"backend\":\"nccl\"}",
+                             areal_wsync_port(w), 2 + i) > 0);
+        post_start(&init[i], ports[i], "/init_weights_update_group", body[i]);
+    }
+    if (areal_wsync_join_rank(w, 0, 4, "update_weight_group", 30000, &e) != 0)
+        fail_msg("%s", e.msg);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(init[i].t, NULL);
+        if (init[i].r.code != 200)
+            fail_msg("server %d: %s", i, init[i].r.body);
+        rt_free(&init[i].r);
+        free(body[i]);
+    }
+    rank_data r0;
+    if (rank_load(&r0, d, &sh[0], &e) != 0)
+        fail_msg("%s", e.msg);
+    sender snd = {.w = w, .p = p, .local = r0.local};
+    assert_int_equal(pthread_create(&snd.t, NULL, sender_main, &snd), 0);
+    size_t ok = 0;
+    for (size_t b = 0; b < p->n_buckets; b++) {
+        char *json = NULL;
+        assert_int_equal(
+            areal_wsync_plan_bucket_json(p, b, "update_weight_group", true, version, &json, &e), 0);
+        post q[2];
+        for (int i = 0; i < 2; i++)
+            post_start(&q[i], ports[i], "/update_weights_from_distributed", json);
+        int good = 0;
+        for (int i = 0; i < 2; i++) {
+            pthread_join(q[i].t, NULL);
+            if (q[i].r.code == 200 && json_is_true(json_object_get(q[i].r.json, "success")))
+                good++;
+            else
+                snprintf(msg, cap, "%s", q[i].r.body);
+            rt_free(&q[i].r);
+        }
+        free(json);
+        if (good < 2)
+            break;
+        ok++;
+    }
+    pthread_join(snd.t, NULL);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    if (die_after < 0) {
+        if (snd.rc != 0)
+            fail_msg("rank 0: %s", snd.e.msg);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), 0);
+        assert_int_equal(ok, p->n_buckets);
+    }
+    rank_free(&r0);
+    areal_wsync_close(w);
+    areal_wsync_plan_free(p);
+    return ok;
+}
+
+static const int32_t prompt[] = {9, 4, 33, 71, 2, 58};
+#define NP 6
+
+static void outputs_are(int port, const char *model_dir, const char *version) {
+    int32_t want[64], got[512];
+    int nw = rt_reference(model_dir, prompt, NP, 16, want);
+    char *ids = rt_ids_json(prompt, NP);
+    rt_resp r = rt_post(port, "/generate",
+                        "{\"input_ids\":%s,\"sampling_params\":{\"max_new_tokens\":16,"
+                        "\"temperature\":0,\"ignore_eos\":true}}",
+                        ids);
+    free(ids);
+    assert_int_equal(r.code, 200);
+    assert_int_equal(rt_output_ids(r.json, got, 512), nw);
+    assert_memory_equal(got, want, (size_t)nw * 4);
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(r.json, "meta_info"), "weight_version")),
+        version);
+    rt_free(&r);
+}
+
+static void plan_covers_once_with_one_root_per_bucket(void **state) {
+    (void)state;
+    areal_error e;
+    /* t2 x d2: ranks 2 and 3 hold rank 0's and 1's slices again */
+    areal_model_shard sh[4] = {shard_of(T2, 0), shard_of(T2, 1), shard_of(T2, 0),
+                               shard_of(T2, 1)};
+    areal_wsync_plan *p = NULL;
+    assert_int_equal(areal_wsync_plan_build(&cfg, sh, 4, AREAL_DT_F32, 1, &p, &e), 0);
+    areal_tensor_spec *specs;
+    size_t n;
+    assert_int_equal(areal_model_expected_tensors(&cfg, &specs, &n, &e), 0);
+    size_t model_bytes = 0;
+    for (size_t k = 0; k < n; k++) {
+        size_t numel = (size_t)specs[k].shape[0] * (size_t)(specs[k].ndim > 1 ? specs[k].shape[1] : 1);
+        model_bytes += numel * 4;
+        /* the pieces of tensor k cover it exactly once (by elements) */
+        size_t got = 0;
+        for (size_t i = 0; i < p->n_pieces; i++)
+            if (strcmp(p->pieces[i].name, specs[k].name) == 0) {
+                got += (size_t)p->pieces[i].local[0] *
+                       (size_t)(p->pieces[i].ndim > 1 ? p->pieces[i].local[1] : 1);
+                assert_true(p->pieces[i].owner < 2); /* the dp-rank-0 copies */
+                if (p->pieces[i].dim < 0)
+                    assert_int_equal(p->pieces[i].owner, 0); /* replicated: tp rank 0 */
+            }
+        assert_int_equal(got, numel);
+    }
+    assert_int_equal(p->bytes, model_bytes);
+    /* buckets of 1 byte: one piece each, its owner the root */
+    assert_int_equal(p->n_buckets, p->n_pieces);
+    for (size_t b = 0; b < p->n_buckets; b++)
+        assert_int_equal(p->buckets[b].root, p->pieces[p->buckets[b].first].owner);
+    areal_wsync_plan_free(p);
+    /* one huge bucket per owner */
+    assert_int_equal(areal_wsync_plan_build(&cfg, sh, 4, AREAL_DT_F32, (size_t)1 << 30, &p, &e), 0);
+    assert_int_equal(p->n_buckets, 2);
+    for (size_t b = 0; b < p->n_buckets; b++)
+        for (size_t i = p->buckets[b].first; i < p->buckets[b].first + p->buckets[b].n; i++)
+            assert_int_equal(p->pieces[i].owner, p->buckets[b].root);
+    areal_wsync_plan_free(p);
+    /* a layout that leaves half the model out is refused, naming the tensor */
+    assert_int_not_equal(areal_wsync_plan_build(&cfg, sh, 1, AREAL_DT_F32, 0, &p, &e), 0);
+    assert_non_null(strstr(e.msg, "do not cover tensor"));
+    free(specs);
+}
+
+static void t2_and_p2_trainers_update_two_servers(void **state) {
+    (void)state;
+    areal_rollout_server *a = rt_server(dir, "0"), *b = rt_server(dir, "0");
+    int ports[2] = {areal_rollout_server_port(a), areal_rollout_server_port(b)};
+    char msg[1024] = "";
+    /* t2, buckets smaller than one slice: one slice per bucket */
+    update(ports, dir_new, T2, 1, "t2-small", -1, msg, sizeof msg);
+    outputs_are(ports[0], dir_new, "t2-small");
+    outputs_are(ports[1], dir_new, "t2-small");
+    /* p2, buckets larger than all: one per stage; back to the old weights */
+    update(ports, dir, P2, (size_t)1 << 30, "p2-big", -1, msg, sizeof msg);
+    outputs_are(ports[0], dir, "p2-big");
+    outputs_are(ports[1], dir, "p2-big");
+    /* t2, rank 1 dies after its first bucket (its second one announced): the update is dropped, p2-big serves */
+    size_t took = update(ports, dir_new, T2, 512, "t2-dead", 1, msg, sizeof msg);
+    (void)took;
+    assert_non_null(strstr(msg, "receiving the bucket failed"));
+    assert_non_null(strstr(msg, "version p2-big keeps serving"));
+    outputs_are(ports[0], dir, "p2-big");
+    outputs_are(ports[1], dir, "p2-big");
+    /* and a whole update works again after the failure: p2, mid-sized buckets */
+    update(ports, dir_new, P2, 4096, "p2-mid", -1, msg, sizeof msg);
+    outputs_are(ports[0], dir_new, "p2-mid");
+    outputs_are(ports[1], dir_new, "p2-mid");
+
+    /* a bucket naming src_rank but not the slices is refused, naming the field */
+    rt_resp r = rt_post(ports[0], "/update_weights_from_distributed",
+                        "{\"names\":[\"model.norm.weight\"],\"dtypes\":[\"float32\"],"
+                        "\"shapes\":[[48]],\"group_name\":\"update_weight_group\","
+                        "\"src_rank\":1,\"n_senders\":2}");
+    assert_int_equal(r.code, 400);
+    assert_non_null(strstr(r.body, "slice_dims is missing"));
+    assert_non_null(strstr(r.body, "version p2-mid keeps serving"));
+    rt_free(&r);
+    outputs_are(ports[0], dir_new, "p2-mid");
+    areal_rollout_server_stop(a);
+    areal_rollout_server_stop(b);
+}
+
+int main(void) {
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(plan_covers_once_with_one_root_per_bucket),
+        cmocka_unit_test(t2_and_p2_trainers_update_two_servers),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
