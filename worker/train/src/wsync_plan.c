@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "areal/train/wsync_shard.h"
+#include "wsync_internal.h"
 
 typedef struct cand {
     size_t k; /* HF tensor */
@@ -59,16 +60,16 @@ static int bucketize(areal_wsync_plan *p, areal_wsync_piece *taken, size_t n, si
         free(open_b);
         return areal_error_set(err, AREAL_ENOMEM, -1, "out of memory for the weight-sync plan");
     }
-#define CLOSE(r)                                                                                 \
-    do {                                                                                         \
-        areal_wsync_bucket *bk = &p->buckets[p->n_buckets++];                                    \
-        bk->root = (r);                                                                          \
-        bk->first = p->n_pieces;                                                                 \
-        bk->n = open_n[r];                                                                       \
-        bk->bytes = open_b[r];                                                                   \
-        for (size_t j = 0; j < open_n[r]; j++)                                                   \
-            p->pieces[p->n_pieces++] = taken[open[r][j]];                                        \
-        open_n[r] = open_b[r] = 0;                                                               \
+#define CLOSE(r)                                                                                   \
+    do {                                                                                           \
+        areal_wsync_bucket *bk = &p->buckets[p->n_buckets++];                                      \
+        bk->root = (r);                                                                            \
+        bk->first = p->n_pieces;                                                                   \
+        bk->n = open_n[r];                                                                         \
+        bk->bytes = open_b[r];                                                                     \
+        for (size_t j = 0; j < open_n[r]; j++)                                                     \
+            p->pieces[p->n_pieces++] = taken[open[r][j]];                                          \
+        open_n[r] = open_b[r] = 0;                                                                 \
     } while (0)
     for (size_t i = 0; i < n; i++) {
         int r = taken[i].owner;
@@ -128,8 +129,8 @@ int areal_wsync_plan_whole(const areal_model_config *cfg, int n_senders, areal_d
     }
     for (size_t k = 0; k < p->n_specs; k++) {
         const areal_tensor_spec *s = &p->specs[k];
-        taken[k] = (areal_wsync_piece){.name = s->name, .ndim = s->ndim, .dim = -1, .owner = 0,
-                                       .local_index = k};
+        taken[k] = (areal_wsync_piece){
+            .name = s->name, .ndim = s->ndim, .dim = -1, .owner = 0, .local_index = k};
         for (int d = 0; d < s->ndim; d++)
             taken[k].full[d] = taken[k].local[d] = s->shape[d];
     }
@@ -283,13 +284,8 @@ static json_t *dims_json(const int64_t *v, int n) {
     return a;
 }
 
-int areal_wsync_plan_bucket_json(const areal_wsync_plan *p, size_t b, const char *group,
-                                 bool abort_all, const char *version, char **json,
-                                 areal_error *err) {
-    *json = NULL;
-    if (b >= p->n_buckets)
-        return areal_error_set(err, AREAL_EINVAL, -1, "bucket %zu: the plan has %zu", b,
-                               p->n_buckets);
+json_t *wsync_plan_bucket_obj(const areal_wsync_plan *p, size_t b, const char *group,
+                              bool abort_all, const char *version) {
     const areal_wsync_bucket *bk = &p->buckets[b];
     json_t *names = json_array(), *dtypes = json_array(), *shapes = json_array(),
            *dims = json_array(), *offs = json_array(), *full = json_array();
@@ -302,13 +298,24 @@ int areal_wsync_plan_bucket_json(const areal_wsync_plan *p, size_t b, const char
         json_array_append_new(offs, json_integer(t->offset));
         json_array_append_new(full, dims_json(t->full, t->ndim));
     }
-    json_t *j = json_pack("{s:o,s:o,s:o,s:s,s:b,s:b,s:i,s:i,s:o,s:o,s:o}", "names", names,
-                          "dtypes", dtypes, "shapes", shapes, "group_name", group, "flush_cache",
-                          1, "abort_all_requests", abort_all, "src_rank", bk->root, "n_senders",
-                          p->n_senders, "slice_dims", dims, "slice_offsets", offs, "full_shapes",
-                          full);
+    json_t *j =
+        json_pack("{s:o,s:o,s:o,s:s,s:b,s:b,s:i,s:i,s:o,s:o,s:o}", "names", names, "dtypes", dtypes,
+                  "shapes", shapes, "group_name", group, "flush_cache", 1, "abort_all_requests",
+                  abort_all, "src_rank", bk->root, "n_senders", p->n_senders, "slice_dims", dims,
+                  "slice_offsets", offs, "full_shapes", full);
     if (j && version)
         json_object_set_new(j, "weight_version", json_string(version));
+    return j;
+}
+
+int areal_wsync_plan_bucket_json(const areal_wsync_plan *p, size_t b, const char *group,
+                                 bool abort_all, const char *version, char **json,
+                                 areal_error *err) {
+    *json = NULL;
+    if (b >= p->n_buckets)
+        return areal_error_set(err, AREAL_EINVAL, -1, "bucket %zu: the plan has %zu", b,
+                               p->n_buckets);
+    json_t *j = wsync_plan_bucket_obj(p, b, group, abort_all, version);
     *json = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     return *json ? AREAL_OK : areal_error_set(err, AREAL_ENOMEM, -1, "out of memory");

@@ -65,8 +65,8 @@ int areal_wsync_send_sharded(areal_wsync *w, const areal_wsync_plan *p, const vo
         if (rc != AREAL_OK) {
             char why[sizeof err->msg];
             snprintf(why, sizeof why, "%s", err->msg);
-            return areal_error_set(err, rc, -1, "bucket %zu of %zu (root %d): %s", b,
-                                   p->n_buckets, w->rank, why);
+            return areal_error_set(err, rc, -1, "bucket %zu of %zu (root %d): %s", b, p->n_buckets,
+                                   w->rank, why);
         }
         if (sent_bytes)
             *sent_bytes += bk->bytes;

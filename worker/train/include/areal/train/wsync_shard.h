@@ -59,19 +59,19 @@
 
 /* One slice of one HF tensor, as the plan sends it. */
 typedef struct areal_wsync_piece {
-    const char *name;  /* HF name (points into the plan) */
-    int ndim;          /* 1 or 2 */
-    int64_t full[2];   /* the HF tensor's shape */
-    int64_t local[2];  /* the slice's shape (what the wire carries) */
-    int dim;           /* -1 whole, 0 rows, 1 columns */
-    int64_t offset;    /* first row / column of the slice along dim (0 when whole) */
-    int owner;         /* the trainer rank that sends it */
+    const char *name;   /* HF name (points into the plan) */
+    int ndim;           /* 1 or 2 */
+    int64_t full[2];    /* the HF tensor's shape */
+    int64_t local[2];   /* the slice's shape (what the wire carries) */
+    int dim;            /* -1 whole, 0 rows, 1 columns */
+    int64_t offset;     /* first row / column of the slice along dim (0 when whole) */
+    int owner;          /* the trainer rank that sends it */
     size_t local_index; /* its index in the owner's areal_model_shard_tensors list */
 } areal_wsync_piece;
 
 typedef struct areal_wsync_bucket {
-    int root;           /* the owner of every piece in it */
-    size_t first, n;    /* pieces[first .. first + n) */
+    int root;        /* the owner of every piece in it */
+    size_t first, n; /* pieces[first .. first + n) */
     size_t bytes;
 } areal_wsync_bucket;
 
@@ -131,8 +131,8 @@ int areal_wsync_attach(const char *host, int port, const char *self_host, areal_
  * every member joined or timeout_ms passed (AREAL_EIO naming the missing
  * rank). Rank 0's handle comes from areal_wsync_listen.
  */
-int areal_wsync_join_rank(areal_wsync *w, int rank, int world, const char *group,
-                          int timeout_ms, areal_error *err);
+int areal_wsync_join_rank(areal_wsync *w, int rank, int world, const char *group, int timeout_ms,
+                          areal_error *err);
 
 /*
  * Every sender rank calls this with the plan and its own slices: local[i]
@@ -148,5 +148,41 @@ int areal_wsync_send_sharded(areal_wsync *w, const areal_wsync_plan *p, const vo
 
 /* This rank's rank in the world (after join). */
 int areal_wsync_rank(const areal_wsync *w);
+
+/* ---- the call the trainer makes (wsync_update.c) --------------------------------- */
+
+/* The servers of a sharded update, as rank 0 addresses them. */
+typedef struct areal_wsync_target {
+    const char *const *addrs; /* "host:port"; server i is world rank n_senders + i */
+    int n;
+    const char *group;     /* NULL: "update_weight_group" (AReaL's name) */
+    const char *version;   /* the buckets' weight_version; NULL: omitted */
+    bool abort_all;        /* abort_all_requests */
+    double http_timeout_s; /* each POST; 0: 120 */
+} areal_wsync_target;
+
+/*
+ * Rank 0, after areal_wsync_listen: POSTs /init_weights_update_group to every
+ * server (rank_offset n_senders + i, world_size n_senders + t->n) while it
+ * joins as rank 0; every other sender joins with areal_wsync_join_rank at the
+ * same time. AREAL_EIO naming the server that refused or the rank missing.
+ */
+int areal_wsync_join_servers(areal_wsync *w, int n_senders, const areal_wsync_target *t,
+                             int timeout_ms, areal_error *err);
+
+/*
+ * One sharded update; EVERY sender rank calls it with the same plan and its
+ * own slices (local as for areal_wsync_send_sharded). Rank 0 also posts each
+ * bucket's control message to every server (concurrently, bucket after
+ * bucket) while it roots its own buckets on a second thread; t is read on
+ * rank 0 only (others may pass NULL). Returns 0 when every server took
+ * every bucket (the last one swaps the version), else the first failure
+ * naming the server and the bucket: AREAL_EINVAL for a server's refusal
+ * (its message, which names the field), AREAL_EIO for a broken transfer.
+ * After a failure the servers keep the old version; close the handle and
+ * build the world again. *sent_bytes (nullable) as for send_sharded.
+ */
+int areal_wsync_update_sharded(areal_wsync *w, const areal_wsync_plan *p, const void *const *local,
+                               const areal_wsync_target *t, size_t *sent_bytes, areal_error *err);
 
 #endif
