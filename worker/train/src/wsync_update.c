@@ -82,15 +82,13 @@ int areal_wsync_join_servers(areal_wsync *w, int n_senders, const areal_wsync_ta
                                "a sharded update needs n_senders >= 1 and at least one server");
     areal_sgl_client **c = calloc((size_t)t->n, sizeof *c);
     post *ps = calloc((size_t)t->n, sizeof *ps);
-    int rc = c && ps ? clients(t, c, err)
-                     : areal_error_set(err, AREAL_ENOMEM, -1, "out of memory");
+    int rc = c && ps ? clients(t, c, err) : areal_error_set(err, AREAL_ENOMEM, -1, "out of memory");
     int world = n_senders + t->n;
     for (int i = 0; rc == AREAL_OK && i < t->n; i++) {
         ps[i] = (post){.c = c[i], .path = "/init_weights_update_group"};
         ps[i].body = json_pack("{s:s,s:i,s:i,s:i,s:s,s:s}", "master_address", w->host,
-                               "master_port", w->port, "rank_offset", n_senders + i,
-                               "world_size", world, "group_name", group_of(t), "backend",
-                               "nccl");
+                               "master_port", w->port, "rank_offset", n_senders + i, "world_size",
+                               world, "group_name", group_of(t), "backend", "nccl");
         post_start(&ps[i]);
     }
     if (rc == AREAL_OK) {
@@ -125,9 +123,8 @@ static void *sender_main(void *arg) {
     return NULL;
 }
 
-int areal_wsync_update_sharded(areal_wsync *w, const areal_wsync_plan *p,
-                               const void *const *local, const areal_wsync_target *t,
-                               size_t *sent_bytes, areal_error *err) {
+int areal_wsync_update_sharded(areal_wsync *w, const areal_wsync_plan *p, const void *const *local,
+                               const areal_wsync_target *t, size_t *sent_bytes, areal_error *err) {
     if (w->rank != 0)
         return areal_wsync_send_sharded(w, p, local, sent_bytes, err);
     if (t == NULL || t->n < 1 || t->n != w->world - p->n_senders)
@@ -136,8 +133,7 @@ int areal_wsync_update_sharded(areal_wsync *w, const areal_wsync_plan *p,
                                w->world - p->n_senders, t ? t->n : 0);
     areal_sgl_client **c = calloc((size_t)t->n, sizeof *c);
     post *ps = calloc((size_t)t->n, sizeof *ps);
-    int rc = c && ps ? clients(t, c, err)
-                     : areal_error_set(err, AREAL_ENOMEM, -1, "out of memory");
+    int rc = c && ps ? clients(t, c, err) : areal_error_set(err, AREAL_ENOMEM, -1, "out of memory");
     sender snd = {.w = w, .p = p, .local = local};
     pthread_t st;
     bool started = false;
