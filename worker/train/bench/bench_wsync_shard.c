@@ -65,8 +65,8 @@ static double cpu_of(pid_t pid) {
     buf[n] = '\0';
     char *s = strrchr(buf, ')');
     unsigned long ut = 0, st = 0;
-    if (s == NULL || sscanf(s + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
-                            &st) != 2)
+    if (s == NULL ||
+        sscanf(s + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
         return 0;
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
@@ -338,8 +338,11 @@ static int run_setup(const setup *s, result *out) {
     close(done[1]);
     const char *addrs[2] = {s->servers[0].addr, s->servers[1].addr};
     char version[32] = "";
-    areal_wsync_target t = {.addrs = addrs, .n = s->n_servers, .version = version,
-                            .abort_all = true, .http_timeout_s = 600};
+    areal_wsync_target t = {.addrs = addrs,
+                            .n = s->n_servers,
+                            .version = version,
+                            .abort_all = true,
+                            .http_timeout_s = 600};
     rank_state r;
     memset(&r, 0, sizeof r);
     int rc = areal_wsync_join_servers(w, 2, &t, 120000, &e);
@@ -434,14 +437,13 @@ static int one_model(const char *label, areal_tiny_cfg tc, int reps) {
             if (rc != 0)
                 break;
             for (int f = 0; f < 2; f++)
-                printf("| %s | %s | %d | %s | %d | %.1f MB | %.3f s | %.3f s | %.3f s |\n",
-                       label, lay[l], ns, f == SHARD ? "shard-direct" : "gather-rank-0",
-                       res[f].buckets, res[f].rank0_mb, res[f].wall, res[f].cpu_trainer,
-                       res[f].cpu_servers);
+                printf("| %s | %s | %d | %s | %d | %.1f MB | %.3f s | %.3f s | %.3f s |\n", label,
+                       lay[l], ns, f == SHARD ? "shard-direct" : "gather-rank-0", res[f].buckets,
+                       res[f].rank0_mb, res[f].wall, res[f].cpu_trainer, res[f].cpu_servers);
             printf("| %s | %s | %d | **gather / shard** | | %.2fx | **%.2fx** | **%.2fx** | "
                    "%.2fx |\n",
-                   label, lay[l], ns, res[1].rank0_mb / res[0].rank0_mb,
-                   res[1].wall / res[0].wall, res[1].cpu_trainer / res[0].cpu_trainer,
+                   label, lay[l], ns, res[1].rank0_mb / res[0].rank0_mb, res[1].wall / res[0].wall,
+                   res[1].cpu_trainer / res[0].cpu_trainer,
                    res[0].cpu_servers > 0 ? res[1].cpu_servers / res[0].cpu_servers : 0);
             fflush(stdout);
         }
