@@ -4,7 +4,9 @@
  * is this process (it posts the control messages and roots its own
  * buckets), rank 1 a forked process that loads only its own shard and
  * roots its buckets. For a t2 layout (tensor-parallel row/column slices) and
- * a p2 layout (pipeline stages' layers), with buckets smaller than one
+ * a p2 layout (pipeline stages' layers), and an e2 layout of a MoE model
+ * (experts split over the ranks, compared with a server started on the new
+ * weights too), with buckets smaller than one
  * slice and larger than all: the greedy outputs then equal the reference
  * model's on the new weights and weight_version is the new one. A sender
  * rank that dies mid-update leaves the old version serving, with the reason;
@@ -19,18 +21,53 @@
 #include "areal/train/wsync_shard.h"
 #include "rollout_http_util.h"
 
-static char dir[128], dir_new[128];
-static areal_model_config cfg;
+static char dir[128], dir_new[128], moe[128], moe_new[128];
+static areal_model_config cfg, cfg_moe;
+
+/* As rt_model_dir, for the Qwen2-MoE fixture (4 experts, a shared expert). */
+static void moe_dir(char *d, size_t cap, float scale) {
+    snprintf(d, cap, "/tmp/areal-rt-XXXXXX");
+    assert_non_null(mkdtemp(d));
+    char src[512], dst[600];
+    rt_copy(rt_fixture(src, sizeof src, "ref-qwen2-moe/config.json"),
+            (snprintf(dst, sizeof dst, "%s/config.json", d), dst));
+    rt_copy(rt_fixture(src, sizeof src, "tok/tokenizer.json"),
+            (snprintf(dst, sizeof dst, "%s/tokenizer.json", d), dst));
+    areal_model m;
+    areal_error e;
+    if (areal_model_load(&m, rt_fixture(src, sizeof src, "ref-qwen2-moe"), NULL, &e) != 0)
+        fail_msg("%s", e.msg);
+    for (size_t i = 0; i < m.n_params; i++)
+        m.params[i] *= scale;
+    areal_st_out *t = calloc(m.n_specs, sizeof *t);
+    int *shard = calloc(m.n_specs, sizeof *shard);
+    for (size_t i = 0; i < m.n_specs; i++)
+        t[i] = (areal_st_out){.name = m.specs[i].name,
+                              .dtype = AREAL_DT_F32,
+                              .ndim = m.specs[i].ndim,
+                              .shape = m.specs[i].shape,
+                              .data = m.params + m.offset[i]};
+    if (areal_checkpoint_write(d, t, m.n_specs, shard, 1, &e) != 0)
+        fail_msg("%s", e.msg);
+    free(t);
+    free(shard);
+    areal_model_free(&m);
+}
 
 static int setup(void **state) {
     (void)state;
     curl_global_init(CURL_GLOBAL_DEFAULT);
     rt_model_dir(dir, sizeof dir, 1.0f);
     rt_model_dir(dir_new, sizeof dir_new, 1.5f);
+    moe_dir(moe, sizeof moe, 1.0f);
+    moe_dir(moe_new, sizeof moe_new, 1.5f);
     char p[300];
     areal_error e;
     snprintf(p, sizeof p, "%s/config.json", dir);
     if (areal_model_config_load(p, &cfg, &e) != 0)
+        fail_msg("%s", e.msg);
+    snprintf(p, sizeof p, "%s/config.json", moe);
+    if (areal_model_config_load(p, &cfg_moe, &e) != 0)
         fail_msg("%s", e.msg);
     return 0;
 }
@@ -39,17 +76,26 @@ static int teardown(void **state) {
     (void)state;
     rt_rmdir(dir);
     rt_rmdir(dir_new);
+    rt_rmdir(moe);
+    rt_rmdir(moe_new);
     curl_global_cleanup();
     return 0;
 }
 
-typedef enum { T2, P2 } layout;
+typedef enum { T2, P2, E2 } layout; /* E2: the MoE model's experts split over 2 ranks */
+
+static const areal_model_config *cfg_of(layout l) {
+    return l == E2 ? &cfg_moe : &cfg;
+}
 
 static areal_model_shard shard_of(layout l, int rank) {
-    areal_model_shard s = areal_model_shard_whole(&cfg);
+    areal_model_shard s = areal_model_shard_whole(cfg_of(l));
     if (l == T2) {
         s.tp = 2;
         s.tp_rank = rank;
+    } else if (l == E2) {
+        s.ep = 2;
+        s.ep_rank = rank;
     } else {
         areal_error e;
         if (areal_model_shard_stage(&cfg, rank, 2, &s, &e) != 0)
@@ -90,7 +136,7 @@ static void rank1_main(int port, const char *d, layout l, size_t bucket, int die
     areal_wsync_plan *p = NULL;
     rank_data r;
     areal_wsync *w = NULL;
-    if (areal_wsync_plan_build(&cfg, sh, 2, AREAL_DT_F32, bucket, &p, &e) != 0 ||
+    if (areal_wsync_plan_build(cfg_of(l), sh, 2, AREAL_DT_F32, bucket, &p, &e) != 0 ||
         rank_load(&r, d, &sh[1], &e) != 0 || areal_wsync_attach("127.0.0.1", port, NULL, &w, &e) ||
         areal_wsync_join_rank(w, 1, 4, "update_weight_group", 30000, &e) != 0) {
         fprintf(stderr, "rank 1: %s\n", e.msg);
@@ -120,7 +166,7 @@ static int update(const int ports[2], const char *d, layout l, size_t bucket, co
     areal_error e;
     areal_model_shard sh[2] = {shard_of(l, 0), shard_of(l, 1)};
     areal_wsync_plan *p = NULL;
-    if (areal_wsync_plan_build(&cfg, sh, 2, AREAL_DT_F32, bucket, &p, &e) != 0)
+    if (areal_wsync_plan_build(cfg_of(l), sh, 2, AREAL_DT_F32, bucket, &p, &e) != 0)
         fail_msg("%s", e.msg);
     areal_wsync *w = NULL;
     assert_int_equal(areal_wsync_listen("127.0.0.1", 0, &w, &e), 0);
@@ -269,11 +315,66 @@ static void t2_and_p2_trainers_update_two_servers(void **state) {
     areal_rollout_server_stop(b);
 }
 
+/* The ids of a greedy /generate on port. */
+static int greedy(int port, int32_t *got, int cap) {
+    char *ids = rt_ids_json(prompt, NP);
+    rt_resp r = rt_post(port, "/generate",
+                        "{\"input_ids\":%s,\"sampling_params\":{\"max_new_tokens\":16,"
+                        "\"temperature\":0,\"ignore_eos\":true}}",
+                        ids);
+    free(ids);
+    assert_int_equal(r.code, 200);
+    int n = rt_output_ids(r.json, got, cap);
+    rt_free(&r);
+    return n;
+}
+
+static void e2_trainer_updates_moe_servers(void **state) {
+    (void)state;
+    areal_error e;
+    /* the plan: each rank's experts come from it, the replicated rest from rank 0 */
+    areal_model_shard sh[2] = {shard_of(E2, 0), shard_of(E2, 1)};
+    areal_wsync_plan *p = NULL;
+    assert_int_equal(areal_wsync_plan_build(&cfg_moe, sh, 2, AREAL_DT_F32, 0, &p, &e), 0);
+    int experts[2] = {0, 0};
+    for (size_t i = 0; i < p->n_pieces; i++) {
+        const char *x = strstr(p->pieces[i].name, ".experts.");
+        if (x == NULL) {
+            assert_int_equal(p->pieces[i].owner, 0);
+            continue;
+        }
+        int id = atoi(x + 9);
+        assert_int_equal(p->pieces[i].owner, id < cfg_moe.num_experts / 2 ? 0 : 1);
+        experts[p->pieces[i].owner]++;
+    }
+    assert_true(experts[0] > 0 && experts[0] == experts[1]);
+    areal_wsync_plan_free(p);
+
+    areal_rollout_server *a = rt_server(moe, "0"), *b = rt_server(moe, "0");
+    int ports[2] = {areal_rollout_server_port(a), areal_rollout_server_port(b)};
+    char msg[1024] = "";
+    int32_t before[64], after[64], fresh[64];
+    int nb = greedy(ports[0], before, 64);
+    assert_int_equal(update(ports, moe_new, E2, 256, "e2", -1, msg, sizeof msg), 0);
+    outputs_are(ports[0], moe_new, "e2");
+    outputs_are(ports[1], moe_new, "e2");
+    /* and equal to a server started on the new weights (which differ from the old) */
+    areal_rollout_server *c = rt_server(moe_new, "x");
+    int na = greedy(ports[1], after, 64), nf = greedy(areal_rollout_server_port(c), fresh, 64);
+    assert_int_equal(na, nf);
+    assert_memory_equal(after, fresh, (size_t)na * 4);
+    assert_true(na != nb || memcmp(after, before, (size_t)na * 4) != 0);
+    areal_rollout_server_stop(c);
+    areal_rollout_server_stop(a);
+    areal_rollout_server_stop(b);
+}
+
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(plan_covers_once_with_one_root_per_bucket),
         cmocka_unit_test(t2_and_p2_trainers_update_two_servers),
+        cmocka_unit_test(e2_trainer_updates_moe_servers),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
