@@ -10,10 +10,13 @@
  * slice and larger than all: the greedy outputs then equal the reference
  * model's on the new weights and weight_version is the new one. A sender
  * rank that dies mid-update leaves the old version serving, with the reason;
- * a bucket with only part of the slice fields is refused naming the field.
+ * a bucket with only part of the slice fields, overlapping slices, a full
+ * shape that is not the model's or a slice past the tensor's end are
+ * refused naming the field, the old version serving.
  * The plan itself: every tensor covered once, replicas (tp norms, dp copies)
  * sent by the lowest rank, one root per bucket.
  */
+#include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -369,12 +372,102 @@ static void e2_trainer_updates_moe_servers(void **state) {
     areal_rollout_server_stop(b);
 }
 
+typedef struct bucket_post {
+    int port;
+    char *body;
+    rt_resp r;
+    pthread_t t;
+} bucket_post;
+
+static void *bucket_post_main(void *arg) {
+    bucket_post *p = arg;
+    p->r = rt_req(NULL, p->port, "/update_weights_from_distributed", p->body);
+    return NULL;
+}
+
+/*
+ * A hand-made sharded bucket from a one-sender world (src_rank 0 of 1, over
+ * the group itself): two slices of one tensor, sent as two tensors' bytes.
+ * Returns the server's answer (caller frees).
+ */
+static rt_resp hand_bucket(areal_wsync *w, int port, const areal_tensor_spec *sp, int64_t off2,
+                           int64_t full0) {
+    int64_t rows = 2, cols = sp->shape[1];
+    float *data = calloc((size_t)(rows * cols), sizeof *data);
+    int64_t shape[2] = {rows, cols};
+    areal_wsync_tensor t[2] = {
+        {.name = sp->name, .dtype = AREAL_DT_F32, .ndim = 2, .shape = shape, .data = data},
+        {.name = sp->name, .dtype = AREAL_DT_F32, .ndim = 2, .shape = shape, .data = data}};
+    bucket_post bp = {.port = port};
+    assert_true(asprintf(&bp.body,
+                         "{\"names\":[\"%s\",\"%s\"],\"dtypes\":[\"float32\",\"float32\"],"
+                         "\"shapes\":[[2,%lld],[2,%lld]],\"group_name\":\"update_weight_group\","
+                         "\"src_rank\":0,\"n_senders\":1,\"slice_dims\":[0,0],"
+                         "\"slice_offsets\":[0,%lld],\"full_shapes\":[[%lld,%lld],[%lld,%lld]]}",
+                         sp->name, sp->name, (long long)cols, (long long)cols, (long long)off2,
+                         (long long)full0, (long long)cols, (long long)full0, (long long)cols) > 0);
+    assert_int_equal(pthread_create(&bp.t, NULL, bucket_post_main, &bp), 0);
+    areal_error e;
+    assert_int_equal(areal_wsync_send(w, t, 2, &e), 0);
+    pthread_join(bp.t, NULL);
+    free(bp.body);
+    free(data);
+    return bp.r;
+}
+
+static void bad_slices_are_refused_naming_the_field(void **state) {
+    (void)state;
+    areal_rollout_server *a = rt_server(dir, "7");
+    int port = areal_rollout_server_port(a);
+    char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+    const char *addrs[1] = {addr};
+    areal_wsync_target t = {.addrs = addrs, .n = 1};
+    areal_wsync *w = NULL;
+    areal_error e;
+    assert_int_equal(areal_wsync_listen("127.0.0.1", 0, &w, &e), 0);
+    if (areal_wsync_join_servers(w, 1, &t, 30000, &e) != 0)
+        fail_msg("%s", e.msg);
+    areal_tensor_spec *specs;
+    size_t n;
+    assert_int_equal(areal_model_expected_tensors(&cfg, &specs, &n, &e), 0);
+    const areal_tensor_spec *sp = NULL;
+    for (size_t k = 0; k < n && sp == NULL; k++)
+        if (specs[k].ndim == 2 && specs[k].shape[0] >= 4)
+            sp = &specs[k];
+    assert_non_null(sp);
+    /* rows [0, 2) and [1, 3): the second overlaps the first */
+    rt_resp r = hand_bucket(w, port, sp, 1, sp->shape[0]);
+    assert_int_equal(r.code, 400);
+    if (strstr(r.body, "overlaps one already received") == NULL ||
+        strstr(r.body, "version 7 keeps serving") == NULL)
+        fail_msg("%s", r.body);
+    rt_free(&r);
+    /* a full shape that is not the model's (the group stayed in step: received, refused) */
+    r = hand_bucket(w, port, sp, 2, sp->shape[0] + 1);
+    assert_int_equal(r.code, 400);
+    if (strstr(r.body, "full_shapes[0]") == NULL || strstr(r.body, sp->name) == NULL)
+        fail_msg("%s", r.body);
+    rt_free(&r);
+    /* a slice past the end of the tensor */
+    r = hand_bucket(w, port, sp, sp->shape[0] - 1, sp->shape[0]);
+    assert_int_equal(r.code, 400);
+    if (strstr(r.body, "does not fit inside full shape") == NULL)
+        fail_msg("%s", r.body);
+    rt_free(&r);
+    outputs_are(port, dir, "7");
+    free(specs);
+    areal_wsync_close(w);
+    areal_rollout_server_stop(a);
+}
+
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(plan_covers_once_with_one_root_per_bucket),
         cmocka_unit_test(t2_and_p2_trainers_update_two_servers),
         cmocka_unit_test(e2_trainer_updates_moe_servers),
+        cmocka_unit_test(bad_slices_are_refused_naming_the_field),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -39,11 +39,10 @@ int areal_wsync_join(areal_wsync *w, int world, const char *group, int timeout_m
 
 int areal_wsync_join_rank(areal_wsync *w, int rank, int world, const char *group, int timeout_ms,
                           areal_error *err) {
-    if (world < 2 || group == NULL || group[0] == '\0' ||
-        strlen(group) >= AREAL_COMM_GROUP_NAME_MAX - 8)
+    if (world < 2 || group == NULL || group[0] == '\0')
         return areal_error_set(err, AREAL_EINVAL, -1,
-                               "a weight-update group needs a name (1..55 bytes) and world >= 2 "
-                               "(the trainer and at least one server)");
+                               "a weight-update group needs a name and world >= 2 (the trainer "
+                               "and at least one server)");
     if (rank < 0 || rank >= world - 1)
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "rank %d is not a trainer rank of a %d-rank world (0..%d: the "

@@ -23,6 +23,8 @@ static int src_group(areal_wsync *w, const areal_wsync_plan *p, areal_error *err
     for (int i = 1; i < n; i++)
         ranks[i] = p->n_senders + i - 1;
     char name[AREAL_COMM_GROUP_NAME_MAX];
+    /* the receiver spells it alike (server_wslice.c); a truncated prefix cannot clash with
+     * another world's, since each world's keys live under its own full group name */
     snprintf(name, sizeof name, "%.50s.src%d", w->group, w->rank);
     int rc = areal_comm_group(w->comm, name, ranks, n, &w->src, err);
     free(ranks);
