@@ -27,7 +27,7 @@
 #define SERVE_SYNOPSIS                                                                             \
     "usage: areal-worker serve --model DIR [--host H] [--port P] [--kv-memory BYTES]\n"            \
     "           [--max-running N] [--max-queued N] [--threads N] [--weight-version V]\n"           \
-    "           [--served-name NAME] [--grace-ms MS] [--disable-prefix-cache]\n"           \
+    "           [--served-name NAME] [--grace-ms MS] [--disable-prefix-cache]\n"                   \
     "           [--no-prepack]\n"
 
 static const char serve_help[] = SERVE_SYNOPSIS

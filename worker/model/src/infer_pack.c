@@ -29,9 +29,9 @@
 #include "model_internal.h"
 
 struct areal_infer_pack {
-    float *buf;               /* all twins, one allocation */
-    areal_layer_pw *layers;   /* [num_layers] by global layer */
-    areal_twin lm_head;       /* p NULL when the model holds none */
+    float *buf;             /* all twins, one allocation */
+    areal_layer_pw *layers; /* [num_layers] by global layer */
+    areal_twin lm_head;     /* p NULL when the model holds none */
 };
 
 static size_t packed_floats(int n_out, int n_in) {

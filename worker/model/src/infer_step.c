@@ -182,7 +182,8 @@ static void layer(const areal_model *m, const infer_kv *c, int l, int T, step_bu
         k_linear_infer_packed(pl, b->g, b->ln, w->gate, TWIN(gate, I, H), w->gate_b, T, H, I, 0.0f);
         k_linear_infer_packed(pl, b->u, b->ln, w->up, TWIN(up, I, H), w->up_b, T, H, I, 0.0f);
         k_swiglu_infer(pl, b->h, b->g, b->u, (size_t)T * I);
-        k_linear_infer_packed(pl, b->tmp, b->h, w->down, TWIN(down, H, I), w->down_b, T, I, H, 0.0f);
+        k_linear_infer_packed(pl, b->tmp, b->h, w->down, TWIN(down, H, I), w->down_b, T, I, H,
+                              0.0f);
     }
     k_add(pl, b->x, b->x, b->tmp, (size_t)T * H);
 }

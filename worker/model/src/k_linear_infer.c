@@ -371,9 +371,8 @@ void k_linear_infer(areal_pool *p, float *y, const float *x, const float *w, con
     k_linear_infer_packed(p, y, x, w, NULL, b, T, n_in, n_out, beta);
 }
 
-void k_linear_infer_packed(areal_pool *p, float *y, const float *x, const float *w,
-                           const float *wp, const float *b, int T, int n_in, int n_out,
-                           float beta) {
+void k_linear_infer_packed(areal_pool *p, float *y, const float *x, const float *w, const float *wp,
+                           const float *b, int T, int n_in, int n_out, float beta) {
     if (T <= 0 || n_out <= 0)
         return;
     lin_ctx c = {y, x, w, b, wp, T, n_in, n_out, beta};

@@ -348,7 +348,7 @@ typedef struct areal_engine_stats {
     uint64_t mixed_steps;    /* steps whose one forward held prefill and decode tokens */
     double gen_throughput;   /* generated tokens per second over the last few seconds */
     uint64_t weight_updates; /* successful swaps */
-    bool weights_packed;     /* the served weights have their packed twin (areal_model_infer_pack) */
+    bool weights_packed; /* the served weights have their packed twin (areal_model_infer_pack) */
     char weight_version[AREAL_ENGINE_VERSION_MAX];
 } areal_engine_stats;
 
