@@ -11,3 +11,5 @@ BENCH_SCRIPTS += worker/rollout/bench/bench_http.sh
 # worker/train owns it: the trainer's half of the protocol) as a test
 # dependency; the rollout library itself never uses train.
 test_rollout_wsync_DEPS := rollout train
+# The sharded form (areal/train/wsync_shard.h) against the receiver's slice assembly.
+test_rollout_wsync_shard_DEPS := rollout train

@@ -21,5 +21,6 @@ trainref_DEPS := model kubetest
 trainref_PKGS := jansson
 trainref_LIBS := -lpthread
 # make bench (never make test): async vs sync GRPO with its curves, then TRL's
-# GRPOTrainer on the same model and task (bench_wsync.c is a bench binary).
+# GRPOTrainer on the same model and task (bench_wsync.c and bench_wsync_shard.c, the
+# sharded update against gather-through-rank-0, are bench binaries).
 BENCH_SCRIPTS += worker/train/bench/bench_async.sh worker/train/bench/bench_trl.sh
