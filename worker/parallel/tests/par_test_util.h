@@ -51,7 +51,6 @@
 #include "areal/model/optim.h"
 #include "areal/parallel/dp.h"
 #include "areal/parallel/groups.h"
-#include "areal/parallel/overlap.h"
 #include "areal/parallel/pipe.h"
 #include "areal/parallel/reduce.h"
 #include "areal/parallel/vocab.h"
@@ -78,7 +77,6 @@ typedef struct pt_layout {
     int vocab;         /* vocab-parallel embedding, lm_head and loss over tp */
     int sp;            /* sequence parallel over tp */
     const char *synth; /* the synthetic model's config.json (NULL: PT_SYNTH) */
-    int overlap; /* the dp reduction overlapped with the backward (areal/parallel/overlap.h) */
 } pt_layout;
 
 /* ---- the synthetic model: Qwen3, 4 layers, 8 query and 4 key/value heads, tied */
@@ -370,7 +368,6 @@ static inline int pt_rank(areal_comm *c, void *arg) {
     areal_coll *gs[AREAL_GROUP_KIND_COUNT] = {0};
     float *ref_logits = NULL, *ref_grads = NULL;
     areal_par_zero1 z = {0};
-    areal_par_overlap ov = {0};
     areal_adamw st = {0};
     pt_grpo grpo = {0};
     pt_batch b;
@@ -429,10 +426,6 @@ static inline int pt_rank(areal_comm *c, void *arg) {
         grpo.par.vocab = pl.vocab;
         pl.ppo = &grpo.par;
     }
-    /* small buckets, so several are in flight at once */
-    if (L->overlap)
-        PT_CHECK("overlap init",
-                 areal_par_overlap_init(&ov, &m, data, NULL, 1000, L->zero1, &e) == AREAL_OK);
     PT_CHECK("1f1b",
              areal_par_pipe_1f1b(&m, g.pp, bs, nmb, pt_loss_fn, &pl, &loss, &e) == AREAL_OK);
     float lv[2] = {(float)loss, 0};
@@ -447,16 +440,7 @@ static inline int pt_rank(areal_comm *c, void *arg) {
     const char *gworst = "-";
     double ge =
         0; /* the summed gradient (ZeRO-1 never holds it whole: its norm and update speak) */
-    if (L->zero1 && L->overlap) {
-        PT_CHECK("overlap zero1 step",
-                 areal_par_overlap_zero1_step(&ov, &g, &PT_ADAMW, PT_LR, max_norm, &norm, NULL,
-                                              &e) == AREAL_OK);
-        /* sharded: one piece of every bucket, about 1/dp of the parameters */
-        size_t Dz = (size_t)areal_par_size(data);
-        PT_CHECK("overlap moments sharded", ov.adam.n == ov.S && ov.S <= m.n_params / Dz + ov.nb &&
-                                                (Dz == 1 || ov.S < m.n_params) &&
-                                                ov.stats.early > 0);
-    } else if (L->zero1) {
+    if (L->zero1) {
         PT_CHECK("zero1 init", areal_par_zero1_init(&z, &m, data, &e) == AREAL_OK);
         PT_CHECK("zero1 step", areal_par_zero1_step(&z, &m, &g, &PT_ADAMW, PT_LR, max_norm, &norm,
                                                     NULL, &e) == AREAL_OK);
@@ -466,11 +450,8 @@ static inline int pt_rank(areal_comm *c, void *arg) {
                                               z.shard <= m.n_params / Dz + 1 &&
                                               (Dz == 1 || z.adam.n < m.n_params));
     } else {
-        if (L->overlap)
-            PT_CHECK("overlap finish",
-                     areal_par_overlap_finish(&ov, &e) == AREAL_OK && ov.stats.early > 0);
-        else
-            PT_CHECK("dp grads", areal_par_dp_reduce_grads(&m, data, 1000, &e) == AREAL_OK);
+        /* small buckets, so several are in flight at once */
+        PT_CHECK("dp grads", areal_par_dp_reduce_grads(&m, data, 1000, &e) == AREAL_OK);
         ge = pt_tensors_err(&m, m.grads, &ref, ref_grads, &gworst);
         PT_CHECK("grad norm",
                  areal_par_grad_norm(&m, m.grads, 0, m.n_params, &g, NULL, &norm, &e) == AREAL_OK);
@@ -510,7 +491,6 @@ out:
     pt_grpo_free(&grpo);
     areal_adamw_free(&st);
     areal_par_zero1_free(&z);
-    areal_par_overlap_free(&ov);
     areal_model_free(&m);
     for (int k = 0; k < AREAL_GROUP_KIND_COUNT; k++)
         areal_coll_destroy(gs[k]);

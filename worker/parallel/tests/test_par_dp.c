@@ -50,30 +50,10 @@ static void d4_zero1(void **state) {
     assert_int_equal(pt_run(&L), 0);
 }
 
-/* The reduction overlapped with the backward (areal/parallel/overlap.h), two micro-batches. */
-static void d2_overlap(void **state) {
-    (void)state;
-    pt_layout L = {
-        .name = "d2-ovl", .dp = 2, .tp = 1, .pp = 1, .n_mb = 2, .model = "ref-qwen3", .overlap = 1};
-    assert_int_equal(pt_run(&L), 0);
-}
-
-static void d4_zero1_overlap(void **state) {
-    (void)state;
-    pt_layout L = {
-        .name = "d4-z1-ovl", .dp = 4, .tp = 1, .pp = 1, .n_mb = 2, .zero1 = 1, .overlap = 1};
-    assert_int_equal(pt_run(&L), 0);
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(d2),
-        cmocka_unit_test(d2_nll),
-        cmocka_unit_test(d2_accumulated),
-        cmocka_unit_test(d2_zero1),
-        cmocka_unit_test(d4_zero1),
-        cmocka_unit_test(d2_overlap),
-        cmocka_unit_test(d4_zero1_overlap),
+        cmocka_unit_test(d2),       cmocka_unit_test(d2_nll),   cmocka_unit_test(d2_accumulated),
+        cmocka_unit_test(d2_zero1), cmocka_unit_test(d4_zero1),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

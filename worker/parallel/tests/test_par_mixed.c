@@ -38,14 +38,6 @@ static void d2p2t2_zero1(void **state) {
     assert_int_equal(pt_run(&L), 0);
 }
 
-/* ZeRO-1 overlapped with the backward: qk-norms (partial over tp) and the tied embedding wait. */
-static void d2p2t2_zero1_overlap(void **state) {
-    (void)state;
-    pt_layout L = {
-        .name = "d2p2t2-z1o", .dp = 2, .tp = 2, .pp = 2, .n_mb = 2, .zero1 = 1, .overlap = 1};
-    assert_int_equal(pt_run(&L), 0);
-}
-
 /* Without the qk-norm gradients' sum over tp the harness reports the ranks wrong. */
 static void a_missing_reduction_is_seen(void **state) {
     (void)state;
@@ -65,7 +57,6 @@ int main(void) {
         cmocka_unit_test(t2p2),
         cmocka_unit_test(d2p2t2),
         cmocka_unit_test(d2p2t2_zero1),
-        cmocka_unit_test(d2p2t2_zero1_overlap),
         cmocka_unit_test(a_missing_reduction_is_seen),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -215,10 +215,18 @@ static void d2p2_zero1(void **state) {
     assert_int_equal(ov_run(&L), 0);
 }
 
+/* all three at once: tp partials and the tied pipeline copies wait, ZeRO-1 pieces over dp */
+static void d2p2t2_zero1(void **state) {
+    (void)state;
+    pt_layout L = {.name = "d2p2t2-z1", .dp = 2, .tp = 2, .pp = 2, .n_mb = 2, .zero1 = 1};
+    assert_int_equal(ov_run(&L), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(d2),       cmocka_unit_test(d4),   cmocka_unit_test(d2_zero1),
-        cmocka_unit_test(d4_zero1), cmocka_unit_test(d2t2), cmocka_unit_test(d2p2_zero1),
+        cmocka_unit_test(d2),           cmocka_unit_test(d4),   cmocka_unit_test(d2_zero1),
+        cmocka_unit_test(d4_zero1),     cmocka_unit_test(d2t2), cmocka_unit_test(d2p2_zero1),
+        cmocka_unit_test(d2p2t2_zero1),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
