@@ -36,7 +36,7 @@
 #define BO_SEQS  8
 #define BO_LEN   64
 #define BO_T     (BO_SEQS * BO_LEN)
-#define BO_STEPS 5
+#define BO_STEPS 3
 #define BO_MB    2
 
 static const char BO_CFG[] =
