@@ -53,7 +53,10 @@ static int fwd(pipe_run *r, int mb, areal_error *err) {
 /* Backward of micro-batch mb from r->dy (dlogits on the last stage); its input gradient in r->dx.
  */
 static int bwd(pipe_run *r, int mb, areal_error *err) {
+    /* backwards run in micro-batch order: only the last one's gradients are final */
+    areal_model_arm_grad_ready(r->m, mb == r->n_mb - 1);
     int rc = areal_model_backward_stage(r->m, &r->acts[mb], r->dy, r->s > 0 ? r->dx : NULL, err);
+    areal_model_arm_grad_ready(r->m, false);
     areal_acts_free(&r->acts[mb]);
     return rc;
 }
