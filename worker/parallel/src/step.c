@@ -139,8 +139,8 @@ int areal_par_step_grads(areal_par_step *s, const areal_batch *mbs, int n_mb,
     return rc;
 }
 
-int areal_par_step_apply(areal_par_step *s, const areal_adamw_cfg *cfg, double lr,
-                         double max_norm, double *norm, areal_error *err) {
+int areal_par_step_apply(areal_par_step *s, const areal_adamw_cfg *cfg, double lr, double max_norm,
+                         double *norm, areal_error *err) {
     double mn = max_norm > 0 ? max_norm : 0;
     if (s->kind == AREAL_PAR_FSDP)
         return areal_par_fsdp_optim_step(s->fsdp, cfg, lr, mn, norm, err);
@@ -157,8 +157,7 @@ int areal_par_step_apply(areal_par_step *s, const areal_adamw_cfg *cfg, double l
 
 /* ---- the GRPO step */
 
-_Static_assert(sizeof(areal_ppo_loss_stats) % 8 == 0,
-               "the loss statistics travel as 8-byte words");
+_Static_assert(sizeof(areal_ppo_loss_stats) % 8 == 0, "the loss statistics travel as 8-byte words");
 
 int areal_par_step_grpo(areal_par_step *s, const areal_batch *mbs, const areal_par_ppo_mb *pmbs,
                         int n_mb, const areal_ppo_loss_opts *opts, float temperature,

@@ -104,21 +104,20 @@ int areal_par_step_logprobs(areal_par_step *s, const areal_batch *mbs,
  * into its ranges. A model's, the loss's or a collective's error.
  */
 int areal_par_step_grads(areal_par_step *s, const areal_batch *mbs, int n_mb,
-                         areal_par_loss_fn loss_fn, void *loss_ctx, double *loss,
-                         areal_error *err);
+                         areal_par_loss_fn loss_fn, void *loss_ctx, double *loss, areal_error *err);
 
 /*
  * The optimizer step after areal_par_step_grads: the global gradient norm
  * (*norm, before clipping) over every distinct element, clipping to
  * max_norm (<= 0: none), AdamW at lr. The collective's error.
  */
-int areal_par_step_apply(areal_par_step *s, const areal_adamw_cfg *cfg, double lr,
-                         double max_norm, double *norm, areal_error *err);
+int areal_par_step_apply(areal_par_step *s, const areal_adamw_cfg *cfg, double lr, double max_norm,
+                         double *norm, areal_error *err);
 
 /* What a GRPO step reports. */
 typedef struct areal_par_step_out {
-    double loss;               /* summed over micro-batches and the data group */
-    double grad_norm;          /* before clipping */
+    double loss;                /* summed over micro-batches and the data group */
+    double grad_norm;           /* before clipping */
     areal_ppo_loss_stats stats; /* this rank's micro-batches, shared from the last stage */
 } areal_par_step_out;
 
@@ -133,5 +132,37 @@ int areal_par_step_grpo(areal_par_step *s, const areal_batch *mbs, const areal_p
                         int n_mb, const areal_ppo_loss_opts *opts, float temperature,
                         const areal_adamw_cfg *cfg, double lr, double max_norm,
                         areal_par_step_out *out, areal_error *err);
+
+/*
+ * ---- the state as HF tensors (step_hf.c): what weight sync, HF saves and
+ * checkpoints read, and what a resume writes, whatever the layout.
+ */
+
+/* Which state of a tensor: the parameters or AdamW's moments (fsdp.h's numbering). */
+enum { AREAL_PAR_PARAMS = 0, AREAL_PAR_EXP_AVG = 2, AREAL_PAR_EXP_AVG_SQ = 3 };
+
+/*
+ * The whole HF tensor hf (an entry of areal_model_expected_tensors) of
+ * state `which` into out (its numel floats) on every rank of `world` (the
+ * layout's every rank; every rank calls it alike, tensor by tensor in one
+ * order). Each distinct element has one owner (areal_par_counts' tp x pp
+ * owner on dp rank 0; a ZeRO-1 moment's owner is the dp rank whose range
+ * holds it), which writes it into a zeroed buffer, and one all-reduce (sum)
+ * over world completes it: exact, since every other term is zero. FSDP
+ * gathers over its dp group instead. One tensor of scratch; rejected here:
+ * a whole-model buffer (ckpt_layout.h's assembly). AREAL_EINVAL (which),
+ * AREAL_ENOMEM, the collective's error.
+ */
+int areal_par_step_get_tensor(areal_par_step *s, areal_coll *world, const areal_tensor_spec *hf,
+                              int which, float *out, areal_error *err);
+
+/*
+ * Sets this rank's part of the whole HF tensor hf of state `which` from
+ * `whole` (its numel floats): the shard's slice, a ZeRO-1 rank's range of
+ * the moments, FSDP's ranges. No collective. A tensor the rank does not hold
+ * is skipped. AREAL_EINVAL (which).
+ */
+int areal_par_step_set_tensor(areal_par_step *s, const areal_tensor_spec *hf, int which,
+                              const float *whole, areal_error *err);
 
 #endif
