@@ -4,8 +4,8 @@
  * (--layout, worker/train/trainer_par.h) and completes a few GRPO steps
  * against a local rollout server: both ranks take every step, the policy is
  * published after each (gathered whole from the shards, sent by the
- * xccl sender of AReaL's default config) and the checkpoint is written. A refused layout (context parallelism)
- * fails before any process starts, naming the dimension.
+ * xccl sender of AReaL's default config) and the checkpoint is written. A refused layout (context
+ * parallelism) fails before any process starts, naming the dimension.
  */
 #include <setjmp.h>
 #include <stdarg.h>

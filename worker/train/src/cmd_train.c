@@ -532,8 +532,12 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
     if (dp_rank >= dp_size || (dp_size > 1 && dp_master == NULL)) {
         areal_print_line(err,
                          "areal-worker train: --dp-rank %d --dp-size %d needs rank < size and "
-                         "--dp-master HOST:PORT (rank 0 hosts the rendezvous there)",
-                         dp_rank, dp_size);
+                         "--dp-master HOST:PORT (rank 0 hosts the rendezvous there)%s%s%s",
+                         dp_rank, dp_size, layout ? "; the layout " : "", layout ? layout : "",
+                         layout ? (layout == role_layout ? " (from AREAL_ALLOCATION) has that many "
+                                                           "ranks"
+                                                         : " has that many ranks")
+                                : "");
         areal_rl_config_free(&cfg);
         return 2;
     }

@@ -326,7 +326,11 @@ static void mb_free(mb *m) {
     free(m->dlogp);
 }
 
-/* Micro-batch assignment of the sequences sel[0..n) (indices into p). */
+/* Micro-batch assignment of the sequences sel[0..n) (indices into p). Under a layout the
+ * data slices agree on the count (FSDP's per-layer gathers run once per micro-batch on every
+ * dp rank): a slice with fewer cuts again with the most as its minimum, until all agree
+ * (each round only raises the count, and it is bounded by the slice's sequences, equal
+ * across slices: whole groups, areal_split_groups_dp). */
 static int cut(const areal_trainer *t, const packed *p, const int *sel, int n, int *mb_of,
                int *n_mbs, areal_error *err) {
     int64_t *lens = malloc((size_t)n * sizeof *lens);
@@ -334,9 +338,17 @@ static int cut(const areal_trainer *t, const packed *p, const int *sel, int n, i
         return areal_error_set(err, AREAL_ENOMEM, -1, "no memory");
     for (int i = 0; i < n; i++)
         lens[i] = p->cu[sel[i] + 1] - p->cu[sel[i]];
-    int rc = areal_pack_ffd(lens, n, t->actor.max_tokens_per_mb,
-                            t->actor.n_mbs > 0 ? (t->actor.n_mbs < n ? t->actor.n_mbs : n) : 1,
-                            mb_of, n_mbs, err);
+    int least = t->actor.n_mbs > 0 ? (t->actor.n_mbs < n ? t->actor.n_mbs : n) : 1;
+    int rc = areal_pack_ffd(lens, n, t->actor.max_tokens_per_mb, least, mb_of, n_mbs, err);
+    bool agree = t->par == NULL || t->dp == NULL || areal_pg_size(t->dp) < 2;
+    while (rc == AREAL_OK && !agree) {
+        int32_t v[2] = {*n_mbs, -*n_mbs}; /* the most and minus the least */
+        rc = areal_pg_all_reduce(t->dp, v, 2, AREAL_DT_I32, AREAL_MAX, err);
+        agree = v[0] == -v[1];
+        if (rc == AREAL_OK && !agree && *n_mbs < v[0])
+            rc = areal_pack_ffd(lens, n, t->actor.max_tokens_per_mb, v[0] < n ? v[0] : n, mb_of,
+                                n_mbs, err);
+    }
     free(lens);
     return rc;
 }

@@ -50,13 +50,13 @@ int areal_train_layout_parse(const char *s, areal_train_layout *out, areal_error
                                "layout '%s': backend %s is not a trainer's (fsdp or megatron)", s,
                                areal_backend_name(c->backend));
     const areal_strategy *st = &c->strategy;
-    const char *missing = c->hybrid                             ? "the (attn:|ffn:) hybrid form"
-                          : st->cp > 1                          ? "context parallelism (c > 1)"
-                          : st->ep > 1                          ? "expert parallelism (e > 1)"
-                          : st->etp > 1                         ? "expert tensor parallelism"
-                          : c->backend == AREAL_BACKEND_FSDP &&
-                                  st->tp > 1                    ? "fsdp with t > 1 (use megatron)"
-                                                                : NULL;
+    const char *missing = c->hybrid     ? "the (attn:|ffn:) hybrid form"
+                          : st->cp > 1  ? "context parallelism (c > 1)"
+                          : st->ep > 1  ? "expert parallelism (e > 1)"
+                          : st->etp > 1 ? "expert tensor parallelism"
+                          : c->backend == AREAL_BACKEND_FSDP && st->tp > 1
+                              ? "fsdp with t > 1 (use megatron)"
+                              : NULL;
     if (missing != NULL)
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "layout '%s': the trainer does not build %s yet; use d, t and p "
@@ -227,8 +227,8 @@ int areal_train_par_gather(areal_train_par *p, int which, float *dst, areal_erro
     for (size_t i = 0; i < p->n_hf; i++)
         most = numel(&p->hf[i]) > most ? numel(&p->hf[i]) : most;
     float *buf = malloc(sizeof(float) * most);
-    int rc = buf == NULL ? areal_error_set(err, AREAL_ENOMEM, -1, "no memory for a tensor")
-                         : AREAL_OK;
+    int rc =
+        buf == NULL ? areal_error_set(err, AREAL_ENOMEM, -1, "no memory for a tensor") : AREAL_OK;
     for (size_t i = 0; rc == AREAL_OK && i < p->n_hf; i++) {
         size_t n = numel(&p->hf[i]);
         rc = areal_par_step_get_tensor(&p->step, p->world, &p->hf[i], which, buf, err);
@@ -240,15 +240,15 @@ int areal_train_par_gather(areal_train_par *p, int which, float *dst, areal_erro
     return rc;
 }
 
-int areal_train_par_scatter(areal_train_par *p, const float *params, const float *m,
-                            const float *v, long adam_step, areal_error *err) {
+int areal_train_par_scatter(areal_train_par *p, const float *params, const float *m, const float *v,
+                            long adam_step, areal_error *err) {
     bool root = areal_coll_rank(p->world) == 0, multi = areal_coll_size(p->world) > 1;
     size_t most = 1, off = 0;
     for (size_t i = 0; i < p->n_hf; i++)
         most = numel(&p->hf[i]) > most ? numel(&p->hf[i]) : most;
     float *buf = malloc(sizeof(float) * most);
-    int rc = buf == NULL ? areal_error_set(err, AREAL_ENOMEM, -1, "no memory for a tensor")
-                         : AREAL_OK;
+    int rc =
+        buf == NULL ? areal_error_set(err, AREAL_ENOMEM, -1, "no memory for a tensor") : AREAL_OK;
     const float *src[3] = {params, m, v};
     static const int which[3] = {AREAL_PAR_PARAMS, AREAL_PAR_EXP_AVG, AREAL_PAR_EXP_AVG_SQ};
     for (size_t i = 0; rc == AREAL_OK && i < p->n_hf; i++) {

@@ -12,8 +12,9 @@
  * layouts reassociate float sums - tp partial sums, dp gradient sums, the
  * vocab-parallel softmax - measured at about 1e-7 for loss and norm and up to
  * ~1e-6 for weights). Layouts: fsdp d2 (parameters, gradients and moments
- * sharded), megatron t2 (vocab-parallel logits), p2 (1F1B, several
- * micro-batches), d2 with ZeRO-1, d1t2p2. And resume: a checkpoint written
+ * sharded), megatron t2 (on the tiny model, and on worker/model's Qwen3
+ * fixture whose vocabulary splits: vocab-parallel logits and recompute), p2
+ * (1F1B, several micro-batches), d2 with ZeRO-1, d1t2p2. And resume: a checkpoint written
  * by t2 after STEPS - 1 steps (the existing single-process format, moments
  * gathered whole) resumed by p2 for the last step ends where one process
  * does: the checkpoint is exact and layout-independent. A run whose weights
@@ -27,6 +28,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -46,12 +48,21 @@
 #define GS    4 /* samples a group */
 #define TOL   1e-5
 
-static char g_model[400], g_root[300];
+/* A model, the batch every step trains on, and the one-process trainer's results on it. */
+typedef struct fixture {
+    char model[400];
+    areal_group tmpl[NG];
+    double loss[STEPS], norm[STEPS];
+    double wall, cpu; /* the one-process steps' seconds */
+    areal_model ref;  /* the one-process trainer's model after STEPS */
+    float *m, *v;     /* its moments */
+} fixture;
+
+/* 0: the project's tiny Qwen2 (vocabulary 53: t2 keeps whole logit rows); 1: worker/model's
+ * Qwen3 fixture (vocabulary 96: t2 splits the logits by vocabulary, qk-norm partial sums) */
+static fixture g_fx[2];
+static char g_root[300];
 static areal_rl_config g_cfg;
-static areal_group g_tmpl[NG];   /* the batch every step trains on */
-static double g_loss[STEPS], g_norm[STEPS];
-static areal_model g_ref;        /* the one-process trainer's model after STEPS */
-static float *g_m, *g_v;         /* its moments */
 
 static void cfg_make(areal_rl_config *c) {
     areal_train_config_demo(c);
@@ -72,11 +83,11 @@ static double unit3(int k, int i, int j) {
 /* The batch: NG groups of GS samples, 3 prompt tokens, responses of 5..11 tokens, rewards
  * varied within each group; behaviour logprobs the initial policy's (at the rollout
  * temperature) minus a fixed offset up to 0.1, so ratios move but few clip. */
-static void batch_make(const areal_model *m0) {
+static void batch_make(fixture *fx, const areal_model *m0) {
     int V = m0->cfg.vocab_size;
     float temp = (float)g_cfg.actor.temperature;
     for (int k = 0; k < NG; k++) {
-        areal_group *g = &g_tmpl[k];
+        areal_group *g = &fx->tmpl[k];
         g->G = GS;
         g->index = k;
         g->s = calloc(GS, sizeof *g->s);
@@ -111,13 +122,13 @@ static void batch_make(const areal_model *m0) {
     }
 }
 
-static void batch_copy(areal_group *dst) {
+static void batch_copy(const fixture *fx, areal_group *dst) {
     for (int k = 0; k < NG; k++) {
-        dst[k] = g_tmpl[k];
+        dst[k] = fx->tmpl[k];
         dst[k].s = calloc(GS, sizeof *dst[k].s);
         assert_non_null(dst[k].s);
         for (int i = 0; i < GS; i++) {
-            const areal_traj *s = &g_tmpl[k].s[i];
+            const areal_traj *s = &fx->tmpl[k].s[i];
             areal_traj *t = &dst[k].s[i];
             *t = *s;
             t->tokens = malloc(sizeof(int32_t) * (size_t)s->n);
@@ -129,6 +140,12 @@ static void batch_copy(areal_group *dst) {
             memcpy(t->versions, s->versions, sizeof(int32_t) * (size_t)s->n);
         }
     }
+}
+
+static double now_s(clockid_t c) {
+    struct timespec ts;
+    clock_gettime(c, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static double rel(double a, double b) {
@@ -152,10 +169,11 @@ static double tensors_err(const areal_model *m, const float *mine, const float *
 /* One layout's run. */
 typedef struct run {
     const char *layout;
-    int first, steps;     /* steps [first, first + steps) of the reference */
-    const char *save;     /* write a checkpoint under this root after the last step */
-    const char *load;     /* resume from the newest checkpoint under this root */
-    int skip_sync;        /* the negative: rank 0 checks its own copy, never gathered */
+    int fx;           /* g_fx[fx] */
+    int first, steps; /* steps [first, first + steps) of the reference */
+    const char *save; /* write a checkpoint under this root after the last step */
+    const char *load; /* resume from the newest checkpoint under this root */
+    int skip_sync;    /* the negative: rank 0 checks its own copy, never gathered */
 } run;
 
 static void quiet(void *ctx, const char *line) {
@@ -163,10 +181,12 @@ static void quiet(void *ctx, const char *line) {
 }
 
 static int rank0(const run *R, areal_train_layout *lay, areal_pg *pg, areal_train_job *job) {
+    const fixture *fx = &g_fx[R->fx];
+    const char *model = fx->model;
     areal_error e = {0};
     areal_trainer t;
     int rc = RANK_WRONG;
-    if (areal_trainer_init_par(&t, g_model, &g_cfg, STEPS, NULL, lay, &e) != AREAL_OK) {
+    if (areal_trainer_init_par(&t, model, &g_cfg, STEPS, NULL, lay, &e) != AREAL_OK) {
         fprintf(stderr, "%s rank 0: init: %s\n", R->layout, e.msg);
         return RANK_COMM_FAIL;
     }
@@ -174,7 +194,7 @@ static int rank0(const run *R, areal_train_layout *lay, areal_pg *pg, areal_trai
     long *adam_step;
     size_t n;
     areal_train_optim_state(t.opt, &m, &v, &adam_step, &n);
-    areal_ckpt_tensors ts = {&t.model, g_model, m, v, n};
+    areal_ckpt_tensors ts = {&t.model, model, m, v, n};
     if (R->load != NULL) {
         areal_ckpt_state st;
         char used[512];
@@ -191,11 +211,14 @@ static int rank0(const run *R, areal_train_layout *lay, areal_pg *pg, areal_trai
         goto out;
     }
     rc = 0;
+    double wall = 0, cpu = 0;
     for (int s = R->first; s < R->first + R->steps; s++) {
         areal_group g[NG];
-        batch_copy(g);
+        batch_copy(fx, g);
         areal_step_stats st;
+        double w0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
         int r = areal_train_dp_step(&t, pg, g, NG, GS, &st, &e);
+        wall += now_s(CLOCK_MONOTONIC) - w0, cpu += now_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
         for (int k = 0; k < NG; k++)
             areal_group_free(&g[k]);
         if (r != AREAL_OK) {
@@ -203,13 +226,17 @@ static int rank0(const run *R, areal_train_layout *lay, areal_pg *pg, areal_trai
             rc = RANK_COMM_FAIL;
             goto out;
         }
-        double le = rel(st.loss, g_loss[s]), ne = rel(st.grad_norm, g_norm[s]);
+        double le = rel(st.loss, fx->loss[s]), ne = rel(st.grad_norm, fx->norm[s]);
         printf("%-16s step %d: loss %.7f (one process %.7f, rel err %.1e), grad norm %.6f "
                "(%.1e)\n",
-               R->layout, s + 1, st.loss, g_loss[s], le, st.grad_norm, ne);
+               R->layout, s + 1, st.loss, fx->loss[s], le, st.grad_norm, ne);
         if (!(le <= TOL) || !(ne <= TOL))
             rc = RANK_WRONG;
     }
+    printf("%-16s %.1f ms a step, rank 0 CPU %.1f ms (one process: %.1f ms, CPU %.1f ms; the "
+           "gather to rank 0 included)\n",
+           R->layout, 1e3 * wall / R->steps, 1e3 * cpu / R->steps, 1e3 * fx->wall / STEPS,
+           1e3 * fx->cpu / STEPS);
     if (areal_train_dp_gather_optim(pg, &t, &e) != AREAL_OK) {
         fprintf(stderr, "%s: gather: %s\n", R->layout, e.msg);
         rc = RANK_COMM_FAIL;
@@ -231,15 +258,15 @@ static int rank0(const run *R, areal_train_layout *lay, areal_pg *pg, areal_trai
         float *stale = NULL;
         if (R->skip_sync) { /* the negative: the initial weights, as if never gathered */
             areal_model m0;
-            if (areal_model_load(&m0, g_model, NULL, &e) == AREAL_OK) {
+            if (areal_model_load(&m0, model, NULL, &e) == AREAL_OK) {
                 stale = malloc(sizeof(float) * m0.n_params);
                 memcpy(stale, m0.params, sizeof(float) * m0.n_params);
                 areal_model_free(&m0);
                 mine = stale;
             }
         }
-        double we = tensors_err(&g_ref, mine, g_ref.params, &w);
-        double me = tensors_err(&g_ref, m, g_m, &wm), ve = tensors_err(&g_ref, v, g_v, &wv);
+        double we = tensors_err(&fx->ref, mine, fx->ref.params, &w);
+        double me = tensors_err(&fx->ref, m, fx->m, &wm), ve = tensors_err(&fx->ref, v, fx->v, &wv);
         printf("%-16s after step %d: weights %.1e (%s), exp_avg %.1e (%s), exp_avg_sq %.1e "
                "(%s), adam step %ld\n",
                R->layout, R->first + R->steps, we, w, me, wm, ve, wv, *adam_step);
@@ -273,7 +300,7 @@ static int par_rank(areal_comm *c, void *arg) {
     }
     areal_train_job job;
     memset(&job, 0, sizeof job);
-    job.model_dir = g_model;
+    job.model_dir = g_fx[R->fx].model;
     job.cfg = &g_cfg;
     job.total_steps = STEPS;
     job.threads = 1;
@@ -287,8 +314,8 @@ static int par_rank(areal_comm *c, void *arg) {
             fprintf(stderr, "%s rank %d: %s\n", R->layout, areal_comm_rank(c), e.msg);
             rc = RANK_COMM_FAIL;
         } else if (steps != R->steps) {
-            fprintf(stderr, "%s rank %d: %ld steps, not %d\n", R->layout, areal_comm_rank(c),
-                    steps, R->steps);
+            fprintf(stderr, "%s rank %d: %ld steps, not %d\n", R->layout, areal_comm_rank(c), steps,
+                    R->steps);
             rc = RANK_WRONG;
         }
     }
@@ -305,34 +332,27 @@ static int run_layout(const run *R) {
 
 /* ---- fixtures: the tiny model, the batch and the one-process reference, once */
 
-static int setup(void **state) {
-    (void)state;
-    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    snprintf(g_root, sizeof g_root, "%s/areal-tpar-XXXXXX", tmp);
-    assert_non_null(mkdtemp(g_root));
-    snprintf(g_model, sizeof g_model, "%s/model", g_root);
-    assert_int_equal(mkdir(g_model, 0755), 0);
-    areal_tiny_cfg tc = areal_tiny_default();
+/* The batch of fixture fx and the one-process trainer's STEPS steps on it. */
+static void reference(fixture *fx) {
     areal_error e;
-    assert_int_equal(areal_tiny_create(g_model, &tc, &e), AREAL_OK);
-    cfg_make(&g_cfg);
     areal_model m0;
-    assert_int_equal(areal_model_load(&m0, g_model, NULL, &e), AREAL_OK);
-    batch_make(&m0);
+    assert_int_equal(areal_model_load(&m0, fx->model, NULL, &e), AREAL_OK);
+    batch_make(fx, &m0);
     areal_model_free(&m0);
-    /* the reference: one process on the whole batch */
     areal_trainer t;
-    assert_int_equal(areal_trainer_init(&t, g_model, &g_cfg, STEPS, NULL, NULL, &e), AREAL_OK);
+    assert_int_equal(areal_trainer_init(&t, fx->model, &g_cfg, STEPS, NULL, NULL, &e), AREAL_OK);
     for (int s = 0; s < STEPS; s++) {
         areal_group g[NG];
-        batch_copy(g);
+        batch_copy(fx, g);
         areal_step_stats st;
+        double w0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
         if (areal_trainer_step(&t, g, NG, &st, &e) != AREAL_OK)
             fail_msg("%s", e.msg);
+        fx->wall += now_s(CLOCK_MONOTONIC) - w0, fx->cpu += now_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
         for (int k = 0; k < NG; k++)
             areal_group_free(&g[k]);
-        g_loss[s] = st.loss;
-        g_norm[s] = st.grad_norm;
+        fx->loss[s] = st.loss;
+        fx->norm[s] = st.grad_norm;
         fprintf(stderr, "one process      step %d: loss %.7f, grad norm %.6f, %d micro-batches\n",
                 s + 1, st.loss, st.grad_norm, st.n_mbs);
         assert_true(st.n_mbs >= 2 && st.grad_norm > 0);
@@ -341,22 +361,41 @@ static int setup(void **state) {
     long *as;
     size_t n;
     areal_train_optim_state(t.opt, &m, &v, &as, &n);
-    g_m = malloc(sizeof(float) * n);
-    g_v = malloc(sizeof(float) * n);
-    memcpy(g_m, m, sizeof(float) * n);
-    memcpy(g_v, v, sizeof(float) * n);
-    g_ref = t.model; /* kept; the rest freed */
+    fx->m = malloc(sizeof(float) * n);
+    fx->v = malloc(sizeof(float) * n);
+    assert_true(fx->m && fx->v);
+    memcpy(fx->m, m, sizeof(float) * n);
+    memcpy(fx->v, v, sizeof(float) * n);
+    fx->ref = t.model; /* kept; the rest freed */
     memset(&t.model, 0, sizeof t.model);
     areal_trainer_free(&t);
+}
+
+static int setup(void **state) {
+    (void)state;
+    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(g_root, sizeof g_root, "%s/areal-tpar-XXXXXX", tmp);
+    assert_non_null(mkdtemp(g_root));
+    snprintf(g_fx[0].model, sizeof g_fx[0].model, "%s/model", g_root);
+    assert_int_equal(mkdir(g_fx[0].model, 0755), 0);
+    areal_tiny_cfg tc = areal_tiny_default();
+    areal_error e;
+    assert_int_equal(areal_tiny_create(g_fx[0].model, &tc, &e), AREAL_OK);
+    snprintf(g_fx[1].model, sizeof g_fx[1].model, "%s", PT_FIX "ref-qwen3");
+    cfg_make(&g_cfg);
+    reference(&g_fx[0]);
+    reference(&g_fx[1]);
     return 0;
 }
 
 static int teardown(void **state) {
     (void)state;
-    for (int k = 0; k < NG; k++)
-        areal_group_free(&g_tmpl[k]);
-    areal_model_free(&g_ref);
-    free(g_m), free(g_v);
+    for (int f = 0; f < 2; f++) {
+        for (int k = 0; k < NG; k++)
+            areal_group_free(&g_fx[f].tmpl[k]);
+        areal_model_free(&g_fx[f].ref);
+        free(g_fx[f].m), free(g_fx[f].v);
+    }
     areal_rl_config_free(&g_cfg);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
@@ -365,31 +404,37 @@ static int teardown(void **state) {
 
 static void fsdp_d2(void **st) {
     (void)st;
-    run R = {"fsdp:d2", 0, STEPS, NULL, NULL, 0};
+    run R = {"fsdp:d2", 0, 0, STEPS, NULL, NULL, 0};
     assert_int_equal(run_layout(&R), 0);
 }
 
 static void megatron_t2(void **st) {
     (void)st;
-    run R = {"megatron:d1t2", 0, STEPS, NULL, NULL, 0};
+    run R = {"megatron:d1t2", 0, 0, STEPS, NULL, NULL, 0};
+    assert_int_equal(run_layout(&R), 0);
+}
+
+static void megatron_t2_vocab(void **st) {
+    (void)st;
+    run R = {"megatron:d1t2", 1, 0, STEPS, NULL, NULL, 0};
     assert_int_equal(run_layout(&R), 0);
 }
 
 static void megatron_p2(void **st) {
     (void)st;
-    run R = {"megatron:d1p2", 0, STEPS, NULL, NULL, 0};
+    run R = {"megatron:d1p2", 0, 0, STEPS, NULL, NULL, 0};
     assert_int_equal(run_layout(&R), 0);
 }
 
 static void megatron_d2_zero1(void **st) {
     (void)st;
-    run R = {"megatron:d2", 0, STEPS, NULL, NULL, 0};
+    run R = {"megatron:d2", 0, 0, STEPS, NULL, NULL, 0};
     assert_int_equal(run_layout(&R), 0);
 }
 
 static void megatron_d1t2p2(void **st) {
     (void)st;
-    run R = {"megatron:d1t2p2", 0, STEPS, NULL, NULL, 0};
+    run R = {"megatron:d1t2p2", 0, 0, STEPS, NULL, NULL, 0};
     assert_int_equal(run_layout(&R), 0);
 }
 
@@ -398,16 +443,16 @@ static void resume_t2_to_p2(void **st) {
     (void)st;
     char root[400];
     snprintf(root, sizeof root, "%s/recover", g_root);
-    run A = {"megatron:d1t2", 0, STEPS - 1, root, NULL, 0};
+    run A = {"megatron:d1t2", 0, 0, STEPS - 1, root, NULL, 0};
     assert_int_equal(run_layout(&A), 0);
-    run B = {"megatron:d1p2", STEPS - 1, 1, NULL, root, 0};
+    run B = {"megatron:d1p2", 0, STEPS - 1, 1, NULL, root, 0};
     assert_int_equal(run_layout(&B), 0);
 }
 
 /* The check's own negative: weights that were never gathered differ from one process. */
 static void unsynced_caught(void **st) {
     (void)st;
-    run R = {"megatron:d1t2", 0, STEPS, NULL, NULL, 1};
+    run R = {"megatron:d1t2", 0, 0, STEPS, NULL, NULL, 1};
     assert_int_equal(run_layout(&R), RANK_WRONG);
 }
 
@@ -428,10 +473,11 @@ static void layout_errors(void **st) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(layout_errors),     cmocka_unit_test(fsdp_d2),
-        cmocka_unit_test(megatron_t2),       cmocka_unit_test(megatron_p2),
-        cmocka_unit_test(megatron_d2_zero1), cmocka_unit_test(megatron_d1t2p2),
-        cmocka_unit_test(resume_t2_to_p2),   cmocka_unit_test(unsynced_caught),
+        cmocka_unit_test(layout_errors),   cmocka_unit_test(fsdp_d2),
+        cmocka_unit_test(megatron_t2),     cmocka_unit_test(megatron_t2_vocab),
+        cmocka_unit_test(megatron_p2),     cmocka_unit_test(megatron_d2_zero1),
+        cmocka_unit_test(megatron_d1t2p2), cmocka_unit_test(resume_t2_to_p2),
+        cmocka_unit_test(unsynced_caught),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

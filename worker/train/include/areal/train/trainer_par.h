@@ -103,7 +103,7 @@ int areal_train_par_gather(areal_train_par *p, int which, float *dst, areal_erro
  * tensor and each rank's part set, and the AdamW step `adam_step` (rank 0's)
  * set everywhere. A collective.
  */
-int areal_train_par_scatter(areal_train_par *p, const float *params, const float *m,
-                            const float *v, long adam_step, areal_error *err);
+int areal_train_par_scatter(areal_train_par *p, const float *params, const float *m, const float *v,
+                            long adam_step, areal_error *err);
 
 #endif
