@@ -34,6 +34,7 @@
 
 #include "../../parallel/tests/par_test_util.h" /* pt_ranks_run: forked ranks, their store */
 #include "areal/model/heads.h"
+#include "areal/rl/pack.h"
 #include "areal/train/ckpt.h"
 #include "areal/train/dp.h"
 #include "areal/train/job_config.h"
@@ -47,15 +48,29 @@
 #define NG    4 /* groups a step */
 #define GS    4 /* samples a group */
 #define TOL   1e-5
+#define MINIB 2 /* ppo_n_minibatches: the second one's ratios differ from 1, so the loss moves */
 
-/* A model, the batch every step trains on, and the one-process trainer's results on it. */
+/* The one-process trainer's results on a batch order. */
+typedef struct result {
+    int order[NG]; /* the batch's groups in this order */
+    double loss[STEPS], norm[STEPS];
+    double wall, cpu; /* the one-process steps' seconds */
+    areal_model ref;  /* the model after STEPS */
+    float *m, *v;     /* its moments */
+} result;
+
+/*
+ * A model, the batch every step trains on, and the one process's results: r[0] on the batch
+ * as it comes, r[1] on the order that makes its minibatches those of two data slices. With
+ * ppo_n_minibatches > 1 each slice cuts its own share into minibatches (as AReaL's dp ranks
+ * do), so minibatch m of d2 is slice 0's m-th groups and slice 1's, not the batch's m-th
+ * half: the one process sees that order (the split is rl-core's areal_split_groups_dp, the
+ * one dp_loop.c makes).
+ */
 typedef struct fixture {
     char model[400];
     areal_group tmpl[NG];
-    double loss[STEPS], norm[STEPS];
-    double wall, cpu; /* the one-process steps' seconds */
-    areal_model ref;  /* the one-process trainer's model after STEPS */
-    float *m, *v;     /* its moments */
+    result r[2];
 } fixture;
 
 /* 0: the project's tiny Qwen2 (vocabulary 53: t2 keeps whole logit rows); 1: worker/model's
@@ -71,6 +86,7 @@ static void cfg_make(areal_rl_config *c) {
     c->actor.optimizer.lr = 1e-2; /* large moves: a missed share or a wrong slice shows */
     c->actor.optimizer.eps = 1e-3;
     c->actor.max_tokens_per_mb = 40; /* several micro-batches: the pipeline's steady state */
+    c->actor.ppo_n_minibatches = MINIB;
     areal_error e;
     assert_int_equal(areal_train_config_settle(c, &e), AREAL_OK);
 }
@@ -122,14 +138,15 @@ static void batch_make(fixture *fx, const areal_model *m0) {
     }
 }
 
-static void batch_copy(const fixture *fx, areal_group *dst) {
-    for (int k = 0; k < NG; k++) {
-        dst[k] = fx->tmpl[k];
-        dst[k].s = calloc(GS, sizeof *dst[k].s);
-        assert_non_null(dst[k].s);
+static void batch_copy(const fixture *fx, const int *order, areal_group *dst) {
+    for (int k0 = 0; k0 < NG; k0++) {
+        int k = order[k0];
+        dst[k0] = fx->tmpl[k];
+        dst[k0].s = calloc(GS, sizeof *dst[k0].s);
+        assert_non_null(dst[k0].s);
         for (int i = 0; i < GS; i++) {
             const areal_traj *s = &fx->tmpl[k].s[i];
-            areal_traj *t = &dst[k].s[i];
+            areal_traj *t = &dst[k0].s[i];
             *t = *s;
             t->tokens = malloc(sizeof(int32_t) * (size_t)s->n);
             t->logprobs = malloc(sizeof(float) * (size_t)s->n);
@@ -181,8 +198,10 @@ static void quiet(void *ctx, const char *line) {
 }
 
 static int rank0(const run *R, areal_train_layout *lay, areal_pg *pg, areal_train_job *job) {
-    const fixture *fx = &g_fx[R->fx];
-    const char *model = fx->model;
+    const fixture *fxt = &g_fx[R->fx];
+    const result *fx = &fxt->r[lay->s.dp > 1];
+    static const int natural[NG] = {0, 1, 2, 3};
+    const char *model = fxt->model;
     areal_error e = {0};
     areal_trainer t;
     int rc = RANK_WRONG;
@@ -214,7 +233,7 @@ static int rank0(const run *R, areal_train_layout *lay, areal_pg *pg, areal_trai
     double wall = 0, cpu = 0;
     for (int s = R->first; s < R->first + R->steps; s++) {
         areal_group g[NG];
-        batch_copy(fx, g);
+        batch_copy(fxt, natural, g); /* as the rollouts come; dp_loop.c splits it */
         areal_step_stats st;
         double w0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
         int r = areal_train_dp_step(&t, pg, g, NG, GS, &st, &e);
@@ -270,7 +289,7 @@ static int rank0(const run *R, areal_train_layout *lay, areal_pg *pg, areal_trai
         printf("%-16s after step %d: weights %.1e (%s), exp_avg %.1e (%s), exp_avg_sq %.1e "
                "(%s), adam step %ld\n",
                R->layout, R->first + R->steps, we, w, me, wm, ve, wv, *adam_step);
-        if (!(we <= TOL) || !(me <= TOL) || !(ve <= TOL) || *adam_step != STEPS)
+        if (!(we <= TOL) || !(me <= TOL) || !(ve <= TOL) || *adam_step != STEPS * MINIB)
             rc = RANK_WRONG;
         free(stale);
     }
@@ -332,27 +351,23 @@ static int run_layout(const run *R) {
 
 /* ---- fixtures: the tiny model, the batch and the one-process reference, once */
 
-/* The batch of fixture fx and the one-process trainer's STEPS steps on it. */
-static void reference(fixture *fx) {
+/* The one-process trainer's STEPS steps on fixture fx's batch in order r->order. */
+static void reference(fixture *fx, result *r) {
     areal_error e;
-    areal_model m0;
-    assert_int_equal(areal_model_load(&m0, fx->model, NULL, &e), AREAL_OK);
-    batch_make(fx, &m0);
-    areal_model_free(&m0);
     areal_trainer t;
     assert_int_equal(areal_trainer_init(&t, fx->model, &g_cfg, STEPS, NULL, NULL, &e), AREAL_OK);
     for (int s = 0; s < STEPS; s++) {
         areal_group g[NG];
-        batch_copy(fx, g);
+        batch_copy(fx, r->order, g);
         areal_step_stats st;
         double w0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
         if (areal_trainer_step(&t, g, NG, &st, &e) != AREAL_OK)
             fail_msg("%s", e.msg);
-        fx->wall += now_s(CLOCK_MONOTONIC) - w0, fx->cpu += now_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+        r->wall += now_s(CLOCK_MONOTONIC) - w0, r->cpu += now_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
         for (int k = 0; k < NG; k++)
             areal_group_free(&g[k]);
-        fx->loss[s] = st.loss;
-        fx->norm[s] = st.grad_norm;
+        r->loss[s] = st.loss;
+        r->norm[s] = st.grad_norm;
         fprintf(stderr, "one process      step %d: loss %.7f, grad norm %.6f, %d micro-batches\n",
                 s + 1, st.loss, st.grad_norm, st.n_mbs);
         assert_true(st.n_mbs >= 2 && st.grad_norm > 0);
@@ -361,14 +376,41 @@ static void reference(fixture *fx) {
     long *as;
     size_t n;
     areal_train_optim_state(t.opt, &m, &v, &as, &n);
-    fx->m = malloc(sizeof(float) * n);
-    fx->v = malloc(sizeof(float) * n);
-    assert_true(fx->m && fx->v);
-    memcpy(fx->m, m, sizeof(float) * n);
-    memcpy(fx->v, v, sizeof(float) * n);
-    fx->ref = t.model; /* kept; the rest freed */
+    r->m = malloc(sizeof(float) * n);
+    r->v = malloc(sizeof(float) * n);
+    assert_true(r->m && r->v);
+    memcpy(r->m, m, sizeof(float) * n);
+    memcpy(r->v, v, sizeof(float) * n);
+    r->ref = t.model; /* kept; the rest freed */
     memset(&t.model, 0, sizeof t.model);
     areal_trainer_free(&t);
+}
+
+/* The batch of fixture fx, and the one process's results on both orders. */
+static void fixture_make(fixture *fx) {
+    areal_error e;
+    areal_model m0;
+    assert_int_equal(areal_model_load(&m0, fx->model, NULL, &e), AREAL_OK);
+    batch_make(fx, &m0);
+    areal_model_free(&m0);
+    for (int k = 0; k < NG; k++)
+        fx->r[0].order[k] = k;
+    /* two slices: each keeps its groups in batch order and cuts them into MINIB minibatches */
+    int64_t lens[NG * GS];
+    int slice[NG * GS], share[2][NG], n_share[2] = {0, 0}, at = 0;
+    for (int k = 0; k < NG; k++)
+        for (int i = 0; i < GS; i++)
+            lens[k * GS + i] = fx->tmpl[k].s[i].n;
+    assert_int_equal(areal_split_groups_dp(lens, NG * GS, GS, 2, slice, &e), AREAL_OK);
+    for (int k = 0; k < NG; k++)
+        share[slice[k * GS]][n_share[slice[k * GS]]++] = k;
+    assert_int_equal(n_share[0], NG / 2);
+    for (int mb = 0; mb < MINIB; mb++)
+        for (int d = 0; d < 2; d++)
+            for (int j = n_share[d] * mb / MINIB; j < n_share[d] * (mb + 1) / MINIB; j++)
+                fx->r[1].order[at++] = share[d][j];
+    reference(fx, &fx->r[0]);
+    reference(fx, &fx->r[1]);
 }
 
 static int setup(void **state) {
@@ -383,8 +425,8 @@ static int setup(void **state) {
     assert_int_equal(areal_tiny_create(g_fx[0].model, &tc, &e), AREAL_OK);
     snprintf(g_fx[1].model, sizeof g_fx[1].model, "%s", PT_FIX "ref-qwen3");
     cfg_make(&g_cfg);
-    reference(&g_fx[0]);
-    reference(&g_fx[1]);
+    fixture_make(&g_fx[0]);
+    fixture_make(&g_fx[1]);
     return 0;
 }
 
@@ -393,8 +435,10 @@ static int teardown(void **state) {
     for (int f = 0; f < 2; f++) {
         for (int k = 0; k < NG; k++)
             areal_group_free(&g_fx[f].tmpl[k]);
-        areal_model_free(&g_fx[f].ref);
-        free(g_fx[f].m), free(g_fx[f].v);
+        for (int o = 0; o < 2; o++) {
+            areal_model_free(&g_fx[f].r[o].ref);
+            free(g_fx[f].r[o].m), free(g_fx[f].r[o].v);
+        }
     }
     areal_rl_config_free(&g_cfg);
     char cmd[400];
