@@ -18,7 +18,11 @@
  * by t2 after STEPS - 1 steps (the existing single-process format, moments
  * gathered whole) resumed by p2 for the last step ends where one process
  * does: the checkpoint is exact and layout-independent. A run whose weights
- * were left unsynced (the check's own negative) is caught.
+ * were left unsynced (the check's own negative) is caught. Every step is two
+ * PPO minibatches (the second one's importance ratios move off 1, so the
+ * loss differs step to step) of several micro-batches; each data slice cuts
+ * its own share into minibatches, as AReaL's dp ranks do, so the d2 layouts'
+ * reference takes the batch in the order that makes its minibatches theirs.
  *
  * AdamW eps is 1e-3 here, as in worker/parallel's harness (par_test_util.h
  * explains why: with torch's 1e-8 the first steps move near-zero-gradient
