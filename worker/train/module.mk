@@ -5,7 +5,7 @@
 # checkpoints and progress (`areal-worker tiny|train`).
 COMPONENTS   += train
 train_DIR    := worker/train
-train_DEPS   := model rl comm http
+train_DEPS   := model rl comm http parallel
 train_PKGS   := libcurl jansson
 train_LIBS   := -lpthread
 train_TEST_DEPS := trainref testutil
