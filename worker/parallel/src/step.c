@@ -40,7 +40,31 @@ int areal_par_step_init(areal_par_step *s, areal_par_optim kind, const areal_par
     return AREAL_OK;
 }
 
+int areal_par_step_overlap(areal_par_step *s, areal_error *err) {
+    if (s->kind != AREAL_PAR_ADAMW)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "parallel step: the overlapped gradient sum is built for plain "
+                               "data parallelism (megatron without ZeRO-1), not %s",
+                               s->kind == AREAL_PAR_ZERO1 ? "ZeRO-1" : "FSDP");
+    if (s->overlap != NULL || areal_par_size(s->data) < 2)
+        return AREAL_OK;
+    areal_par_overlap *o = calloc(1, sizeof *o);
+    if (o == NULL)
+        return areal_error_set(err, AREAL_ENOMEM, -1, "parallel step: no memory");
+    int rc = areal_par_overlap_init(o, s->m, s->data, NULL, s->bucket, 0, err);
+    if (rc != AREAL_OK) {
+        free(o);
+        return rc;
+    }
+    s->overlap = o;
+    return AREAL_OK;
+}
+
 void areal_par_step_free(areal_par_step *s) {
+    if (s->overlap != NULL) {
+        areal_par_overlap_free(s->overlap);
+        free(s->overlap);
+    }
     areal_adamw_free(&s->adam);
     areal_par_zero1_free(&s->z);
     memset(s, 0, sizeof *s);
@@ -130,7 +154,8 @@ int areal_par_step_grads(areal_par_step *s, const areal_batch *mbs, int n_mb,
         if (rc == AREAL_OK)
             rc = areal_par_reduce_tied_embed(s->m, &s->g, err);
         if (rc == AREAL_OK && s->kind == AREAL_PAR_ADAMW)
-            rc = areal_par_dp_reduce_grads(s->m, s->data, s->bucket, err);
+            rc = s->overlap != NULL ? areal_par_overlap_finish(s->overlap, err)
+                                    : areal_par_dp_reduce_grads(s->m, s->data, s->bucket, err);
     }
     if (rc == AREAL_OK)
         rc = sum_double(s->data, &l, err);

@@ -78,6 +78,7 @@ typedef struct pt_layout {
     int vocab;         /* vocab-parallel embedding, lm_head and loss over tp */
     int sp;            /* sequence parallel over tp */
     const char *synth; /* the synthetic model's config.json (NULL: PT_SYNTH) */
+    int overlap; /* the dp gradient sum overlapped with the backward (areal_par_step_overlap) */
 } pt_layout;
 
 /* ---- the synthetic model: Qwen3, 4 layers, 8 query and 4 key/value heads, tied */
@@ -467,6 +468,9 @@ static inline int pt_rank(areal_comm *c, void *arg) {
     areal_par_optim kind = L->zero1 ? AREAL_PAR_ZERO1 : AREAL_PAR_ADAMW;
     PT_CHECK("step init", areal_par_step_init(&ps, kind, &g, data, &m, NULL, NULL, &e) == AREAL_OK);
     ps.bucket = 1000; /* small buckets, so several are in flight at once */
+    if (L->overlap) {
+        PT_CHECK("overlap", areal_par_step_overlap(&ps, &e) == AREAL_OK && ps.overlap != NULL);
+    }
     double lpe = b.grpo != NULL ? pt_check_recompute(&ps, &b, mbs, bs, nmb, &grpo, &e) : 0;
     if (L->skip_partial) /* the harness's own check: the partial sums left out by hand */
         PT_CHECK("1f1b",
@@ -477,6 +481,9 @@ static inline int pt_rank(areal_comm *c, void *arg) {
     else
         PT_CHECK("step grads",
                  areal_par_step_grads(&ps, bs, nmb, pt_loss_fn, &pl, &loss, &e) == AREAL_OK);
+    /* overlapped means some buckets were queued from inside the backward */
+    if (L->overlap)
+        PT_CHECK("buckets launched inside the backward", ps.overlap->stats.early > 0);
     const char *gworst = "-";
     double ge =
         0; /* the summed gradient (ZeRO-1 never holds it whole: its norm and update speak) */

@@ -43,6 +43,7 @@
 #include "areal/parallel/dp.h"
 #include "areal/parallel/fsdp.h"
 #include "areal/parallel/groups.h"
+#include "areal/parallel/overlap.h"
 #include "areal/parallel/pipe.h"
 #include "areal/parallel/ppo.h"
 #include "areal/parallel/vocab.h"
@@ -64,6 +65,10 @@ typedef struct areal_par_step {
     areal_par_zero1 z;    /* ZERO1 (owned) */
     size_t bucket;        /* plain dp gradient buckets in floats (0: dp.h's default) */
     areal_pool *pool;     /* borrowed, nullable */
+    /* ADAMW over a data group of 2+: the gradient's dp sum overlapped with the backward
+     * (areal_par_step_overlap; NULL: after it). Owned; s must not move while set (the
+     * model's hook points here). */
+    areal_par_overlap *overlap;
 } areal_par_step;
 
 /*
@@ -77,6 +82,18 @@ int areal_par_step_init(areal_par_step *s, areal_par_optim kind, const areal_par
                         areal_coll *data, areal_model *m, areal_par_fsdp *f, areal_pool *pool,
                         areal_error *err);
 void areal_par_step_free(areal_par_step *s);
+
+/*
+ * Overlaps the data group's gradient sum with the backward from the next
+ * areal_par_step_grads on (overlap.h: buckets of s->bucket floats queued as
+ * the backward completes them; the tp / ep partial and tied sums still run
+ * after it). ADAMW only, and only where the data group has 2+ ranks (else
+ * nothing to overlap: AREAL_OK, no change); ZeRO-1's overlapped pieces are
+ * not what ckpt_shard.h saves, so AREAL_EINVAL for ZERO1 / FSDP. The same
+ * step within 1e-6 relative (the buckets' own sums; test_par_dp d2-overlap).
+ * AREAL_ENOMEM.
+ */
+int areal_par_step_overlap(areal_par_step *s, areal_error *err);
 
 /* The vocabulary split of this rank's logits (tp NULL: whole rows). */
 areal_par_vocab areal_par_step_vocab(const areal_par_step *s);
