@@ -85,8 +85,10 @@ int gpu_mlp_fwd(areal_gpu_model *g, int l, const uint16_t *x, uint16_t *out, int
 
 /* The training forward into the plan's arena (tokens, pos, cu uploaded by the caller). */
 int gpu_train_fwd(areal_gpu_model *g, int T, int n_seqs, int max_len, areal_error *err);
-/* The LM head, loss rows and their backward (chunked): leaves d(lnf) in the plan's dln. */
-int gpu_head_fwd_bwd(areal_gpu_model *g, int T, areal_error *err);
+/* The LM head, loss rows and their backward (chunked): leaves d(lnf) in the plan's dln. The
+ * loss: ppo NULL, the cross-entropy of the plan's g_lp; else the fused PPO loss on the plan's
+ * prox / adv / w, token losses into tok_loss. */
+int gpu_head_fwd_bwd(areal_gpu_model *g, int T, const areal_k_ppo_cfg *ppo, areal_error *err);
 /* The backward from d(lnf) in dln to every gradient (grads zeroed by the caller). */
 int gpu_train_bwd(areal_gpu_model *g, int T, int n_seqs, int max_len, areal_error *err);
 

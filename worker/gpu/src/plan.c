@@ -158,6 +158,10 @@ int areal_gpu_plan_make(const areal_model *m, int T, int n_seqs, int chunk, area
     p->logprob = take(&b, "logprob", -1, t * F4);
     p->logz = take(&b, "logz", -1, t * F4);
     p->ones = take(&b, "ones", -1, t * BF);
+    p->prox = take(&b, "prox", -1, t * F4);
+    p->adv = take(&b, "adv", -1, t * F4);
+    p->w = take(&b, "w", -1, t * F4);
+    p->tok_loss = take(&b, "tok_loss", -1, t * F4);
     p->logits = take(&b, "logits", -1, C * V * BF);
     p->dlogits = take(&b, "dlogits", -1, C * V * BF);
     p->rlogits = take(&b, "rlogits", -1, any_moe ? t * E * F4 : 0);

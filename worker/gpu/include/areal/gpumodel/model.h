@@ -32,6 +32,7 @@
 #include "areal/error.h"
 #include "areal/gpumodel/plan.h"
 #include "areal/kernels/optim.h"
+#include "areal/kernels/ppo.h"
 #include "areal/kernels/sample.h"
 #include "areal/model/model.h"
 
@@ -69,7 +70,7 @@ typedef struct areal_gpu_step_cfg {
 } areal_gpu_step_cfg;
 
 typedef struct areal_gpu_step_out {
-    double loss;      /* mean of -log p(target) over the rows with a target */
+    double loss;      /* mean of -log p(target) over the rows with a target (PPO: its loss) */
     double grad_norm; /* the global L2 norm before clipping */
     int n_targets;
 } areal_gpu_step_out;
@@ -83,6 +84,33 @@ typedef struct areal_gpu_step_out {
  */
 int areal_gpu_train_step(areal_gpu_model *g, const areal_batch *b, const int32_t *targets,
                          const areal_gpu_step_cfg *cfg, areal_gpu_step_out *out, areal_error *err);
+
+/*
+ * The decoupled PPO (GRPO) loss's per-token terms for areal_gpu_train_step_ppo,
+ * host arrays of the batch's n_tokens: what areal_ppo_token_terms
+ * (areal/rl/ppo_terms.h) computes from the proximal and behaviour logprobs,
+ * the advantages and the loss mask. w[t] = 0: row t is outside the loss.
+ */
+typedef struct areal_gpu_ppo {
+    const float *prox, *adv, *w;
+    areal_k_ppo_cfg k; /* clip bounds, dual clip, coef (scale / max(1, n_valid)), temperature */
+} areal_gpu_ppo;
+
+/*
+ * One step as areal_gpu_train_step, with the decoupled PPO loss instead of
+ * the cross-entropy: row t's log-probability of targets[t] (under
+ * temperature ppo->k.temp) feeds the token's clipped surrogate, fused with
+ * the vocabulary softmax per LM-head chunk (areal/kernels/ppo.h); its
+ * gradient flows through the same backward, clipping and AdamW. Every row
+ * with w[t] != 0 needs a target (targets[t] >= 0) and finite prox / adv.
+ * out->loss = sum_t coef w_t pg_t (areal_ppo_actor_loss's loss for the same
+ * inputs); out->n_targets counts the rows with w != 0. logprob (NULL: not
+ * copied) receives the n_tokens log-probabilities (0 where there is no
+ * target), for the caller's statistics.
+ */
+int areal_gpu_train_step_ppo(areal_gpu_model *g, const areal_batch *b, const int32_t *targets,
+                             const areal_gpu_ppo *ppo, const areal_gpu_step_cfg *cfg,
+                             areal_gpu_step_out *out, float *logprob, areal_error *err);
 
 /* Allocates the paged KV cache and the decode buffers (replacing earlier ones); the caches
  * start zeroed. */

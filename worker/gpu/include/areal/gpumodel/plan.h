@@ -91,6 +91,7 @@ typedef struct areal_gpu_plan {
     int T, n_seqs, chunk, n_layers;
     areal_gpu_layer_plan *layers;
     size_t tokens, pos, cu, target, g_lp, logprob, logz, ones; /* int32 / fp32 / bf16 [T] */
+    size_t prox, adv, w, tok_loss; /* fp32 [T]: the PPO loss's per-token terms and losses */
     size_t res_out, lnf, rstdf, logits, dlogits;
     size_t rlogits; /* fp32 [T, E] router logits (MoE) */
     size_t dres, dtmp, dln, dao, dq, dqr, dk, dkr, dv, delta;
