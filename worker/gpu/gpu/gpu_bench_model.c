@@ -146,8 +146,11 @@ static int bench_decode(const shape *s, areal_error *err) {
     }
     static const int batches[] = {1, 32, 256};
     areal_k_sample_cfg greedy = {0.0f, 0, 1.0f};
-    for (int k = 0; rc == AREAL_OK && k < 3; k++) {
-        int B = batches[k];
+    /* each batch plain, then replayed from CUDA graphs (captured in the warm-up) */
+    for (int k = 0; rc == AREAL_OK && k < 6; k++) {
+        int B = batches[k % 3], graphs = k >= 3;
+        if (k == 3)
+            rc = areal_gpu_decode_graphs(g, true, err);
         enum { WARM = 5, RUNS = 30 };
         double t[RUNS];
         for (int i = 0; rc == AREAL_OK && i < WARM + RUNS; i++) {
@@ -162,10 +165,10 @@ static int bench_decode(const shape *s, areal_error *err) {
         double sec = t[RUNS / 2];
         double bytes =
             (double)areal_gpu_model_weight_bytes(g) + (double)B * keys * L * 2.0 * KV * 2;
-        printf("decode %s: batch %d at %d keys: %.3f ms/step, %.0f tokens/s, %.0f GB/s = %.1f%% "
+        printf("decode %s%s: batch %d at %d keys: %.3f ms/step, %.0f tokens/s, %.0f GB/s = %.1f%% "
                "of %.0f GB/s HBM\n",
-               s->name, B, keys, 1e3 * sec, B / sec, bytes / sec / 1e9,
-               100.0 * bytes / sec / (PEAK_GBS * 1e9), PEAK_GBS);
+               s->name, graphs ? " (CUDA graphs)" : "", B, keys, 1e3 * sec, B / sec,
+               bytes / sec / 1e9, 100.0 * bytes / sec / (PEAK_GBS * 1e9), PEAK_GBS);
     }
     free(table);
     free(tok);

@@ -36,7 +36,11 @@ struct areal_gpu_model {
     int32_t *host_off; /* [L][E + 1] the MoE layers' expert offsets, copied per forward */
     areal_gpu_dplan dplan;
     char *darena;
-    int32_t *dhost_off; /* [E + 1] */
+    int32_t *dhost_off;        /* [E + 1] */
+    bool graphs;               /* decode steps replay CUDA graphs (areal_gpu_decode_graphs) */
+    int n_graphs;              /* areal_gpu_decode_n_buckets(max_batch) */
+    void **gexec;              /* [n_graphs] cudaGraphExec_t, NULL until that bucket's capture */
+    areal_k_sample_cfg *gsamp; /* [n_graphs] the sampler settings each graph holds */
 };
 
 #define AREAL_GPU_P(base, off) ((off) == AREAL_GPU_NONE ? NULL : (void *)((base) + (off)))
@@ -82,6 +86,19 @@ int gpu_moe_fwd(areal_gpu_model *g, int l, const uint16_t *x, uint16_t *out, int
 /* out[T, H] = the dense SwiGLU MLP of layer l on x; gate/up/h [T, I] kept in gb, ub, hb. */
 int gpu_mlp_fwd(areal_gpu_model *g, int l, const uint16_t *x, uint16_t *out, int T, uint16_t *gb,
                 uint16_t *ub, uint16_t *hb, areal_error *err);
+
+/* The decode step's kernels on the batch of B rows uploaded to the decode arena: embed, layers,
+ * final norm, LM head, sampler. No host synchronisation or allocation (so capturable) unless a
+ * layer is MoE (its expert counts are read on the host). */
+int gpu_decode_enqueue(areal_gpu_model *g, int B, areal_k_sample_cfg samp, areal_error *err);
+/* Enqueues the decode of B rows on the model's stream through the graph of bucket idx (B is that
+ * bucket's size), capturing it first when it is missing or holds other sampler settings. */
+int gpu_decode_graph_launch(areal_gpu_model *g, int idx, int B, areal_k_sample_cfg samp,
+                            areal_error *err);
+/* Destroys every captured decode graph (the decode arena is about to change, or the model goes). */
+void gpu_decode_graphs_free(areal_gpu_model *g);
+/* True when some layer is MoE (no graphs then). */
+bool gpu_has_moe(const areal_gpu_model *g);
 
 /* The training forward into the plan's arena (tokens, pos, cu uploaded by the caller). */
 int gpu_train_fwd(areal_gpu_model *g, int T, int n_seqs, int max_len, areal_error *err);

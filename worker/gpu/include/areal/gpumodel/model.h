@@ -26,6 +26,7 @@
 #ifndef AREAL_GPUMODEL_MODEL_H
 #define AREAL_GPUMODEL_MODEL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -128,6 +129,18 @@ int areal_gpu_decode_init(areal_gpu_model *g, const areal_gpu_kv_cfg *kv, areal_
 int areal_gpu_decode_step(areal_gpu_model *g, int B, const int32_t *tokens, const int32_t *pos,
                           const int32_t *table, areal_k_sample_cfg samp, const float *u,
                           int32_t *next, float *logprob, float *logits, areal_error *err);
+
+/*
+ * Decode steps through CUDA graphs (on) or plain launches (off, the default;
+ * areal_gpu_decode_init also turns them off). On: each step's batch is
+ * padded to its bucket (areal_gpu_decode_bucket: 1, 2, 4, ... max_batch), a
+ * graph of that bucket's step is captured on first use (and again when the
+ * sampler's settings change) and replayed; results equal the plain step's
+ * at the padded size (padding rows never touch the caller's blocks). Needs
+ * areal_gpu_decode_init first and a model without MoE layers (AREAL_EINVAL).
+ * Synchronises; drops the graphs captured so far.
+ */
+int areal_gpu_decode_graphs(areal_gpu_model *g, bool on, areal_error *err);
 
 /* The parameter count of the model's matrices (the 6 N of an MFU estimate: every weight but the
  * embedding table, which is a gather; the LM head counts once, tied or not). */
