@@ -41,6 +41,9 @@ struct areal_gpu_model {
     int n_graphs;              /* areal_gpu_decode_n_buckets(max_batch) */
     void **gexec;              /* [n_graphs] cudaGraphExec_t, NULL until that bucket's capture */
     areal_k_sample_cfg *gsamp; /* [n_graphs] the sampler settings each graph holds */
+    bool has_dp;               /* gradients reduced over dp (areal_gpu_model_set_dp) */
+    areal_gpu_dp dp;
+    void *ev_grads, *ev_reduced; /* cudaEvent_t: backward done (compute), reduction done (dp) */
 };
 
 #define AREAL_GPU_P(base, off) ((off) == AREAL_GPU_NONE ? NULL : (void *)((base) + (off)))
@@ -97,6 +100,10 @@ int gpu_decode_graph_launch(areal_gpu_model *g, int idx, int B, areal_k_sample_c
                             areal_error *err);
 /* Destroys every captured decode graph (the decode arena is about to change, or the model goes). */
 void gpu_decode_graphs_free(areal_gpu_model *g);
+/* The DP reduction of the gradients between the backward and the optimizer (no-op without dp). */
+int gpu_dp_reduce(areal_gpu_model *g, areal_error *err);
+/* Destroys the DP events. */
+void gpu_dp_free(areal_gpu_model *g);
 /* True when some layer is MoE (no graphs then). */
 bool gpu_has_moe(const areal_gpu_model *g);
 

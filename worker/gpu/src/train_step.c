@@ -145,6 +145,7 @@ static int run_step(areal_gpu_model *g, const areal_batch *b, int max_len,
     TRY(gpu_train_fwd(g, T, b->n_seqs, max_len, err));
     TRY(gpu_head_fwd_bwd(g, T, ppo, err));
     TRY(gpu_train_bwd(g, T, b->n_seqs, max_len, err));
+    TRY(gpu_dp_reduce(g, err)); /* on the DP group's stream, ordered by events */
     double *acc = (double *)AREAL_GPU_P(r, p->acc);
     float *scale = A32(r, p->scale), *norm = A32(r, p->norm);
     TRY(gpu_cuda(cudaMemsetAsync(acc, 0, sizeof(double), st), "zero the norm", err));

@@ -15,9 +15,10 @@
  * launched per expert) and for the loss at the end.
  *
  * Not covered (refused by areal_gpu_check_model, or by the caller's choice):
- * shards (tensor/pipeline/expert parallelism), Qwen2-MoE's shared expert,
- * more than one stream. Device memory is planned once at create for the
- * largest batch (areal_gpu_plan_make); a bigger batch is refused.
+ * shards (tensor/pipeline/expert parallelism), Qwen2-MoE's shared expert.
+ * Streams: the model's compute stream, and for data parallelism the DP
+ * group's own stream (areal_gpu_model_set_dp), ordered by events. Device memory is planned once at
+ * create for the largest batch (areal_gpu_plan_make); a bigger batch is refused.
  *
  * Errors are values: AREAL_EINVAL (bad argument, named), AREAL_ENOMEM (host
  * or device allocation, with the size), AREAL_EIO (a CUDA or cuBLASLt
@@ -112,6 +113,26 @@ typedef struct areal_gpu_ppo {
 int areal_gpu_train_step_ppo(areal_gpu_model *g, const areal_batch *b, const int32_t *targets,
                              const areal_gpu_ppo *ppo, const areal_gpu_step_cfg *cfg,
                              areal_gpu_step_out *out, float *logprob, areal_error *err);
+
+/*
+ * Data-parallel gradient reduction on a communication group's own stream.
+ * all_reduce_mean(ctx, buf, n, err) must enqueue on `stream` (the group's
+ * CUDA stream, e.g. areal_ncclpg_stream) the mean of buf's n fp32 device
+ * values over the group (areal_ncclpg_all_reduce with AREAL_AVG), and may
+ * wait for it. The step orders it with events: the group's stream waits for
+ * the backward on the compute stream, the compute stream (norm, clipping,
+ * AdamW) for the reduction; the host never synchronises in between. The
+ * loss scale of each rank is the caller's (areal_ppo_mb_scale's dp factor).
+ */
+typedef struct areal_gpu_dp {
+    int (*all_reduce_mean)(void *ctx, float *buf, size_t n, areal_error *err);
+    void *ctx;
+    void *stream; /* cudaStream_t of the group, not the model's */
+} areal_gpu_dp;
+
+/* Every later training step reduces its gradients over dp (copied; NULL: none, the default).
+ * AREAL_EINVAL for a NULL hook or stream; AREAL_EIO when its events cannot be made. */
+int areal_gpu_model_set_dp(areal_gpu_model *g, const areal_gpu_dp *dp, areal_error *err);
 
 /* Allocates the paged KV cache and the decode buffers (replacing earlier ones); the caches
  * start zeroed. */
