@@ -93,6 +93,19 @@ static void kernel_case(const kcase *kc, uint64_t seed) {
         lp[r] = (float)ref_lp(l + (size_t)r * V, V, kc->temp, tg[r], &lz[r]);
     }
     draw_terms(&s, lp, R, 0.5f, prox, behav, adv, mask);
+    for (int r = 0; r < R; r++) { /* every branch, whatever the draw */
+        if (r % 6 == 1) {         /* ratio e^1.3 > c_clip 3 with A < 0: the dual clip */
+            prox[r] = lp[r] - 1.3f;
+            adv[r] = -0.1f - fabsf(adv[r]);
+        } else if (r % 6 == 2) { /* ratio e^0.35 above 1 + eps with A > 0: clipped */
+            prox[r] = lp[r] - 0.35f;
+            adv[r] = 0.1f + fabsf(adv[r]);
+        }
+        if (r < R / 3) /* behaviour weight e^0.5: over every rejection bound used below */
+            behav[r] = prox[r] - 0.5f;
+        else
+            behav[r] = prox[r] + kt_unif(&s, 0.3f);
+    }
     int64_t cu[4] = {0, R / 3, (2 * R) / 3, R};
     areal_ppo_loss_opts o = {.eps_clip = 0.2, .scale = 0.5};
     o.has_eps_clip_higher = kc->eps_high;
