@@ -6,6 +6,8 @@ rollout_DIR  := worker/rollout
 rollout_DEPS := model comm http
 rollout_PKGS := jansson
 rollout_LIBS := -lpthread
+# the backend seam (src/backend.c) names what a GPU build lacks (kernels/module.mk sets AREAL_CUBLASLT)
+rollout_CFLAGS += $(if $(AREAL_CUBLASLT),-DAREAL_HAVE_GPUMODEL=1)
 BENCH_SCRIPTS += worker/rollout/bench/bench_http.sh
 # The receiver's test drives the trainer-side sender (areal/train/wsync.h,
 # worker/train owns it: the trainer's half of the protocol) as a test

@@ -8,6 +8,8 @@ train_DIR    := worker/train
 train_DEPS   := model rl comm http parallel
 train_PKGS   := libcurl jansson
 train_LIBS   := -lpthread
+# the backend seam (src/backend.c) names what a GPU build lacks (kernels/module.mk sets AREAL_CUBLASLT)
+train_CFLAGS += $(if $(AREAL_CUBLASLT),-DAREAL_HAVE_GPUMODEL=1)
 train_TEST_DEPS := trainref testutil
 
 # trainref: a reference SGLang-API server over the model core, on the kube

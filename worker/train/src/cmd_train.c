@@ -18,6 +18,7 @@
 #include "areal/model/tokenizer.h"
 #include "areal/placement.h"
 #include "areal/podenv.h"
+#include "areal/train/backend.h"
 #include "areal/train/cmd.h"
 #include "areal/train/discover.h"
 #include "areal/train/dp.h"
@@ -555,6 +556,10 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
         return 2;
     }
     areal_train_config_report(&cfg, log_line, &x);
+    areal_device_env denv = areal_device_env_read(true);
+    areal_backend_choice bk = areal_train_backend(&denv);
+    if (bk.warn && areal_device_pod_leader())
+        log_line(&x, bk.why); /* GPUs asked for and not usable: once per pod */
     if (strcmp(cfg.recover_mode, "on") == 0 || strcmp(cfg.recover_mode, "auto") == 0)
         resume = true; /* AReaL's recover.mode: continue from a checkpoint when there is one */
     char *list = strdup(servers);
