@@ -12,21 +12,25 @@
  * copy out, publish tail. Large puts publish in pieces so the consumer starts
  * copying out while the producer still copies in.
  *
- * Waiting (areal_shm_wait_until): poll the condition with sched_yield()
- * until YIELD_NS, then sleep on the doorbell futex; only where this process
- * may use at least two CPUs per local member does a `pause` loop of SPIN_NS
- * come first. A yield hands the core over at once when a peer is runnable
- * there (OpenMPI's sm transport yields when oversubscribed too) and costs
- * well under a microsecond when none is; a spin only pays when every peer
- * surely has a core of its own. The futex stays as the last resort, so a
- * rank waiting seconds for a slow peer does not hold a core. Measured on the
- * 2-core VM under other builds (load 10), 1 KiB all-reduce on 2 ranks,
- * median per call: the old 200 pauses then futex 20 us; pause 20 us then
- * yield 44 us (the scheduler often puts both ranks on one core, so each
- * waits out its spin before the peer runs); pause 1 us then yield 6 us;
- * yield at once 4 us. Yield budget 0.1 / 1 / 5 ms at 4 and 8 ranks: no
- * clear difference; 1 ms bounds the burnt CPU of a long wait to 1 ms per
- * 20 ms slice.
+ * Waiting (areal_shm_wait_until): poll the condition for YIELD_NS, then
+ * sleep on the doorbell futex. The polling spins on `pause` for SPIN_NS
+ * first only when no other local member last waited on this CPU and the
+ * members fit the CPUs this process may use; otherwise, and after that, it
+ * polls with sched_yield(). A peer on the same CPU cannot run while we spin,
+ * and a yield hands it the core at once (OpenMPI's sm transport yields when
+ * oversubscribed too); a peer on another core answers within microseconds,
+ * which a spin catches without a syscall. The futex stays as the last
+ * resort, so a rank waiting long for a slow peer does not hold a core and
+ * CFS wakes it promptly (a yielding task keeps using up its share).
+ * Measured on the 2-core VM under other builds (load 10), 1 KiB all-reduce
+ * on 2 ranks, median per call: 200 pauses then futex (before) 20 us; pause
+ * 20 us then yield 44 us (the scheduler often puts both ranks on one core,
+ * so each waits out its spin before the peer runs); pause 1 us then yield
+ * 6 us; yield at once 4 us. Yield budgets of 0.1, 1 and 5 ms made no clear
+ * difference at 4 and 8 ranks; 1 MiB all-gathers under load 20-30 varied
+ * 2x between runs of any policy, so the budget is the smallest that keeps
+ * the small-message gain (rejected: yielding for 1 ms or more, which gives
+ * other processes' builds our timeslices while we have data to move).
  */
 #include "shm.h"
 
@@ -46,8 +50,8 @@
 #define RING_MIN    (64u << 10)
 #define RING_MAX    (1u << 20)
 #define PUB_PIECE   (64u << 10) /* a producer publishes at least every this many bytes */
-#define SPIN_NS     20000L      /* pause-polling before yielding (spare cores only) */
-#define YIELD_NS    1000000L    /* yield-polling before sleeping on the futex */
+#define SPIN_NS     20000L      /* pause-polling before yielding (no peer on this CPU) */
+#define YIELD_NS    200000L     /* polling (spin, then yield) before sleeping on the futex */
 #define PAGE        4096u
 #define SLOT_BUDGET (8u << 20) /* bytes of slots per segment, before the bounds */
 #define SLOT_MIN    (16u << 10)
@@ -56,7 +60,8 @@
 typedef struct {
     _Atomic uint32_t seq;
     _Atomic uint32_t sleeping;
-    char pad[56];
+    _Atomic int32_t cpu; /* where the owner last waited (-1: never), a hint only */
+    char pad[52];
 } bell;
 
 typedef struct {
@@ -91,7 +96,7 @@ struct areal_shm {
     bell *bells;
     ring_ctl *ctl;
     uint8_t *data;
-    int spare_cores; /* at least two CPUs per local member for this process */
+    int fits; /* no more local members than CPUs this process may use */
     size_t slot_cap;
     slot_ctl *sctl;
     uint8_t *slots;
@@ -165,7 +170,7 @@ areal_shm *areal_shm_map(int fd, size_t len, int k, int mine, const int *loc, in
                      .hdr = base,
                      .bells = (bell *)((uint8_t *)base + sizeof(shm_hdr)),
                      .data = (uint8_t *)base + data_offset(k),
-                     .spare_cores = cpus_usable() >= 2 * k,
+                     .fits = k <= cpus_usable(),
                      .slot_cap = areal_shm_slot_bytes(k),
                      .sctl = (slot_ctl *)((uint8_t *)base + sctl_offset(k)),
                      .slots = (uint8_t *)base + slots_offset(k)};
@@ -174,6 +179,8 @@ areal_shm *areal_shm_map(int fd, size_t len, int k, int mine, const int *loc, in
         /* a fresh memfd reads as zeros: counters start at 0, nobody broke it */
         s->hdr->k = (uint32_t)k;
         s->hdr->cap = s->cap;
+        for (int i = 0; i < k; i++)
+            atomic_store(&s->bells[i].cpu, -1);
         s->hdr->magic = SHM_MAGIC;
     } else if (s->hdr->magic != SHM_MAGIC || s->hdr->k != (uint32_t)k || s->hdr->cap != s->cap) {
         areal_shm_close(s);
@@ -292,9 +299,19 @@ static int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000L + ts.tv_nsec;
 }
 
+/* Records this member's CPU; 1 when another local member last waited on the same one. */
+static int cpu_shared(areal_shm *s) {
+    int me = sched_getcpu();
+    atomic_store_explicit(&s->bells[s->mine].cpu, me, memory_order_relaxed);
+    for (int i = 0; i < s->k; i++)
+        if (i != s->mine && atomic_load_explicit(&s->bells[i].cpu, memory_order_relaxed) == me)
+            return 1;
+    return 0;
+}
+
 int areal_shm_wait_until(areal_shm *s, int (*ready)(void *), void *arg, int timeout_ms) {
     bell *b = &s->bells[s->mine];
-    int64_t t0 = now_ns(), spin = s->spare_cores ? SPIN_NS : 0;
+    int64_t t0 = now_ns(), spin = s->fits && !cpu_shared(s) ? SPIN_NS : 0;
     for (unsigned i = 0;; i++) {
         if (ready(arg))
             return 0;
