@@ -38,7 +38,8 @@
 #include "pg_internal.h"
 #include "shm.h"
 
-#define SLICE_MS 20 /* longest doorbell sleep between liveness checks */
+#define SLICE_MS 20      /* longest doorbell sleep between liveness checks */
+#define POLL_NS  200000L /* polling before the doorbell sleep: the waits here are short (shm.c) */
 #define NO_SLOT  UINT64_MAX
 
 typedef struct {
@@ -94,7 +95,8 @@ static int wait_for(areal_pg *g, const char *op, int member, int finished, uint6
                      finished ? "take our data" : "send its data", g->timeout_ms);
             return fail(g, op, j, why, err);
         }
-        if (!areal_shm_wait_until(g->shm, ready, &w, left < SLICE_MS ? (int)left : SLICE_MS))
+        if (!areal_shm_wait_until(g->shm, ready, &w, left < SLICE_MS ? (int)left : SLICE_MS,
+                                  POLL_NS))
             continue;
         /* only members still awaited: one that is done may have left already */
         for (int k = 0; k < g->n; k++) {

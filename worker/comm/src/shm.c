@@ -12,25 +12,26 @@
  * copy out, publish tail. Large puts publish in pieces so the consumer starts
  * copying out while the producer still copies in.
  *
- * Waiting (areal_shm_wait_until): poll the condition for YIELD_NS, then
- * sleep on the doorbell futex. The polling spins on `pause` for SPIN_NS
- * first only when no other local member last waited on this CPU and the
- * members fit the CPUs this process may use; otherwise, and after that, it
- * polls with sched_yield(). A peer on the same CPU cannot run while we spin,
- * and a yield hands it the core at once (OpenMPI's sm transport yields when
- * oversubscribed too); a peer on another core answers within microseconds,
- * which a spin catches without a syscall. The futex stays as the last
- * resort, so a rank waiting long for a slow peer does not hold a core and
- * CFS wakes it promptly (a yielding task keeps using up its share).
- * Measured on the 2-core VM under other builds (load 10), 1 KiB all-reduce
- * on 2 ranks, median per call: 200 pauses then futex (before) 20 us; pause
- * 20 us then yield 44 us (the scheduler often puts both ranks on one core,
- * so each waits out its spin before the peer runs); pause 1 us then yield
- * 6 us; yield at once 4 us. Yield budgets of 0.1, 1 and 5 ms made no clear
- * difference at 4 and 8 ranks; 1 MiB all-gathers under load 20-30 varied
- * 2x between runs of any policy, so the budget is the smallest that keeps
- * the small-message gain (rejected: yielding for 1 ms or more, which gives
- * other processes' builds our timeslices while we have data to move).
+ * Waiting (areal_shm_wait_until): poll the condition, then sleep on the
+ * doorbell futex. The polling spins on `pause` for SPIN_NS only when no
+ * other local member last waited on this CPU and the members fit the CPUs
+ * this process may use (a peer on the same CPU cannot run while we spin; one
+ * on another core answers within microseconds, which a spin catches without
+ * a syscall), then, up to the caller's budget, polls with sched_yield(),
+ * which hands the core to a peer waiting for it at once (OpenMPI's sm
+ * transport yields when oversubscribed too). The slot collectives, whose
+ * waits are short, poll 200 us (pg_small.c); the rings none: under other
+ * load a yielding task gives its timeslices to other processes while CFS
+ * wakes a futex sleeper promptly. Measured on the 2-core VM under other
+ * builds (load 10-25): 1 KiB all-reduce on 2 ranks, median per call: 200
+ * pauses then futex (before) 20 us, pause 20 us then yield 44 us (the
+ * scheduler often puts both ranks on one core, so each waits out its spin
+ * before the peer runs), pause 1 us then yield 6 us, yield at once 4 us;
+ * 1 MiB on 4 ranks through the rings, GB/s of all-reduce / all-gather /
+ * reduce-scatter / all-to-all / broadcast: futex at once 0.80 / 0.57 / 1.64
+ * / 0.43 / 0.73, yield 20 us first 0.34 / 0.09 / 0.53 / 0.12 / 0.23, yield
+ * 200 us first 0.14 / 0.06 / 0.25 / 0.09 / 0.12, before 0.33 / 0.40 / 0.49
+ * / 0.38 / 0.55 (two runs each, the same order).
  */
 #include "shm.h"
 
@@ -51,7 +52,6 @@
 #define RING_MAX    (1u << 20)
 #define PUB_PIECE   (64u << 10) /* a producer publishes at least every this many bytes */
 #define SPIN_NS     20000L      /* pause-polling before yielding (no peer on this CPU) */
-#define YIELD_NS    200000L     /* polling (spin, then yield) before sleeping on the futex */
 #define PAGE        4096u
 #define SLOT_BUDGET (8u << 20) /* bytes of slots per segment, before the bounds */
 #define SLOT_MIN    (16u << 10)
@@ -309,14 +309,16 @@ static int cpu_shared(areal_shm *s) {
     return 0;
 }
 
-int areal_shm_wait_until(areal_shm *s, int (*ready)(void *), void *arg, int timeout_ms) {
+int areal_shm_wait_until(areal_shm *s, int (*ready)(void *), void *arg, int timeout_ms,
+                         long poll_ns) {
     bell *b = &s->bells[s->mine];
     int64_t t0 = now_ns(), spin = s->fits && !cpu_shared(s) ? SPIN_NS : 0;
+    int64_t poll = poll_ns > spin ? poll_ns : spin;
     for (unsigned i = 0;; i++) {
         if (ready(arg))
             return 0;
         int64_t el = now_ns() - t0;
-        if (el >= YIELD_NS || el >= (int64_t)timeout_ms * 1000000L)
+        if (el >= poll || el >= (int64_t)timeout_ms * 1000000L)
             break;
         if (el < spin) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -354,7 +356,7 @@ static int bell_moved(void *arg) {
 
 int areal_shm_wait(areal_shm *s, uint32_t seen, int timeout_ms) {
     bell_wait w = {s, seen};
-    return areal_shm_wait_until(s, bell_moved, &w, timeout_ms);
+    return areal_shm_wait_until(s, bell_moved, &w, timeout_ms, 0);
 }
 
 size_t areal_shm_slot_cap(const areal_shm *s) {

@@ -93,12 +93,14 @@ int areal_shm_wait(areal_shm *s, uint32_t seen, int timeout_ms);
 
 /*
  * Waits until ready(arg) != 0 (returns 0) or timeout_ms passes (returns 1):
- * polls ready with pause, then sched_yield (see shm.c for the budget), then
- * sleeps on this member's doorbell, which areal_shm_slot_publish, the rings
- * and areal_shm_break ring (so a ready that should end at a broken mark must
+ * polls ready (a short spin where this member seems to have a core of its
+ * own, then sched_yield until poll_ns have passed; see shm.c), then sleeps
+ * on this member's doorbell, which areal_shm_slot_publish, the rings and
+ * areal_shm_break ring (so a ready that should end at a broken mark must
  * check areal_shm_broken_by itself). ready must only read shared state.
  */
-int areal_shm_wait_until(areal_shm *s, int (*ready)(void *), void *arg, int timeout_ms);
+int areal_shm_wait_until(areal_shm *s, int (*ready)(void *), void *arg, int timeout_ms,
+                         long poll_ns);
 
 /* The slot size of this segment (areal_shm_slot_bytes(k)). */
 size_t areal_shm_slot_cap(const areal_shm *s);

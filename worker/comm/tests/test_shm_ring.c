@@ -265,14 +265,14 @@ static void slot_counters_wake_sleepers(void **state) {
     assert_int_equal(pthread_create(&th, NULL, publisher, &pub), 0);
     int timed_out = 0;
     while (!arrived_at_1(p.b) && areal_now_ms() - t0 < 3000)
-        timed_out += areal_shm_wait_until(p.b, arrived_at_1, p.b, 3000);
+        timed_out += areal_shm_wait_until(p.b, arrived_at_1, p.b, 3000, 200000);
     pthread_join(th, NULL);
     assert_int_equal(timed_out, 0);
     assert_true(areal_now_ms() - t0 < 2000);
     assert_int_equal(areal_shm_slot_next(p.a), 2);
     /* nothing published: the wait times out */
     t0 = areal_now_ms();
-    assert_int_equal(areal_shm_wait_until(p.a, finished_1, p.a, 30), 1);
+    assert_int_equal(areal_shm_wait_until(p.a, finished_1, p.a, 30, 200000), 1);
     assert_true(areal_now_ms() - t0 >= 29);
     pair_close(&p);
 }
