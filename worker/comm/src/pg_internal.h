@@ -6,6 +6,7 @@
 #define AREAL_COMM_PG_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "areal/comm/comm.h"
@@ -27,6 +28,12 @@ struct areal_pg {
     int queued; /* issued and not yet finished */
     int worker_started, stop;
     pthread_t worker;
+    /*
+     * byte counters (areal_coll_bytes), added to by run_parts in pg_xfer.c,
+     * the one data mover, and only there: relaxed atomics, so the hot path
+     * takes no lock and areal_pg_bytes may read them from any thread
+     */
+    _Atomic uint64_t sent[AREAL_COLL_KIND_COUNT], recv[AREAL_COLL_KIND_COUNT];
 };
 
 /*
