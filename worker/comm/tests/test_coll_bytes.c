@@ -23,7 +23,7 @@
 #include "ranks.h"
 
 #define BIG_F32   (12u << 14) /* 768 KiB of fp32: the ring path, k | N for k = 3, 4 */
-#define BLOCK_F32 (1u << 14) /* 64 KiB blocks */
+#define BLOCK_F32 (1u << 14)  /* 64 KiB blocks */
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \

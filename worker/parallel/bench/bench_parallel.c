@@ -8,10 +8,13 @@
  *      runtime's counters (areal_coll_bytes_of), against the layout's
  *      analytic volume, computed by each rank from its own shard and batch
  *      (formulas beside analytic_*), and the ratio measured / analytic;
- *   3. the pipeline bubble: the share of each rank's step spent waiting in
- *      the pp group's transfers (a timing wrapper around that group,
- *      timed_ops), against (p - 1) / (m + p - 1) for 1F1B and
- *      areal_par_vpp_bubble's simulation for the interleaved schedule.
+ *   3. the pipeline bubble: each rank's idle share of the step on a virtual
+ *      clock that replays the schedule with the ranks' measured CPU times
+ *      (timed_coll.h: a core per rank, which 2 shared cores cannot give),
+ *      and the share of the wall-clock step spent in the pp group's
+ *      transfers, against (p - 1) / (m + p - 1) for 1F1B and
+ *      areal_par_vpp_bubble's simulation for the interleaved schedule, with
+ *      the stages' measured balance (the slowest stage sets the pace).
  *
  * The step is the one the parallel tests prove equal to one process
  * (tests/par_test_util.h, ep_test_util.h, test_par_cp.c, test_par_vpp.c):
@@ -52,13 +55,15 @@
 #include "areal/parallel/ep.h"
 #include "areal/parallel/vpp.h"
 #include "../tests/par_test_util.h"
+#include "timed_coll.h"
 
 enum { K_DP, K_Z1, K_TP, K_PP, K_VPP, K_CP, K_EP, K_COUNT };
-static const char *const KIND_NAME[K_COUNT] = {"dp", "dp-zero1", "tp", "pp-1f1b",
-                                               "pp-vpp2", "cp", "ep"};
-#define VPP      2
-#define MAX_SEQS 8
-#define MAX_REP  8
+static const char *const KIND_NAME[K_COUNT] = {"dp",      "dp-zero1", "tp", "pp-1f1b",
+                                               "pp-vpp2", "cp",       "ep"};
+#define VPP       2
+#define MAX_SEQS  8
+#define MAX_REP   8
+#define MAX_STEPS 20
 
 /* The bench's sizes (see the file comment). */
 typedef struct sizes {
@@ -68,9 +73,11 @@ typedef struct sizes {
 /* One rank's figures, written into memory shared with the parent. */
 typedef struct rank_out {
     int done;
-    double wall, cpu, pp_wait; /* seconds over the timed steps */
+    double wall, cpu, pp_wait;                /* seconds over the timed steps */
+    double vend[MAX_STEPS], vbusy[MAX_STEPS]; /* each timed step's virtual pipeline clock */
+    uint64_t extra;                           /* the virtual clock's own bytes (pp group) */
     double loss;
-    uint64_t sent[AREAL_GROUP_KIND_COUNT]; /* bytes over the timed steps */
+    uint64_t sent[AREAL_GROUP_KIND_COUNT];   /* bytes over the timed steps */
     double analytic[AREAL_GROUP_KIND_COUNT]; /* bytes per step */
 } rank_out;
 
@@ -86,103 +93,6 @@ static double cpu_s(void) {
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
-
-static double wall_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* ---- the pp group under a stopwatch: every call forwarded, send/recv/broadcast timed */
-
-typedef struct timed {
-    areal_coll *in;
-    double wait; /* seconds inside send, recv and broadcast */
-} timed;
-
-#define FWD(call)                                                                                  \
-    do {                                                                                           \
-        double t0_ = wall_s();                                                                     \
-        int rc_ = (call);                                                                          \
-        ((timed *)g)->wait += wall_s() - t0_;                                                      \
-        return rc_;                                                                                \
-    } while (0)
-#define IN(g) (((timed *)(g))->in)
-
-static const char *t_name(const void *g) {
-    return areal_coll_name(((const timed *)g)->in);
-}
-static int t_size(const void *g) {
-    return areal_coll_size(((const timed *)g)->in);
-}
-static int t_rank(const void *g) {
-    return areal_coll_rank(((const timed *)g)->in);
-}
-static int t_global_rank(const void *g, int j) {
-    return areal_coll_global_rank(((const timed *)g)->in, j);
-}
-static void t_set_timeout(void *g, int ms) {
-    areal_coll_set_timeout(IN(g), ms);
-}
-static int t_all_reduce(void *g, void *b, size_t n, areal_dtype t, areal_redop op,
-                        areal_error *e) {
-    return areal_coll_all_reduce(IN(g), b, n, t, op, e);
-}
-static int t_reduce_scatter(void *g, const void *i, void *o, size_t n, areal_dtype t,
-                            areal_redop op, areal_error *e) {
-    return areal_coll_reduce_scatter(IN(g), i, o, n, t, op, e);
-}
-static int t_all_gather(void *g, const void *i, void *o, size_t n, areal_dtype t, areal_error *e) {
-    return areal_coll_all_gather(IN(g), i, o, n, t, e);
-}
-static int t_broadcast(void *g, void *b, size_t n, areal_dtype t, int root, areal_error *e) {
-    FWD(areal_coll_broadcast(IN(g), b, n, t, root, e));
-}
-static int t_send(void *g, const void *b, size_t n, areal_dtype t, int peer, areal_error *e) {
-    FWD(areal_coll_send(IN(g), b, n, t, peer, e));
-}
-static int t_recv(void *g, void *b, size_t n, areal_dtype t, int peer, areal_error *e) {
-    FWD(areal_coll_recv(IN(g), b, n, t, peer, e));
-}
-static int t_all_to_all(void *g, const void *i, void *o, size_t n, areal_dtype t, areal_error *e) {
-    return areal_coll_all_to_all(IN(g), i, o, n, t, e);
-}
-static int t_all_to_allv(void *g, const void *i, const size_t *sc, const size_t *sd, void *o,
-                         const size_t *rc, const size_t *rd, areal_dtype t, areal_error *e) {
-    return areal_coll_all_to_allv(IN(g), i, sc, sd, o, rc, rd, t, e);
-}
-static int t_barrier(void *g, areal_error *e) {
-    return areal_coll_barrier(IN(g), e);
-}
-static void t_destroy(void *g) {
-    areal_coll_destroy(IN(g));
-    free(g);
-}
-static void t_bytes(const void *g, areal_coll_bytes *out) {
-    areal_coll_bytes_of(((const timed *)g)->in, out);
-}
-
-/* No async members: coll.c then runs an async call at issue, which the pp group never makes. */
-static const areal_coll_ops timed_ops = {
-    .backend = "cpu",
-    .mem = AREAL_MEM_HOST,
-    .name = t_name,
-    .size = t_size,
-    .rank = t_rank,
-    .global_rank = t_global_rank,
-    .set_timeout = t_set_timeout,
-    .all_reduce = t_all_reduce,
-    .reduce_scatter = t_reduce_scatter,
-    .all_gather = t_all_gather,
-    .broadcast = t_broadcast,
-    .send = t_send,
-    .recv = t_recv,
-    .all_to_all = t_all_to_all,
-    .all_to_allv = t_all_to_allv,
-    .barrier = t_barrier,
-    .destroy = t_destroy,
-    .bytes = t_bytes,
-};
 
 /* ---- the batch and its loss: mean token NLL, targets in each micro-batch's own token order */
 
@@ -255,6 +165,7 @@ typedef struct rank_ctx {
     areal_coll *data; /* the group the loss and the token count sum over */
     bench_batch b;
     bench_loss bl;
+    timed *tm; /* the pp group's stopwatch (owned by gs[AREAL_GROUP_PP]) */
 } rank_ctx;
 
 static size_t numel(const areal_tensor_spec *t) {
@@ -381,10 +292,12 @@ static int step(rank_ctx *R, double *loss, areal_error *e) {
     for (int c = 0; c < nc; c++)
         areal_model_zero_grad(&R->ch[c]);
     *loss = 0;
-    rc = J->kind == K_VPP ? areal_par_pipe_interleaved(R->chunks, VPP, R->g.pp, R->bs, R->nmb,
-                                                       loss_fn, &R->bl, loss, e)
-                          : areal_par_pipe_1f1b(&R->ch[0], R->g.pp, R->bs, R->nmb, loss_fn,
-                                                &R->bl, loss, e);
+    vt_begin(R->tm);
+    rc = J->kind == K_VPP
+             ? areal_par_pipe_interleaved(R->chunks, VPP, R->g.pp, R->bs, R->nmb, loss_fn, &R->bl,
+                                          loss, e)
+             : areal_par_pipe_1f1b(&R->ch[0], R->g.pp, R->bs, R->nmb, loss_fn, &R->bl, loss, e);
+    vt_end(R->tm);
     float lv[2] = {(float)*loss, 0};
     lv[1] = (float)(*loss - (double)lv[0]);
     if (rc == AREAL_OK && areal_par_size(R->data) > 1)
@@ -469,6 +382,7 @@ static int setup(rank_ctx *R, areal_comm *c, areal_error *ep) {
         t->in = R->gs[AREAL_GROUP_PP];
         R->gs[AREAL_GROUP_PP] = NULL;
         CK("timer", areal_coll_wrap(&timed_ops, t, -1, &R->gs[AREAL_GROUP_PP], &e));
+        R->tm = t;
     }
     R->g = areal_par_groups_of(R->gs);
     R->eg = areal_par_ep_groups_of(R->gs);
@@ -570,18 +484,23 @@ static int bench_rank(areal_comm *c, void *arg) {
     CK("barrier", areal_coll_barrier(world, &e));
     uint64_t b0[AREAL_GROUP_KIND_COUNT], b1[AREAL_GROUP_KIND_COUNT];
     sent_by_kind(R, b0);
-    timed *tp = R->gs[AREAL_GROUP_PP] != NULL ? areal_coll_impl(R->gs[AREAL_GROUP_PP]) : NULL;
+    timed *tp = R->tm;
     if (tp != NULL)
-        tp->wait = 0;
+        tp->wait = 0, tp->extra = 0;
     double w0 = wall_s(), c0 = cpu_s();
-    for (int i = 0; i < J->z.steps; i++)
+    for (int i = 0; i < J->z.steps; i++) {
         CK("step", step(R, &loss, &e));
+        if (tp != NULL)
+            o->vend[i] = tp->v, o->vbusy[i] = tp->busy;
+    }
     o->wall = wall_s() - w0, o->cpu = cpu_s() - c0;
     sent_by_kind(R, b1);
     o->pp_wait = tp != NULL ? tp->wait : 0;
+    o->extra = tp != NULL ? tp->extra : 0;
     o->loss = loss;
     for (int k = 0; k < AREAL_GROUP_KIND_COUNT; k++)
         o->sent[k] = b1[k] - b0[k];
+    o->sent[AREAL_GROUP_PP] -= o->extra;
     analytic(R, o);
     o->done = 1;
 out:
@@ -610,6 +529,8 @@ typedef struct result {
     double step, step_worst; /* seconds, max over ranks */
     double cpu_tok;          /* microseconds of CPU over all ranks per token */
     double wait;             /* mean over ranks of the pp wait share of the step */
+    double vbubble;          /* the virtual clock's idle share (timed's comment), mean of steps */
+    double balance;          /* mean over ranks of their busy time over the busiest rank's */
     double sent[AREAL_GROUP_KIND_COUNT], want[AREAL_GROUP_KIND_COUNT]; /* mean per rank */
     int tokens;
     double loss;
@@ -633,19 +554,33 @@ static int run_config(job *J, int reps, result *res) {
             cpu += o->cpu;
         }
         if (rc != 0) {
-            fprintf(stderr, "bench_parallel: %s on %d ranks failed (exit %d)\n",
-                    KIND_NAME[J->kind], J->n, rc);
+            fprintf(stderr, "bench_parallel: %s on %d ranks failed (exit %d)\n", KIND_NAME[J->kind],
+                    J->n, rc);
             munmap(J->out, bytes);
             return -1;
         }
-        double st = wall / J->z.steps;
+        double st = wall / J->z.steps, vb = 0, bal = 0;
         for (int r = 0; r < J->n; r++)
             wait += J->out[r].pp_wait / J->z.steps / st / J->n;
+        for (int i = 0; i < J->z.steps; i++) { /* idle share of the makespan, mean over ranks */
+            double span = 0;
+            for (int r = 0; r < J->n; r++)
+                span = J->out[r].vend[i] > span ? J->out[r].vend[i] : span;
+            double most = 0;
+            for (int r = 0; r < J->n; r++)
+                most = J->out[r].vbusy[i] > most ? J->out[r].vbusy[i] : most;
+            for (int r = 0; span > 0 && r < J->n; r++) {
+                vb += (1 - J->out[r].vbusy[i] / span) / J->n / J->z.steps;
+                bal += J->out[r].vbusy[i] / most / J->n / J->z.steps;
+            }
+        }
         res->step_worst = st > res->step_worst ? st : res->step_worst;
         if (res->reps == 0 || st < res->step) {
             res->step = st;
             res->cpu_tok = cpu / J->z.steps / res->tokens * 1e6;
             res->wait = wait;
+            res->vbubble = vb;
+            res->balance = bal;
             res->loss = J->out[0].loss;
             for (int k = 0; k < AREAL_GROUP_KIND_COUNT; k++) {
                 res->sent[k] = res->want[k] = 0;
@@ -705,7 +640,7 @@ static void model_json(char *buf, size_t n, const sizes *z, int moe) {
 static void print_speed(const result *rs, int nr) {
     printf("\n1. step time of the bench model (best of the repeats; worst in brackets), against "
            "one process\n");
-    printf("%-9s %5s %17s %10s %13s %8s %8s %8s\n", "layout", "ranks", "step ms", "tokens/s",
+    printf("%-9s %5s %17s %10s %13s %8s %8s %10s\n", "layout", "ranks", "step ms", "tokens/s",
            "cpu us/token", "x tok/s", "x cpu", "loss");
     for (int i = 0; i < nr; i++) {
         const result *r = &rs[i];
@@ -716,9 +651,9 @@ static void print_speed(const result *rs, int nr) {
         double tps = r->tokens / r->step;
         char st[32];
         snprintf(st, sizeof st, "%.1f [%.1f]", r->step * 1e3, r->step_worst * 1e3);
-        printf("%-9s %5d %17s %10.0f %13.2f %8.2f %8.2f %8.4f\n",
-               r->n == 1 ? (r->kind == K_EP ? "1 proc moe" : "1 proc") : KIND_NAME[r->kind], r->n,
-               st, tps, r->cpu_tok, one != NULL ? tps / (one->tokens / one->step) : 0,
+        printf("%-9s %5d %17s %10.0f %13.2f %8.2f %8.2f %10.6f\n",
+               r->n == 1 ? (r->kind == K_EP ? "1proc-moe" : "1proc") : KIND_NAME[r->kind], r->n, st,
+               tps, r->cpu_tok, one != NULL ? tps / (one->tokens / one->step) : 0,
                one != NULL ? one->cpu_tok / r->cpu_tok : 0, r->loss);
     }
 }
@@ -726,8 +661,8 @@ static void print_speed(const result *rs, int nr) {
 static void print_bytes(const result *rs, int nr) {
     printf("\n2. bytes sent per rank per step, by group kind: the comm runtime's counters "
            "against the layout's analytic volume\n");
-    printf("%-9s %5s %-8s %14s %14s %8s\n", "layout", "ranks", "group", "measured B",
-           "analytic B", "ratio");
+    printf("%-9s %5s %-8s %14s %14s %8s\n", "layout", "ranks", "group", "measured B", "analytic B",
+           "ratio");
     for (int i = 0; i < nr; i++)
         for (int k = 0; k < AREAL_GROUP_KIND_COUNT; k++) {
             const result *r = &rs[i];
@@ -742,9 +677,13 @@ static void print_bytes(const result *rs, int nr) {
 }
 
 static void print_bubble(const result *rs, int nr, int seqs) {
-    printf("\n3. pipeline bubble: share of the step each rank waits in the pp group's transfers "
-           "(mean over ranks), against the schedule's\n");
-    printf("%-9s %5s %4s %10s %10s\n", "schedule", "p", "m", "measured", "analytic");
+    printf(
+        "\n3. pipeline bubble, mean over ranks: idle share of the virtual clock (a core per "
+        "rank, measured CPU times), share of the wall step spent in pp transfers, against the "
+        "schedule's; balance: mean stage busy time over the busiest stage's, and the analytic "
+        "bubble at that balance, 1 - (1 - analytic) x balance (the slowest stage sets the pace)\n");
+    printf("%-9s %5s %4s %10s %10s %10s %8s %10s\n", "schedule", "p", "m", "virtual", "wall wait",
+           "analytic", "balance", "at balance");
     for (int i = 0; i < nr; i++) {
         const result *r = &rs[i];
         if ((r->kind != K_PP && r->kind != K_VPP) || r->n == 1)
@@ -755,8 +694,9 @@ static void print_bubble(const result *rs, int nr, int seqs) {
             want = (double)(r->n - 1) / (seqs + r->n - 1);
         else if (areal_par_vpp_bubble(r->n, VPP, seqs, &want, &e) != AREAL_OK)
             want = NAN;
-        printf("%-9s %5d %4d %10.3f %10.3f\n", r->kind == K_PP ? "1f1b" : "vpp2", r->n, seqs,
-               r->wait, want);
+        printf("%-9s %5d %4d %10.3f %10.3f %10.3f %8.3f %10.3f\n",
+               r->kind == K_PP ? "1f1b" : "vpp2", r->n, seqs, r->vbubble, r->wait, want, r->balance,
+               1 - (1 - want) * r->balance);
     }
 }
 
@@ -767,9 +707,9 @@ int main(int argc, char **argv) {
             smoke = 1;
         } else if (strcmp(argv[i], "--help") == 0) {
             printf("usage: bench_parallel [--smoke]\n"
-                   "  env: AREAL_BENCH_PAR_SCALE (1..4), AREAL_BENCH_PAR_STEPS (1..20),\n"
+                   "  env: AREAL_BENCH_PAR_SCALE (1..4), AREAL_BENCH_PAR_STEPS (1..%d),\n"
                    "       AREAL_BENCH_PAR_REPEAT (1..%d), AREAL_BENCH_PAR_MAX (1..8)\n",
-                   MAX_REP);
+                   MAX_STEPS, MAX_REP);
             return 0;
         } else {
             fprintf(stderr, "bench_parallel: unknown argument %s (try --help)\n", argv[i]);
@@ -783,7 +723,7 @@ int main(int argc, char **argv) {
                .vocab = 512,
                .seqs = MAX_SEQS,
                .seq_len = 64 * scale,
-               .steps = smoke ? 1 : env_int("AREAL_BENCH_PAR_STEPS", 2, 1, 20)};
+               .steps = smoke ? 1 : env_int("AREAL_BENCH_PAR_STEPS", 2, 1, MAX_STEPS)};
     if (smoke)
         z.hidden = 32, z.seq_len = 16, z.vocab = 96;
     int reps = smoke ? 1 : env_int("AREAL_BENCH_PAR_REPEAT", 2, 1, MAX_REP);
