@@ -91,6 +91,15 @@ int areal_pg_ring_reduce_scatter(areal_pg *g, const char *opn, const void *in, v
                                  size_t count, areal_dtype t, areal_redop op, int64_t dl,
                                  areal_error *err);
 
+/*
+ * Adds to g's byte counters (areal_coll_bytes) under op's kind: `sent`
+ * bytes this member moved out to other members, `recv` bytes it took in
+ * from them. areal_pg_xfer* count their own transfers through it; a data
+ * path that bypasses them (a collective straight through shared memory)
+ * must call it once per operation, or its bytes go uncounted.
+ */
+void areal_pg_count(areal_pg *g, const char *op, uint64_t sent, uint64_t recv);
+
 /* 1 when every other member is reached through shared memory (g->shm covers the group). */
 int areal_pg_all_local(const areal_pg *g);
 

@@ -7,8 +7,12 @@
  *   B bytes: (k-1) B each way; all-to-all of k blocks of B: (k-1) B; send /
  *   recv of B: B on the one side; an async all-reduce counts as all_reduce.
  * Each operation's bytes must land under its own kind and nowhere else. The
- * small-message all-reduce's algorithm is not pinned (it may change); only
- * conservation is: over every rank, bytes sent equal bytes received.
+ * sizes are above the small-message paths, whose algorithms may change; a
+ * small all-reduce over sockets is checked for conservation only (over
+ * every rank, bytes sent equal bytes received). Over shared memory small
+ * messages may take a one-round path through the segment, where a member
+ * writes its input once and reads every peer's: not a pairwise transfer,
+ * so not checked here.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -59,7 +63,7 @@ static int moved_only(const areal_coll_bytes *before, const areal_coll_bytes *af
 }
 
 static int counted(areal_comm *c, void *arg) {
-    (void)arg;
+    int sockets = arg != NULL;
     int me = areal_comm_rank(c), k = areal_comm_world(c), rc = 0;
     areal_error e = {0};
     areal_coll *g = NULL;
@@ -119,6 +123,8 @@ static int counted(areal_comm *c, void *arg) {
         CHECK(moved_only(&s0, &s1, AREAL_COLL_OTHER, 0, 0) == 0);
 
     /* small all-reduce: whatever the algorithm, what the ranks sent is what they received */
+    if (!sockets)
+        goto out;
     s0 = s1;
     COMM(areal_coll_all_reduce(g, a, 100, AREAL_DT_F32, AREAL_SUM, &e));
     areal_coll_bytes_of(g, &s1);
@@ -136,8 +142,9 @@ out:
 
 static void counters_match_the_transfers_over_sockets(void **state) {
     (void)state;
-    assert_int_equal(ranks_run(4, 20000, counted, NULL), 0);
-    assert_int_equal(ranks_run(3, 20000, counted, NULL), 0);
+    int sockets = 1;
+    assert_int_equal(ranks_run(4, 20000, counted, &sockets), 0);
+    assert_int_equal(ranks_run(3, 20000, counted, &sockets), 0);
 }
 
 static void counters_match_the_transfers_over_shared_memory(void **state) {

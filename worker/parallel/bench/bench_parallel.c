@@ -35,7 +35,9 @@
  * AREAL_BENCH_PAR_STEPS the timed steps (default 2, after one warm-up),
  * AREAL_BENCH_PAR_REPEAT the runs of every configuration (default 2; the
  * table prints the best and the spread), AREAL_BENCH_PAR_MAX the largest
- * rank count (default 8). --smoke: the 1- and 2-rank configurations of the
+ * rank count (default 8), AREAL_BENCH_PAR_SHM=1 runs the ranks as one pod
+ * (shared memory between them) instead of one pod each (TCP on loopback,
+ * what the tests' harness does and the default). --smoke: the 1- and 2-rank configurations of the
  * smallest model, one step, for a test. Every rank runs one OpenBLAS thread,
  * so 8 ranks oversubscribe 2 cores: the CPU time per token (all ranks'
  * CPU seconds over the step's tokens) is the figure the machine's load
@@ -83,6 +85,8 @@ typedef struct rank_out {
 
 typedef struct job {
     int kind, n;
+    int pods; /* 0: each rank its own pod (TCP on loopback, as the tests); 1: one pod (shared
+                 memory) */
     sizes z;
     char dense[1024], moe[1024]; /* the models' config.json */
     rank_out *out;               /* [n], shared */
@@ -545,7 +549,8 @@ static int run_config(job *J, int reps, result *res) {
         return -1;
     for (int rep = 0; rep < reps; rep++) {
         memset(J->out, 0, bytes);
-        int rc = pt_ranks_run(J->n, 120000, bench_rank, J);
+        int rc = J->pods ? ranks_run_opts(J->n, 1, 0, 120000, bench_rank, J)
+                         : pt_ranks_run(J->n, 120000, bench_rank, J);
         double wall = 0, cpu = 0, wait = 0;
         for (int r = 0; r < J->n; r++) {
             const rank_out *o = &J->out[r];
@@ -708,7 +713,8 @@ int main(int argc, char **argv) {
         } else if (strcmp(argv[i], "--help") == 0) {
             printf("usage: bench_parallel [--smoke]\n"
                    "  env: AREAL_BENCH_PAR_SCALE (1..4), AREAL_BENCH_PAR_STEPS (1..%d),\n"
-                   "       AREAL_BENCH_PAR_REPEAT (1..%d), AREAL_BENCH_PAR_MAX (1..8)\n",
+                   "       AREAL_BENCH_PAR_REPEAT (1..%d), AREAL_BENCH_PAR_MAX (1..8),\n"
+                   "       AREAL_BENCH_PAR_SHM (0: TCP on loopback, 1: one pod, shared memory)\n",
                    MAX_STEPS, MAX_REP);
             return 0;
         } else {
@@ -731,12 +737,14 @@ int main(int argc, char **argv) {
     openblas_set_num_threads(1);
     static job J;
     J.z = z;
+    J.pods = smoke ? 0 : env_int("AREAL_BENCH_PAR_SHM", 0, 0, 1);
     model_json(J.dense, sizeof J.dense, &z, 0);
     model_json(J.moe, sizeof J.moe, &z, 1);
     printf("bench_parallel: Qwen3 hidden %d, %d layers, %d heads, vocab %d (EP: Qwen3-MoE, 8 "
            "experts, top 2); %d sequences x %d tokens; %d timed step(s) after one warm-up, best "
-           "of %d run(s); 1 OpenBLAS thread per rank\n",
-           z.hidden, z.layers, z.heads, z.vocab, z.seqs, z.seq_len, z.steps, reps);
+           "of %d run(s); 1 OpenBLAS thread per rank; %s\n",
+           z.hidden, z.layers, z.heads, z.vocab, z.seqs, z.seq_len, z.steps, reps,
+           J.pods ? "one pod (shared memory)" : "a pod per rank (TCP on loopback)");
     fflush(stdout);
     result rs[64];
     int nr = 0, failed = 0;
