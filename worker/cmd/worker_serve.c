@@ -4,7 +4,7 @@
  *
  *   areal-worker serve --model DIR [--host H] [--port P] [--kv-memory BYTES]
  *       [--max-running N] [--max-queued N] [--threads N] [--weight-version V]
- *       [--served-name NAME] [--grace-ms MS] [--disable-prefix-cache]
+ *       [--served-name NAME] [--grace-ms MS] [--disable-prefix-cache] [--no-prepack]
  *
  * In a job (MASTER_ADDR set: a rank of an inference role started with
  * --model, or serve by hand inside a pod) it also registers in the trainer's
@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "areal/escape.h"
+#include "areal/rollout/backend.h"
 #include "areal/rollout/server.h"
 #include "areal/version.h"
 #include "worker_env.h"
@@ -27,7 +28,8 @@
 #define SERVE_SYNOPSIS                                                                             \
     "usage: areal-worker serve --model DIR [--host H] [--port P] [--kv-memory BYTES]\n"            \
     "           [--max-running N] [--max-queued N] [--threads N] [--weight-version V]\n"           \
-    "           [--served-name NAME] [--grace-ms MS] [--disable-prefix-cache]\n"
+    "           [--served-name NAME] [--grace-ms MS] [--disable-prefix-cache]\n"                   \
+    "           [--no-prepack]\n"
 
 static const char serve_help[] = SERVE_SYNOPSIS
     "The rollout server: SGLang's HTTP API (worker/rollout/README.md).\n"
@@ -40,6 +42,7 @@ static const char serve_help[] = SERVE_SYNOPSIS
     "  --served-name NAME  model name of /v1/models;  --grace-ms MS  drain time on SIGTERM\n"
     "  --disable-prefix-cache  no KV block is shared between requests (SGLang's\n"
     "                      --disable-radix-cache; for benches and debugging)\n"
+    "  --no-prepack        no packed copy of the linear weights (less memory, slower decode)\n"
     "  --help, --version\n" AREAL_EXIT_HELP;
 
 /* One error line quoting the argument (control bytes escaped). Returns 2. */
@@ -86,8 +89,12 @@ int worker_serve_main(int argc, char **argv, const char *job_model) {
         }
         if (strcmp(a, "--version") == 0)
             return areal_print_version(stdout, "areal-worker serve");
-        if (strcmp(a, "--disable-prefix-cache") == 0) { /* the one flag without a value */
+        if (strcmp(a, "--disable-prefix-cache") == 0) { /* the flags without a value */
             cfg.disable_prefix_cache = true;
+            continue;
+        }
+        if (strcmp(a, "--no-prepack") == 0) {
+            cfg.no_prepack = true;
             continue;
         }
         if (val == NULL)
@@ -138,6 +145,11 @@ int worker_serve_main(int argc, char **argv, const char *job_model) {
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
+
+    areal_device_env denv = areal_device_env_read(true);
+    areal_backend_choice bk = areal_rollout_backend(&denv);
+    if (bk.warn && areal_device_pod_leader()) /* GPUs asked for and not usable: once per pod */
+        areal_print_line(stderr, "areal-worker serve: %s", bk.why);
 
     areal_rollout_server *s = NULL;
     areal_error e;

@@ -126,17 +126,21 @@ static void attn_tasks(void *cv, size_t begin, size_t end) {
     }
 }
 
+/* weight NAME's packed twin when the model has one of shape [O, I] */
+#define TWIN(name, O, I) infer_twin(&pw->name, (O), (I))
+
 static void layer(const areal_model *m, const infer_kv *c, int l, int T, step_buf *b) {
     const areal_model_config *cf = &m->cfg;
     const areal_layer_w *w = &m->w.layers[l];
+    const areal_layer_pw *pw = infer_pack_layer(m, l);
     areal_pool *pl = m->pool;
     int H = cf->hidden_size, hd = cf->head_dim, nh = cf->num_heads, nkv = cf->num_kv_heads;
     int Q = nh * hd, KV = nkv * hd, I = cf->intermediate_size, bt = c->block_tokens;
     float eps = (float)cf->rms_norm_eps;
     k_rmsnorm_fwd(pl, b->ln, NULL, b->x, w->ln1, (size_t)T, H, eps);
-    k_linear_infer(pl, b->q, b->ln, w->wq, w->bq, T, H, Q, 0.0f);
-    k_linear_infer(pl, b->k, b->ln, w->wk, w->bk, T, H, KV, 0.0f);
-    k_linear_infer(pl, b->v, b->ln, w->wv, w->bv, T, H, KV, 0.0f);
+    k_linear_infer_packed(pl, b->q, b->ln, w->wq, TWIN(wq, Q, H), w->bq, T, H, Q, 0.0f);
+    k_linear_infer_packed(pl, b->k, b->ln, w->wk, TWIN(wk, KV, H), w->bk, T, H, KV, 0.0f);
+    k_linear_infer_packed(pl, b->v, b->ln, w->wv, TWIN(wv, KV, H), w->bv, T, H, KV, 0.0f);
     if (cf->qk_norm) {
         k_rmsnorm_fwd(pl, b->q, NULL, b->q, w->q_norm, (size_t)T * nh, hd, eps);
         k_rmsnorm_fwd(pl, b->k, NULL, b->k, w->k_norm, (size_t)T * nkv, hd, eps);
@@ -167,17 +171,19 @@ static void layer(const areal_model *m, const infer_kv *c, int l, int T, step_bu
         x.row0 = r0;
         areal_pool_for(pl, (size_t)R * nkv, 1, attn_tasks, &x);
     }
-    k_linear_infer(pl, b->x, b->ao, w->wo, w->bo, T, Q, H, 1.0f); /* residual added in place */
+    /* the residual added in place */
+    k_linear_infer_packed(pl, b->x, b->ao, w->wo, TWIN(wo, H, Q), w->bo, T, Q, H, 1.0f);
     k_rmsnorm_fwd(pl, b->ln, NULL, b->x, w->ln2, (size_t)T, H, eps);
     if (cf->num_experts > 0 && cf->moe_layer[l]) {
         moe_acts ma;
         moe_acts_bind(&ma, cf, T, b->moe);
         moe_fwd(m, w, &ma, b->ln, b->tmp, T);
     } else {
-        k_linear_infer(pl, b->g, b->ln, w->gate, w->gate_b, T, H, I, 0.0f);
-        k_linear_infer(pl, b->u, b->ln, w->up, w->up_b, T, H, I, 0.0f);
+        k_linear_infer_packed(pl, b->g, b->ln, w->gate, TWIN(gate, I, H), w->gate_b, T, H, I, 0.0f);
+        k_linear_infer_packed(pl, b->u, b->ln, w->up, TWIN(up, I, H), w->up_b, T, H, I, 0.0f);
         k_swiglu_infer(pl, b->h, b->g, b->u, (size_t)T * I);
-        k_linear_infer(pl, b->tmp, b->h, w->down, w->down_b, T, I, H, 0.0f);
+        k_linear_infer_packed(pl, b->tmp, b->h, w->down, TWIN(down, H, I), w->down_b, T, I, H,
+                              0.0f);
     }
     k_add(pl, b->x, b->x, b->tmp, (size_t)T * H);
 }
@@ -229,8 +235,9 @@ int infer_run(areal_model *m, const infer_kv *kv, const int32_t *tokens, int T_,
             memcpy(b.last + (size_t)i * H, b.x + (size_t)out_rows[i] * H, sizeof(float) * H);
         k_rmsnorm_fwd(m->pool, b.last, NULL, b.last, m->w.norm, (size_t)n_out, (int)H,
                       (float)cf->rms_norm_eps);
-        k_linear_infer(m->pool, logits, b.last, m->w.lm_head, NULL, n_out, (int)H, cf->vocab_size,
-                       0.0f);
+        k_linear_infer_packed(m->pool, logits, b.last, m->w.lm_head,
+                              infer_twin(infer_pack_lm_head(m), cf->vocab_size, (int)H), NULL,
+                              n_out, (int)H, cf->vocab_size, 0.0f);
     }
     free(buf);
     return AREAL_OK;
