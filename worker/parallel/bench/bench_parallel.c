@@ -23,8 +23,10 @@
  * reduction of the layout (all-reduce in buckets, ZeRO-1's reduce-scatter
  * and all-gather, the dp-cp sum, the expert / dense split), the global
  * norm, clipping and AdamW. It is composed here, as in the tests, because no
- * library function composes it yet (areal/parallel/step.h is being written
- * elsewhere): when it lands, step() below should call it. The loss is the
+ * library function composed it when this was written (areal/parallel/step.h
+ * landed on main just after): step() below should call it for dp, ZeRO-1,
+ * tp and pp; cp, ep and the interleaved pipeline stay composed here until
+ * step.h covers them. The loss is the
  * mean token NLL, not GRPO's: the loss is a negligible share of the step,
  * and the NLL needs no reference model.
  *
