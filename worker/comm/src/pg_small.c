@@ -23,6 +23,10 @@
  * afterwards (pg_coll.c), and a receiver that finds a length other than the
  * one it expects fails with both numbers instead of hanging.
  *
+ * Byte counters (areal_pg_count): what the peers read from this member's
+ * slot is sent, what it reads from theirs is received, so all-gather,
+ * reduce-scatter and all-to-all count what their rings would.
+ *
  * Waiting, deadlines and liveness as in pg_xfer.c: poll-yield-sleep on the
  * doorbell in 20 ms slices (areal_shm_wait_until), after an idle slice the
  * members still awaited must hold their Unix sockets open, a broken segment
@@ -154,6 +158,7 @@ int areal_pg_small_all_reduce(areal_pg *g, const char *op, void *buf, size_t cou
     for (int j = 1; j < g->n; j++)
         areal_reduce(buf, slot_of(g, j, q), count, t, rop);
     finish(g, q);
+    areal_pg_count(g, op, (uint64_t)(g->n - 1) * bytes, (uint64_t)(g->n - 1) * bytes);
     return AREAL_OK;
 }
 
@@ -169,6 +174,7 @@ int areal_pg_small_all_gather(areal_pg *g, const char *op, const void *in, void 
     for (int j = 0; j < g->n; j++)
         memcpy((uint8_t *)out + (size_t)j * bytes, slot_of(g, j, q), bytes);
     finish(g, q);
+    areal_pg_count(g, op, (uint64_t)(g->n - 1) * bytes, (uint64_t)(g->n - 1) * bytes);
     return AREAL_OK;
 }
 
@@ -208,6 +214,8 @@ int areal_pg_small_reduce_scatter(areal_pg *g, const char *op, const void *in, v
         for (int j = 1; j < n; j++)
             areal_reduce(dst, slot_of(g, j, q) + at, count, wt, core);
         finish(g, q);
+        uint64_t moved = (uint64_t)(n - 1) * count * areal_dtype_size(t);
+        areal_pg_count(g, op, moved, moved);
         if (rop == AREAL_AVG)
             areal_scale_avg(dst, count, wt, n);
         if (half) {
@@ -235,6 +243,7 @@ int areal_pg_small_broadcast(areal_pg *g, const char *op, void *buf, size_t byte
     if (!me_root)
         memcpy(buf, slot_of(g, root, q), bytes);
     finish(g, q);
+    areal_pg_count(g, op, me_root ? (uint64_t)(g->n - 1) * bytes : 0, me_root ? 0 : bytes);
     return AREAL_OK;
 }
 
@@ -249,7 +258,7 @@ int areal_pg_small_a2a(areal_pg *g, const char *op, const uint8_t *const *sb, si
     if (lim > areal_pg_small_block(g))
         lim = areal_pg_small_block(g);
     uint8_t *mine = slot_of(g, me, q);
-    uint64_t *tab = (uint64_t *)(void *)mine, at = hdr;
+    uint64_t *tab = (uint64_t *)(void *)mine, at = hdr, sent = 0, got = 0;
     for (int j = 0; j < n; j++) {
         tab[2 * j + 1] = j == me ? 0 : sn[j];
         tab[2 * j] = NO_SLOT;
@@ -258,6 +267,7 @@ int areal_pg_small_a2a(areal_pg *g, const char *op, const uint8_t *const *sb, si
         memcpy(mine + at, sb[j], sn[j]);
         tab[2 * j] = at;
         at += sn[j];
+        sent += sn[j];
         sn[j] = 0; /* moved: the rings skip it */
     }
     if ((rc = arrive(g, op, q, -1, dl, err)) != AREAL_OK)
@@ -277,10 +287,13 @@ int areal_pg_small_a2a(areal_pg *g, const char *op, const uint8_t *const *sb, si
             rc = fail(g, op, j, why, err);
         } else if (off != NO_SLOT) {
             memcpy(rb[j], theirs + off, rn[j]);
+            got += rn[j];
             rn[j] = 0;
         }
     }
-    if (rc == AREAL_OK)
+    if (rc == AREAL_OK) {
         finish(g, q);
+        areal_pg_count(g, op, sent, got);
+    }
     return rc;
 }
