@@ -99,8 +99,7 @@ static int step_shm(areal_pg *g, part *p) {
     return k > 0;
 }
 
-/* 1 when member j's socket shows a hang-up, EOF or stray bytes (the data goes through memory). */
-static int peer_gone(areal_pg *g, int j) {
+int areal_pg_peer_gone(areal_pg *g, int j) {
     struct pollfd pf = {.fd = g->fd[j], .events = POLLIN};
     if (poll(&pf, 1, 0) <= 0)
         return 0;
@@ -122,7 +121,7 @@ static int timeout_fail(areal_pg *g, const char *op, const part *p, areal_error 
 static int check_shm_peers(areal_pg *g, const char *op, const part *ps, int np, areal_error *err) {
     for (int i = 0; i < np; i++)
         if (ps[i].done < ps[i].n && areal_shm_local(g->shm, ps[i].peer) >= 0 &&
-            peer_gone(g, ps[i].peer))
+            areal_pg_peer_gone(g, ps[i].peer))
             return fail(g, op, ps[i].peer, "closed its connection: it exited or aborted the group",
                         err);
     return AREAL_OK;
