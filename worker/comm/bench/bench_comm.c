@@ -1,11 +1,12 @@
 /*
  * bench_comm.c - bus bandwidth of the CPU backend's all-reduce, all-gather,
- * reduce-scatter and all-to-all from 1 KiB to 256 MiB (x4 steps) on 2, 4 and
- * 8 local ranks, side by side with OpenMPI (mpi_busbw under mpirun) in the
- * same run, printing ours/OpenMPI.
+ * reduce-scatter, all-to-all and broadcast (from member 0) from 1 KiB to 256 MiB (x4 steps) on 2, 4
+ * and 8 local ranks, side by side with OpenMPI (mpi_busbw under mpirun) in the same run, printing
+ * ours/OpenMPI.
  *
  * Bus bandwidth is nccl-tests' formula: algbw = bytes / time, busbw = algbw
- * times 2(n-1)/n for all-reduce and (n-1)/n for the others. Time is the
+ * times 2(n-1)/n for all-reduce, (n-1)/n for the gathers and scatters, 1
+ * for broadcast. Time is the
  * slowest rank's mean over iterations after one warm-up. Environment:
  * AREAL_BENCH_MIN_BYTES / AREAL_BENCH_MAX_BYTES bound the sizes,
  * AREAL_BENCH_RANKS picks one rank count, AREAL_BENCH_TCP=1 uses TCP for
@@ -23,11 +24,11 @@
 
 #include "areal/comm/comm.h"
 
-#define N_OPS   4
+#define N_OPS   5
 #define N_SIZES 16
 
 static const char *const op_names[N_OPS] = {"all_reduce", "all_gather", "reduce_scatter",
-                                            "all_to_all"};
+                                            "all_to_all", "broadcast"};
 
 static int iters_for(size_t bytes) {
     size_t it = (size_t)(64u << 20) / (bytes ? bytes : 1);
@@ -43,8 +44,10 @@ static int run_op(areal_pg *g, int op, float *a, float *b, size_t cnt, areal_err
         return areal_pg_all_gather(g, a, b, blk, AREAL_DT_F32, e);
     case 2:
         return areal_pg_reduce_scatter(g, a, b, blk, AREAL_DT_F32, AREAL_SUM, e);
-    default:
+    case 3:
         return areal_pg_all_to_all(g, a, b, blk, AREAL_DT_F32, e);
+    default:
+        return areal_pg_broadcast(g, a, cnt, AREAL_DT_F32, 0, e);
     }
 }
 
@@ -171,7 +174,7 @@ static double busbw(int op, int n, size_t bytes, double us) {
     if (us <= 0)
         return 0;
     double alg = (double)bytes / us / 1e3; /* GB/s */
-    return alg * (op == 0 ? 2.0 * (n - 1) / n : (double)(n - 1) / n);
+    return alg * (op == 0 ? 2.0 * (n - 1) / n : op == 4 ? 1.0 : (double)(n - 1) / n);
 }
 
 int main(int argc, char **argv) {

@@ -1,11 +1,13 @@
 /*
  * mpi_busbw.c - the OpenMPI side of `make bench` for the comm runtime: times
- * MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block and MPI_Alltoall on
+ * MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block, MPI_Alltoall and
+ * MPI_Bcast (root 0) on
  * fp32 for sizes MIN..MAX bytes (x4 steps) and prints, from rank 0, one line
  * "OP BYTES USEC" per case (the slowest rank's mean time per iteration).
  * Built with mpicc by worker/module.mk, run by bench_comm under mpirun.
  * BYTES follows nccl-tests: the all-reduce buffer, the gathered (all-gather)
- * or scattered (reduce-scatter) total, the all-to-all send buffer.
+ * or scattered (reduce-scatter) total, the all-to-all send buffer, the
+ * broadcast buffer.
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -29,8 +31,9 @@ int main(int argc, char **argv) {
         MPI_Abort(MPI_COMM_WORLD, 1);
     memset(a, 0, hi);
     memset(b, 0, hi);
-    static const char *const ops[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"};
-    for (int op = 0; op < 4; op++) {
+    static const char *const ops[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all",
+                                      "broadcast"};
+    for (int op = 0; op < 5; op++) {
         for (size_t bytes = lo; bytes <= hi; bytes *= 4) {
             int cnt = (int)(bytes / sizeof(float)), blk = cnt / n;
             int iters = iters_for(bytes);
@@ -46,8 +49,10 @@ int main(int argc, char **argv) {
                     MPI_Allgather(a, blk, MPI_FLOAT, b, blk, MPI_FLOAT, MPI_COMM_WORLD);
                 else if (op == 2)
                     MPI_Reduce_scatter_block(a, b, blk, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-                else
+                else if (op == 3)
                     MPI_Alltoall(a, blk, MPI_FLOAT, b, blk, MPI_FLOAT, MPI_COMM_WORLD);
+                else
+                    MPI_Bcast(a, cnt, MPI_FLOAT, 0, MPI_COMM_WORLD);
             }
             double us = (MPI_Wtime() - t0) * 1e6 / iters, worst = 0;
             MPI_Reduce(&us, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);

@@ -6,6 +6,7 @@
 #define AREAL_COMM_PG_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "areal/comm/comm.h"
@@ -27,6 +28,12 @@ struct areal_pg {
     int queued; /* issued and not yet finished */
     int worker_started, stop;
     pthread_t worker;
+    /*
+     * byte counters (areal_coll_bytes), added to by run_parts in pg_xfer.c,
+     * the one data mover, and only there: relaxed atomics, so the hot path
+     * takes no lock and areal_pg_bytes may read them from any thread
+     */
+    _Atomic uint64_t sent[AREAL_COLL_KIND_COUNT], recv[AREAL_COLL_KIND_COUNT];
 };
 
 /*
@@ -83,6 +90,49 @@ int areal_pg_xfer_reduce(areal_pg *g, const char *op, int sp, const void *sbuf, 
 int areal_pg_ring_reduce_scatter(areal_pg *g, const char *opn, const void *in, void *out,
                                  size_t count, areal_dtype t, areal_redop op, int64_t dl,
                                  areal_error *err);
+
+/*
+ * 1 when member j's socket shows a hang-up, EOF or stray bytes (a
+ * shared-memory peer's data goes through memory, so its socket only tells
+ * liveness).
+ */
+int areal_pg_peer_gone(areal_pg *g, int j);
+
+/*
+ * One-round collectives through the shared-memory slots (pg_small.c), for
+ * groups where areal_pg_all_local holds; g is locked and every member calls
+ * the same one with the same sizes. areal_pg_small_cap: the bytes one
+ * member may put in its slot (0 when the group is not all local).
+ * all_reduce: t is fp32, int32 or int64, count * size(t) <= cap. all_gather:
+ * `bytes` per member <= cap. reduce_scatter: any type and op of the API, n *
+ * count elements (fp32 for halves) <= cap. broadcast: bytes <= cap.
+ * a2a: blocks of at most lim bytes (lowered to areal_pg_small_block, the
+ * most that fits for every peer) move through the slots and their sn/rn
+ * entries become 0, the rest is left for the rings; fails
+ * when a peer sends a length other than rn. Failure as areal_pg_xfer.
+ */
+size_t areal_pg_small_cap(const areal_pg *g);
+size_t areal_pg_small_block(const areal_pg *g);
+int areal_pg_small_all_reduce(areal_pg *g, const char *op, void *buf, size_t count, areal_dtype t,
+                              areal_redop rop, int64_t dl, areal_error *err);
+int areal_pg_small_all_gather(areal_pg *g, const char *op, const void *in, void *out, size_t bytes,
+                              int64_t dl, areal_error *err);
+int areal_pg_small_reduce_scatter(areal_pg *g, const char *op, const void *in, void *out,
+                                  size_t count, areal_dtype t, areal_redop rop, int64_t dl,
+                                  areal_error *err);
+int areal_pg_small_broadcast(areal_pg *g, const char *op, void *buf, size_t bytes, int root,
+                             int64_t dl, areal_error *err);
+int areal_pg_small_a2a(areal_pg *g, const char *op, const uint8_t *const *sb, size_t *sn,
+                       uint8_t *const *rb, size_t *rn, size_t lim, int64_t dl, areal_error *err);
+
+/*
+ * Adds to g's byte counters (areal_coll_bytes) under op's kind: `sent`
+ * bytes this member moved out to other members, `recv` bytes it took in
+ * from them. areal_pg_xfer* count their own transfers through it; a data
+ * path that bypasses them (a collective straight through shared memory)
+ * must call it once per operation, or its bytes go uncounted.
+ */
+void areal_pg_count(areal_pg *g, const char *op, uint64_t sent, uint64_t recv);
 
 /* 1 when every other member is reached through shared memory (g->shm covers the group). */
 int areal_pg_all_local(const areal_pg *g);

@@ -14,6 +14,13 @@
  * name the group, the operation and the peer's global rank, and break the
  * group (see areal_pg_break) so the failure reaches the other members
  * quickly; a member that broke the segment is seen at the next wake-up.
+ *
+ * Every byte an operation moves passes here, so this is where the group's
+ * byte counters (areal_coll_bytes, coll.h) are added to: once per call, the
+ * bytes each part moved, under the kind its op name maps to (relaxed atomic
+ * adds, no lock; areal_pg_count). A new algorithm that moves data through
+ * areal_pg_xfer* is counted without touching its own code; one that moves
+ * data some other way calls areal_pg_count itself.
  */
 #include <errno.h>
 #include <poll.h>
@@ -92,8 +99,7 @@ static int step_shm(areal_pg *g, part *p) {
     return k > 0;
 }
 
-/* 1 when member j's socket shows a hang-up, EOF or stray bytes (the data goes through memory). */
-static int peer_gone(areal_pg *g, int j) {
+int areal_pg_peer_gone(areal_pg *g, int j) {
     struct pollfd pf = {.fd = g->fd[j], .events = POLLIN};
     if (poll(&pf, 1, 0) <= 0)
         return 0;
@@ -115,10 +121,26 @@ static int timeout_fail(areal_pg *g, const char *op, const part *p, areal_error 
 static int check_shm_peers(areal_pg *g, const char *op, const part *ps, int np, areal_error *err) {
     for (int i = 0; i < np; i++)
         if (ps[i].done < ps[i].n && areal_shm_local(g->shm, ps[i].peer) >= 0 &&
-            peer_gone(g, ps[i].peer))
+            areal_pg_peer_gone(g, ps[i].peer))
             return fail(g, op, ps[i].peer, "closed its connection: it exited or aborted the group",
                         err);
     return AREAL_OK;
+}
+
+void areal_pg_count(areal_pg *g, const char *op, uint64_t sent, uint64_t recv) {
+    areal_coll_kind k = areal_coll_kind_of(op);
+    if (sent > 0)
+        atomic_fetch_add_explicit(&g->sent[k], sent, memory_order_relaxed);
+    if (recv > 0)
+        atomic_fetch_add_explicit(&g->recv[k], recv, memory_order_relaxed);
+}
+
+/* Adds the bytes the parts moved to g's counters. */
+static void count_parts(areal_pg *g, const char *op, const part *ps, int np) {
+    uint64_t sent = 0, recv = 0;
+    for (int i = 0; i < np; i++)
+        *(ps[i].recv ? &recv : &sent) += ps[i].done;
+    areal_pg_count(g, op, sent, recv);
 }
 
 /* Runs every part to completion before the deadline; see the file comment. */
@@ -181,6 +203,7 @@ static int run_parts(areal_pg *g, const char *op, part *ps, int np, int64_t dead
     }
     if (pf != pfs)
         free(pf);
+    count_parts(g, op, ps, np);
     return rc;
 }
 

@@ -17,6 +17,15 @@
  * a wake only when that side sleeps). Rejected: an eventfd per member
  * (pollable together with sockets, but a descriptor exchange per pair and a
  * syscall per ring) and pure spinning (the CI machine runs 8 ranks on 2 cores).
+ * Before sleeping a waiter polls (pause, then sched_yield; see shm.c).
+ *
+ * Slots (one-round collectives for small buffers, pg_small.c): each local
+ * member owns two slots of areal_shm_slot_cap() bytes (used by sequence
+ * parity) and two counters, `arrived` (the last sequence whose slot content
+ * it published) and `finished` (the last sequence whose peers' slots it is
+ * done reading). Every member takes part in every slot operation in the
+ * same order, so sequence numbers agree; a member may overwrite its slot
+ * for sequence q once every member finished q - 2.
  */
 #ifndef AREAL_COMM_SHM_H
 #define AREAL_COMM_SHM_H
@@ -36,6 +45,9 @@ typedef struct areal_shm areal_shm;
  */
 size_t areal_shm_ring_cap(int k);
 size_t areal_shm_segment_bytes(int k);
+
+/* Bytes of each slot for k local members (a power of two, 16..256 KiB). */
+size_t areal_shm_slot_bytes(int k);
 
 /*
  * Maps the segment behind descriptor fd (len bytes, for k local members) as
@@ -74,10 +86,40 @@ size_t areal_shm_get_reduce(areal_shm *s, int j, void *dst, size_t n, areal_dtyp
 uint32_t areal_shm_bell(const areal_shm *s);
 
 /*
- * Sleeps until the bell moves past `seen` or timeout_ms passes (spinning
+ * Sleeps until the bell moves past `seen` or timeout_ms passes (polling
  * briefly first). Returns 1 when it timed out, 0 otherwise.
  */
 int areal_shm_wait(areal_shm *s, uint32_t seen, int timeout_ms);
+
+/*
+ * Waits until ready(arg) != 0 (returns 0) or timeout_ms passes (returns 1):
+ * polls ready (a short spin where this member seems to have a core of its
+ * own, then sched_yield until poll_ns have passed; see shm.c), then sleeps
+ * on this member's doorbell, which areal_shm_slot_publish, the rings and
+ * areal_shm_break ring (so a ready that should end at a broken mark must
+ * check areal_shm_broken_by itself). ready must only read shared state.
+ */
+int areal_shm_wait_until(areal_shm *s, int (*ready)(void *), void *arg, int timeout_ms,
+                         long poll_ns);
+
+/* The slot size of this segment (areal_shm_slot_bytes(k)). */
+size_t areal_shm_slot_cap(const areal_shm *s);
+
+/* Local member li's slot for sequence seq (its parity picks one of two). */
+uint8_t *areal_shm_slot(areal_shm *s, int li, uint64_t seq);
+
+/* The sequence number of this member's next slot operation. */
+uint64_t areal_shm_slot_next(const areal_shm *s);
+
+/* Local member li's `finished` (finished != 0) or `arrived` counter (acquire order). */
+uint64_t areal_shm_slot_seq(const areal_shm *s, int li, int finished);
+
+/*
+ * Publishes this member's `finished` (finished != 0) or `arrived` counter as
+ * seq (release order: the slot's content is visible first) and wakes the
+ * members sleeping on their doorbells.
+ */
+void areal_shm_slot_publish(areal_shm *s, uint64_t seq, int finished);
 
 /*
  * Marks the segment broken by group member `who` (the first caller wins)

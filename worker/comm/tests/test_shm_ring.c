@@ -6,7 +6,10 @@
  * arrive exactly; reduce-from-ring must equal a plain reduce also when an
  * odd-sized earlier message left the ring misaligned; a producer and a
  * consumer thread that sleep on their doorbells move 8 MiB intact; a broken
- * mark wakes a sleeper at once; a segment without a valid header is refused.
+ * mark wakes a sleeper at once; a slot counter published by one member
+ * wakes the other sleeping past its polling budget, and the slots of the
+ * two members and parities do not overlap; a segment without a valid header
+ * is refused.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -217,6 +220,63 @@ static void broken_mark_wakes_sleepers(void **state) {
     pair_close(&p);
 }
 
+typedef struct {
+    areal_shm *s;
+    uint64_t seq;
+} slot_pub;
+
+static void *publisher(void *arg) {
+    slot_pub *p = arg;
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = 50000000L}; /* far past the polling */
+    nanosleep(&ts, NULL);
+    areal_shm_slot_publish(p->s, p->seq, 0);
+    return NULL;
+}
+
+static int arrived_at_1(void *arg) {
+    return areal_shm_slot_seq(arg, 0, 0) >= 1;
+}
+
+static int finished_1(void *arg) {
+    return areal_shm_slot_seq(arg, 1, 1) >= 1;
+}
+
+static void slot_counters_wake_sleepers(void **state) {
+    (void)state;
+    pair p;
+    pair_open(&p, 2);
+    assert_int_equal(areal_shm_slot_next(p.a), 1);
+    assert_int_equal(areal_shm_slot_seq(p.b, 0, 0), 0);
+    /* two members x two parities: four disjoint slots */
+    size_t cap = areal_shm_slot_cap(p.a);
+    assert_int_equal(cap, areal_shm_slot_bytes(2));
+    uint8_t *sl[4] = {areal_shm_slot(p.a, 0, 1), areal_shm_slot(p.a, 0, 2),
+                      areal_shm_slot(p.a, 1, 1), areal_shm_slot(p.a, 1, 2)};
+    for (int i = 0; i < 4; i++)
+        memset(sl[i], 'a' + i, cap);
+    for (int i = 0; i < 4; i++)
+        for (size_t j = 0; j < cap; j += 997)
+            assert_int_equal(sl[i][j], 'a' + i);
+    /* the other mapping sees the same bytes */
+    assert_int_equal(areal_shm_slot(p.b, 1, 3)[cap - 1], 'c');
+    slot_pub pub = {p.a, 1};
+    pthread_t th;
+    int64_t t0 = areal_now_ms();
+    assert_int_equal(pthread_create(&th, NULL, publisher, &pub), 0);
+    int timed_out = 0;
+    while (!arrived_at_1(p.b) && areal_now_ms() - t0 < 3000)
+        timed_out += areal_shm_wait_until(p.b, arrived_at_1, p.b, 3000, 200000);
+    pthread_join(th, NULL);
+    assert_int_equal(timed_out, 0);
+    assert_true(areal_now_ms() - t0 < 2000);
+    assert_int_equal(areal_shm_slot_next(p.a), 2);
+    /* nothing published: the wait times out */
+    t0 = areal_now_ms();
+    assert_int_equal(areal_shm_wait_until(p.a, finished_1, p.a, 30, 200000), 1);
+    assert_true(areal_now_ms() - t0 >= 29);
+    pair_close(&p);
+}
+
 static void bad_segments_are_refused(void **state) {
     (void)state;
     int loc[2] = {0, 1};
@@ -244,6 +304,7 @@ int main(void) {
         cmocka_unit_test(reduce_from_ring_matches_plain_reduce),
         cmocka_unit_test(threads_move_data_through_doorbells),
         cmocka_unit_test(broken_mark_wakes_sleepers),
+        cmocka_unit_test(slot_counters_wake_sleepers),
         cmocka_unit_test(bad_segments_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
