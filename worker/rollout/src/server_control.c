@@ -122,8 +122,11 @@ static void h_abort(areal_http_exchange *x, const areal_http_request *r, void *u
 static void h_health(areal_http_exchange *x, const areal_http_request *r, void *ud) {
     (void)r;
     areal_rollout_server *s = ud;
+    char why[700];
     if (atomic_load(&s->draining))
         areal_http_respond_error(x, 503, "the server is draining for shutdown");
+    else if (areal_rollout_server_failed(s, why, sizeof why))
+        areal_http_respond_error(x, 503, why);
     else
         areal_http_respond(x, 200, "text/plain", NULL, "", 0);
 }
