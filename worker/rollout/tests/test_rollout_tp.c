@@ -17,7 +17,9 @@
  * makes requests end and /health fail within the group deadline; a killed
  * leader makes the follower return an error within it. t = 4 over 2
  * key/value heads is refused with a message naming the heads (the training
- * shard requires whole heads per rank).
+ * shard requires whole heads per rank). The program: `areal-worker serve
+ * --tp 2` (it forks its follower) answers as the t = 1 server, exits 0 on
+ * SIGTERM, and exits 1 when its follower is killed.
  *
  * The children never call cmocka (a failed assertion would longjmp into the
  * parent's copy of the runner): they print and exit with a code.
@@ -29,6 +31,7 @@
 
 #include "../../comm/tests/ranks.h"
 #include "areal/comm/coll.h"
+#include "areal/comm/net.h"
 #include "rollout_http_util.h"
 
 #define TP_TIMEOUT_MS 3000
@@ -346,6 +349,97 @@ static void leader_died(void **state) {
     assert_int_equal(ranks_run(2, TP_TIMEOUT_MS, rank_main, &tc), 0);
 }
 
+/* ---- `areal-worker serve --tp 2` by hand (the program forks its follower) */
+
+static pid_t spawn_serve(int port) {
+    char bin[512], dir[512], port_s[16];
+    const char *b = getenv("AREAL_BIN");
+    snprintf(bin, sizeof bin, "%s/areal-worker", b && b[0] ? b : "build/rel");
+    snprintf(port_s, sizeof port_s, "%d", port);
+    rt_fixture(dir, sizeof dir, "ref-qwen2");
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) { /* exec at once: this process may have threads (no malloc here) */
+        execl(bin, bin, "serve", "--tp", "2", "--model", dir, "--host", "127.0.0.1", "--port",
+              port_s, "--grace-ms", "200", (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+static int wait_exit(pid_t pid, int ms) {
+    int st = 0;
+    for (int i = 0; i < ms / 50; i++) {
+        if (waitpid(pid, &st, WNOHANG) == pid)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st);
+        usleep(50 * 1000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    return -1; /* it hung */
+}
+
+static int health_wait(int port) {
+    for (int i = 0; i < 300; i++) {
+        rt_resp h = rt_req(NULL, port, "/health", NULL);
+        long code = h.code;
+        rt_free(&h);
+        if (code == 200)
+            return 0;
+        usleep(50 * 1000);
+    }
+    return -1;
+}
+
+/* The follower process of a serving leader (its only child). */
+static pid_t child_of(pid_t parent) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)parent, (int)parent);
+    FILE *f = fopen(path, "r");
+    long c = -1;
+    if (f != NULL) {
+        if (fscanf(f, "%ld", &c) != 1)
+            c = -1;
+        fclose(f);
+    }
+    return (pid_t)c;
+}
+
+static void serve_tp_by_hand(void **state) {
+    (void)state;
+    setenv("AREAL_COMM_TIMEOUT_MS", "3000", 1); /* the group deadline of the program's ranks */
+    int port = 0;
+    {
+        int fd = -1;
+        areal_error e;
+        assert_int_equal(areal_net_listen("127.0.0.1", 0, &fd, &port, &e), AREAL_OK);
+        close(fd);
+    }
+    pid_t pid = spawn_serve(port);
+    assert_true(pid > 0);
+    if (health_wait(port) != 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        fail_msg("serve --tp 2 never became healthy");
+    }
+    char dir[512];
+    areal_rollout_server *ref = rt_server(rt_fixture(dir, sizeof dir, "ref-qwen2"), NULL);
+    g_fail = 0;
+    compare_servers(port, areal_rollout_server_port(ref), "serve --tp 2");
+    areal_rollout_server_stop(ref);
+    assert_int_equal(g_fail, 0);
+    kill(pid, SIGTERM); /* drains, stops the follower, exits 0 */
+    assert_int_equal(wait_exit(pid, 20000), 0);
+
+    pid = spawn_serve(port); /* again, and kill its follower: the server exits 1 */
+    assert_true(pid > 0);
+    assert_int_equal(health_wait(port), 0);
+    pid_t f = child_of(pid);
+    assert_true(f > 0);
+    kill(f, SIGKILL);
+    assert_int_equal(wait_exit(pid, 4 * TP_TIMEOUT_MS), 1);
+}
+
 /* t 4 over 2 key/value heads: refused at start, naming the heads (no rank runs). */
 static void t4_refused(void **state) {
     (void)state;
@@ -362,9 +456,10 @@ static void t4_refused(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t4_refused),      cmocka_unit_test(t2_qwen2_and_update),
-        cmocka_unit_test(t2_qwen3),        cmocka_unit_test(t2_qwen3_moe),
-        cmocka_unit_test(follower_killed), cmocka_unit_test(leader_died),
+        cmocka_unit_test(t4_refused),       cmocka_unit_test(t2_qwen2_and_update),
+        cmocka_unit_test(t2_qwen3),         cmocka_unit_test(t2_qwen3_moe),
+        cmocka_unit_test(follower_killed),  cmocka_unit_test(leader_died),
+        cmocka_unit_test(serve_tp_by_hand),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
