@@ -13,7 +13,8 @@
  * follower replays batches of several sequences), n > 1 (prefix sharing: the
  * siblings' tables share the leader's blocks), update_weights_from_disk to
  * other weights (then equal to a t = 1 server started on them) and to a bad
- * directory (every rank keeps the old weights). Failures: a killed follower
+ * directory (every rank keeps the old weights), and at the engine level a
+ * load that only the follower fails (the vote: no rank switches alone). Failures: a killed follower
  * makes requests end and /health fail within the group deadline; a killed
  * leader makes the follower return an error within it. t = 4 over 2
  * key/value heads is refused with a message naming the heads (the training
@@ -32,6 +33,7 @@
 #include "../../comm/tests/ranks.h"
 #include "areal/comm/coll.h"
 #include "areal/comm/net.h"
+#include "areal/rollout/engine.h"
 #include "rollout_http_util.h"
 
 #define TP_TIMEOUT_MS 3000
@@ -43,6 +45,7 @@ typedef struct tp_case {
     const char *fixture; /* model directory (under the fixtures) */
     const char *dir_new; /* other weights for update_weights_from_disk, or NULL */
     int kill;            /* 1: rank 0 kills the follower; 2: rank 0 dies abruptly */
+    int vote;            /* rank 0 drives the engine: a load only the follower fails */
 } tp_case;
 
 static int g_fail;
@@ -190,7 +193,94 @@ static int make_group(areal_comm *c, areal_coll **out) {
     return 0;
 }
 
+/* ---- the engine directly: the load vote */
+
+typedef struct waiter {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    areal_engine_result *res;
+} waiter;
+
+static void on_done(void *user, areal_engine_result *res) {
+    waiter *w = user;
+    pthread_mutex_lock(&w->mu);
+    w->res = res;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Greedy tokens of prompt 3 into out[MAX_NEW]; 0 or -1. */
+static int engine_greedy(areal_engine *e, int32_t *out) {
+    int32_t ids[64];
+    int n = 0;
+    prompt(3, ids, &n);
+    waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL};
+    areal_engine_request r = {.input_ids = ids, .n_input = n, .on_done = on_done, .user = &w};
+    areal_engine_params_default(&r.params);
+    r.params.max_new_tokens = MAX_NEW;
+    r.params.temperature = 0;
+    r.params.ignore_eos = true;
+    areal_error e2;
+    if (areal_engine_submit(e, &r, &e2) != AREAL_OK)
+        return -1;
+    pthread_mutex_lock(&w.mu);
+    while (w.res == NULL)
+        pthread_cond_wait(&w.cv, &w.mu);
+    pthread_mutex_unlock(&w.mu);
+    int ok = w.res->n == 1 && w.res->samples[0].n_output == MAX_NEW;
+    if (ok)
+        memcpy(out, w.res->samples[0].output_ids, sizeof(int32_t) * MAX_NEW);
+    areal_engine_result_free(w.res);
+    return ok ? 0 : -1;
+}
+
+static int load_shard0(const char *dir, areal_model *m) {
+    areal_model_config mc;
+    char path[600];
+    areal_error e;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (areal_model_config_load(path, &mc, &e) != AREAL_OK)
+        return -1;
+    areal_model_shard sh = areal_model_shard_whole(&mc);
+    sh.tp = 2;
+    return areal_model_load_shard(m, dir, &sh, NULL, &e) == AREAL_OK ? 0 : -1;
+}
+
+/* A swap whose directory rank 0 never reads (its model comes from elsewhere) and the
+ * follower cannot load: the vote keeps every rank on the old weights. */
+static int vote_leader(areal_coll *g, const tp_case *tc) {
+    char dir[512];
+    rt_fixture(dir, sizeof dir, tc->fixture);
+    areal_model m, next;
+    if (load_shard0(dir, &m) != 0 || load_shard0(tc->dir_new, &next) != 0)
+        return RANK_WRONG;
+    areal_engine_config ec = {.kv_bytes = 4u << 20, .tensor_parallel = 2, .tp_group = g};
+    areal_engine *e = NULL;
+    areal_error err;
+    if (areal_engine_create(&m, &ec, &e, &err) != AREAL_OK) {
+        fprintf(stderr, "rank 0: engine: %s\n", err.msg);
+        return RANK_WRONG;
+    }
+    int32_t before[MAX_NEW], after[MAX_NEW], fresh[MAX_NEW];
+    CHECK(engine_greedy(e, before) == 0, "greedy before");
+    int rc = areal_engine_swap_model_dir(e, &next, "/nonexistent-tp-dir", "bad", false, &err);
+    CHECK(rc == AREAL_EINVAL && strstr(err.msg, "tp rank 1") != NULL,
+          "a load only the follower failed: %d %s", rc, err.msg);
+    CHECK(engine_greedy(e, after) == 0 && memcmp(before, after, sizeof before) == 0,
+          "after the failed vote the served tokens changed (a rank switched alone)");
+    rc = areal_engine_swap_model_dir(e, &next, tc->dir_new, "v2", false, &err);
+    CHECK(rc == AREAL_OK, "the good swap: %s", err.msg);
+    CHECK(engine_greedy(e, fresh) == 0 && memcmp(before, fresh, sizeof before) != 0,
+          "the new weights give the old tokens");
+    if (rc != AREAL_OK)
+        areal_model_free(&next);
+    areal_engine_destroy(e); /* the follower's loop returns 0 */
+    return g_fail ? RANK_WRONG : 0;
+}
+
 static int leader(areal_comm *c, areal_coll *g, const tp_case *tc) {
+    if (tc->vote)
+        return vote_leader(g, tc);
     char dir[512];
     rt_fixture(dir, sizeof dir, tc->fixture);
     areal_rollout_server *s = start(dir, 2, g);
@@ -327,6 +417,15 @@ static void t2_qwen3_moe(void **state) { /* experts replicated over tp, dense pa
     run_case(&tc);
 }
 
+static void load_vote(void **state) {
+    (void)state;
+    char dir_new[256];
+    rt_model_dir(dir_new, sizeof dir_new, 0.9f);
+    tp_case tc = {.fixture = "ref-qwen2", .dir_new = dir_new, .vote = 1};
+    run_case(&tc);
+    rt_rmdir(dir_new);
+}
+
 static void follower_killed(void **state) {
     (void)state;
     tp_case tc = {.fixture = "ref-qwen2", .kill = 1};
@@ -456,10 +555,10 @@ static void t4_refused(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t4_refused),       cmocka_unit_test(t2_qwen2_and_update),
-        cmocka_unit_test(t2_qwen3),         cmocka_unit_test(t2_qwen3_moe),
-        cmocka_unit_test(follower_killed),  cmocka_unit_test(leader_died),
-        cmocka_unit_test(serve_tp_by_hand),
+        cmocka_unit_test(t4_refused),      cmocka_unit_test(t2_qwen2_and_update),
+        cmocka_unit_test(t2_qwen3),        cmocka_unit_test(t2_qwen3_moe),
+        cmocka_unit_test(follower_killed), cmocka_unit_test(leader_died),
+        cmocka_unit_test(load_vote),       cmocka_unit_test(serve_tp_by_hand),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
