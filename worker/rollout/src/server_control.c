@@ -192,7 +192,7 @@ static void h_server_info(areal_http_exchange *x, const areal_http_request *r, v
                        (json_int_t)st.kv_bytes_budget, "max_total_num_tokens",
                        (json_int_t)st.blocks_total * st.block_tokens, "page_size", st.block_tokens,
                        "max_running_requests", ec->max_running, "max_queued_requests",
-                       ec->max_queued, "tp_size", 1, "context_length",
+                       ec->max_queued, "tp_size", ec->tensor_parallel, "context_length",
                        (json_int_t)s->mcfg.max_position_embeddings, "weight_version",
                        st.weight_version, "internal_states", state, "draining",
                        atomic_load(&s->draining)));

@@ -326,6 +326,10 @@ static int leader(areal_comm *c, areal_coll *g, const tp_case *tc) {
         areal_rollout_server_stop(s);
         return g_fail ? RANK_WRONG : 0;
     }
+    rt_resp info = rt_req(NULL, port, "/get_server_info", NULL);
+    CHECK(info.json && json_integer_value(json_object_get(info.json, "tp_size")) == 2,
+          "get_server_info: %s", info.body);
+    rt_free(&info);
     areal_rollout_server *ref = start(dir, 1, NULL);
     if (ref == NULL) {
         areal_rollout_server_stop(s);
