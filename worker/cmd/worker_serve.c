@@ -4,7 +4,8 @@
  *
  *   areal-worker serve --model DIR [--host H] [--port P] [--kv-memory BYTES]
  *       [--max-running N] [--max-queued N] [--threads N] [--weight-version V]
- *       [--served-name NAME] [--grace-ms MS] [--disable-prefix-cache] [--tp N]
+ *       [--served-name NAME] [--grace-ms MS] [--disable-prefix-cache] [--no-prepack]
+ *       [--tp N]
  *
  * --tp N (by hand) forks N - 1 follower ranks on this machine (a store of
  * their own on a free loopback port) and serves as rank 0 of the
@@ -34,7 +35,8 @@
 #define SERVE_SYNOPSIS                                                                             \
     "usage: areal-worker serve --model DIR [--host H] [--port P] [--kv-memory BYTES]\n"            \
     "           [--max-running N] [--max-queued N] [--threads N] [--weight-version V]\n"           \
-    "           [--served-name NAME] [--grace-ms MS] [--disable-prefix-cache] [--tp N]\n"
+    "           [--served-name NAME] [--grace-ms MS] [--disable-prefix-cache]\n"                   \
+    "           [--no-prepack] [--tp N]\n"
 
 static const char serve_help[] = SERVE_SYNOPSIS
     "The rollout server: SGLang's HTTP API (worker/rollout/README.md).\n"
@@ -47,6 +49,7 @@ static const char serve_help[] = SERVE_SYNOPSIS
     "  --served-name NAME  model name of /v1/models;  --grace-ms MS  drain time on SIGTERM\n"
     "  --disable-prefix-cache  no KV block is shared between requests (SGLang's\n"
     "                      --disable-radix-cache; for benches and debugging)\n"
+    "  --no-prepack        no packed copy of the linear weights (less memory, slower decode)\n"
     "  --tp N              tensor parallelism: N ranks on this machine (N - 1 forked\n"
     "                      followers); --kv-memory is per rank, for its 1/N of the KV heads\n"
     "  --help, --version\n" AREAL_EXIT_HELP;
@@ -114,8 +117,12 @@ int worker_serve_job(int argc, char **argv, const char *job_model, const worker_
         }
         if (strcmp(a, "--version") == 0)
             return areal_print_version(stdout, "areal-worker serve");
-        if (strcmp(a, "--disable-prefix-cache") == 0) { /* the one flag without a value */
+        if (strcmp(a, "--disable-prefix-cache") == 0) { /* the flags without a value */
             cfg.disable_prefix_cache = true;
+            continue;
+        }
+        if (strcmp(a, "--no-prepack") == 0) {
+            cfg.no_prepack = true;
             continue;
         }
         if (val == NULL)

@@ -129,6 +129,9 @@ static void attn_tasks(void *cv, size_t begin, size_t end) {
     }
 }
 
+/* weight NAME's packed twin when the model has one of shape [O, I] */
+#define TWIN(name, O, I) infer_twin(&pw->name, (O), (I))
+
 /* y[T, H] += b per row: a row-parallel bias, added once after the reduction. */
 static void add_bias(float *y, const float *bias, int T, int H) {
     for (int t = 0; bias != NULL && t < T; t++)
@@ -144,9 +147,9 @@ static void add_bias(float *y, const float *bias, int T, int H) {
  * the whole model's numbers are unchanged by this path's existence.
  */
 static int row_parallel(const areal_model *m, areal_reduce_point pt, int l, float *out,
-                        const float *a, const float *wt, const float *bias, int T, int in, int H,
-                        areal_error *err) {
-    k_linear_infer(m->pool, out, a, wt, NULL, T, in, H, 0.0f);
+                        const float *a, const float *wt, const float *wp, const float *bias, int T,
+                        int in, int H, areal_error *err) {
+    k_linear_infer_packed(m->pool, out, a, wt, wp, NULL, T, in, H, 0.0f);
     if (m->reduce == NULL)
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "paged step: layer %d of a tp %d shard has no reduction hook "
@@ -162,6 +165,7 @@ static int layer(const areal_model *m, const infer_kv *c, int l, int T, step_buf
                  areal_error *err) {
     const areal_model_config *cf = &m->cfg;
     const areal_layer_w *w = &m->w.layers[l];
+    const areal_layer_pw *pw = infer_pack_layer(m, l);
     areal_pool *pl = m->pool;
     /* the shard's local heads and columns (the whole model's with tp 1) */
     int H = cf->hidden_size, hd = cf->head_dim, nh = m->nh, nkv = m->nkv;
@@ -170,9 +174,9 @@ static int layer(const areal_model *m, const infer_kv *c, int l, int T, step_buf
     int rc = AREAL_OK;
     float eps = (float)cf->rms_norm_eps;
     k_rmsnorm_fwd(pl, b->ln, NULL, b->x, w->ln1, (size_t)T, H, eps);
-    k_linear_infer(pl, b->q, b->ln, w->wq, w->bq, T, H, Q, 0.0f);
-    k_linear_infer(pl, b->k, b->ln, w->wk, w->bk, T, H, KV, 0.0f);
-    k_linear_infer(pl, b->v, b->ln, w->wv, w->bv, T, H, KV, 0.0f);
+    k_linear_infer_packed(pl, b->q, b->ln, w->wq, TWIN(wq, Q, H), w->bq, T, H, Q, 0.0f);
+    k_linear_infer_packed(pl, b->k, b->ln, w->wk, TWIN(wk, KV, H), w->bk, T, H, KV, 0.0f);
+    k_linear_infer_packed(pl, b->v, b->ln, w->wv, TWIN(wv, KV, H), w->bv, T, H, KV, 0.0f);
     if (cf->qk_norm) {
         k_rmsnorm_fwd(pl, b->q, NULL, b->q, w->q_norm, (size_t)T * nh, hd, eps);
         k_rmsnorm_fwd(pl, b->k, NULL, b->k, w->k_norm, (size_t)T * nkv, hd, eps);
@@ -203,10 +207,11 @@ static int layer(const areal_model *m, const infer_kv *c, int l, int T, step_buf
         x.row0 = r0;
         areal_pool_for(pl, (size_t)R * nkv, 1, attn_tasks, &x);
     }
-    if (!split) {
-        k_linear_infer(pl, b->x, b->ao, w->wo, w->bo, T, Q, H, 1.0f); /* residual added in place */
+    if (!split) { /* the residual added in place */
+        k_linear_infer_packed(pl, b->x, b->ao, w->wo, TWIN(wo, H, Q), w->bo, T, Q, H, 1.0f);
     } else {
-        rc = row_parallel(m, AREAL_REDUCE_ATTN_OUT, l, b->tmp, b->ao, w->wo, w->bo, T, Q, H, err);
+        rc = row_parallel(m, AREAL_REDUCE_ATTN_OUT, l, b->tmp, b->ao, w->wo, TWIN(wo, H, Q), w->bo,
+                          T, Q, H, err);
         if (rc != AREAL_OK)
             return rc;
         k_add(pl, b->x, b->x, b->tmp, (size_t)T * H);
@@ -218,13 +223,14 @@ static int layer(const areal_model *m, const infer_kv *c, int l, int T, step_buf
         moe_acts_bind(&ma, cf, T, b->moe);
         moe_fwd(m, w, &ma, b->ln, b->tmp, T);
     } else {
-        k_linear_infer(pl, b->g, b->ln, w->gate, w->gate_b, T, H, I, 0.0f);
-        k_linear_infer(pl, b->u, b->ln, w->up, w->up_b, T, H, I, 0.0f);
+        k_linear_infer_packed(pl, b->g, b->ln, w->gate, TWIN(gate, I, H), w->gate_b, T, H, I, 0.0f);
+        k_linear_infer_packed(pl, b->u, b->ln, w->up, TWIN(up, I, H), w->up_b, T, H, I, 0.0f);
         k_swiglu_infer(pl, b->h, b->g, b->u, (size_t)T * I);
         if (!split)
-            k_linear_infer(pl, b->tmp, b->h, w->down, w->down_b, T, I, H, 0.0f);
-        else if ((rc = row_parallel(m, AREAL_REDUCE_MLP_OUT, l, b->tmp, b->h, w->down, w->down_b, T,
-                                    I, H, err)) != AREAL_OK)
+            k_linear_infer_packed(pl, b->tmp, b->h, w->down, TWIN(down, H, I), w->down_b, T, I, H,
+                                  0.0f);
+        else if ((rc = row_parallel(m, AREAL_REDUCE_MLP_OUT, l, b->tmp, b->h, w->down,
+                                    TWIN(down, H, I), w->down_b, T, I, H, err)) != AREAL_OK)
             return rc;
     }
     k_add(pl, b->x, b->x, b->tmp, (size_t)T * H);
@@ -279,8 +285,9 @@ int infer_run(areal_model *m, const infer_kv *kv, const int32_t *tokens, int T_,
             memcpy(b.last + (size_t)i * H, b.x + (size_t)out_rows[i] * H, sizeof(float) * H);
         k_rmsnorm_fwd(m->pool, b.last, NULL, b.last, m->w.norm, (size_t)n_out, (int)H,
                       (float)cf->rms_norm_eps);
-        k_linear_infer(m->pool, logits, b.last, m->w.lm_head, NULL, n_out, (int)H, cf->vocab_size,
-                       0.0f);
+        k_linear_infer_packed(m->pool, logits, b.last, m->w.lm_head,
+                              infer_twin(infer_pack_lm_head(m), cf->vocab_size, (int)H), NULL,
+                              n_out, (int)H, cf->vocab_size, 0.0f);
     }
     free(buf);
     return rc;

@@ -43,6 +43,7 @@
 typedef struct lin_ctx {
     float *y;
     const float *x, *w, *b;
+    const float *wp; /* W's packed twin (infer_pack.c), or NULL: pack per call */
     int T, n_in, n_out;
     float beta;
 } lin_ctx;
@@ -273,7 +274,14 @@ AVX static void k_direct(const lin_ctx *c, int o) {
 AVX static void panel_avx2(const lin_ctx *c, int o0, int o1, float *p) {
     int n_blk = (o1 - o0 + 7) / 8;
     size_t bs = (size_t)c->n_in * 8;
-    if (c->T < 6) { /* decode: W in place, a packed panel only for a partial last block */
+    if (c->wp != NULL) { /* packed once for the model: read in place */
+        p = (float *)c->wp + (size_t)(o0 / 8) * bs;
+        if (c->T < 6) { /* one row at a time: the panel stays in L2 for the next */
+            for (int t = 0; t < c->T; t++)
+                k1xN(c, t, o0, p, n_blk);
+            return;
+        }
+    } else if (c->T < 6) { /* decode: W in place, a packed panel only for a partial last block */
         int b = 0;
         for (; b < n_blk && o0 + b * 8 + 8 <= c->n_out; b++)
             k_direct(c, o0 + b * 8);
@@ -284,7 +292,7 @@ AVX static void panel_avx2(const lin_ctx *c, int o0, int o1, float *p) {
         }
         return;
     }
-    for (int b = 0; b < n_blk; b++)
+    for (int b = 0; c->wp == NULL && b < n_blk; b++)
         pack8(p + b * bs, c, o0 + b * 8);
     int t = 0;
     for (; t + 6 <= c->T; t += 6) {
@@ -309,12 +317,13 @@ static bool have_avx2(void) {
 static void lin_tasks(void *cv, size_t begin, size_t end) {
     const lin_ctx *c = cv;
 #ifdef HAVE_X86
-    float *p = have_avx2() ? malloc(sizeof(float) * (size_t)c->n_in * COLS) : NULL;
+    bool avx2 = have_avx2();
+    float *p = avx2 && c->wp == NULL ? malloc(sizeof(float) * (size_t)c->n_in * COLS) : NULL;
 #endif
     for (size_t k = begin; k < end; k++) {
         int o0 = (int)k * COLS, o1 = o0 + COLS < c->n_out ? o0 + COLS : c->n_out;
 #ifdef HAVE_X86
-        if (p != NULL) {
+        if (p != NULL || (avx2 && c->wp != NULL)) {
             panel_avx2(c, o0, o1, p);
             continue;
         }
@@ -359,9 +368,14 @@ float k_dot_lanes(const float *a, const float *b, int n) {
 
 void k_linear_infer(areal_pool *p, float *y, const float *x, const float *w, const float *b, int T,
                     int n_in, int n_out, float beta) {
+    k_linear_infer_packed(p, y, x, w, NULL, b, T, n_in, n_out, beta);
+}
+
+void k_linear_infer_packed(areal_pool *p, float *y, const float *x, const float *w, const float *wp,
+                           const float *b, int T, int n_in, int n_out, float beta) {
     if (T <= 0 || n_out <= 0)
         return;
-    lin_ctx c = {y, x, w, b, T, n_in, n_out, beta};
+    lin_ctx c = {y, x, w, b, wp, T, n_in, n_out, beta};
     size_t chunks = ((size_t)n_out + COLS - 1) / COLS;
     areal_pool_for(p, chunks, 1, lin_tasks, &c);
 }

@@ -32,6 +32,10 @@ void k_linear_bwd(float *dx, float *dw, float *db, const float *dy, const float 
  * once per call. beta 0 overwrites y, 1 adds to it (before the bias). */
 void k_linear_infer(areal_pool *p, float *y, const float *x, const float *w, const float *b, int T,
                     int n_in, int n_out, float beta);
+/* The same with wp, W's packed twin (infer_pack.c's layout; NULL: none), read
+ * instead of packing W: the same numbers, bit for bit. */
+void k_linear_infer_packed(areal_pool *p, float *y, const float *x, const float *w, const float *wp,
+                           const float *b, int T, int n_in, int n_out, float beta);
 /* sum a[i] b[i] over [0, n) with k_linear_infer's per-element arithmetic (8 FMA
  * lanes, one fixed tree, the tail in order): attention scores of the KV paths. */
 float k_dot_lanes(const float *a, const float *b, int n);

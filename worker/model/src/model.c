@@ -191,6 +191,7 @@ int areal_model_init_shard(areal_model *m, const areal_model_config *cfg,
 }
 
 void areal_model_free(areal_model *m) {
+    areal_model_infer_unpack(m);
     free(m->specs);
     free(m->slices);
     free(m->offset);

@@ -87,4 +87,22 @@ int moe_bwd(const areal_model *m, int l, const areal_layer_w *w, const areal_lay
             const moe_acts *a, const float *x, const float *dout, float *dx, int T,
             areal_error *err);
 
+/* ---- infer_pack.c: the packed inference twins of the linear weights
+ * (areal_model_infer_pack). A twin is used only where its shape is the one
+ * the call multiplies (infer_twin), so a shard whose shapes differ from what
+ * was packed falls back to the row-major weights: same numbers, slower. */
+typedef struct areal_twin {
+    const float *p; /* NULL: none */
+    int n_out, n_in;
+} areal_twin;
+typedef struct areal_layer_pw {
+    areal_twin wq, wk, wv, wo, gate, up, down;
+} areal_layer_pw;
+/* Layer l's twins (all empty when the model has no pack). */
+const areal_layer_pw *infer_pack_layer(const areal_model *m, int l);
+/* The LM head's twin (empty when none). */
+const areal_twin *infer_pack_lm_head(const areal_model *m);
+/* t's packed weights when t holds [n_out, n_in], else NULL. */
+const float *infer_twin(const areal_twin *t, int n_out, int n_in);
+
 #endif

@@ -245,8 +245,74 @@ static void rows_are_batch_invariant(void **state) {
     }
 }
 
+/* Logits of three sequences stepped together (prefills of 7, 13 and 1 rows
+ * in one step: the 6-row kernels and the row-at-a-time tail; then decodes of
+ * 3 rows, and one of 1 row) into out[STEPS + 1][NS][V]. */
+enum { PK_NS = 3, PK_STEPS = 4 };
+static void pk_steps(areal_model *m, float *out) {
+    int V = m->cfg.vocab_size;
+    const int len[PK_NS] = {7, 13, 1};
+    areal_error err;
+    areal_kv_cache c;
+    assert_int_equal(areal_kv_cache_init(&c, &m->cfg, PK_NS, 32, &err), AREAL_OK);
+    int slots[PK_NS] = {0, 1, 2};
+    for (int j = 0; j < PK_STEPS; j++) {
+        int32_t t[64], cu[PK_NS + 1] = {0};
+        for (int s = 0; s < PK_NS; s++) {
+            int n = j == 0 ? len[s] : 1;
+            for (int i = 0; i < n; i++)
+                t[cu[s] + i] = (int32_t)((s * 31 + i * 7 + j * 5 + 3) % V);
+            cu[s + 1] = cu[s] + n;
+        }
+        assert_int_equal(
+            areal_model_step(m, &c, t, cu, slots, PK_NS, out + (size_t)j * PK_NS * V, &err),
+            AREAL_OK);
+    }
+    int32_t one = 5, cu1[2] = {0, 1}, slot = 1; /* a 1-row step */
+    assert_int_equal(
+        areal_model_step(m, &c, &one, cu1, &slot, 1, out + (size_t)PK_STEPS * PK_NS * V, &err),
+        AREAL_OK);
+    areal_kv_cache_free(&c);
+}
+
+/* The packed inference twins (areal_model_infer_pack) change no bit: the
+ * same steps on the same model, unpacked and packed; and a pack made before
+ * the parameters changed is replaced by packing again. */
+static void packed_twins_give_the_same_bits(void **state) {
+    (void)state;
+    const char *archs[] = {"ref-qwen2", "ref-qwen3", "ref-qwen3-moe", "ref-llama"};
+    for (int k = 0; k < 4; k++) {
+        areal_model m;
+        load(&m, archs[k]);
+        size_t n = (size_t)(PK_STEPS * PK_NS + 1) * (size_t)m.cfg.vocab_size;
+        float *plain = malloc(sizeof(float) * n), *packed = malloc(sizeof(float) * n);
+        areal_error err;
+        pk_steps(&m, plain);
+        assert_int_equal(areal_model_infer_pack(&m, &err), AREAL_OK);
+        assert_non_null(m.infer_pack);
+        pk_steps(&m, packed);
+        if (memcmp(plain, packed, sizeof(float) * n) != 0)
+            fail_msg("%s: packed logits differ (max %g)", archs[k], max_diff(plain, packed, n));
+        /* new parameters, packed again: the logits of the new weights, not the old twin's */
+        for (size_t i = 0; i < m.n_params; i++)
+            m.params[i] *= 0.5f;
+        assert_int_equal(areal_model_infer_pack(&m, &err), AREAL_OK);
+        pk_steps(&m, packed);
+        areal_model_infer_unpack(&m);
+        assert_null(m.infer_pack);
+        pk_steps(&m, plain);
+        if (memcmp(plain, packed, sizeof(float) * n) != 0)
+            fail_msg("%s: repacked logits differ (max %g)", archs[k], max_diff(plain, packed, n));
+        print_message("%s: packed twins, bit-identical logits over %zu values\n", archs[k], n);
+        free(plain);
+        free(packed);
+        areal_model_free(&m);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(packed_twins_give_the_same_bits),
         cmocka_unit_test(paged_equals_slot_cache),
         cmocka_unit_test(rows_are_batch_invariant),
         cmocka_unit_test(shared_blocks_and_prompt_rows),

@@ -157,6 +157,13 @@ int areal_engine_create(areal_model *model, const areal_engine_config *cfg, area
         free(e);
         return areal_error_set(err, AREAL_ENOMEM, -1, "engine: no memory");
     }
+    /* The packed twin moves with the model: on a failure below the caller's
+     * areal_model_free releases it. Without memory for it the engine serves
+     * the row-major weights (the same numbers, slower). */
+    areal_error pack_err;
+    if (!c->no_prepack)
+        (void)areal_model_infer_pack(model, &pack_err); /* stats.weights_packed tells */
+    e->st.weights_packed = model->infer_pack != NULL;
     *e->model = *model;
     e->model->pool = e->pool;
     if (e->tp != NULL) /* the training forward's reduction points, over the server's group */
@@ -456,6 +463,10 @@ static int swap(areal_engine *e, areal_model *model, const char *dir, const char
                                "weights: a tensor-parallel engine (t %d) swaps only weights its "
                                "followers can load too: use areal_engine_swap_model_dir",
                                e->cfg.tensor_parallel);
+    /* packed here, on the caller's thread, while the old weights still serve */
+    areal_error pack_err;
+    if (!e->cfg.no_prepack)
+        (void)areal_model_infer_pack(model, &pack_err); /* stats.weights_packed tells */
     pthread_mutex_lock(&e->cmd_mu);
     int rc = same_arch(e->model, model, err);
     areal_model *held = rc == AREAL_OK ? malloc(sizeof *held) : NULL;

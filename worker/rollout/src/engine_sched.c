@@ -134,6 +134,7 @@ static void serve_cmd(areal_engine *e, eng_req **done) {
         if (e->cmd_version != NULL)
             snprintf(e->version, sizeof e->version, "%s", e->cmd_version);
         e->st.weight_updates++;
+        e->st.weights_packed = e->model->infer_pack != NULL;
         break;
     }
     case CMD_NONE:

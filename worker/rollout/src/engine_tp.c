@@ -250,6 +250,8 @@ static int f_load(follower *f, const int32_t *h, areal_error *err) {
     if (rc == AREAL_OK) { /* everyone loaded: switch with them */
         areal_model_free(f->m);
         *f->m = nm;
+        areal_error pe; /* the packed decode copy, as the leader's (without memory: unpacked) */
+        (void)areal_model_infer_pack(f->m, &pe);
         areal_model_set_reduce(f->m, eng_tp_reduce, f->c);
         return AREAL_OK;
     }
@@ -280,6 +282,9 @@ int areal_engine_follow(areal_model *model, const areal_engine_follow_config *cf
         return rc;
     areal_pool *old_pool = model->pool;
     model->pool = f.pool;
+    areal_error pe; /* the packed decode copy, as the leader's (same numbers, faster) */
+    if (model->infer_pack == NULL)
+        (void)areal_model_infer_pack(model, &pe);
     areal_model_set_reduce(model, eng_tp_reduce, c);
     bool have_kv = false;
     for (;;) {

@@ -216,7 +216,8 @@ static int load_engine(areal_rollout_server *s, areal_error *err) {
                               .eos_token_ids = eos,
                               .n_eos_token_ids = n_eos,
                               .weight_version = s->cfg.weight_version,
-                              .disable_prefix_cache = s->cfg.disable_prefix_cache};
+                              .disable_prefix_cache = s->cfg.disable_prefix_cache,
+                              .no_prepack = s->cfg.no_prepack};
     rc = areal_engine_create(&m, &ec, &s->eng, err);
     if (rc != AREAL_OK)
         areal_model_free(&m);

@@ -218,6 +218,8 @@ int srv_metrics_init(areal_rollout_server *s) {
     s->m_version = G("areal_rollout_weight_version",
                      "The weight version serving (its number; -1 when not numeric).");
     s->m_updates = C("areal_rollout_weight_updates_total", "Successful weight swaps.");
+    s->m_packed = G("areal_rollout_weights_packed",
+                    "1 when the served weights have their packed decode copy (--no-prepack: 0).");
     s->m_blocks_used = G("areal_rollout_kv_blocks_used", "KV blocks referenced by sequences.");
     s->m_blocks_shared =
         G("areal_rollout_kv_blocks_shared", "KV blocks referenced by two or more sequences.");
@@ -252,6 +254,7 @@ static void h_metrics(areal_http_exchange *x, const areal_http_request *r, void 
                           : 0.0);
     metrics_gauge_set(s->m_blocks_used, NULL, st.blocks_used);
     metrics_gauge_set(s->m_blocks_shared, NULL, st.blocks_shared);
+    metrics_gauge_set(s->m_packed, NULL, st.weights_packed ? 1 : 0);
     char *end = NULL;
     double v = strtod(st.weight_version, &end);
     metrics_gauge_set(s->m_version, NULL, end && *end == '\0' && end != st.weight_version ? v : -1);

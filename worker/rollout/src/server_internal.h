@@ -84,7 +84,7 @@ struct areal_rollout_server {
     pthread_mutex_t mmu;
     metrics_registry *reg;
     metrics_family *m_running, *m_queued, *m_usage, *m_tput, *m_version, *m_blocks_shared,
-        *m_blocks_used, *m_cache_hit, *m_prompt, *m_gen, *m_reqs, *m_aborted, *m_updates,
+        *m_blocks_used, *m_cache_hit, *m_prompt, *m_gen, *m_reqs, *m_aborted, *m_updates, *m_packed,
         *m_preempt, *m_e2e;
     areal_engine_stats last; /* counters already published */
 };

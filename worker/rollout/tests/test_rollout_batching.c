@@ -5,7 +5,9 @@
  * prefills join running decodes; chunked prefill; a tight KV budget that
  * forces preemption and recompute), seeded sampling equals areal_generate's
  * seeded draws whatever the batch, and logprobs equal a training forward's
- * within 1e-5.
+ * within 1e-5. The engine serves the weights' packed twin
+ * (areal_model_infer_pack) and areal_generate's model has none, so the
+ * equality also holds the twin to the row-major weights.
  */
 #include "engine_test_util.h"
 
@@ -71,6 +73,8 @@ static void greedy_equals_generate_every_arch(void **state) {
         areal_engine_config cfg = {.kv_bytes = 8u << 20, .max_running = 64, .max_step_tokens = 96};
         areal_engine_stats st;
         greedy_waves(ARCHS[k], &cfg, k == 0 ? 256 : 24, 100 + k, &st);
+        /* the engine serves the packed twin; areal_generate's model has none: equal above */
+        assert_true(st.weights_packed);
         assert_int_equal(st.blocks_used, 0);
         assert_true(st.steps > 0);
         if (k == 0) { /* the batch really mixed: many at once, prefills beside decodes */
@@ -82,6 +86,12 @@ static void greedy_equals_generate_every_arch(void **state) {
             assert_true(st.mixed_steps > 0);
         }
     }
+    /* --no-prepack serves the row-major weights, with the same tokens */
+    areal_engine_config cfg = {
+        .kv_bytes = 8u << 20, .max_running = 16, .max_step_tokens = 96, .no_prepack = true};
+    areal_engine_stats st;
+    greedy_waves("ref-qwen2", &cfg, 24, 100, &st);
+    assert_false(st.weights_packed);
 }
 
 static void greedy_with_preemption_and_threads(void **state) {

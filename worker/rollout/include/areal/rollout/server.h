@@ -41,6 +41,7 @@ typedef struct areal_rollout_server_config {
     size_t max_body;            /* request body limit; 0: 64 MiB */
     int comm_timeout_ms;        /* weight-update group deadlines; 0: 60000 */
     bool disable_prefix_cache;  /* engine's disable_prefix_cache (SGLang's --disable-radix-cache) */
+    bool no_prepack;            /* engine's no_prepack (--no-prepack) */
 } areal_rollout_server_config;
 
 /*
