@@ -7,3 +7,4 @@ TEST_SRC += $(wildcard cli/tests/test_*.c)
 test_arealctl_DEPS := layout clicheck
 test_plan_memory_DEPS := layout clicheck
 test_run_faults_DEPS := layout clicheck
+test_run_layout_DEPS := layout clicheck

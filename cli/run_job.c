@@ -20,10 +20,15 @@
  * does (kind, apiVersion, spec.allocation, the types and ranges of
  * config.rl); spec.config is handed whole to the trainer (--config), which
  * reads AReaL's keys and the short ones and names any key it does not know.
- * A trainer role of dp d runs d `areal-worker train` ranks (--dp-rank, a
- * rendezvous on a free loopback port; rank 0 drives the rollouts and serves
- * /status on a free port). A rollout pod of t > 1 ranks is one `serve --tp t`
- * (it forks its follower ranks). Not yet: tensor or pipeline parallel trainers.
+ * A trainer role of world W (d * t * p) runs W `areal-worker train` ranks
+ * (--dp-rank/--dp-size, a rendezvous on a free loopback port; rank 0 drives
+ * the rollouts and serves /status on a free port), each given the role's
+ * strategy (--layout megatron:d1t2p2, fsdp:d2) so it holds its shard of the
+ * model: tensor and pipeline parallelism (and ZeRO-1 over d) for megatron,
+ * sharded data parallelism for fsdp (worker/train/trainer_par.h). A rollout
+ * pod of t > 1 ranks is one `serve --tp t` (it forks its follower ranks).
+ * Not yet: context or expert parallel trainers (refused, naming the
+ * dimension).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -283,6 +288,7 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
         }
     }
     int n_servers = 0, trainer_pod = -1, dp_size = 1;
+    char layout[96] = ""; /* the trainer role's strategy, handed to every rank (--layout) */
     for (int i = 0; rc == CLI_OK && i < plan.n_pods; i++) {
         const areal_role_plan *role = &plan.roles[plan.pods[i].role];
         if (role->inference) {
@@ -294,13 +300,16 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
             n_servers++;
         } else if (trainer_pod >= 0 && plan.pods[trainer_pod].role != plan.pods[i].role) {
             rc = cli_bad_input("the local run has one trainer role; '%s' is a second", role->name);
-        } else if (role->world != role->strategy.dp) {
-            rc = cli_bad_input("the local trainer runs data parallelism only (e.g. \"fsdp:d2\"); "
-                               "got world %d with dp %d",
-                               role->world, role->strategy.dp);
+        } else if (role->strategy.cp > 1 || role->strategy.ep > 1) {
+            rc = cli_bad_input("the local trainer does not build %s parallelism yet (c%d e%d); use "
+                               "d, t and p (e.g. \"megatron:d1t2p2\", \"fsdp:d2\")",
+                               role->strategy.cp > 1 ? "context" : "expert", role->strategy.cp,
+                               role->strategy.ep);
         } else if (trainer_pod < 0) {
             trainer_pod = i;
             dp_size = role->world;
+            snprintf(layout, sizeof layout, "%s:d%dt%dp%d", areal_backend_name(role->backend),
+                     role->strategy.dp, role->strategy.tp, role->strategy.pp);
         }
     }
     if (rc == CLI_OK && (n_servers == 0 || trainer_pod < 0))
@@ -408,6 +417,8 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
                         dp_size_s,
                         "--dp-master",
                         dp_master,
+                        "--layout",
+                        layout,
                         "--http-port",
                         "0",
                         have_cfg ? "--config" : NULL,
@@ -424,7 +435,7 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
         /* spec.config goes to the trainer whole, as the operator's ConfigMap does in a
          * pod (env AREAL_CONFIG there): the trainer reads AReaL's keys and the short ones,
          * and names a bad one. No spec.config: the trainer's demo configuration. */
-        char *argv[20];
+        char *argv[24];
         int na = 0;
         argv[na++] = worker;
         argv[na++] = "train";
@@ -448,6 +459,8 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
             argv[na++] = dp_size_s;
             argv[na++] = "--dp-master";
             argv[na++] = dp_master;
+            argv[na++] = "--layout";
+            argv[na++] = layout;
         }
         if (have_cfg) {
             argv[na++] = "--config";

@@ -12,6 +12,8 @@
 #   NAME_GPU_INC      extra include folders of its GPU sources and GPU tests
 #   NAME_GPU_SKIP     sources left out of the bare GPU build (they need packages it lacks)
 #   NAME_GPU_TEST_ARCHIVES extra archives its GPU tests and benches link (built by its own rules)
+#   NAME_GPU_TEST_INC extra include folders of its GPU tests and benches only (a CPU twin's
+#                     headers, with its archive in NAME_GPU_TEST_ARCHIVES; never its sources')
 #   NAME_GPU_LINK_PKGS 1: its GPU programs link its closure's NAME_PKGS/NAME_LIBS too
 #                     (from GPU_PKG_PREFIX on the GPU machine; see GPU_CFLAGS below)
 #
@@ -161,7 +163,7 @@ endef
 define gpu_program_rule
 $(call objs,gpu,$(2)): $(GPU_BUILD)/%.o: %.c
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(GPU_CFLAGS) $$(call gpu_inc_of,$(1)) $$(call gpu_pkg_cflags,$(1)) $$(CMOCKA_CFLAGS) -c $$< -o $$@
+	$$(CC) $$(GPU_CFLAGS) $$(call gpu_inc_of,$(1)) $(addprefix -I,$($(1)_GPU_TEST_INC)) $$(call gpu_pkg_cflags,$(1)) $$(CMOCKA_CFLAGS) -c $$< -o $$@
 $(GPU_BUILD)/$(notdir $(basename $(2))): $(call objs,gpu,$(2)) $($(1)_GPU_TEST_ARCHIVES) $(foreach d,$(call closure_of,$(1)),$(GPU_BUILD)/libareal_$(d).a)
 	$$(CC) -O2 -g -o $$@ $$^ $(GPU_LINK) $(if $(strip $(foreach d,$(call closure_of,$(1)),$($(d)_CUDA_SRC))),-lstdc++) $(3) $$(call gpu_pkg_libs,$(1)) -lpthread -lm
 endef

@@ -2,75 +2,23 @@
  * k_logprob.cu - the fused log-softmax / logprob / entropy over the vocabulary
  * (areal/kernels/vocab.h).
  *
- * Forward: one block per row, one read of the row. Each thread keeps an
- * online softmax (running max m, s = sum e^(z-m), t = sum e^(z-m) z) and the
- * block merges them, so logZ = m + log s and H = logZ - t / s with no second
- * pass. Backward: one block per row, one read and one write of the row.
- * Rejected: a separate max pass (a second read of 151k bf16 per row for no
- * accuracy gain) and Liger-style fusion with the LM-head GEMM (needs our own
- * GEMM tiles; cuBLASLt + chunked rows get most of the memory saving).
+ * Forward: one block per row, one read of the row (the online softmax of
+ * k_softmax.cuh gives logZ and H with no second pass). Backward: one block
+ * per row, one read and one write of the row. Rejected: Liger-style fusion
+ * with the LM-head GEMM (needs our own GEMM tiles; cuBLASLt + chunked rows
+ * get most of the memory saving).
  */
 #include "areal/kernels/vocab.h"
 
-#include "k_util.cuh"
+#include "k_softmax.cuh"
 
 namespace {
-
-struct online {
-    float m, s, t;
-};
-
-__device__ __forceinline__ online merge(online a, online b) {
-    float m = fmaxf(a.m, b.m);
-    if (m == -INFINITY)
-        return a;
-    float ea = __expf(a.m - m), eb = __expf(b.m - m);
-    return {m, a.s * ea + b.s * eb, a.t * ea + b.t * eb};
-}
-
-__device__ online block_merge(online v) {
-    __shared__ online part[32];
-    for (int o = 16; o > 0; o >>= 1) {
-        online w = {__shfl_xor_sync(0xffffffffu, v.m, o), __shfl_xor_sync(0xffffffffu, v.s, o),
-                    __shfl_xor_sync(0xffffffffu, v.t, o)};
-        v = merge(v, w);
-    }
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    __syncthreads();
-    if (lane == 0)
-        part[warp] = v;
-    __syncthreads();
-    int nw = (blockDim.x + 31) >> 5;
-    v = lane < nw ? part[lane] : online{-INFINITY, 0.0f, 0.0f};
-    for (int o = 16; o > 0; o >>= 1) {
-        online w = {__shfl_xor_sync(0xffffffffu, v.m, o), __shfl_xor_sync(0xffffffffu, v.s, o),
-                    __shfl_xor_sync(0xffffffffu, v.t, o)};
-        v = merge(v, w);
-    }
-    return v;
-}
 
 __global__ void lp_fwd(float *logprob, float *entropy, float *logz, const uint16_t *logits,
                        size_t ld, const int32_t *target, size_t rows, int V, float inv_t) {
     for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const uint16_t *row = logits + r * ld;
-        online o = {-INFINITY, 0.0f, 0.0f};
-        for (int i = threadIdx.x; i < V; i += blockDim.x) {
-            float z = kutil::ld(row, i) * inv_t;
-            if (z == -INFINITY) /* a masked token: no mass, and no inf - inf below */
-                continue;
-            if (z > o.m) { /* rescale what we have to the new max */
-                float e = __expf(o.m - z);
-                o.s = o.s * e + 1.0f;
-                o.t = o.t * e + z;
-                o.m = z;
-            } else {
-                float e = __expf(z - o.m);
-                o.s += e;
-                o.t += e * z;
-            }
-        }
-        o = block_merge(o);
+        ksoft::online o = ksoft::row_softmax(row, V, inv_t);
         if (threadIdx.x == 0) {
             float lz = o.m + logf(o.s);
             if (logz != NULL)

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "areal/escape.h"
+#include "areal/rollout/backend.h"
 #include "areal/rollout/server.h"
 #include "areal/version.h"
 #include "worker_env.h"
@@ -206,6 +207,11 @@ int worker_serve_job(int argc, char **argv, const char *job_model, const worker_
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
+
+    areal_device_env denv = areal_device_env_read(true);
+    areal_backend_choice bk = areal_rollout_backend(&denv);
+    if (bk.warn && areal_device_pod_leader()) /* GPUs asked for and not usable: once per pod */
+        areal_print_line(stderr, "areal-worker serve: %s", bk.why);
 
     areal_rollout_server *s = NULL;
     if (areal_rollout_server_start(&cfg, &s, &e) != AREAL_OK) {

@@ -18,4 +18,19 @@ gpumodel_DEPS := model kernels
 gpumodel_GPU_TESTS   := $(wildcard worker/gpu/gpu/gpu_test_*.c)
 gpumodel_GPU_BENCHES := $(wildcard worker/gpu/gpu/gpu_bench_*.c)
 gpumodel_GPU_LINK_PKGS := 1
+# gpu_test_ppo checks the fused PPO loss against the CPU loss of worker/rl:
+# those few files (the loss, rejection sampling, its KL metrics, the per-token
+# terms) are built into a small archive of their own, as kernels/module.mk
+# does for the CPU model's layer kernels, so the GPU model itself never sees
+# rl (ARCHITECTURE.md rule 2) and the bare GPU build needs no libyaml.
+gpumodel_GPU_TEST_INC := worker/rl/include
+gpumodel_RLREF_SRC := $(addprefix worker/rl/src/,loss.c rejection.c normalize.c ppo_terms.c)
+gpumodel_RLREF_OBJS := $(patsubst %.c,$(BUILD)/gpu/rlref/%.o,$(gpumodel_RLREF_SRC))
+gpumodel_GPU_TEST_ARCHIVES := $(BUILD)/gpu/libareal_rlref.a
+$(gpumodel_RLREF_OBJS): $(BUILD)/gpu/rlref/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(GPU_CFLAGS) -Iworker/rl/include -Ilib/base/include $(call gpu_pkg_cflags,gpumodel) -c $< -o $@
+$(BUILD)/gpu/libareal_rlref.a: $(gpumodel_RLREF_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
 endif

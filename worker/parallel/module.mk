@@ -17,3 +17,9 @@ parallel_LIBS := -lpthread
 test-long: $(BUILD)/rel/tests/test_par_seed $(BUILD)/san/tests/test_par_seed
 	AREAL_TEST_LONG=1 $(BUILD)/rel/tests/test_par_seed
 	AREAL_TEST_LONG=1 $(BUILD)/san/tests/test_par_seed
+
+# the layouts' bench (make bench runs it; it also builds with make, so it cannot rot)
+ALL_EXTRA += $(BUILD)/rel/bench/bench_parallel
+# its smoke run (tests/test_bench_smoke.sh, about a second) is a script test
+SCRIPT_TESTS += worker/parallel/tests/test_bench_smoke.sh
+test test-rel test-scripts: $(BUILD)/rel/bench/bench_parallel

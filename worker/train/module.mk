@@ -5,9 +5,11 @@
 # checkpoints and progress (`areal-worker tiny|train`).
 COMPONENTS   += train
 train_DIR    := worker/train
-train_DEPS   := model rl comm http
+train_DEPS   := model rl comm http parallel
 train_PKGS   := libcurl jansson
 train_LIBS   := -lpthread
+# the backend seam (src/backend.c) names what a GPU build lacks (kernels/module.mk sets AREAL_CUBLASLT)
+train_CFLAGS += $(if $(AREAL_CUBLASLT),-DAREAL_HAVE_GPUMODEL=1)
 train_TEST_DEPS := trainref testutil
 
 # trainref: a reference SGLang-API server over the model core, on the kube
@@ -21,5 +23,6 @@ trainref_DEPS := model kubetest
 trainref_PKGS := jansson
 trainref_LIBS := -lpthread
 # make bench (never make test): async vs sync GRPO with its curves, then TRL's
-# GRPOTrainer on the same model and task (bench_wsync.c is a bench binary).
+# GRPOTrainer on the same model and task (bench_wsync.c and bench_wsync_shard.c, the
+# sharded update against gather-through-rank-0, are bench binaries).
 BENCH_SCRIPTS += worker/train/bench/bench_async.sh worker/train/bench/bench_trl.sh

@@ -7,6 +7,7 @@
 #include "areal/comm/coll.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 struct areal_coll {
     const areal_coll_ops *ops;
@@ -75,6 +76,27 @@ void areal_coll_set_timeout(areal_coll *c, int timeout_ms) {
 }
 void *areal_coll_impl(areal_coll *c) {
     return c->impl;
+}
+
+static const char *const kind_names[AREAL_COLL_KIND_COUNT] = {
+    "all_reduce", "reduce_scatter", "all_gather",  "broadcast", "send",
+    "recv",       "all_to_all",     "all_to_allv", "barrier",   "other"};
+
+const char *areal_coll_kind_name(areal_coll_kind k) {
+    return k >= 0 && k < AREAL_COLL_KIND_COUNT ? kind_names[k] : "other";
+}
+
+areal_coll_kind areal_coll_kind_of(const char *op) {
+    for (int k = 0; op != NULL && k < AREAL_COLL_OTHER; k++)
+        if (strcmp(op, kind_names[k]) == 0)
+            return (areal_coll_kind)k;
+    return AREAL_COLL_OTHER;
+}
+
+void areal_coll_bytes_of(const areal_coll *c, areal_coll_bytes *out) {
+    memset(out, 0, sizeof *out);
+    if (c->ops->bytes != NULL)
+        c->ops->bytes(c->impl, out);
 }
 
 /*

@@ -82,6 +82,9 @@ static int cpu_work_wait(void *w, areal_error *err) {
 static void cpu_destroy(void *g) {
     areal_pg_destroy(g);
 }
+static void cpu_bytes(const void *g, areal_coll_bytes *out) {
+    areal_pg_bytes(g, out);
+}
 
 static const areal_coll_ops cpu_ops = {
     .backend = "cpu",
@@ -107,6 +110,7 @@ static const areal_coll_ops cpu_ops = {
     .work_test = cpu_work_test,
     .work_wait = cpu_work_wait,
     .destroy = cpu_destroy,
+    .bytes = cpu_bytes,
 };
 
 int areal_coll_from_pg(areal_pg *g, areal_coll **out, areal_error *err) {

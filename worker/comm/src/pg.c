@@ -49,6 +49,13 @@ void areal_pg_set_timeout(areal_pg *g, int timeout_ms) {
         g->timeout_ms = timeout_ms;
 }
 
+void areal_pg_bytes(const areal_pg *g, areal_coll_bytes *out) {
+    for (int k = 0; k < AREAL_COLL_KIND_COUNT; k++) {
+        out->sent[k] = atomic_load_explicit(&g->sent[k], memory_order_relaxed);
+        out->recv[k] = atomic_load_explicit(&g->recv[k], memory_order_relaxed);
+    }
+}
+
 void areal_pg_break(areal_pg *g, const areal_error *err) {
     if (g->broken.code == AREAL_OK)
         g->broken = *err;

@@ -6,6 +6,7 @@
 #define AREAL_COMM_PG_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "areal/comm/comm.h"
@@ -27,6 +28,12 @@ struct areal_pg {
     int queued; /* issued and not yet finished */
     int worker_started, stop;
     pthread_t worker;
+    /*
+     * byte counters (areal_coll_bytes), added to by run_parts in pg_xfer.c,
+     * the one data mover, and only there: relaxed atomics, so the hot path
+     * takes no lock and areal_pg_bytes may read them from any thread
+     */
+    _Atomic uint64_t sent[AREAL_COLL_KIND_COUNT], recv[AREAL_COLL_KIND_COUNT];
 };
 
 /*
@@ -83,6 +90,15 @@ int areal_pg_xfer_reduce(areal_pg *g, const char *op, int sp, const void *sbuf, 
 int areal_pg_ring_reduce_scatter(areal_pg *g, const char *opn, const void *in, void *out,
                                  size_t count, areal_dtype t, areal_redop op, int64_t dl,
                                  areal_error *err);
+
+/*
+ * Adds to g's byte counters (areal_coll_bytes) under op's kind: `sent`
+ * bytes this member moved out to other members, `recv` bytes it took in
+ * from them. areal_pg_xfer* count their own transfers through it; a data
+ * path that bypasses them (a collective straight through shared memory)
+ * must call it once per operation, or its bytes go uncounted.
+ */
+void areal_pg_count(areal_pg *g, const char *op, uint64_t sent, uint64_t recv);
 
 /* 1 when every other member is reached through shared memory (g->shm covers the group). */
 int areal_pg_all_local(const areal_pg *g);

@@ -14,6 +14,13 @@
  * name the group, the operation and the peer's global rank, and break the
  * group (see areal_pg_break) so the failure reaches the other members
  * quickly; a member that broke the segment is seen at the next wake-up.
+ *
+ * Every byte an operation moves passes here, so this is where the group's
+ * byte counters (areal_coll_bytes, coll.h) are added to: once per call, the
+ * bytes each part moved, under the kind its op name maps to (relaxed atomic
+ * adds, no lock; areal_pg_count). A new algorithm that moves data through
+ * areal_pg_xfer* is counted without touching its own code; one that moves
+ * data some other way calls areal_pg_count itself.
  */
 #include <errno.h>
 #include <poll.h>
@@ -121,6 +128,22 @@ static int check_shm_peers(areal_pg *g, const char *op, const part *ps, int np, 
     return AREAL_OK;
 }
 
+void areal_pg_count(areal_pg *g, const char *op, uint64_t sent, uint64_t recv) {
+    areal_coll_kind k = areal_coll_kind_of(op);
+    if (sent > 0)
+        atomic_fetch_add_explicit(&g->sent[k], sent, memory_order_relaxed);
+    if (recv > 0)
+        atomic_fetch_add_explicit(&g->recv[k], recv, memory_order_relaxed);
+}
+
+/* Adds the bytes the parts moved to g's counters. */
+static void count_parts(areal_pg *g, const char *op, const part *ps, int np) {
+    uint64_t sent = 0, recv = 0;
+    for (int i = 0; i < np; i++)
+        *(ps[i].recv ? &recv : &sent) += ps[i].done;
+    areal_pg_count(g, op, sent, recv);
+}
+
 /* Runs every part to completion before the deadline; see the file comment. */
 static int run_parts(areal_pg *g, const char *op, part *ps, int np, int64_t deadline,
                      areal_error *err) {
@@ -181,6 +204,7 @@ static int run_parts(areal_pg *g, const char *op, part *ps, int np, int64_t dead
     }
     if (pf != pfs)
         free(pf);
+    count_parts(g, op, ps, np);
     return rc;
 }
 

@@ -1,10 +1,9 @@
 /*
  * gpu_bench_model.c - the GPU model's speed on the H200 (make bench-gpu):
  * training tokens/s and MFU for Qwen2-shaped 0.5B and 1.5B models (Qwen2.5's
- * sizes, random weights drawn on the device) at 16k tokens per step (8
- * sequences of 2048), and decode tokens/s at batch 1, 32 and 256 for the
- * 0.5B shape at 1024 keys per sequence with the achieved fraction of HBM
- * bandwidth.
+ * sizes, random weights drawn on the device) at 8k tokens per step (one
+ * sequence of 8192) and 16k (8 sequences of 2048), and decode tokens/s at batch 1, 32 and 256 for
+ * the 0.5B shape at 1024 keys per sequence with the achieved fraction of HBM bandwidth.
  *
  * MFU = (6 N T + attention) / step time / 989 TFLOP/s (dense bf16 peak, see
  * the reference numbers): N the matrices' parameters (every weight but the
@@ -147,8 +146,11 @@ static int bench_decode(const shape *s, areal_error *err) {
     }
     static const int batches[] = {1, 32, 256};
     areal_k_sample_cfg greedy = {0.0f, 0, 1.0f};
-    for (int k = 0; rc == AREAL_OK && k < 3; k++) {
-        int B = batches[k];
+    /* each batch plain, then replayed from CUDA graphs (captured in the warm-up) */
+    for (int k = 0; rc == AREAL_OK && k < 6; k++) {
+        int B = batches[k % 3], graphs = k >= 3;
+        if (k == 3)
+            rc = areal_gpu_decode_graphs(g, true, err);
         enum { WARM = 5, RUNS = 30 };
         double t[RUNS];
         for (int i = 0; rc == AREAL_OK && i < WARM + RUNS; i++) {
@@ -163,10 +165,10 @@ static int bench_decode(const shape *s, areal_error *err) {
         double sec = t[RUNS / 2];
         double bytes =
             (double)areal_gpu_model_weight_bytes(g) + (double)B * keys * L * 2.0 * KV * 2;
-        printf("decode %s: batch %d at %d keys: %.3f ms/step, %.0f tokens/s, %.0f GB/s = %.1f%% "
+        printf("decode %s%s: batch %d at %d keys: %.3f ms/step, %.0f tokens/s, %.0f GB/s = %.1f%% "
                "of %.0f GB/s HBM\n",
-               s->name, B, keys, 1e3 * sec, B / sec, bytes / sec / 1e9,
-               100.0 * bytes / sec / (PEAK_GBS * 1e9), PEAK_GBS);
+               s->name, graphs ? " (CUDA graphs)" : "", B, keys, 1e3 * sec, B / sec,
+               bytes / sec / 1e9, 100.0 * bytes / sec / (PEAK_GBS * 1e9), PEAK_GBS);
     }
     free(table);
     free(tok);
@@ -188,8 +190,13 @@ int main(void) {
     areal_error err;
     areal_error_clear(&err);
     int rc = bench_decode(&s05, &err);
+    /* 8k tokens in one sequence (the long-context end) and 16k in 8 x 2k, per issue 17 */
+    if (rc == AREAL_OK)
+        rc = bench_train(&s05, 1, 8192, &err);
     if (rc == AREAL_OK)
         rc = bench_train(&s05, 8, 2048, &err);
+    if (rc == AREAL_OK)
+        rc = bench_train(&s15, 1, 8192, &err);
     if (rc == AREAL_OK)
         rc = bench_train(&s15, 8, 2048, &err);
     if (rc != AREAL_OK) {

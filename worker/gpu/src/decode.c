@@ -5,9 +5,10 @@
  * the new key/value row to its block, attend over the sequence's blocks,
  * o projection and residual, the MLP or MoE block, residual; final norm, the
  * LM head and the sampler. The activations of one step ping-pong between two
- * [B, H] buffers; nothing is kept but the caches.
- * Rejected for now: CUDA graphs (the MoE layers read their expert counts on
- * the host, and the dense path is a first version to measure against).
+ * [B, H] buffers; nothing is kept but the caches. With graphs on
+ * (decode_graph.c) the batch is padded to its bucket's size - padding rows
+ * feed token 0 at position 0 through the plan's spare block, so they never
+ * touch a caller's block - and the step's kernels replay from a graph.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,10 @@
 #include "ginternal.h"
 
 int areal_gpu_decode_init(areal_gpu_model *g, const areal_gpu_kv_cfg *kv, areal_error *err) {
+    if (g->stream != NULL)
+        cudaStreamSynchronize((cudaStream_t)g->stream);
+    gpu_decode_graphs_free(g); /* they hold the old arena's addresses */
+    g->graphs = false;
     cudaFree(g->darena);
     g->darena = NULL;
     free(g->dhost_off);
@@ -93,6 +98,25 @@ static int up(void *dst, const void *src, size_t bytes, void *st, areal_error *e
                     "upload the decode batch", err);
 }
 
+int gpu_decode_enqueue(areal_gpu_model *g, int B, areal_k_sample_cfg samp, areal_error *err) {
+    const areal_gpu_dplan *p = &g->dplan;
+    char *r = g->darena;
+    void *st = g->stream;
+    uint16_t *x = A16(r, p->x), *x2 = A16(r, p->x2);
+    TRY(areal_k_embed_fwd(x, W16(g, g->wl.embed), AI(r, p->tokens), B, g->H, st, err));
+    for (int l = 0; l < g->L; l++) {
+        TRY(decode_layer(g, l, B, x, x2, err));
+        uint16_t *t = x;
+        x = x2;
+        x2 = t;
+    }
+    uint16_t *lnf = A16(r, p->lnf), *lg = A16(r, p->logits);
+    TRY(areal_k_rmsnorm_fwd(lnf, NULL, x, W16(g, g->wl.norm), (size_t)B, g->H, g->eps, st, err));
+    TRY(gpu_lin_fwd(g, lg, lnf, g->wl.lm_head, AREAL_GPU_NONE, B, g->H, g->V, 0.0f, err));
+    return areal_k_sample(AI(r, p->next), A32(r, p->logprob), NULL, lg, (size_t)g->V,
+                          A32(r, p->unif), (size_t)B, g->V, samp, st, err);
+}
+
 int areal_gpu_decode_step(areal_gpu_model *g, int B, const int32_t *tokens, const int32_t *pos,
                           const int32_t *table, areal_k_sample_cfg samp, const float *u,
                           int32_t *next, float *logprob, float *logits, areal_error *err) {
@@ -118,44 +142,48 @@ int areal_gpu_decode_step(areal_gpu_model *g, int B, const int32_t *tokens, cons
                     err, AREAL_EINVAL, -1, "GPU decode: table[%d][%d] = %d is not a block (0..%d)",
                     i, j, table[(size_t)i * p->kv.max_blocks + j], p->kv.n_blocks - 1);
     }
-    int32_t *nk = malloc(sizeof(int32_t) * (size_t)B);
-    float *u0 = calloc((size_t)B, sizeof(float));
-    if (nk == NULL || u0 == NULL) {
-        free(nk);
-        free(u0);
+    /* graphs: the batch padded to its bucket (Bp rows uploaded; the first B are the caller's) */
+    int idx = -1, Bp = g->graphs ? areal_gpu_decode_bucket(B, p->kv.max_batch, &idx) : B;
+    size_t mb = (size_t)p->kv.max_blocks;
+    int32_t *ib = malloc(sizeof(int32_t) * (size_t)Bp * (3 + mb));
+    float *uf = calloc((size_t)Bp, sizeof(float));
+    if (ib == NULL || uf == NULL) {
+        free(ib);
+        free(uf);
         return areal_error_set(err, AREAL_ENOMEM, -1, "no memory for a decode batch");
     }
-    for (int i = 0; i < B; i++)
-        nk[i] = pos[i] + 1;
+    int32_t *tk = ib, *ps = ib + Bp, *nk = ib + 2 * (size_t)Bp, *tb = ib + 3 * (size_t)Bp;
+    for (int i = 0; i < Bp; i++) {
+        bool real = i < B;
+        tk[i] = real ? tokens[i] : 0;
+        ps[i] = real ? pos[i] : 0;
+        nk[i] = ps[i] + 1;
+        uf[i] = real && u != NULL ? u[i] : 0.0f;
+        for (size_t j = 0; j < mb; j++) /* padding rows: the plan's spare block n_blocks */
+            tb[(size_t)i * mb + j] = real ? table[(size_t)i * mb + j] : p->kv.n_blocks;
+    }
     char *r = g->darena;
     void *st = g->stream;
-    size_t b4 = sizeof(int32_t) * (size_t)B;
-    int rc = up(AI(r, p->tokens), tokens, b4, st, err);
+    size_t b4 = sizeof(int32_t) * (size_t)Bp;
+    int rc = up(AI(r, p->tokens), tk, b4, st, err);
     if (rc == AREAL_OK)
-        rc = up(AI(r, p->pos), pos, b4, st, err);
+        rc = up(AI(r, p->pos), ps, b4, st, err);
     if (rc == AREAL_OK)
         rc = up(AI(r, p->n_keys), nk, b4, st, err);
     if (rc == AREAL_OK)
-        rc = up(AI(r, p->table), table, b4 * (size_t)p->kv.max_blocks, st, err);
+        rc = up(AI(r, p->table), tb, b4 * mb, st, err);
     if (rc == AREAL_OK)
-        rc = up(A32(r, p->unif), u != NULL ? u : u0, sizeof(float) * (size_t)B, st, err);
-    free(nk);
-    free(u0);
+        rc = up(A32(r, p->unif), uf, sizeof(float) * (size_t)Bp, st, err);
+    free(ib);
+    free(uf);
     if (rc != AREAL_OK)
         return rc;
-    uint16_t *x = A16(r, p->x), *x2 = A16(r, p->x2);
-    TRY(areal_k_embed_fwd(x, W16(g, g->wl.embed), AI(r, p->tokens), B, g->H, st, err));
-    for (int l = 0; l < g->L; l++) {
-        TRY(decode_layer(g, l, B, x, x2, err));
-        uint16_t *t = x;
-        x = x2;
-        x2 = t;
-    }
-    uint16_t *lnf = A16(r, p->lnf), *lg = A16(r, p->logits);
-    TRY(areal_k_rmsnorm_fwd(lnf, NULL, x, W16(g, g->wl.norm), (size_t)B, g->H, g->eps, st, err));
-    TRY(gpu_lin_fwd(g, lg, lnf, g->wl.lm_head, AREAL_GPU_NONE, B, g->H, g->V, 0.0f, err));
-    TRY(areal_k_sample(AI(r, p->next), A32(r, p->logprob), NULL, lg, (size_t)g->V, A32(r, p->unif),
-                       (size_t)B, g->V, samp, st, err));
+    if (g->graphs)
+        TRY(gpu_decode_graph_launch(g, idx, Bp, samp, err));
+    else
+        TRY(gpu_decode_enqueue(g, B, samp, err));
+    uint16_t *lg = A16(r, p->logits);
+    b4 = sizeof(int32_t) * (size_t)B;
     cudaStream_t cs = (cudaStream_t)st;
     TRY(gpu_cuda(cudaMemcpyAsync(next, AI(r, p->next), b4, cudaMemcpyDeviceToHost, cs),
                  "download the tokens", err));

@@ -36,7 +36,14 @@ struct areal_gpu_model {
     int32_t *host_off; /* [L][E + 1] the MoE layers' expert offsets, copied per forward */
     areal_gpu_dplan dplan;
     char *darena;
-    int32_t *dhost_off; /* [E + 1] */
+    int32_t *dhost_off;        /* [E + 1] */
+    bool graphs;               /* decode steps replay CUDA graphs (areal_gpu_decode_graphs) */
+    int n_graphs;              /* areal_gpu_decode_n_buckets(max_batch) */
+    void **gexec;              /* [n_graphs] cudaGraphExec_t, NULL until that bucket's capture */
+    areal_k_sample_cfg *gsamp; /* [n_graphs] the sampler settings each graph holds */
+    bool has_dp;               /* gradients reduced over dp (areal_gpu_model_set_dp) */
+    areal_gpu_dp dp;
+    void *ev_grads, *ev_reduced; /* cudaEvent_t: backward done (compute), reduction done (dp) */
 };
 
 #define AREAL_GPU_P(base, off) ((off) == AREAL_GPU_NONE ? NULL : (void *)((base) + (off)))
@@ -83,10 +90,29 @@ int gpu_moe_fwd(areal_gpu_model *g, int l, const uint16_t *x, uint16_t *out, int
 int gpu_mlp_fwd(areal_gpu_model *g, int l, const uint16_t *x, uint16_t *out, int T, uint16_t *gb,
                 uint16_t *ub, uint16_t *hb, areal_error *err);
 
+/* The decode step's kernels on the batch of B rows uploaded to the decode arena: embed, layers,
+ * final norm, LM head, sampler. No host synchronisation or allocation (so capturable) unless a
+ * layer is MoE (its expert counts are read on the host). */
+int gpu_decode_enqueue(areal_gpu_model *g, int B, areal_k_sample_cfg samp, areal_error *err);
+/* Enqueues the decode of B rows on the model's stream through the graph of bucket idx (B is that
+ * bucket's size), capturing it first when it is missing or holds other sampler settings. */
+int gpu_decode_graph_launch(areal_gpu_model *g, int idx, int B, areal_k_sample_cfg samp,
+                            areal_error *err);
+/* Destroys every captured decode graph (the decode arena is about to change, or the model goes). */
+void gpu_decode_graphs_free(areal_gpu_model *g);
+/* The DP reduction of the gradients between the backward and the optimizer (no-op without dp). */
+int gpu_dp_reduce(areal_gpu_model *g, areal_error *err);
+/* Destroys the DP events. */
+void gpu_dp_free(areal_gpu_model *g);
+/* True when some layer is MoE (no graphs then). */
+bool gpu_has_moe(const areal_gpu_model *g);
+
 /* The training forward into the plan's arena (tokens, pos, cu uploaded by the caller). */
 int gpu_train_fwd(areal_gpu_model *g, int T, int n_seqs, int max_len, areal_error *err);
-/* The LM head, loss rows and their backward (chunked): leaves d(lnf) in the plan's dln. */
-int gpu_head_fwd_bwd(areal_gpu_model *g, int T, areal_error *err);
+/* The LM head, loss rows and their backward (chunked): leaves d(lnf) in the plan's dln. The
+ * loss: ppo NULL, the cross-entropy of the plan's g_lp; else the fused PPO loss on the plan's
+ * prox / adv / w, token losses into tok_loss. */
+int gpu_head_fwd_bwd(areal_gpu_model *g, int T, const areal_k_ppo_cfg *ppo, areal_error *err);
 /* The backward from d(lnf) in dln to every gradient (grads zeroed by the caller). */
 int gpu_train_bwd(areal_gpu_model *g, int T, int n_seqs, int max_len, areal_error *err);
 

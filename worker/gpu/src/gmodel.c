@@ -44,6 +44,8 @@ void areal_gpu_model_free(areal_gpu_model *g) {
     cudaFree(g->w16);
     cudaFree(g->inv_freq);
     cudaFree(g->arena);
+    gpu_decode_graphs_free(g);
+    gpu_dp_free(g);
     cudaFree(g->darena);
     areal_k_gemm_destroy(g->gemm);
     if (g->stream != NULL)

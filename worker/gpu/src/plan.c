@@ -158,6 +158,10 @@ int areal_gpu_plan_make(const areal_model *m, int T, int n_seqs, int chunk, area
     p->logprob = take(&b, "logprob", -1, t * F4);
     p->logz = take(&b, "logz", -1, t * F4);
     p->ones = take(&b, "ones", -1, t * BF);
+    p->prox = take(&b, "prox", -1, t * F4);
+    p->adv = take(&b, "adv", -1, t * F4);
+    p->w = take(&b, "w", -1, t * F4);
+    p->tok_loss = take(&b, "tok_loss", -1, t * F4);
     p->logits = take(&b, "logits", -1, C * V * BF);
     p->dlogits = take(&b, "dlogits", -1, C * V * BF);
     p->rlogits = take(&b, "rlogits", -1, any_moe ? t * E * F4 : 0);
@@ -268,7 +272,9 @@ int areal_gpu_dplan_make(const areal_model *m, const areal_gpu_kv_cfg *kv, areal
     p->unif = take(&b, "unif", -1, B * F4);
     p->next = take(&b, "next", -1, B * F4);
     p->logprob = take(&b, "logprob", -1, B * F4);
-    p->cache_bytes = (size_t)kv->n_blocks * (size_t)kv->block_size * KV * BF;
+    /* one block more than the caller's: block n_blocks takes the appends of a CUDA graph's
+     * padding rows (areal_gpu_decode_bucket), so they never write a caller's block */
+    p->cache_bytes = ((size_t)kv->n_blocks + 1) * (size_t)kv->block_size * KV * BF;
     for (int l = 0; l < c->num_layers; l++) {
         p->kcache[l] = take(&b, "kcache", l, p->cache_bytes);
         p->vcache[l] = take(&b, "vcache", l, p->cache_bytes);
@@ -282,4 +288,22 @@ int areal_gpu_dplan_make(const areal_model *m, const areal_gpu_kv_cfg *kv, areal
     p->n_regions = b.n;
     p->bytes = (b.bytes + AREAL_GPU_ALIGN - 1) / AREAL_GPU_ALIGN * AREAL_GPU_ALIGN;
     return AREAL_OK;
+}
+
+int areal_gpu_decode_bucket(int B, int max_batch, int *index) {
+    if (B < 1 || B > max_batch)
+        return -1;
+    int b = 1, i = 0;
+    while (b < B && b < max_batch) {
+        b *= 2;
+        i++;
+    }
+    if (index != NULL)
+        *index = i;
+    return b < max_batch ? b : max_batch;
+}
+
+int areal_gpu_decode_n_buckets(int max_batch) {
+    int i = 0;
+    return areal_gpu_decode_bucket(max_batch, max_batch, &i) < 0 ? 0 : i + 1;
 }

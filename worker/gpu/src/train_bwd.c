@@ -9,7 +9,11 @@
  * loss's gradient per row is known before the loss (-1/N on rows with a
  * target, 0 elsewhere) - the backward of the same chunk follows at once:
  * dlogits, d(lnf) rows and the head's weight gradient. So no [T, V] buffer
- * ever exists. The residual gradient flows in one bf16 [T, H] buffer; each
+ * ever exists. The decoupled PPO loss keeps that property: its per-row
+ * gradient needs only the row's own log-probability (the rejection weights
+ * and the token-level denominator are known before the step), so one fused
+ * kernel (areal/kernels/ppo.h) does softmax, loss and dlogits per chunk. The
+ * residual gradient flows in one bf16 [T, H] buffer; each
  * norm's backward writes its input gradient into a scratch that is then
  * added (the kernels write dx, the CPU's add).
  */
@@ -18,10 +22,11 @@
 #include "areal/kernels/embed.h"
 #include "areal/kernels/layers.h"
 #include "areal/kernels/moe.h"
+#include "areal/kernels/ppo.h"
 #include "areal/kernels/vocab.h"
 #include "ginternal.h"
 
-int gpu_head_fwd_bwd(areal_gpu_model *g, int T, areal_error *err) {
+int gpu_head_fwd_bwd(areal_gpu_model *g, int T, const areal_k_ppo_cfg *ppo, areal_error *err) {
     const areal_gpu_plan *p = &g->plan;
     char *r = g->arena;
     int H = g->H, V = g->V;
@@ -33,10 +38,18 @@ int gpu_head_fwd_bwd(areal_gpu_model *g, int T, areal_error *err) {
         TRY(gpu_lin_fwd(g, logits, lnf + rh, g->wl.lm_head, AREAL_GPU_NONE, C, H, V, 0.0f, err));
         const int32_t *tgt = AI(r, p->target) + r0;
         float *logz = A32(r, p->logz) + r0;
-        TRY(areal_k_logprob_fwd(A32(r, p->logprob) + r0, NULL, logz, logits, (size_t)V, tgt,
-                                (size_t)C, V, 1.0f, g->stream, err));
-        TRY(areal_k_logprob_bwd(dlogits, logits, (size_t)V, tgt, logz, NULL, A32(r, p->g_lp) + r0,
-                                NULL, (size_t)C, V, 1.0f, g->stream, err));
+        if (ppo != NULL) {
+            TRY(areal_k_ppo_logprob(dlogits, A32(r, p->logprob) + r0, A32(r, p->tok_loss) + r0,
+                                    logits, (size_t)V, tgt, A32(r, p->prox) + r0,
+                                    A32(r, p->adv) + r0, A32(r, p->w) + r0, (size_t)C, V, *ppo,
+                                    g->stream, err));
+        } else {
+            TRY(areal_k_logprob_fwd(A32(r, p->logprob) + r0, NULL, logz, logits, (size_t)V, tgt,
+                                    (size_t)C, V, 1.0f, g->stream, err));
+            TRY(areal_k_logprob_bwd(dlogits, logits, (size_t)V, tgt, logz, NULL,
+                                    A32(r, p->g_lp) + r0, NULL, (size_t)C, V, 1.0f, g->stream,
+                                    err));
+        }
         TRY(gpu_lin_bwd(g, dln + rh, 0.0f, dlogits, lnf + rh, g->wl.lm_head, AREAL_GPU_NONE, C, H,
                         V, NULL, err));
     }

@@ -6,6 +6,7 @@
  * never read back before the update). The host reads the per-row
  * log-probabilities and the norm once, at the end.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -97,11 +98,43 @@ static int upload_batch(areal_gpu_model *g, const areal_batch *b, const int32_t 
     return rc;
 }
 
-int areal_gpu_train_step(areal_gpu_model *g, const areal_batch *b, const int32_t *targets,
-                         const areal_gpu_step_cfg *cfg, areal_gpu_step_out *out, areal_error *err) {
-    int max_len = 0, n_targets = 0;
-    TRY(check_batch(g, b, targets, &max_len, err));
-    TRY(upload_batch(g, b, targets, &n_targets, err));
+/* the PPO batch's per-token terms: rows in the loss need a target and finite terms */
+static int upload_ppo(areal_gpu_model *g, const areal_batch *b, const int32_t *targets,
+                      const areal_gpu_ppo *ppo, int *n_rows, areal_error *err) {
+    const areal_gpu_plan *p = &g->plan;
+    int T = b->n_tokens, n = 0;
+    if (ppo == NULL || ppo->prox == NULL || ppo->adv == NULL || ppo->w == NULL)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "GPU PPO step: NULL terms (prox, adv and w are needed: "
+                               "areal_ppo_token_terms)");
+    if (ppo->k.c_clip != 0.0f && !(ppo->k.c_clip > 1.0f))
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "GPU PPO step: c_clip %g must be > 1 (dual clip) or 0 (none)",
+                               (double)ppo->k.c_clip);
+    for (int t = 0; t < T; t++) {
+        if (ppo->w[t] == 0.0f)
+            continue;
+        if (targets[t] < 0 || !isfinite(ppo->w[t]) || !isfinite(ppo->prox[t]) ||
+            !isfinite(ppo->adv[t]))
+            return areal_error_set(err, AREAL_EINVAL, t,
+                                   "GPU PPO step: row %d is in the loss (w %g) but has no target "
+                                   "(%d) or a non-finite prox %g / adv %g",
+                                   t, (double)ppo->w[t], targets[t], (double)ppo->prox[t],
+                                   (double)ppo->adv[t]);
+        n++;
+    }
+    char *r = g->arena;
+    size_t bytes = sizeof(float) * (size_t)T;
+    TRY(up(A32(r, p->prox), ppo->prox, bytes, g->stream, err));
+    TRY(up(A32(r, p->adv), ppo->adv, bytes, g->stream, err));
+    TRY(up(A32(r, p->w), ppo->w, bytes, g->stream, err));
+    *n_rows = n;
+    return AREAL_OK;
+}
+
+/* zero the gradients, forward, head (its loss: ppo or the cross-entropy), backward, clip, AdamW */
+static int run_step(areal_gpu_model *g, const areal_batch *b, int max_len,
+                    const areal_k_ppo_cfg *ppo, const areal_gpu_step_cfg *cfg, areal_error *err) {
     const areal_gpu_plan *p = &g->plan;
     char *r = g->arena;
     cudaStream_t st = (cudaStream_t)g->stream;
@@ -110,8 +143,9 @@ int areal_gpu_train_step(areal_gpu_model *g, const areal_batch *b, const int32_t
     size_t n = g->wl.n_elems;
     TRY(gpu_cuda(cudaMemsetAsync(g->grads, 0, n * sizeof(float), st), "zero the gradients", err));
     TRY(gpu_train_fwd(g, T, b->n_seqs, max_len, err));
-    TRY(gpu_head_fwd_bwd(g, T, err));
+    TRY(gpu_head_fwd_bwd(g, T, ppo, err));
     TRY(gpu_train_bwd(g, T, b->n_seqs, max_len, err));
+    TRY(gpu_dp_reduce(g, err)); /* on the DP group's stream, ordered by events */
     double *acc = (double *)AREAL_GPU_P(r, p->acc);
     float *scale = A32(r, p->scale), *norm = A32(r, p->norm);
     TRY(gpu_cuda(cudaMemsetAsync(acc, 0, sizeof(double), st), "zero the norm", err));
@@ -121,18 +155,41 @@ int areal_gpu_train_step(areal_gpu_model *g, const areal_batch *b, const int32_t
     ac.step = g->step + 1;
     TRY(areal_k_adamw(g->master, g->w16, g->grads, g->m1, g->m2, n, scale, ac, st, err));
     g->step++;
+    return AREAL_OK;
+}
+
+/* the step's fp32 [T] results at plan offsets `lp` and `loss` (NONE: skip) and the norm */
+static int download(areal_gpu_model *g, int T, float *lp, float *loss, float *gn,
+                    areal_error *err) {
+    const areal_gpu_plan *p = &g->plan;
+    char *r = g->arena;
+    cudaStream_t st = (cudaStream_t)g->stream;
+    size_t bytes = sizeof(float) * (size_t)T;
+    int rc = gpu_cuda(cudaMemcpyAsync(lp, A32(r, p->logprob), bytes, cudaMemcpyDeviceToHost, st),
+                      "download the log-probabilities", err);
+    if (rc == AREAL_OK && loss != NULL)
+        rc = gpu_cuda(cudaMemcpyAsync(loss, A32(r, p->tok_loss), bytes, cudaMemcpyDeviceToHost, st),
+                      "download the token losses", err);
+    if (rc == AREAL_OK)
+        rc = gpu_cuda(cudaMemcpyAsync(gn, A32(r, p->norm), sizeof *gn, cudaMemcpyDeviceToHost, st),
+                      "download the norm", err);
+    if (rc == AREAL_OK)
+        rc = gpu_cuda(cudaStreamSynchronize(st), "the training step", err);
+    return rc;
+}
+
+int areal_gpu_train_step(areal_gpu_model *g, const areal_batch *b, const int32_t *targets,
+                         const areal_gpu_step_cfg *cfg, areal_gpu_step_out *out, areal_error *err) {
+    int max_len = 0, n_targets = 0;
+    TRY(check_batch(g, b, targets, &max_len, err));
+    TRY(upload_batch(g, b, targets, &n_targets, err));
+    TRY(run_step(g, b, max_len, NULL, cfg, err));
+    int T = b->n_tokens;
     float *lp = malloc(sizeof(float) * (size_t)T);
     if (lp == NULL)
         return areal_error_set(err, AREAL_ENOMEM, -1, "no memory for %d log-probabilities", T);
     float gn = 0;
-    int rc = gpu_cuda(cudaMemcpyAsync(lp, A32(r, p->logprob), sizeof(float) * (size_t)T,
-                                      cudaMemcpyDeviceToHost, st),
-                      "download the log-probabilities", err);
-    if (rc == AREAL_OK)
-        rc = gpu_cuda(cudaMemcpyAsync(&gn, norm, sizeof gn, cudaMemcpyDeviceToHost, st),
-                      "download the norm", err);
-    if (rc == AREAL_OK)
-        rc = gpu_cuda(cudaStreamSynchronize(st), "the training step", err);
+    int rc = download(g, T, lp, NULL, &gn, err);
     if (rc == AREAL_OK) {
         double sum = 0;
         for (int t = 0; t < T; t++)
@@ -143,5 +200,35 @@ int areal_gpu_train_step(areal_gpu_model *g, const areal_batch *b, const int32_t
         out->n_targets = n_targets;
     }
     free(lp);
+    return rc;
+}
+
+int areal_gpu_train_step_ppo(areal_gpu_model *g, const areal_batch *b, const int32_t *targets,
+                             const areal_gpu_ppo *ppo, const areal_gpu_step_cfg *cfg,
+                             areal_gpu_step_out *out, float *logprob, areal_error *err) {
+    int max_len = 0, n_targets = 0, n_rows = 0;
+    TRY(check_batch(g, b, targets, &max_len, err));
+    TRY(upload_ppo(g, b, targets, ppo, &n_rows, err));
+    /* the cross-entropy's upload also sends tokens, positions, cu and targets (g_lp unused) */
+    TRY(upload_batch(g, b, targets, &n_targets, err));
+    TRY(run_step(g, b, max_len, &ppo->k, cfg, err));
+    int T = b->n_tokens;
+    float *buf = malloc(sizeof(float) * 2 * (size_t)T);
+    if (buf == NULL)
+        return areal_error_set(err, AREAL_ENOMEM, -1, "no memory for %d token losses", T);
+    float gn = 0;
+    int rc = download(g, T, buf, buf + T, &gn, err);
+    if (rc == AREAL_OK) {
+        double sum = 0;
+        for (int t = 0; t < T; t++)
+            sum += buf[T + t];
+        out->loss = sum;
+        out->grad_norm = gn;
+        out->n_targets = n_rows;
+        if (logprob != NULL)
+            for (int t = 0; t < T; t++)
+                logprob[t] = targets[t] >= 0 ? buf[t] : 0.0f;
+    }
+    free(buf);
     return rc;
 }

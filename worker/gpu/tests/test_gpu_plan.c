@@ -227,6 +227,38 @@ static void test_plan_refusals(void **state) {
     areal_model_free(&m);
 }
 
+static void test_decode_buckets(void **state) {
+    (void)state;
+    int idx = -1;
+    /* max_batch 256: 1, 2, 4, ..., 128, 256 */
+    assert_int_equal(areal_gpu_decode_n_buckets(256), 9);
+    assert_int_equal(areal_gpu_decode_bucket(1, 256, &idx), 1);
+    assert_int_equal(idx, 0);
+    assert_int_equal(areal_gpu_decode_bucket(3, 256, &idx), 4);
+    assert_int_equal(idx, 2);
+    assert_int_equal(areal_gpu_decode_bucket(32, 256, &idx), 32);
+    assert_int_equal(idx, 5);
+    assert_int_equal(areal_gpu_decode_bucket(129, 256, &idx), 256);
+    assert_int_equal(idx, 8);
+    /* max_batch 48 (not a power of two): 1, 2, 4, 8, 16, 32, 48 */
+    assert_int_equal(areal_gpu_decode_n_buckets(48), 7);
+    assert_int_equal(areal_gpu_decode_bucket(33, 48, &idx), 48);
+    assert_int_equal(idx, 6);
+    assert_int_equal(areal_gpu_decode_bucket(48, 48, NULL), 48);
+    assert_int_equal(areal_gpu_decode_n_buckets(1), 1);
+    assert_int_equal(areal_gpu_decode_bucket(1, 1, &idx), 1);
+    assert_int_equal(idx, 0);
+    /* every batch fits its bucket, and the index is within the count */
+    for (int mb = 1; mb <= 300; mb += 7)
+        for (int B = 1; B <= mb; B++) {
+            int b = areal_gpu_decode_bucket(B, mb, &idx);
+            assert_true(b >= B && b <= mb && b < 2 * B + (b == mb ? mb : 0));
+            assert_true(idx >= 0 && idx < areal_gpu_decode_n_buckets(mb));
+        }
+    assert_int_equal(areal_gpu_decode_bucket(0, 8, NULL), -1);
+    assert_int_equal(areal_gpu_decode_bucket(9, 8, NULL), -1);
+}
+
 static void test_dplan(void **state) {
     (void)state;
     areal_model m;
@@ -238,7 +270,7 @@ static void test_dplan(void **state) {
     assert_int_equal(areal_gpu_dplan_make(&m, &kv, &d, &err), AREAL_OK);
     regions_ok(d.regions, d.n_regions, d.bytes);
     size_t kvw = (size_t)c->num_kv_heads * c->head_dim;
-    assert_int_equal(d.cache_bytes, (size_t)10 * 16 * kvw * 2);
+    assert_int_equal(d.cache_bytes, (size_t)(10 + 1) * 16 * kvw * 2); /* + the padding block */
     size_is(d.regions, d.n_regions, "L1.vcache", d.cache_bytes);
     size_is(d.regions, d.n_regions, "table", (size_t)3 * 4 * 4);
     size_is(d.regions, d.n_regions, "xs", (size_t)3 * c->num_experts_per_tok * c->hidden_size * 2);
@@ -257,6 +289,7 @@ int main(void) {
         cmocka_unit_test(test_plan_dense_no_qknorm),
         cmocka_unit_test(test_plan_refusals),
         cmocka_unit_test(test_dplan),
+        cmocka_unit_test(test_decode_buckets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -134,6 +134,16 @@ void areal_model_set_cp_attn(areal_model *m, const areal_cp_attn *a, void *ctx) 
     m->cp_attn_ctx = a != NULL ? ctx : NULL;
 }
 
+void areal_model_set_grad_ready(areal_model *m, areal_model_grad_ready_fn fn, void *ctx) {
+    m->grad_ready = fn;
+    m->grad_ready_ctx = fn != NULL ? ctx : NULL;
+    m->grad_ready_armed = false;
+}
+
+void areal_model_arm_grad_ready(areal_model *m, bool armed) {
+    m->grad_ready_armed = armed;
+}
+
 void areal_model_set_reduce(areal_model *m, areal_model_reduce_fn fn, void *ctx) {
     m->reduce = fn;
     m->reduce_ctx = ctx;

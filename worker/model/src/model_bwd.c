@@ -13,6 +13,11 @@
  * gate/up in a dense layer) are partial over tensor parallelism: the
  * reduction hook runs on them before the norm's backward, the conjugate of
  * the forward's two points. Kernels go through the ops table.
+ *
+ * The gradient-ready hook, when armed, hears of the buffer's suffix as it
+ * completes (the buffer is embed | layers | norm | lm_head, so a backward
+ * finishes it from the end): a cursor walks down from n_params and each
+ * report is [the next boundary, cursor).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -131,6 +136,15 @@ static int layer_bwd(const areal_model *m, int l, int li, const areal_acts_priv 
     return AREAL_OK;
 }
 
+/* Reports [lo, *cur) to an armed gradient-ready hook and moves the cursor down to lo. */
+static int ready_to(const areal_model *m, size_t *cur, size_t lo, areal_error *err) {
+    if (m->grad_ready == NULL || !m->grad_ready_armed || lo >= *cur)
+        return AREAL_OK;
+    size_t hi = *cur;
+    *cur = lo;
+    return m->grad_ready(m->grad_ready_ctx, lo, hi, err);
+}
+
 int areal_model_backward(areal_model *m, const areal_acts *a, const float *dlogits,
                          areal_error *err) {
     return areal_model_backward_stage(m, a, dlogits, NULL, err);
@@ -194,8 +208,15 @@ int areal_model_backward_stage(areal_model *m, const areal_acts *a, const float 
     } else {
         memcpy(dres, d_out, sizeof(float) * T * H);
     }
-    for (int i = sh->n_layers - 1; i >= 0 && rc == AREAL_OK; i--)
-        rc = layer_bwd(m, sh->first_layer + i, i, p, dres, &s, err);
+    size_t cur = m->n_params; /* the gradient-ready cursor: [cur, n_params) reported */
+    if (rc == AREAL_OK && last)
+        rc = ready_to(m, &cur, (size_t)(m->g.norm - m->grads), err);
+    for (int i = sh->n_layers - 1; i >= 0 && rc == AREAL_OK; i--) {
+        int l = sh->first_layer + i;
+        rc = layer_bwd(m, l, i, p, dres, &s, err);
+        if (rc == AREAL_OK) /* input_layernorm is each layer's first tensor */
+            rc = ready_to(m, &cur, (size_t)(m->g.layers[l].ln1 - m->grads), err);
+    }
     if (rc == AREAL_OK && dx_in != NULL && !first)
         memcpy(dx_in, dres, sizeof(float) * T * H);
     /* sequence-parallel: the embedding's gradient needs every row's */
@@ -210,6 +231,9 @@ int areal_model_backward_stage(areal_model *m, const areal_acts *a, const float 
             for (size_t i = 0; i < H; i++)
                 ge[i] += dres[t * H + i];
         }
+    /* a pipeline's tied embedding is final only once its two copies are summed */
+    if (rc == AREAL_OK && first && !(c->tie_word_embeddings && sh->pp > 1))
+        rc = ready_to(m, &cur, 0, err);
     free(buf);
     return rc;
 }

@@ -405,3 +405,45 @@ areal_par_fsdp_view areal_par_fsdp_state(areal_par_fsdp *f) {
                                  .dp = f->d,
                                  .dp_rank = f->r};
 }
+
+int areal_par_fsdp_forward(areal_par_fsdp *f, const areal_batch *mbs, int n_mb,
+                           areal_par_loss_fn fn, void *ctx, areal_error *err) {
+    if (n_mb < 1)
+        return areal_error_set(err, AREAL_EINVAL, -1, "fsdp: n_mb %d must be >= 1", n_mb);
+    step s = {.f = f, .root_pad = f->u_len[0] * (size_t)f->d};
+    for (int u = 1; u < f->n_units; u++)
+        if (f->u_len[u] * (size_t)f->d > s.lay_pad)
+            s.lay_pad = f->u_len[u] * (size_t)f->d;
+    s.root_p = malloc(sizeof(float) * s.root_pad + 1);
+    s.lay_p = malloc(sizeof(float) * s.lay_pad + 1);
+    int rc = s.root_p == NULL || s.lay_p == NULL
+                 ? areal_error_set(err, AREAL_ENOMEM, -1, "fsdp: out of memory for the forward")
+                 : gather(f, 0, f->p, s.root_p, err);
+    count(f, (int64_t)s.root_pad * 4, 0);
+    for (int i = 0; rc == AREAL_OK && i < n_mb; i++) {
+        /* two activation records at a time: the layer's input and its output */
+        areal_acts prev = {0}, cur = {0};
+        int have_prev = 0;
+        for (int l = 0; rc == AREAL_OK && l < f->n_layers; l++) {
+            areal_model m = {0};
+            rc = stage_model(&s, l, &m, err);
+            if (rc != AREAL_OK)
+                break;
+            rc = areal_model_forward_stage(&m, &mbs[i], have_prev ? prev.hidden : NULL, &cur, err);
+            stage_release(&s, l, &m);
+            if (have_prev)
+                areal_acts_free(&prev);
+            have_prev = rc == AREAL_OK;
+            if (have_prev)
+                prev = cur;
+        }
+        double scratch = 0;
+        if (rc == AREAL_OK)
+            rc = fn(ctx, i, prev.logits, prev.T, prev.V, NULL, &scratch, err);
+        if (have_prev)
+            areal_acts_free(&prev);
+    }
+    count(f, -(int64_t)s.root_pad * 4, 0);
+    free(s.root_p), free(s.lay_p);
+    return rc;
+}

@@ -53,7 +53,10 @@ static int fwd(pipe_run *r, int mb, areal_error *err) {
 /* Backward of micro-batch mb from r->dy (dlogits on the last stage); its input gradient in r->dx.
  */
 static int bwd(pipe_run *r, int mb, areal_error *err) {
+    /* backwards run in micro-batch order: only the last one's gradients are final */
+    areal_model_arm_grad_ready(r->m, mb == r->n_mb - 1);
     int rc = areal_model_backward_stage(r->m, &r->acts[mb], r->dy, r->s > 0 ? r->dx : NULL, err);
+    areal_model_arm_grad_ready(r->m, false);
     areal_acts_free(&r->acts[mb]);
     return rc;
 }
@@ -164,5 +167,44 @@ int areal_par_pipe_1f1b(areal_model *m, areal_coll *pp, const areal_batch *mbs, 
     free(r.x);
     free(r.dx);
     free(r.dy);
+    return rc;
+}
+
+int areal_par_pipe_forward(areal_model *m, areal_coll *pp, const areal_batch *mbs, int n_mb,
+                           areal_par_loss_fn fn, void *ctx, areal_error *err) {
+    if (n_mb < 1 || mbs == NULL)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "pipeline: n_mb is %d; give at least one micro-batch", n_mb);
+    int p = pp == NULL ? 1 : areal_coll_size(pp), s = pp == NULL ? 0 : areal_coll_rank(pp);
+    if (p != m->shard.pp || s != m->shard.pp_stage)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "pipeline: the model is stage %d of %d but the pp group makes this "
+                               "rank stage %d of %d (make the shard with areal_par_shard_of)",
+                               m->shard.pp_stage, m->shard.pp, s, p);
+    size_t H = (size_t)m->cfg.hidden_size, maxT = 1;
+    for (int i = 0; i < n_mb; i++)
+        if ((size_t)mbs[i].n_tokens > maxT)
+            maxT = (size_t)mbs[i].n_tokens;
+    int V = areal_model_shard_vocab(&m->cfg, &m->shard, NULL);
+    float *x = s > 0 ? malloc(sizeof(float) * maxT * H) : NULL;
+    int rc = s > 0 && x == NULL ? areal_error_set(err, AREAL_ENOMEM, -1, "pipeline: out of memory")
+                                : AREAL_OK;
+    for (int i = 0; rc == AREAL_OK && i < n_mb; i++) {
+        size_t n = (size_t)mbs[i].n_tokens * H;
+        if (s > 0)
+            rc = areal_coll_recv(pp, x, n, AREAL_DT_F32, s - 1, err);
+        areal_acts a;
+        if (rc == AREAL_OK)
+            rc = areal_model_forward_stage(m, &mbs[i], s > 0 ? x : NULL, &a, err);
+        if (rc != AREAL_OK)
+            break;
+        double scratch = 0;
+        if (s == p - 1)
+            rc = fn(ctx, i, a.logits, mbs[i].n_tokens, V, NULL, &scratch, err);
+        else
+            rc = areal_coll_send(pp, a.hidden, n, AREAL_DT_F32, s + 1, err);
+        areal_acts_free(&a);
+    }
+    free(x);
     return rc;
 }

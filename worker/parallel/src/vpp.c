@@ -227,7 +227,10 @@ static int run_op(vrun *v, const vop *o, areal_error *err) {
     }
     if (vs > 0 && (v->dx[k] = malloc(sizeof(float) * T * (size_t)v->H)) == NULL)
         return areal_error_set(err, AREAL_ENOMEM, -1, "pipeline: no memory");
+    /* a chunk's backwards run in micro-batch order: the last one's gradients are final */
+    areal_model_arm_grad_ready(m, o->mb == v->s->m - 1);
     rc = areal_model_backward_stage(m, &v->acts[k], v->dy[k], vs > 0 ? v->dx[k] : NULL, err);
+    areal_model_arm_grad_ready(m, false);
     areal_acts_free(&v->acts[k]);
     free(v->dy[k]), v->dy[k] = NULL;
     return rc;

@@ -46,6 +46,7 @@ typedef struct pt_grpo {
     areal_rl_config cfg;
     areal_ppo_loss_opts opts;
     float prox[256], old[256], adv[256], mask[256];
+    float cur[256]; /* the initial model's logprobs (the recompute's, before the offsets) */
     int64_t cu[PT_SEQS + 1];
     areal_par_ppo_mb whole;          /* the reference's one micro-batch */
     areal_par_ppo_mb mbs[PT_MAX_MB]; /* this rank's micro-batches */
@@ -75,7 +76,7 @@ static inline int pt_grpo_prepare(pt_grpo *g, areal_model *ref, const pt_batch *
     rc = areal_model_forward(ref, &whole, &a, e);
     if (rc != AREAL_OK)
         return rc;
-    float cur[256], behav[256], rewards[PT_SEQS];
+    float *cur = g->cur, behav[256], rewards[PT_SEQS];
     uint8_t gen[256];
     areal_token_logprobs(NULL, a.logits, b->T, ref->cfg.vocab_size, b->targets, temp, cur, NULL);
     areal_acts_free(&a);

@@ -53,6 +53,7 @@
 #include "areal/parallel/groups.h"
 #include "areal/parallel/pipe.h"
 #include "areal/parallel/reduce.h"
+#include "areal/parallel/step.h"
 #include "areal/parallel/vocab.h"
 #include "../../comm/tests/ranks.h" /* rank_config, ranks_wait, exit codes */
 
@@ -77,6 +78,7 @@ typedef struct pt_layout {
     int vocab;         /* vocab-parallel embedding, lm_head and loss over tp */
     int sp;            /* sequence parallel over tp */
     const char *synth; /* the synthetic model's config.json (NULL: PT_SYNTH) */
+    int overlap; /* the dp gradient sum overlapped with the backward (areal_par_step_overlap) */
 } pt_layout;
 
 /* ---- the synthetic model: Qwen3, 4 layers, 8 query and 4 key/value heads, tied */
@@ -360,6 +362,43 @@ static inline double pt_tensors_err(const areal_model *m, const float *mine, con
     return want == NULL ? INFINITY : we;
 }
 
+/*
+ * The proximal-logprob recompute of the step (areal_par_step_logprobs, the
+ * forward-only schedule) on this rank's micro-batches against the initial
+ * model's logprobs of the GRPO batch: the worst relative error, every rank
+ * (the last stage's values broadcast over pp).
+ */
+static inline double pt_check_recompute(areal_par_step *ps, const pt_batch *b, const pt_mb *mbs,
+                                        const areal_batch *bs, int nmb, const pt_grpo *g,
+                                        areal_error *e) {
+    float lp[256];
+    float *out[PT_MAX_MB];
+    const int32_t *tg[PT_MAX_MB];
+    for (int i = 0; i < nmb; i++)
+        out[i] = lp + mbs[i].tok0, tg[i] = b->targets + mbs[i].tok0;
+    if (areal_par_step_logprobs(ps, bs, tg, nmb, (float)g->cfg.actor.temperature, out, e) !=
+        AREAL_OK)
+        return INFINITY;
+    double worst = 0;
+    for (int i = 0; i < nmb; i++) {
+        double x = pt_rel_err(out[i], g->cur + mbs[i].tok0, (size_t)bs[i].n_tokens);
+        worst = x > worst || isnan(x) ? x : worst;
+    }
+    return worst;
+}
+
+/* The loss summed over the data group as a float and its remainder (the runtime sums no doubles).
+ */
+static inline int pt_sum_loss(areal_coll *data, double *loss, areal_error *e) {
+    if (areal_par_size(data) < 2)
+        return AREAL_OK;
+    float lv[2] = {(float)*loss, 0};
+    lv[1] = (float)(*loss - (double)lv[0]);
+    int rc = areal_coll_all_reduce(data, lv, 2, AREAL_DT_F32, AREAL_SUM, e);
+    *loss = (double)lv[0] + (double)lv[1];
+    return rc;
+}
+
 static inline int pt_rank(areal_comm *c, void *arg) {
     const pt_layout *L = arg;
     int rank = areal_comm_rank(c), rc = 0;
@@ -367,8 +406,7 @@ static inline int pt_rank(areal_comm *c, void *arg) {
     areal_model ref = {0}, m = {0};
     areal_coll *gs[AREAL_GROUP_KIND_COUNT] = {0};
     float *ref_logits = NULL, *ref_grads = NULL;
-    areal_par_zero1 z = {0};
-    areal_adamw st = {0};
+    areal_par_step ps = {0};
     pt_grpo grpo = {0};
     pt_batch b;
     double ref_loss = 0, ref_norm = 0, max_norm = 0, loss = 0, norm = 0;
@@ -394,7 +432,7 @@ static inline int pt_rank(areal_comm *c, void *arg) {
     sh.sequence_parallel = L->sp != 0;
     PT_CHECK("vocab shard", areal_model_shard_check(&ref.cfg, &sh, &e) == AREAL_OK);
     PT_CHECK("shard model", pt_model(L, &sh, &m, &e) == AREAL_OK);
-    areal_par_bind(&m, &g);
+    areal_par_bind(&m, &g); /* the step binds it too; the harness's own checks run before */
 
     /* this dp rank's sequences, in n_mb micro-batches */
     /*
@@ -426,38 +464,40 @@ static inline int pt_rank(areal_comm *c, void *arg) {
         grpo.par.vocab = pl.vocab;
         pl.ppo = &grpo.par;
     }
-    PT_CHECK("1f1b",
-             areal_par_pipe_1f1b(&m, g.pp, bs, nmb, pt_loss_fn, &pl, &loss, &e) == AREAL_OK);
-    float lv[2] = {(float)loss, 0};
-    lv[1] = (float)(loss - (double)lv[0]);
-    if (D > 1)
-        PT_CHECK("loss sum",
-                 areal_coll_all_reduce(data, lv, 2, AREAL_DT_F32, AREAL_SUM, &e) == AREAL_OK);
-    loss = (double)lv[0] + (double)lv[1];
-    if (!L->skip_partial)
-        PT_CHECK("partial grads", areal_par_reduce_partial_grads(&m, &g, &e) == AREAL_OK);
-    PT_CHECK("tied embedding", areal_par_reduce_tied_embed(&m, &g, &e) == AREAL_OK);
+    /* the step itself: areal/parallel/step.h, the trainer's */
+    areal_par_optim kind = L->zero1 ? AREAL_PAR_ZERO1 : AREAL_PAR_ADAMW;
+    PT_CHECK("step init", areal_par_step_init(&ps, kind, &g, data, &m, NULL, NULL, &e) == AREAL_OK);
+    ps.bucket = 1000; /* small buckets, so several are in flight at once */
+    if (L->overlap) {
+        PT_CHECK("overlap", areal_par_step_overlap(&ps, &e) == AREAL_OK && ps.overlap != NULL);
+    }
+    double lpe = b.grpo != NULL ? pt_check_recompute(&ps, &b, mbs, bs, nmb, &grpo, &e) : 0;
+    if (L->skip_partial) /* the harness's own check: the partial sums left out by hand */
+        PT_CHECK("1f1b",
+                 areal_par_pipe_1f1b(&m, g.pp, bs, nmb, pt_loss_fn, &pl, &loss, &e) == AREAL_OK &&
+                     areal_par_reduce_tied_embed(&m, &g, &e) == AREAL_OK &&
+                     areal_par_dp_reduce_grads(&m, data, 1000, &e) == AREAL_OK &&
+                     pt_sum_loss(data, &loss, &e) == AREAL_OK);
+    else
+        PT_CHECK("step grads",
+                 areal_par_step_grads(&ps, bs, nmb, pt_loss_fn, &pl, &loss, &e) == AREAL_OK);
+    /* overlapped means some buckets were queued from inside the backward */
+    if (L->overlap)
+        PT_CHECK("buckets launched inside the backward", ps.overlap->stats.early > 0);
     const char *gworst = "-";
     double ge =
         0; /* the summed gradient (ZeRO-1 never holds it whole: its norm and update speak) */
-    if (L->zero1) {
-        PT_CHECK("zero1 init", areal_par_zero1_init(&z, &m, data, &e) == AREAL_OK);
-        PT_CHECK("zero1 step", areal_par_zero1_step(&z, &m, &g, &PT_ADAMW, PT_LR, max_norm, &norm,
-                                                    NULL, &e) == AREAL_OK);
-        /* the optimizer really is sharded: AdamW's moments cover this rank's 1/dp range only */
-        size_t Dz = (size_t)areal_par_size(data);
-        PT_CHECK("zero1 moments sharded", z.adam.n == z.hi - z.lo && z.shard * Dz == z.n_pad &&
-                                              z.shard <= m.n_params / Dz + 1 &&
-                                              (Dz == 1 || z.adam.n < m.n_params));
-    } else {
-        /* small buckets, so several are in flight at once */
-        PT_CHECK("dp grads", areal_par_dp_reduce_grads(&m, data, 1000, &e) == AREAL_OK);
+    if (!L->zero1)
         ge = pt_tensors_err(&m, m.grads, &ref, ref_grads, &gworst);
-        PT_CHECK("grad norm",
-                 areal_par_grad_norm(&m, m.grads, 0, m.n_params, &g, NULL, &norm, &e) == AREAL_OK);
-        areal_par_clip(m.grads, m.n_params, norm, max_norm);
-        PT_CHECK("adamw", areal_adamw_init(&st, m.n_params, &e) == AREAL_OK);
-        areal_adamw_step(&st, &PT_ADAMW, PT_LR, m.params, m.grads, NULL);
+    PT_CHECK("step apply",
+             areal_par_step_apply(&ps, &PT_ADAMW, PT_LR, max_norm, &norm, &e) == AREAL_OK);
+    if (L->zero1) {
+        /* the optimizer really is sharded: AdamW's moments cover this rank's 1/dp range only */
+        const areal_par_zero1 *z = &ps.z;
+        size_t Dz = (size_t)areal_par_size(data);
+        PT_CHECK("zero1 moments sharded", z->adam.n == z->hi - z->lo && z->shard * Dz == z->n_pad &&
+                                              z->shard <= m.n_params / Dz + 1 &&
+                                              (Dz == 1 || z->adam.n < m.n_params));
     }
 
     const char *worst = "-";
@@ -466,11 +506,12 @@ static inline int pt_rank(areal_comm *c, void *arg) {
     int last = sh.pp_stage == sh.pp - 1;
     printf("%-8s rank %d (tp %d/%d pp %d/%d ep %d/%d dp %d/%d): loss %.6f (rel err %.1e), grad "
            "norm %.6f "
-           "(%.1e), grads %.1e (%s), weights %.1e (%s)%s",
+           "(%.1e), grads %.1e (%s), weights %.1e (%s)",
            L->name, rank, sh.tp_rank, sh.tp, sh.pp_stage, sh.pp, sh.ep_rank, sh.ep, d, D, loss, le,
-           norm, ne, ge, gworst, we, worst, last ? "" : "\n");
+           norm, ne, ge, gworst, we, worst);
     if (last)
-        printf(", logits %.1e\n", pl.logits_err);
+        printf(", logits %.1e", pl.logits_err);
+    printf(", recompute %.1e\n", lpe);
     /* the reference's batch must take every path of the loss (pt_grpo_prepare) */
     const areal_ppo_loss_stats *rs = &grpo.ref.stats;
     if (b.grpo != NULL && (rs->n_clipped == 0 || rs->n_dual_clipped == 0 || rs->n_filtered == 0 ||
@@ -482,15 +523,14 @@ static inline int pt_rank(areal_comm *c, void *arg) {
         rc = RANK_WRONG;
     }
     if (n_total != b.n_targets || !(le <= PT_TOL) || !(ne <= PT_TOL) || !(we <= PT_TOL) ||
-        !(ge <= PT_GRAD_TOL) || !(pl.logits_err <= PT_TOL)) {
+        !(ge <= PT_GRAD_TOL) || !(pl.logits_err <= PT_TOL) || !(lpe <= PT_TOL)) {
         fprintf(stderr, "%s rank %d: differs from one process (tolerance %g)\n", L->name, rank,
                 PT_TOL);
         rc = RANK_WRONG;
     }
 out:
     pt_grpo_free(&grpo);
-    areal_adamw_free(&st);
-    areal_par_zero1_free(&z);
+    areal_par_step_free(&ps);
     areal_model_free(&m);
     for (int k = 0; k < AREAL_GROUP_KIND_COUNT; k++)
         areal_coll_destroy(gs[k]);

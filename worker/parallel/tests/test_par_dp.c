@@ -50,10 +50,24 @@ static void d4_zero1(void **state) {
     assert_int_equal(pt_run(&L), 0);
 }
 
+/* The dp sum overlapped with the backward (the trainer's megatron dN): two
+ * micro-batches, the hook armed on the last; buckets must really launch inside it. */
+static void d2_overlap(void **state) {
+    (void)state;
+    pt_layout L = {.name = "d2-overlap",
+                   .dp = 2,
+                   .tp = 1,
+                   .pp = 1,
+                   .n_mb = 2,
+                   .model = "ref-qwen3",
+                   .overlap = 1};
+    assert_int_equal(pt_run(&L), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(d2),       cmocka_unit_test(d2_nll),   cmocka_unit_test(d2_accumulated),
-        cmocka_unit_test(d2_zero1), cmocka_unit_test(d4_zero1),
+        cmocka_unit_test(d2_zero1), cmocka_unit_test(d4_zero1), cmocka_unit_test(d2_overlap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

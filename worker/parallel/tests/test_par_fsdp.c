@@ -56,6 +56,7 @@ static int fsdp_rank(areal_comm *c, void *arg) {
     areal_model ref = {0}, init = {0};
     areal_coll *gs[AREAL_GROUP_KIND_COUNT] = {0};
     areal_par_fsdp *f = NULL;
+    areal_par_step ps = {0};
     float *ref_logits = NULL, *ref_grads = NULL;
     pt_grpo grpo = {0};
     pt_batch b;
@@ -101,18 +102,17 @@ static int fsdp_rank(areal_comm *c, void *arg) {
     PT_CHECK("grpo loss", pt_grpo_layout(&grpo, &b, mbs, nmb, g.dp, &e) == AREAL_OK);
     grpo.par.vocab = pl.vocab;
     pl.ppo = &grpo.par;
-    PT_CHECK("forward-backward",
-             areal_par_fsdp_forward_backward(f, bs, nmb, pt_loss_fn, &pl, &loss, &e) == AREAL_OK);
-    float lv[2] = {(float)loss, 0};
-    lv[1] = (float)(loss - (double)lv[0]);
-    PT_CHECK("loss sum",
-             areal_coll_all_reduce(g.dp, lv, 2, AREAL_DT_F32, AREAL_SUM, &e) == AREAL_OK);
-    loss = (double)lv[0] + (double)lv[1];
+    /* the step itself: areal/parallel/step.h with FSDP's state, the trainer's */
+    PT_CHECK("step init",
+             areal_par_step_init(&ps, AREAL_PAR_FSDP, &g, g.dp, NULL, f, NULL, &e) == AREAL_OK);
+    double lpe = pt_check_recompute(&ps, &b, mbs, bs, nmb, &grpo, &e);
+    PT_CHECK("step grads",
+             areal_par_step_grads(&ps, bs, nmb, pt_loss_fn, &pl, &loss, &e) == AREAL_OK);
     const char *gworst = "-", *worst = "-";
     double ge = 0, we = 0;
     PT_CHECK("grads", fsdp_err(f, &ref, ref_grads, 1, &ge, &gworst, &e) == AREAL_OK);
-    PT_CHECK("optimizer",
-             areal_par_fsdp_optim_step(f, &PT_ADAMW, PT_LR, max_norm, &norm, &e) == AREAL_OK);
+    PT_CHECK("step apply",
+             areal_par_step_apply(&ps, &PT_ADAMW, PT_LR, max_norm, &norm, &e) == AREAL_OK);
     PT_CHECK("weights", fsdp_err(f, &ref, ref.params, 0, &we, &worst, &e) == AREAL_OK);
 
     /* the rank holds its ranges only: about 1/d of every unit, moments included */
@@ -120,10 +120,11 @@ static int fsdp_rank(areal_comm *c, void *arg) {
     size_t most = ref.n_params / (size_t)D + (size_t)v.n_units;
     areal_par_fsdp_mem mem = areal_par_fsdp_memory(f);
     printf("%-10s rank %d (dp %d/%d): loss %.6f (rel err %.1e), grad norm %.6f (%.1e), grads "
-           "%.1e (%s), weights %.1e (%s), logits %.1e; holds %zu of %zu floats (moments %zu), "
+           "%.1e (%s), weights %.1e (%s), logits %.1e, recompute %.1e; holds %zu of %zu floats "
+           "(moments %zu), "
            "peak %lld bytes (gathered %lld, activations %lld)\n",
            L->name, rank, d, D, loss, fabs(loss - ref_loss) / fabs(ref_loss), norm,
-           fabs(norm - ref_norm) / ref_norm, ge, gworst, we, worst, pl.logits_err, v.n,
+           fabs(norm - ref_norm) / ref_norm, ge, gworst, we, worst, pl.logits_err, lpe, v.n,
            ref.n_params, v.adam->n, (long long)mem.peak, (long long)mem.peak_gathered,
            (long long)mem.peak_acts);
     if (v.n > most || v.adam->n != v.n || mem.persistent != (int64_t)v.n * 16) {
@@ -133,13 +134,14 @@ static int fsdp_rank(areal_comm *c, void *arg) {
     }
     double le = fabs(loss - ref_loss) / fabs(ref_loss), ne = fabs(norm - ref_norm) / ref_norm;
     if (n_total != b.n_targets || !(le <= PT_TOL) || !(ne <= PT_TOL) || !(we <= PT_TOL) ||
-        !(ge <= PT_GRAD_TOL) || !(pl.logits_err <= PT_TOL)) {
+        !(ge <= PT_GRAD_TOL) || !(pl.logits_err <= PT_TOL) || !(lpe <= PT_TOL)) {
         fprintf(stderr, "%s rank %d: differs from one process (tolerance %g)\n", L->name, rank,
                 PT_TOL);
         rc = RANK_WRONG;
     }
 out:
     pt_grpo_free(&grpo);
+    areal_par_step_free(&ps);
     areal_par_fsdp_free(f);
     for (int k = 0; k < AREAL_GROUP_KIND_COUNT; k++)
         areal_coll_destroy(gs[k]);

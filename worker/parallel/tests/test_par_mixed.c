@@ -51,13 +51,18 @@ static void a_missing_reduction_is_seen(void **state) {
     assert_int_equal(pt_run(&L), RANK_WRONG);
 }
 
+/* d2p2t2 with the dp sum overlapped: the tp-partial and tied tensors wait for finish. */
+static void d2p2t2_overlap(void **state) {
+    (void)state;
+    pt_layout L = {.name = "d2p2t2-ovl", .dp = 2, .tp = 2, .pp = 2, .n_mb = 2, .overlap = 1};
+    assert_int_equal(pt_run(&L), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(d2t2),
-        cmocka_unit_test(t2p2),
-        cmocka_unit_test(d2p2t2),
-        cmocka_unit_test(d2p2t2_zero1),
-        cmocka_unit_test(a_missing_reduction_is_seen),
+        cmocka_unit_test(d2t2),           cmocka_unit_test(t2p2),
+        cmocka_unit_test(d2p2t2),         cmocka_unit_test(d2p2t2_zero1),
+        cmocka_unit_test(d2p2t2_overlap), cmocka_unit_test(a_missing_reduction_is_seen),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -73,7 +73,7 @@ static void stats_init(areal_ppo_loss_stats *s) {
     s->ratio_max = s->behave_w_max = -INFINITY;
 }
 
-static int check_opts(const areal_ppo_loss_opts *o, areal_error *err) {
+int areal_rl_check_loss_opts(const areal_ppo_loss_opts *o, areal_error *err) {
     if (!(o->eps_clip >= 0.0 && o->eps_clip < 1.0))
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "eps_clip %g is outside [0, 1); AReaL uses 0.2 (0.4 for gsm8k)",
@@ -127,7 +127,7 @@ int areal_ppo_actor_loss(const float *logp, const float *prox, const float *beha
                          const float *mask, int T, const int64_t *cu_seqlens, int n_seqs,
                          const areal_ppo_loss_opts *opts, double *loss, float *dlogp,
                          areal_ppo_loss_stats *stats, areal_error *err) {
-    int rc = check_opts(opts, err);
+    int rc = areal_rl_check_loss_opts(opts, err);
     if (rc != AREAL_OK)
         return rc;
     const areal_rejection_config *rs =

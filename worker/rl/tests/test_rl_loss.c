@@ -5,7 +5,10 @@
  * token (torch autograd) and the stats within 1e-5, for eps / eps_high, dual
  * clip, GSPO and every rejection-sampling variant; a minibatch of 3
  * micro-batches on each of 2 DP ranks aggregated with AReaL's engine scale;
- * the closed forms of the reference (§6.1); bad options and layouts.
+ * the closed forms of the reference (§6.1); bad options and layouts. The
+ * per-token split of areal/rl/ppo_terms.h (what a device kernel fuses with
+ * the softmax) rebuilds every token-level case's loss and gradient from the
+ * terms and a surrogate written here in float, as the kernel evaluates it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +18,7 @@
 #include <cmocka.h>
 
 #include "areal/rl/loss.h"
+#include "areal/rl/ppo_terms.h"
 #include "rl_test_util.h"
 
 typedef struct {
@@ -307,6 +311,96 @@ static void bad_options_and_layouts(void **st) {
     assert_true(areal_ppo_mb_scale(3, 0, 2) == 0.0);
 }
 
+/* the per-token surrogate in float (k_ppo.cu's arithmetic): pg and d pg / d r */
+static float term_pg(float A, float r, const areal_ppo_terms *t, float *g) {
+    float cr = r < t->clip_lo ? t->clip_lo : (r > t->clip_hi ? t->clip_hi : r);
+    float l1 = -A * r, l2 = -A * cr, dc = (r >= t->clip_lo && r <= t->clip_hi) ? 1.0f : 0.0f;
+    float pg = l1 >= l2 ? l1 : l2;
+    float gr = l1 > l2 ? -A : (l1 < l2 ? -A * dc : 0.5f * (-A) + 0.5f * (-A * dc));
+    if (t->c_clip > 1.0f) {
+        float l3 = (A > 0 ? 1.0f : (A < 0 ? -1.0f : 0.0f)) * t->c_clip * A;
+        if (l3 < pg) {
+            pg = l3;
+            gr = 0.0f;
+        } else if (l3 == pg) {
+            gr *= 0.5f;
+        }
+    }
+    *g = gr;
+    return pg;
+}
+
+static void token_terms_rebuild_areal(void **st) {
+    (void)st;
+    json_t *fx = rl_load_fixture("rl-loss.json");
+    assert_non_null(fx);
+    size_t i;
+    json_t *cs;
+    int n_token = 0, n_seq = 0, n_rs = 0;
+    json_array_foreach(json_object_get(fx, "cases"), i, cs) {
+        const char *name = json_string_value(json_object_get(cs, "name"));
+        mb m;
+        mb_from(json_object_get(cs, "inputs"), &m);
+        areal_rejection_config rs;
+        areal_ppo_loss_opts o = opts_from(json_object_get(cs, "opts"), &rs);
+        o.scale = 0.75; /* a micro-batch scale, applied to loss and gradient alike */
+        float w[256];
+        areal_ppo_terms t;
+        areal_error err;
+        int rc =
+            areal_ppo_token_terms(m.prox, m.behav, m.adv, m.mask, m.T, m.cu, m.n, &o, w, &t, &err);
+        if (o.sequence_level) { /* GSPO: refused, naming the setting */
+            assert_int_equal(rc, AREAL_EINVAL);
+            assert_non_null(strstr(err.msg, "sequence"));
+            n_seq++;
+            continue;
+        }
+        if (rc != AREAL_OK)
+            fail_msg("%s: %s", name, err.msg);
+        assert_int_equal(t.n_valid, areal_ppo_count_valid(m.mask, m.T));
+        double loss = 0;
+        float dlogp[256];
+        for (int k = 0; k < m.T; k++) {
+            dlogp[k] = 0.0f;
+            if (w[k] == 0.0f)
+                continue;
+            float r = expf(m.logp[k] - m.prox[k]), g;
+            float pg = term_pg(m.adv[k], r, &t, &g);
+            loss += t.coef * w[k] * pg;
+            dlogp[k] = (float)(t.coef * w[k] * g * r);
+        }
+        double want = 0.75 * json_number_value(json_object_get(cs, "loss"));
+        if (!rl_close(loss, want, 1e-5))
+            fail_msg("%s: loss from the terms %.8g, AReaL %.8g", name, loss, want);
+        float wg[256];
+        assert_int_equal(rl_floats(json_object_get(cs, "dlogp"), wg), (size_t)m.T);
+        for (int k = 0; k < m.T; k++)
+            if (!rl_close(dlogp[k], 0.75f * wg[k], 1e-5))
+                fail_msg("%s: dlogp[%d] from the terms %.8g, AReaL %.8g", name, k, dlogp[k],
+                         0.75f * wg[k]);
+        n_token++;
+        n_rs += o.rejection != NULL;
+    }
+    assert_true(n_token >= 10);
+    assert_true(n_seq >= 1);
+    assert_true(n_rs >= 4); /* rejection sampling's weights went through the terms */
+    json_decref(fx);
+    /* rejection sampling without behaviour logprobs is named */
+    areal_rejection_config rs = {.enabled = true, .upper = 5.0};
+    areal_ppo_loss_opts o = {.eps_clip = 0.2, .rejection = &rs, .scale = 1.0};
+    float v[2] = {0.0f, 0.0f}, mask[2] = {1.0f, 1.0f}, w[2];
+    areal_ppo_terms t;
+    areal_error err;
+    assert_int_equal(areal_ppo_token_terms(v, NULL, v, mask, 2, NULL, 0, &o, w, &t, &err),
+                     AREAL_EINVAL);
+    assert_non_null(strstr(err.msg, "behav"));
+    o.rejection = NULL;
+    o.eps_clip = 1.5; /* the full loss's option checks */
+    assert_int_equal(areal_ppo_token_terms(v, NULL, v, mask, 2, NULL, 0, &o, w, &t, &err),
+                     AREAL_EINVAL);
+    assert_non_null(strstr(err.msg, "eps_clip"));
+}
+
 static void stats_add_combines(void **st) {
     (void)st;
     areal_ppo_loss_stats a = {0}, b = {0};
@@ -333,6 +427,7 @@ int main(void) {
         cmocka_unit_test(reference_closed_forms),
         cmocka_unit_test(bad_options_and_layouts),
         cmocka_unit_test(stats_add_combines),
+        cmocka_unit_test(token_terms_rebuild_areal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

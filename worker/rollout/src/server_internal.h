@@ -7,6 +7,7 @@
  *   server_generate.c  /generate and the OpenAI endpoints (engine callbacks)
  *   server_control.c   pause / continue / abort / health / info / metrics
  *   server_weights.c   update_weights_from_disk / _distributed, groups
+ *   server_wslice.c    a sharded sender's slices: per-root groups, assembly (server_wslice.h)
  *   server_peer.c      GET /get_weights_safetensors, update_weights_from_peer
  *   server_req.c       request parsing (server_req.h)
  *   register.c         registration in the job's store
@@ -43,6 +44,8 @@ typedef struct wgroup {
     char name[AREAL_COMM_GROUP_NAME_MAX];
     areal_comm *comm;
     areal_pg *pg;
+    areal_pg **src; /* [n_src]: a sharded sender's per-root groups (server_wslice.c), lazily */
+    int n_src;
 } wgroup;
 
 struct areal_rollout_server {
@@ -68,6 +71,7 @@ struct areal_rollout_server {
     areal_model staging; /* update_weights_from_distributed in progress */
     bool staging_on;
     unsigned char *staging_seen; /* per spec: received in this update */
+    struct wslice_state *wslice; /* slices received per spec (server_wslice.c), or NULL */
 
     /* weight streams to peers (server_peer.c) */
     pthread_mutex_t smu;

@@ -21,6 +21,11 @@
  *     unsupported dtype) fails the whole update; a failed broadcast (sender
  *     gone) also breaks the group (init again); either way the old weights
  *     keep serving.
+ *   The sharded form (areal/train/wsync_shard.h) adds src_rank, n_senders,
+ *     slice_dims, slice_offsets and full_shapes: `shapes` are then slices of
+ *     the HF tensors, broadcast by trainer rank src_rank over its own group,
+ *     and assembled in the staging copy (server_wslice.c); the swap waits
+ *     for every row of every tensor. Without them: the form above.
  * (From a peer, whatever way the peer got its weights: server_peer.c.)
  *
  * Versions: weight_version when given; else, when the serving version is an
@@ -33,6 +38,7 @@
 #include <string.h>
 
 #include "server_internal.h"
+#include "server_wslice.h"
 
 static void fail(areal_http_exchange *x, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -131,6 +137,7 @@ static wgroup *find_group(areal_rollout_server *s, const char *name) {
 }
 
 static void group_free(wgroup *g) {
+    wslice_group_free(g);
     areal_pg_destroy(g->pg);
     areal_comm_destroy(g->comm);
     memset(g, 0, sizeof *g);
@@ -142,6 +149,7 @@ static void staging_drop(areal_rollout_server *s) {
     s->staging_on = false;
     free(s->staging_seen);
     s->staging_seen = NULL;
+    wslice_drop(s);
 }
 
 void srv_weights_free(areal_rollout_server *s) {
@@ -297,16 +305,11 @@ static void do_distributed(areal_rollout_server *s, areal_http_exchange *x,
                            const areal_http_request *r) {
     if (srv_tp_unsupported(s, x, "/update_weights_from_distributed"))
         return;
-    static const char *const known[] = {"names",
-                                        "dtypes",
-                                        "shapes",
-                                        "group_name",
-                                        "flush_cache",
-                                        "abort_all_requests",
-                                        "weight_version",
-                                        "load_format",
-                                        "torch_empty_cache",
-                                        NULL};
+    static const char *const known[] = {"names",          "dtypes",      "shapes",
+                                        "group_name",     "flush_cache", "abort_all_requests",
+                                        "weight_version", "load_format", "torch_empty_cache",
+                                        "src_rank",       "n_senders",   "slice_dims",
+                                        "slice_offsets",  "full_shapes", NULL};
     json_t *j = srv_body(x, r);
     if (j == NULL)
         return;
@@ -333,6 +336,8 @@ static void do_distributed(areal_rollout_server *s, areal_http_exchange *x,
     char msg[600] = "";
     tdesc *t = NULL;
     size_t total = 0;
+    wslice_req q = {0};
+    areal_pg *pg = NULL;
     if (!json_is_array(names) || !json_is_array(dtypes) || !json_is_array(shapes) || n == 0 ||
         json_array_size(dtypes) != n || json_array_size(shapes) != n)
         snprintf(msg, sizeof msg,
@@ -343,12 +348,15 @@ static void do_distributed(areal_rollout_server *s, areal_http_exchange *x,
     else if (bucket_meta(names, dtypes, shapes, t, n, &total, msg, sizeof msg) == 0 &&
              total > ((size_t)1 << 36))
         snprintf(msg, sizeof msg, "the bucket of %zu bytes is larger than 64 GiB", total);
+    if (msg[0] == '\0' && wslice_parse(j, n, &q, msg, sizeof msg) == 0)
+        pg = wslice_group(s, g, &q, msg, sizeof msg);
     if (msg[0] != '\0') {
         /* the wire layout is unknown: the sender's broadcast cannot be matched, so the
          * group is broken on purpose (the sender fails at once instead of timing out) */
         group_free(g);
         staging_drop(s);
         free(t);
+        wslice_req_free(&q);
         json_decref(j);
         fail(x, 400,
              "%s; the weight-update group %s is closed (init it again); version %s "
@@ -359,12 +367,13 @@ static void do_distributed(areal_rollout_server *s, areal_http_exchange *x,
     size_t words = (total + 3) / 4;
     int32_t *buf = calloc(words ? words : 1, sizeof *buf);
     areal_error e;
-    int rc = buf ? areal_pg_broadcast(g->pg, buf, words, AREAL_DT_I32, 0, &e) : AREAL_ENOMEM;
+    int rc = buf ? areal_pg_broadcast(pg, buf, words, AREAL_DT_I32, 0, &e) : AREAL_ENOMEM;
     if (rc != AREAL_OK) {
         group_free(g);
         staging_drop(s);
         free(buf);
         free(t);
+        wslice_req_free(&q);
         json_decref(j);
         fail(x, 400,
              "receiving the bucket failed: %s; group %s is closed (init it again); "
@@ -379,6 +388,7 @@ static void do_distributed(areal_rollout_server *s, areal_http_exchange *x,
                 areal_model_free(&s->staging);
             free(buf);
             free(t);
+            wslice_req_free(&q);
             json_decref(j);
             fail(x, 500, "out of memory for the staging copy; version %s keeps serving", cur);
             return;
@@ -395,6 +405,9 @@ static void do_distributed(areal_rollout_server *s, areal_http_exchange *x,
         if (sp == NULL)
             snprintf(msg, sizeof msg, "tensor %.100s is not a parameter of the served model",
                      t[i].name);
+        else if (q.sharded) /* a slice of it (server_wslice.c) */
+            wslice_land(s, k, &q, i, t[i].dt, t[i].shape, t[i].ndim, (const char *)buf + t[i].off,
+                        msg, sizeof msg);
         else if (!shape_ok)
             snprintf(msg, sizeof msg,
                      "tensor %.100s has shape [%lld, %lld] in the model but the bucket says "
@@ -410,6 +423,7 @@ static void do_distributed(areal_rollout_server *s, areal_http_exchange *x,
     }
     free(buf);
     free(t);
+    wslice_req_free(&q);
     if (msg[0] != '\0') {
         staging_drop(s);
         json_decref(j);

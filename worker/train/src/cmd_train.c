@@ -16,7 +16,9 @@
 
 #include "areal/escape.h"
 #include "areal/model/tokenizer.h"
+#include "areal/placement.h"
 #include "areal/podenv.h"
+#include "areal/train/backend.h"
 #include "areal/train/cmd.h"
 #include "areal/train/discover.h"
 #include "areal/train/dp.h"
@@ -25,6 +27,7 @@
 #include "areal/train/tiny.h"
 #include "areal/train/train_loop.h"
 #include "areal/train/trainer_http.h"
+#include "areal/train/trainer_par.h"
 #include "areal/train/warmup.h"
 #include "areal/version.h"
 
@@ -72,6 +75,7 @@ static const char train_help[] =
     "           [--eta E] [--lr LR] [--eval-every N] [--eval-n N] [--ckpt-every N] [--seed S]\n"
     "           [--max-operand M] [--rollout-workers N] [--reward math|exact]\n"
     "           [--http-port P] [--http-host H] [--dp-rank R --dp-size N --dp-master HOST:PORT]\n"
+    "           [--layout L] [--rank R --world N --master HOST:PORT]\n"
     "           [--weight-update-mode disk|xccl] [--weight-bucket-mb MB] [--xccl-host ADDR]\n"
     "           [--max-concurrent N]\n"
     "The trainer role: asynchronous GRPO against SGLang-API rollout servers, weights synced\n"
@@ -90,6 +94,12 @@ static const char train_help[] =
     "  --dp-rank R, --dp-size N, --dp-master HOST:PORT   data-parallel trainer ranks: rank 0\n"
     "                  hosts the rendezvous at HOST:PORT and drives the rollouts (and HTTP),\n"
     "                  ranks > 0 train their share of each batch (no --servers needed)\n"
+    "  --layout L      split the model over the ranks by the trainer's strategy L\n"
+    "                  (megatron:d1t2p2, fsdp:d2; default: the trainer component of env\n"
+    "                  AREAL_ALLOCATION named by AREAL_ROLE, when both are set): each rank\n"
+    "                  holds its shard and trains its data slice; N = d*t*p ranks, given as\n"
+    "                  --rank R --world N --master HOST:PORT (the --dp-* flags' other names);\n"
+    "                  without it N ranks replicate the model (data parallelism)\n"
     "  --weight-update-mode M   rollout.weight_update_mode: disk (HF safetensors under the job\n"
     "                  dir, /update_weights_from_disk) or xccl (buckets of --weight-bucket-mb MB,\n"
     "                  default 1024, broadcast over a comm-runtime group whose rank 0 is this\n"
@@ -260,9 +270,11 @@ static void override_flags(const nflag *f, bool from_file, areal_rl_config *c) {
 #undef GIVEN
 }
 
-/* A data-parallel rank: joins the group; rank 0 runs the loop (with HTTP), others follow. */
+/* A data-parallel rank (or a layout's, lay not NULL): joins the group; rank 0 runs the loop
+ * (with HTTP), others follow. */
 static int run_dp(areal_train_job *job, int rank, int size, const char *master,
-                  const char *http_host, int http_port, io *x, areal_error *e) {
+                  areal_train_layout *lay, const char *http_host, int http_port, io *x,
+                  areal_error *e) {
     char host[256];
     snprintf(host, sizeof host, "%s", master);
     char *colon = strrchr(host, ':');
@@ -277,6 +289,17 @@ static int run_dp(areal_train_job *job, int rank, int size, const char *master,
     int rc = areal_train_dp_join(rank, size, host, (int)port, local ? "127.0.0.1" : NULL,
                                  local ? "127.0.0.1" : (pod_ip && pod_ip[0] ? pod_ip : NULL),
                                  600000, &comm, &dp, e);
+    char what[160] = "DP";
+    if (rc == AREAL_OK && lay != NULL) {
+        lay->comm = comm;
+        job->layout = lay;
+        snprintf(what, sizeof what, "%s:d%dt%dp%d", areal_backend_name(lay->backend), lay->s.dp,
+                 lay->s.tp, lay->s.pp);
+        char line[256];
+        snprintf(line, sizeof line, "rank %d of %d splits the model by %s (its shard only)", rank,
+                 size, what);
+        log_line(x, line);
+    }
     areal_trainer_http *http = NULL;
     if (rc == AREAL_OK && rank == 0 && http_host != NULL)
         rc = areal_trainer_http_start(http_host, http_port, &http, e);
@@ -287,14 +310,17 @@ static int run_dp(areal_train_job *job, int rank, int size, const char *master,
         rc = areal_train_run(job, &res, e);
         if (rc == AREAL_OK)
             fprintf(x->err,
-                    "areal-worker train: %s after %ld steps on %d DP ranks in %.1f s: "
+                    "areal-worker train: %s after %ld steps on %d %s ranks in %.1f s: "
                     "held-out accuracy %.3f -> %.3f\n",
-                    res.stopped ? "stopped with a checkpoint" : "done", res.steps_done, size,
+                    res.stopped ? "stopped with a checkpoint" : "done", res.steps_done, size, what,
                     res.wall_s, res.acc_start, res.acc_end);
     } else if (rc == AREAL_OK) {
         long steps = 0;
         rc = areal_train_follow(job, job->total_steps, dp, &steps, e);
-        if (rc == AREAL_OK)
+        if (rc == AREAL_OK && lay != NULL)
+            fprintf(x->err, "areal-worker train: rank %d of %d (%s): %ld steps\n", rank, size, what,
+                    steps);
+        else if (rc == AREAL_OK)
             fprintf(x->err, "areal-worker train: DP rank %d of %d: %ld steps\n", rank, size, steps);
     }
     areal_trainer_http_stop(http);
@@ -321,11 +347,32 @@ static bool master_pod(int *port) {
     return true;
 }
 
+/* In a pod: the trainer component of env AREAL_ALLOCATION named by AREAL_ROLE (its
+ * "backend:dNtNpN" text) into buf; false when either is unset or names no training role. */
+static bool role_component(char *buf, size_t cap) {
+    const char *alloc = getenv(AREAL_ENV_ALLOCATION), *role = getenv(AREAL_ENV_ROLE);
+    static areal_alloc a; /* large; this runs once per process */
+    static char names[AREAL_ALLOC_MAX_COMPONENTS][AREAL_ALLOC_NAME_MAX];
+    if (alloc == NULL || role == NULL || alloc[0] == '\0' ||
+        areal_alloc_parse(alloc, &a, NULL) != AREAL_OK)
+        return false;
+    areal_role_names(&a, names); /* the planner's names, as the operator sets AREAL_ROLE */
+    for (int i = 0; i < a.n_components; i++) {
+        const areal_component *c = &a.comp[i];
+        if (strcmp(names[i], role) != 0 || areal_backend_is_inference(c->backend) || c->hybrid)
+            continue;
+        snprintf(buf, cap, "%s:d%dt%dp%dc%de%d", areal_backend_name(c->backend), c->strategy.dp,
+                 c->strategy.tp, c->strategy.pp, c->strategy.cp, c->strategy.ep);
+        return true;
+    }
+    return false;
+}
+
 static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
     const char *model = NULL, *job_dir = NULL, *servers = NULL, *config = NULL;
     areal_task_reward_kind reward = AREAL_TASK_REWARD_DEFAULT;
     const char *http_host = NULL, *http_port = getenv("AREAL_TRAINER_HTTP_PORT");
-    const char *dp_master = NULL;
+    const char *dp_master = NULL, *layout = NULL;
     nflag f[F_N] = {
         [F_STEPS] = {"--steps", 1, 1e7, 300, false},
         [F_BATCH] = {"--batch", 1, 4096, 32, false},
@@ -368,8 +415,12 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
                 return 2;
             }
             continue;
-        } else if (strcmp(argv[i], "--dp-master") == 0 && i + 1 < argc) {
+        } else if ((strcmp(argv[i], "--dp-master") == 0 || strcmp(argv[i], "--master") == 0) &&
+                   i + 1 < argc) {
             dp_master = argv[++i];
+            continue;
+        } else if (strcmp(argv[i], "--layout") == 0 && i + 1 < argc) {
+            layout = argv[++i];
             continue;
         } else if (strcmp(argv[i], "--http-port") == 0 && i + 1 < argc) {
             http_port = argv[++i];
@@ -404,6 +455,12 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
         for (int k = 0; k < F_N && r == 0; k++)
             if ((r = num_flag(argc, argv, &i, f[k].name, f[k].lo, f[k].hi, &f[k].val, err)) > 0)
                 f[k].set = true;
+        /* --rank / --world: the --dp-* flags' names for a layout's ranks */
+        if (r == 0 && (r = num_flag(argc, argv, &i, "--rank", 0, 4095, &f[F_DP_RANK].val, err)) > 0)
+            f[F_DP_RANK].set = true;
+        if (r == 0 &&
+            (r = num_flag(argc, argv, &i, "--world", 1, 4096, &f[F_DP_SIZE].val, err)) > 0)
+            f[F_DP_SIZE].set = true;
         if (r < 0)
             return 2;
         if (r == 0) {
@@ -449,11 +506,39 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
     if (model == NULL)
         model = cfg.actor.path;
     int dp_rank = (int)f[F_DP_RANK].val, dp_size = (int)f[F_DP_SIZE].val;
+    areal_train_layout lay;
+    bool split = false;
+    char role_layout[256];
+    if (layout == NULL && role_component(role_layout, sizeof role_layout))
+        layout = role_layout; /* a pod: the trainer component of the job's allocation */
+    if (layout != NULL) {
+        if (areal_train_layout_parse(layout, &lay, &e) != AREAL_OK) {
+            areal_print_line(err, "areal-worker train: --layout: %s", e.msg);
+            areal_rl_config_free(&cfg);
+            return 2;
+        }
+        int W = areal_train_layout_world(&lay);
+        if (!f[F_DP_SIZE].set)
+            dp_size = W;
+        if (dp_size != W) {
+            areal_print_line(err,
+                             "areal-worker train: --layout %s has %d ranks but --world (--dp-size) "
+                             "is %d; start one rank per GPU of the layout",
+                             layout, W, dp_size);
+            areal_rl_config_free(&cfg);
+            return 2;
+        }
+        split = W > 1; /* one rank: the whole model, the single-process trainer */
+    }
     if (dp_rank >= dp_size || (dp_size > 1 && dp_master == NULL)) {
         areal_print_line(err,
                          "areal-worker train: --dp-rank %d --dp-size %d needs rank < size and "
-                         "--dp-master HOST:PORT (rank 0 hosts the rendezvous there)",
-                         dp_rank, dp_size);
+                         "--dp-master HOST:PORT (rank 0 hosts the rendezvous there)%s%s%s",
+                         dp_rank, dp_size, layout ? "; the layout " : "", layout ? layout : "",
+                         layout ? (layout == role_layout ? " (from AREAL_ALLOCATION) has that many "
+                                                           "ranks"
+                                                         : " has that many ranks")
+                                : "");
         areal_rl_config_free(&cfg);
         return 2;
     }
@@ -471,6 +556,10 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
         return 2;
     }
     areal_train_config_report(&cfg, log_line, &x);
+    areal_device_env denv = areal_device_env_read(true);
+    areal_backend_choice bk = areal_train_backend(&denv);
+    if (bk.warn && areal_device_pod_leader())
+        log_line(&x, bk.why); /* GPUs asked for and not usable: once per pod */
     if (strcmp(cfg.recover_mode, "on") == 0 || strcmp(cfg.recover_mode, "auto") == 0)
         resume = true; /* AReaL's recover.mode: continue from a checkpoint when there is one */
     char *list = strdup(servers);
@@ -530,8 +619,8 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     if (dp_size > 1) {
-        rc = run_dp(&job, dp_rank, dp_size, dp_master, port > 0 ? http_host : NULL, (int)port, &x,
-                    &e);
+        rc = run_dp(&job, dp_rank, dp_size, dp_master, split ? &lay : NULL,
+                    port > 0 ? http_host : NULL, (int)port, &x, &e);
         areal_discover_stop(disc);
         free(list);
         areal_rl_config_free(&cfg);

@@ -16,8 +16,10 @@
 #include "areal/rl/pack.h"
 #include "areal/train/dp.h"
 #include "areal/train/train_optim.h"
+#include "areal/train/trainer_par.h"
 
-enum { CMD_STOP = 0, CMD_STEP = 1 };
+/* CMD_GATHER_OPTIM: a layout's checkpoint - every rank joins the moments' gather to rank 0 */
+enum { CMD_STOP = 0, CMD_STEP = 1, CMD_GATHER_OPTIM = 2 };
 
 typedef struct wbuf {
     uint8_t *p;
@@ -139,8 +141,14 @@ static int send_msg(areal_pg *dp, int peer, int64_t cmd, wbuf *b, areal_error *e
     return rc;
 }
 
-int areal_train_dp_scatter(areal_pg *dp, areal_group *g, int n, int G, int *n_mine,
-                           areal_error *err) {
+/* Rank r's data slice: a layout's (every rank of one slice trains the same share), else r. */
+static int slice_of(const areal_trainer *t, int r) {
+    return t != NULL && t->par != NULL ? areal_train_par_slice_of(t->par, r) : r;
+}
+
+/* areal_train_dp_scatter over D slices, world rank r getting slice slice_of(t, r)'s share. */
+static int scatter_slices(areal_pg *dp, const areal_trainer *t, int D, areal_group *g, int n, int G,
+                          int *n_mine, areal_error *err) {
     int R = areal_pg_size(dp), n_seqs = n * G, rc = AREAL_OK;
     int64_t *lens = malloc((size_t)n_seqs * sizeof *lens);
     int *rank_of = malloc((size_t)n_seqs * sizeof *rank_of);
@@ -150,15 +158,15 @@ int areal_train_dp_scatter(areal_pg *dp, areal_group *g, int n, int G, int *n_mi
         for (int j = 0; j < G; j++)
             lens[i * G + j] = g[i].s[j].n;
     if (rc == AREAL_OK)
-        rc = areal_split_groups_dp(lens, n_seqs, G, R, rank_of, err);
+        rc = areal_split_groups_dp(lens, n_seqs, G, D, rank_of, err);
     for (int r = 1; rc == AREAL_OK && r < R; r++) {
         wbuf b = {0};
-        int64_t k = 0;
+        int64_t k = 0, sl = slice_of(t, r);
         for (int i = 0; i < n; i++)
-            k += rank_of[i * G] == r;
+            k += rank_of[i * G] == sl;
         put_i64(&b, k);
         for (int i = 0; i < n; i++)
-            if (rank_of[i * G] == r)
+            if (rank_of[i * G] == sl)
                 put_group(&b, &g[i]);
         rc = b.oom ? areal_error_set(err, AREAL_ENOMEM, -1, "no memory for a DP share")
                    : send_msg(dp, r, CMD_STEP, &b, err);
@@ -182,6 +190,11 @@ int areal_train_dp_scatter(areal_pg *dp, areal_group *g, int n, int G, int *n_mi
     return rc;
 }
 
+int areal_train_dp_scatter(areal_pg *dp, areal_group *g, int n, int G, int *n_mine,
+                           areal_error *err) {
+    return scatter_slices(dp, NULL, areal_pg_size(dp), g, n, G, n_mine, err);
+}
+
 int areal_train_dp_stop(areal_pg *dp, areal_error *err) {
     int rc = AREAL_OK;
     for (int r = 1; r < areal_pg_size(dp); r++) {
@@ -196,7 +209,27 @@ int areal_train_dp_stop(areal_pg *dp, areal_error *err) {
     return rc;
 }
 
+/* A layout's state: version and step from rank 0; after a resume (rank 0's adam step > 0) its
+ * whole parameters and moments, each rank taking its part (trainer_par.h). */
+static int sync_par(areal_pg *dp, areal_trainer *t, areal_error *err) {
+    float *m, *v;
+    long *adam_step;
+    size_t n;
+    areal_train_optim_state(t->opt, &m, &v, &adam_step, &n);
+    int64_t s[3] = {*adam_step, t->version, t->step};
+    int rc = dp != NULL ? areal_pg_broadcast(dp, s, 3, AREAL_DT_I64, 0, err) : AREAL_OK;
+    if (rc != AREAL_OK)
+        return rc;
+    t->version = (long)s[1];
+    t->step = (long)s[2];
+    if (s[0] == 0) /* a fresh start: every rank loaded its shard of the initial model */
+        return AREAL_OK;
+    return areal_train_par_scatter(t->par, t->model.params, m, v, (long)s[0], err);
+}
+
 int areal_train_dp_sync_state(areal_pg *dp, areal_trainer *t, areal_error *err) {
+    if (t->par != NULL)
+        return sync_par(dp, t, err);
     float *m, *v;
     long *adam_step;
     size_t n;
@@ -225,6 +258,11 @@ static int follow_one(areal_pg *dp, areal_trainer *t, areal_error *err) {
         return rc;
     if (h[0] == CMD_STOP)
         return 1;
+    if (h[0] == CMD_GATHER_OPTIM && t->par != NULL) {
+        rc = areal_train_par_gather(t->par, AREAL_PAR_EXP_AVG, NULL, err);
+        return rc == AREAL_OK ? areal_train_par_gather(t->par, AREAL_PAR_EXP_AVG_SQ, NULL, err)
+                              : rc;
+    }
     if (h[0] != CMD_STEP || h[1] < 8 || h[1] > (int64_t)1 << 40)
         return areal_error_set(err, AREAL_EINVAL, -1, "DP rank %d: a malformed share header",
                                areal_pg_rank(dp));
@@ -251,6 +289,8 @@ static int follow_one(areal_pg *dp, areal_trainer *t, areal_error *err) {
     free(p);
     if (rc == AREAL_OK)
         rc = areal_trainer_step(t, g, got, NULL, err);
+    if (rc == AREAL_OK)
+        rc = 2; /* a step (the gather above is not one) */
     for (int i = 0; i < got; i++)
         areal_group_free(&g[i]);
     free(g);
@@ -269,7 +309,10 @@ int areal_train_follow(const areal_train_job *job, long total_steps, areal_pg *d
     memset(&t, 0, sizeof t);
     bool have = false;
     if (rc == AREAL_OK) {
-        rc = areal_trainer_init(&t, job->model_dir, job->cfg, total_steps, pool, dp, err);
+        rc = job->layout != NULL
+                 ? areal_trainer_init_par(&t, job->model_dir, job->cfg, total_steps, pool,
+                                          job->layout, err)
+                 : areal_trainer_init(&t, job->model_dir, job->cfg, total_steps, pool, dp, err);
         have = rc == AREAL_OK;
     }
     if (rc == AREAL_OK)
@@ -279,8 +322,8 @@ int areal_train_follow(const areal_train_job *job, long total_steps, areal_pg *d
         int r = follow_one(dp, &t, err);
         if (r == 1)
             break;
-        rc = r;
-        steps += rc == AREAL_OK;
+        steps += r == 2;
+        rc = r == 2 ? AREAL_OK : r;
     }
     if (steps_done)
         *steps_done = steps;
@@ -324,7 +367,8 @@ int areal_train_dp_step(areal_trainer *t, areal_pg *dp, areal_group *g, int n, i
     areal_step_stats full;
     areal_train_batch_stats(g, n, t->version, &full);
     int mine = 0;
-    int rc = areal_train_dp_scatter(dp, g, n, G, &mine, err);
+    int D = t->par != NULL ? areal_train_par_slices(t->par) : areal_pg_size(dp);
+    int rc = scatter_slices(dp, t, D, g, n, G, &mine, err);
     if (rc == AREAL_OK)
         rc = areal_trainer_step(t, g, mine, st, err);
     if (rc == AREAL_OK && st) { /* the batch's numbers, not rank 0's share's */
@@ -368,5 +412,24 @@ int areal_train_dp_join(int rank, int size, const char *host, int port, const ch
         areal_comm_destroy(*comm);
         *comm = NULL;
     }
+    return rc;
+}
+
+int areal_train_dp_gather_optim(areal_pg *dp, areal_trainer *t, areal_error *err) {
+    if (t->par == NULL)
+        return AREAL_OK;
+    int rc = AREAL_OK;
+    for (int r = 1; dp != NULL && rc == AREAL_OK && r < areal_pg_size(dp); r++)
+        rc = send_msg(dp, r, CMD_GATHER_OPTIM, NULL, err);
+    float *m, *v;
+    long *adam_step;
+    size_t n;
+    areal_train_optim_state(t->opt, &m, &v, &adam_step, &n);
+    if (rc == AREAL_OK)
+        rc = areal_train_par_gather(t->par, AREAL_PAR_EXP_AVG, m, err);
+    if (rc == AREAL_OK)
+        rc = areal_train_par_gather(t->par, AREAL_PAR_EXP_AVG_SQ, v, err);
+    if (rc == AREAL_OK)
+        *adam_step = areal_par_step_adam(areal_train_par_step(t->par))->step;
     return rc;
 }

@@ -285,6 +285,9 @@ static int save_ckpt(const areal_train_job *job, areal_trainer *t, areal_rollout
     float *m, *v;
     long *adam_step;
     size_t n;
+    int rc = areal_train_dp_gather_optim(job->dp, t, err); /* a layout's moments, whole */
+    if (rc != AREAL_OK)
+        return rc;
     areal_train_optim_state(t->opt, &m, &v, &adam_step, &n);
     areal_ckpt_tensors ts = {&t->model, job->model_dir, m, v, n};
     areal_ckpt_state st;
@@ -348,7 +351,10 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
     memset(&t, 0, sizeof t);
     bool have_trainer = false;
     if (rc == AREAL_OK) {
-        rc = areal_trainer_init(&t, job->model_dir, cfg, total_steps, pool, job->dp, err);
+        rc = job->layout != NULL
+                 ? areal_trainer_init_par(&t, job->model_dir, cfg, total_steps, pool, job->layout,
+                                          err)
+                 : areal_trainer_init(&t, job->model_dir, cfg, total_steps, pool, job->dp, err);
         have_trainer = rc == AREAL_OK;
     }
     if (rc == AREAL_OK)
@@ -381,7 +387,7 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
         }
     }
     bool multi = job->dp != NULL && areal_pg_size(job->dp) > 1;
-    if (rc == AREAL_OK && multi) /* the followers start from this rank's (resumed) state */
+    if (rc == AREAL_OK && (multi || t.par != NULL)) /* the ranks start from this (resumed) state */
         rc = areal_train_dp_sync_state(job->dp, &t, err);
     areal_rollout_ctl *ctl = NULL;
     if (rc == AREAL_OK) {

@@ -31,6 +31,7 @@
 #include "areal/rl/pack.h"
 #include "areal/train/train_optim.h"
 #include "areal/train/trainer.h"
+#include "areal/train/trainer_par.h"
 
 /* The comm runtime reduces fp32/bf16/fp16/int32/int64 only, so the float64 sums travel as
  * their bit patterns (int64) through an all-gather and every rank adds them up in rank
@@ -84,12 +85,9 @@ static int load_ref(areal_trainer *t, const char *model_dir, const areal_rl_conf
     return rc;
 }
 
-int areal_trainer_init(areal_trainer *t, const char *model_dir, const areal_rl_config *cfg,
-                       long total_steps, areal_pool *pool, areal_pg *dp, areal_error *err) {
-    memset(t, 0, sizeof *t);
-    int rc = areal_model_load(&t->model, model_dir, pool, err);
-    if (rc != AREAL_OK)
-        return rc;
+/* AdamW and the schedule over n parameters, from cfg->actor.optimizer. */
+static int make_optim(areal_trainer *t, const areal_rl_config *cfg, long total_steps, size_t n,
+                      areal_error *err) {
     const areal_optimizer_config *o = &cfg->actor.optimizer;
     areal_train_optim_cfg oc = {
         o->lr,
@@ -101,7 +99,17 @@ int areal_trainer_init(areal_trainer *t, const char *model_dir, const areal_rl_c
         o->warmup_steps_proportion,
         o->min_lr_ratio,
         total_steps * (cfg->actor.ppo_n_minibatches > 0 ? cfg->actor.ppo_n_minibatches : 1)};
-    rc = areal_train_optim_create(&oc, t->model.n_params, &t->opt, err);
+    return areal_train_optim_create(&oc, n, &t->opt, err);
+}
+
+int areal_trainer_init(areal_trainer *t, const char *model_dir, const areal_rl_config *cfg,
+                       long total_steps, areal_pool *pool, areal_pg *dp, areal_error *err) {
+    memset(t, 0, sizeof *t);
+    int rc = areal_model_load(&t->model, model_dir, pool, err);
+    if (rc != AREAL_OK)
+        return rc;
+    const areal_optimizer_config *o = &cfg->actor.optimizer;
+    rc = make_optim(t, cfg, total_steps, t->model.n_params, err);
     if (rc != AREAL_OK) {
         areal_model_free(&t->model);
         return rc;
@@ -122,7 +130,36 @@ int areal_trainer_init(areal_trainer *t, const char *model_dir, const areal_rl_c
     return AREAL_OK;
 }
 
+int areal_trainer_init_par(areal_trainer *t, const char *model_dir, const areal_rl_config *cfg,
+                           long total_steps, areal_pool *pool, const areal_train_layout *l,
+                           areal_error *err) {
+    memset(t, 0, sizeof *t);
+    const areal_optimizer_config *o = &cfg->actor.optimizer;
+    areal_adamw_cfg ac = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay};
+    int rc = areal_train_par_create(l, model_dir, &ac, pool, &t->par, err);
+    bool root = areal_comm_rank(l->comm) == 0;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", model_dir);
+    if (rc == AREAL_OK) /* the whole policy on rank 0 (the gather's target), its config elsewhere */
+        rc = root ? areal_model_load(&t->model, model_dir, pool, err)
+                  : areal_model_config_load(path, &t->model.cfg, err);
+    if (rc == AREAL_OK)
+        rc = make_optim(t, cfg, total_steps, root ? t->model.n_params : 0, err);
+    if (rc == AREAL_OK && cfg->actor.kl_ctl > 0)
+        rc = load_ref(t, model_dir, cfg, pool, err);
+    if (rc != AREAL_OK) {
+        areal_trainer_free(t);
+        return rc;
+    }
+    t->grad_clip = o->gradient_clipping;
+    t->actor = cfg->actor;
+    t->group_size = cfg->gconfig.n_samples > 0 ? cfg->gconfig.n_samples : 1;
+    t->dp = areal_train_par_data_pg(t->par);
+    return AREAL_OK;
+}
+
 void areal_trainer_free(areal_trainer *t) {
+    areal_train_par_free(t->par);
     if (t->ref != NULL)
         areal_model_free(t->ref);
     free(t->ref);
@@ -289,7 +326,11 @@ static void mb_free(mb *m) {
     free(m->dlogp);
 }
 
-/* Micro-batch assignment of the sequences sel[0..n) (indices into p). */
+/* Micro-batch assignment of the sequences sel[0..n) (indices into p). Under a layout the
+ * data slices agree on the count (FSDP's per-layer gathers run once per micro-batch on every
+ * dp rank): a slice with fewer cuts again with the most as its minimum, until all agree
+ * (each round only raises the count, and it is bounded by the slice's sequences, equal
+ * across slices: whole groups, areal_split_groups_dp). */
 static int cut(const areal_trainer *t, const packed *p, const int *sel, int n, int *mb_of,
                int *n_mbs, areal_error *err) {
     int64_t *lens = malloc((size_t)n * sizeof *lens);
@@ -297,9 +338,17 @@ static int cut(const areal_trainer *t, const packed *p, const int *sel, int n, i
         return areal_error_set(err, AREAL_ENOMEM, -1, "no memory");
     for (int i = 0; i < n; i++)
         lens[i] = p->cu[sel[i] + 1] - p->cu[sel[i]];
-    int rc = areal_pack_ffd(lens, n, t->actor.max_tokens_per_mb,
-                            t->actor.n_mbs > 0 ? (t->actor.n_mbs < n ? t->actor.n_mbs : n) : 1,
-                            mb_of, n_mbs, err);
+    int least = t->actor.n_mbs > 0 ? (t->actor.n_mbs < n ? t->actor.n_mbs : n) : 1;
+    int rc = areal_pack_ffd(lens, n, t->actor.max_tokens_per_mb, least, mb_of, n_mbs, err);
+    bool agree = t->par == NULL || t->dp == NULL || areal_pg_size(t->dp) < 2;
+    while (rc == AREAL_OK && !agree) {
+        int32_t v[2] = {*n_mbs, -*n_mbs}; /* the most and minus the least */
+        rc = areal_pg_all_reduce(t->dp, v, 2, AREAL_DT_I32, AREAL_MAX, err);
+        agree = v[0] == -v[1];
+        if (rc == AREAL_OK && !agree && *n_mbs < v[0])
+            rc = areal_pack_ffd(lens, n, t->actor.max_tokens_per_mb, v[0] < n ? v[0] : n, mb_of,
+                                n_mbs, err);
+    }
     free(lens);
     return rc;
 }
@@ -313,10 +362,117 @@ static void scatter(const packed *p, const mb *m, float *dst) {
     }
 }
 
+/* ---- a layout's step (trainer_par.h): every micro-batch of a minibatch at once, as the
+ * pipeline schedules them */
+
+static void mbs_free(mb *ms, int n) {
+    for (int k = 0; ms != NULL && k < n; k++)
+        mb_free(&ms[k]);
+    free(ms);
+}
+
+/* The micro-batches mb_of[i] = k of sequences sel[0..ns), each gathered into its own buffers. */
+static int mbs_make(const packed *p, const int *sel, int ns, const int *mb_of, int n_mbs, mb **out,
+                    areal_error *err) {
+    mb *ms = calloc((size_t)n_mbs, sizeof *ms);
+    int rc = ms == NULL ? areal_error_set(err, AREAL_ENOMEM, -1, "no memory for micro-batches")
+                        : AREAL_OK;
+    for (int k = 0; rc == AREAL_OK && k < n_mbs; k++) {
+        int n = 0, T = 0;
+        for (int i = 0; i < ns; i++)
+            if (mb_of[i] == k) {
+                n++;
+                T += (int)(p->cu[sel[i] + 1] - p->cu[sel[i]]);
+            }
+        if (mb_alloc(&ms[k], n > 0 ? n : 1, T > 0 ? T : 1) != 0) {
+            rc = areal_error_set(err, AREAL_ENOMEM, -1, "no memory for micro-batches");
+            break;
+        }
+        for (int i = 0; i < ns; i++)
+            if (mb_of[i] == k)
+                ms[k].sel[ms[k].n++] = sel[i];
+        mb_gather(p, &ms[k]);
+    }
+    if (rc != AREAL_OK) {
+        mbs_free(ms, n_mbs);
+        ms = NULL;
+    }
+    *out = ms;
+    return rc;
+}
+
+static areal_batch mb_batch(const mb *m) {
+    return (areal_batch){m->tok, m->cu32, m->T, m->n};
+}
+
+/* The proximal logprobs of every sequence of p under the layout, into prox. */
+static int par_recompute(areal_trainer *t, const packed *p, const int *all, int *mb_of, float *prox,
+                         areal_error *err) {
+    int n_mbs = 0;
+    mb *ms = NULL;
+    int rc = cut(t, p, all, p->n_seqs, mb_of, &n_mbs, err);
+    if (rc == AREAL_OK)
+        rc = mbs_make(p, all, p->n_seqs, mb_of, n_mbs, &ms, err);
+    areal_batch *bs = rc == AREAL_OK ? calloc((size_t)n_mbs, sizeof *bs) : NULL;
+    const int32_t **tg = rc == AREAL_OK ? calloc((size_t)n_mbs, sizeof *tg) : NULL;
+    float **lp = rc == AREAL_OK ? calloc((size_t)n_mbs, sizeof *lp) : NULL;
+    if (rc == AREAL_OK && (bs == NULL || tg == NULL || lp == NULL))
+        rc = areal_error_set(err, AREAL_ENOMEM, -1, "no memory for micro-batches");
+    for (int k = 0; rc == AREAL_OK && k < n_mbs; k++)
+        bs[k] = mb_batch(&ms[k]), tg[k] = ms[k].tgt, lp[k] = ms[k].logp;
+    if (rc == AREAL_OK)
+        rc = areal_par_step_logprobs(areal_train_par_step(t->par), bs, tg, n_mbs,
+                                     (float)t->actor.temperature, lp, err);
+    for (int k = 0; rc == AREAL_OK && k < n_mbs; k++)
+        scatter(p, &ms[k], prox);
+    free(bs), free(tg), free(lp);
+    mbs_free(ms, n_mbs);
+    return rc;
+}
+
+/* One minibatch's optimizer step under the layout: the loss statistics into ls, st's loss,
+ * grad norm and learning rate. */
+static int par_minibatch(areal_trainer *t, const packed *p, const int *sel, int ns,
+                         const int *mb_of, int n_mbs, const areal_ppo_loss_opts *opts,
+                         areal_step_stats *st, areal_ppo_loss_stats *ls, areal_error *err) {
+    mb *ms = NULL;
+    int rc = mbs_make(p, sel, ns, mb_of, n_mbs, &ms, err);
+    areal_batch *bs = rc == AREAL_OK ? calloc((size_t)n_mbs, sizeof *bs) : NULL;
+    areal_par_ppo_mb *pm = rc == AREAL_OK ? calloc((size_t)n_mbs, sizeof *pm) : NULL;
+    if (rc == AREAL_OK && (bs == NULL || pm == NULL))
+        rc = areal_error_set(err, AREAL_ENOMEM, -1, "no memory for micro-batches");
+    for (int k = 0; rc == AREAL_OK && k < n_mbs; k++) {
+        bs[k] = mb_batch(&ms[k]);
+        pm[k] = (areal_par_ppo_mb){ms[k].tgt,  ms[k].prox, ms[k].old, ms[k].adv,
+                                   ms[k].mask, ms[k].cu64, ms[k].n};
+    }
+    areal_par_step *ps = areal_train_par_step(t->par);
+    double lr = areal_train_optim_lr(t->opt, areal_par_step_adam(ps)->step);
+    areal_par_step_out o;
+    if (rc == AREAL_OK)
+        rc = areal_par_step_grpo(ps, bs, pm, n_mbs, opts, (float)t->actor.temperature,
+                                 areal_train_par_adamw(t->par), lr, t->grad_clip, &o, err);
+    if (rc == AREAL_OK) {
+        st->loss += o.loss;
+        st->grad_norm = o.grad_norm;
+        st->lr = lr;
+        areal_ppo_loss_stats_add(ls, &o.stats);
+    }
+    free(bs), free(pm);
+    mbs_free(ms, n_mbs);
+    return rc;
+}
+
 /* No-grad logprobs of every sequence of p: the policy's into prox (nullable), the reference's
  * into ref (nullable), micro-batch by micro-batch (all = 0..n_seqs-1, mb_of scratch). */
 static int recompute(areal_trainer *t, const packed *p, mb *m, const int *all, int *mb_of,
                      float *prox, float *ref, areal_error *err) {
+    if (t->par != NULL && prox != NULL) { /* the layout's forward; the reference's below */
+        int r = par_recompute(t, p, all, mb_of, prox, err);
+        if (r != AREAL_OK || ref == NULL)
+            return r;
+        prox = NULL;
+    }
     int n_mbs = 0;
     int rc = cut(t, p, all, p->n_seqs, mb_of, &n_mbs, err);
     for (int k = 0; rc == AREAL_OK && k < n_mbs; k++) {
@@ -449,6 +605,11 @@ int areal_trainer_step(areal_trainer *t, const areal_group *g, int n, areal_step
         if (rc != AREAL_OK)
             break;
         st.n_mbs += n_mbs;
+        if (t->par != NULL) { /* the layout's step (its data group's sums are its own) */
+            rc = par_minibatch(t, &p, sel, ns, mb_of, n_mbs, &opts, &st, &ls, err);
+            t->step += rc == AREAL_OK;
+            continue;
+        }
         double n_valid_global = 0;
         for (int i = 0; i < ns; i++)
             for (int64_t tk = p.cu[sel[i]]; tk < p.cu[sel[i] + 1]; tk++)
@@ -499,6 +660,10 @@ int areal_trainer_step(areal_trainer *t, const areal_group *g, int n, areal_step
         st.lr = areal_train_optim_step(t->opt, t->model.params, t->model.grads, t->model.pool);
         t->step++;
     }
+    /* the seam to weight sync, HF saves and checkpoints: the whole policy on world rank 0 */
+    if (rc == AREAL_OK && t->par != NULL)
+        rc = areal_train_par_gather(t->par, AREAL_PAR_PARAMS,
+                                    t->model.n_params > 0 ? t->model.params : NULL, err);
     if (rc == AREAL_OK) {
         t->version++;
         st.n_valid = ls.n_valid;
@@ -509,7 +674,8 @@ int areal_trainer_step(areal_trainer *t, const areal_group *g, int n, areal_step
         if (stats)
             *stats = st;
     }
-    areal_model_zero_grad(&t->model);
+    if (t->model.grads != NULL)
+        areal_model_zero_grad(&t->model);
     free(dlogits);
     free(all);
     free(mb_of);

@@ -7,21 +7,14 @@
  * rl-systems-2026.md 2.2: one control message and one transfer per bucket).
  */
 #include "areal/train/wsync.h"
+#include "areal/train/wsync_shard.h"
 
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "areal/comm/comm.h"
-
-struct areal_wsync {
-    char host[256];
-    areal_store_server *store;
-    int port;
-    areal_comm *comm;
-    areal_pg *pg;
-};
+#include "wsync_internal.h"
 
 int areal_wsync_listen(const char *host, int port, areal_wsync **out, areal_error *err) {
     *out = NULL;
@@ -29,6 +22,7 @@ int areal_wsync_listen(const char *host, int port, areal_wsync **out, areal_erro
     if (w == NULL)
         return areal_error_set(err, AREAL_ENOMEM, -1, "out of memory");
     snprintf(w->host, sizeof w->host, "%s", host ? host : "127.0.0.1");
+    snprintf(w->self, sizeof w->self, "%s", w->host);
     int rc = areal_store_server_start(w->host, port, &w->store, &w->port, err);
     if (rc != AREAL_OK) {
         free(w);
@@ -40,17 +34,30 @@ int areal_wsync_listen(const char *host, int port, areal_wsync **out, areal_erro
 
 int areal_wsync_join(areal_wsync *w, int world, const char *group, int timeout_ms,
                      areal_error *err) {
+    return areal_wsync_join_rank(w, 0, world, group, timeout_ms, err);
+}
+
+int areal_wsync_join_rank(areal_wsync *w, int rank, int world, const char *group, int timeout_ms,
+                          areal_error *err) {
     if (world < 2 || group == NULL || group[0] == '\0')
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "a weight-update group needs a name and world >= 2 (the trainer "
                                "and at least one server)");
-    areal_comm_config cc = {.rank = 0,
+    if (rank < 0 || rank >= world - 1)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "rank %d is not a trainer rank of a %d-rank world (0..%d: the "
+                               "servers come after the trainer ranks)",
+                               rank, world, world - 2);
+    w->rank = rank;
+    w->world = world;
+    snprintf(w->group, sizeof w->group, "%s", group);
+    areal_comm_config cc = {.rank = rank,
                             .world = world,
                             .store_host = w->host,
                             .store_port = w->port,
                             .host_store = 0,
-                            .bind_host = w->host,
-                            .advertise_host = w->host,
+                            .bind_host = w->self,
+                            .advertise_host = w->self,
                             .timeout_ms = timeout_ms,
                             .connect_timeout_ms = timeout_ms,
                             .key_prefix = group};
@@ -77,8 +84,28 @@ int areal_wsync_open(const char *host, int port, int world, const char *group, i
     return rc;
 }
 
+int areal_wsync_attach(const char *host, int port, const char *self_host, areal_wsync **out,
+                       areal_error *err) {
+    *out = NULL;
+    if (port < 1 || port > 65535)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "port %d: give the store port rank 0 listens on (1..65535)", port);
+    areal_wsync *w = calloc(1, sizeof *w);
+    if (w == NULL)
+        return areal_error_set(err, AREAL_ENOMEM, -1, "out of memory");
+    snprintf(w->host, sizeof w->host, "%s", host ? host : "127.0.0.1");
+    snprintf(w->self, sizeof w->self, "%s", self_host ? self_host : w->host);
+    w->port = port;
+    *out = w;
+    return AREAL_OK;
+}
+
 int areal_wsync_port(const areal_wsync *w) {
     return w->port;
+}
+
+int areal_wsync_rank(const areal_wsync *w) {
+    return w->rank;
 }
 
 static size_t numel(const areal_wsync_tensor *t) {
@@ -137,6 +164,7 @@ int areal_wsync_send(areal_wsync *w, const areal_wsync_tensor *t, size_t n, area
 void areal_wsync_close(areal_wsync *w) {
     if (w == NULL)
         return;
+    areal_pg_destroy(w->src);
     areal_pg_destroy(w->pg);
     areal_comm_destroy(w->comm);
     areal_store_server_stop(w->store);

@@ -31,6 +31,7 @@
 #define AREAL_COMM_COLL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "areal/comm/dtype.h"
 #include "areal/error.h"
@@ -52,6 +53,43 @@ areal_mem areal_mem_of(const void *p, int *device);
 
 typedef struct areal_coll areal_coll;
 typedef struct areal_coll_work areal_coll_work;
+
+/*
+ * Byte counters: the kinds of operation a group counts the bytes of
+ * (areal_coll_bytes_of). An asynchronous form counts as its blocking kind;
+ * OTHER holds transfers of an operation name this list does not know.
+ */
+typedef enum areal_coll_kind {
+    AREAL_COLL_ALL_REDUCE = 0,
+    AREAL_COLL_REDUCE_SCATTER,
+    AREAL_COLL_ALL_GATHER,
+    AREAL_COLL_BROADCAST,
+    AREAL_COLL_SEND,
+    AREAL_COLL_RECV,
+    AREAL_COLL_ALL_TO_ALL,
+    AREAL_COLL_ALL_TO_ALLV,
+    AREAL_COLL_BARRIER,
+    AREAL_COLL_OTHER,
+    AREAL_COLL_KIND_COUNT
+} areal_coll_kind;
+
+/*
+ * The bytes this member put on the wire to other members (sent) and took
+ * from them (recv), per kind, since the group was made: what the transport
+ * moved (shared memory or socket), not what the call's arguments hold, so a
+ * ring all-reduce of N bytes on k members sends 2(k-1)/k N here and a member
+ * never counts a copy to itself. Monotonic; a reader diffs two snapshots.
+ */
+typedef struct areal_coll_bytes {
+    uint64_t sent[AREAL_COLL_KIND_COUNT];
+    uint64_t recv[AREAL_COLL_KIND_COUNT];
+} areal_coll_bytes;
+
+/* "all_reduce", "reduce_scatter", ... "other": the operation names the transports report. */
+const char *areal_coll_kind_name(areal_coll_kind k);
+
+/* The kind of operation name `op` ("all_reduce", ...; AREAL_COLL_OTHER for any other name). */
+areal_coll_kind areal_coll_kind_of(const char *op);
 
 /*
  * A backend: every function takes the backend's own group (`g`, the impl
@@ -93,6 +131,8 @@ typedef struct areal_coll_ops {
     void (*work_test)(void *work, int *done);
     int (*work_wait)(void *work, areal_error *err);
     void (*destroy)(void *g);
+    /* the group's byte counters (areal_coll_bytes); NULL where the backend has none */
+    void (*bytes)(const void *g, areal_coll_bytes *out);
 } areal_coll_ops;
 
 /*
@@ -115,6 +155,13 @@ int areal_coll_size(const areal_coll *c);
 int areal_coll_rank(const areal_coll *c);                   /* this member's index */
 int areal_coll_global_rank(const areal_coll *c, int j);     /* member j's global rank, -1 if none */
 void areal_coll_set_timeout(areal_coll *c, int timeout_ms); /* ignored unless > 0 */
+/*
+ * This member's byte counters of c (see areal_coll_bytes); all zero for a
+ * backend that does not count (NCCL today). Safe to call from any thread
+ * while operations run: each counter is read atomically, the set as a whole
+ * is not one instant.
+ */
+void areal_coll_bytes_of(const areal_coll *c, areal_coll_bytes *out);
 /* The backend's own group (areal_pg *, areal_ncclpg *), owned by c: for backend-only calls. */
 void *areal_coll_impl(areal_coll *c);
 

@@ -106,6 +106,8 @@ int areal_pg_size(const areal_pg *g);
 int areal_pg_rank(const areal_pg *g);               /* this rank's index in the group */
 int areal_pg_global_rank(const areal_pg *g, int j); /* member j's global rank, -1 if none */
 void areal_pg_set_timeout(areal_pg *g, int timeout_ms);
+/* g's byte counters: what its transport moved per kind of operation (areal/comm/coll.h). */
+void areal_pg_bytes(const areal_pg *g, areal_coll_bytes *out);
 
 /*
  * The collectives. Every member calls the same operation with the same

@@ -15,9 +15,10 @@
  * launched per expert) and for the loss at the end.
  *
  * Not covered (refused by areal_gpu_check_model, or by the caller's choice):
- * shards (tensor/pipeline/expert parallelism), Qwen2-MoE's shared expert,
- * more than one stream. Device memory is planned once at create for the
- * largest batch (areal_gpu_plan_make); a bigger batch is refused.
+ * shards (tensor/pipeline/expert parallelism), Qwen2-MoE's shared expert.
+ * Streams: the model's compute stream, and for data parallelism the DP
+ * group's own stream (areal_gpu_model_set_dp), ordered by events. Device memory is planned once at
+ * create for the largest batch (areal_gpu_plan_make); a bigger batch is refused.
  *
  * Errors are values: AREAL_EINVAL (bad argument, named), AREAL_ENOMEM (host
  * or device allocation, with the size), AREAL_EIO (a CUDA or cuBLASLt
@@ -26,12 +27,14 @@
 #ifndef AREAL_GPUMODEL_MODEL_H
 #define AREAL_GPUMODEL_MODEL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "areal/error.h"
 #include "areal/gpumodel/plan.h"
 #include "areal/kernels/optim.h"
+#include "areal/kernels/ppo.h"
 #include "areal/kernels/sample.h"
 #include "areal/model/model.h"
 
@@ -69,7 +72,7 @@ typedef struct areal_gpu_step_cfg {
 } areal_gpu_step_cfg;
 
 typedef struct areal_gpu_step_out {
-    double loss;      /* mean of -log p(target) over the rows with a target */
+    double loss;      /* mean of -log p(target) over the rows with a target (PPO: its loss) */
     double grad_norm; /* the global L2 norm before clipping */
     int n_targets;
 } areal_gpu_step_out;
@@ -83,6 +86,53 @@ typedef struct areal_gpu_step_out {
  */
 int areal_gpu_train_step(areal_gpu_model *g, const areal_batch *b, const int32_t *targets,
                          const areal_gpu_step_cfg *cfg, areal_gpu_step_out *out, areal_error *err);
+
+/*
+ * The decoupled PPO (GRPO) loss's per-token terms for areal_gpu_train_step_ppo,
+ * host arrays of the batch's n_tokens: what areal_ppo_token_terms
+ * (areal/rl/ppo_terms.h) computes from the proximal and behaviour logprobs,
+ * the advantages and the loss mask. w[t] = 0: row t is outside the loss.
+ */
+typedef struct areal_gpu_ppo {
+    const float *prox, *adv, *w;
+    areal_k_ppo_cfg k; /* clip bounds, dual clip, coef (scale / max(1, n_valid)), temperature */
+} areal_gpu_ppo;
+
+/*
+ * One step as areal_gpu_train_step, with the decoupled PPO loss instead of
+ * the cross-entropy: row t's log-probability of targets[t] (under
+ * temperature ppo->k.temp) feeds the token's clipped surrogate, fused with
+ * the vocabulary softmax per LM-head chunk (areal/kernels/ppo.h); its
+ * gradient flows through the same backward, clipping and AdamW. Every row
+ * with w[t] != 0 needs a target (targets[t] >= 0) and finite prox / adv.
+ * out->loss = sum_t coef w_t pg_t (areal_ppo_actor_loss's loss for the same
+ * inputs); out->n_targets counts the rows with w != 0. logprob (NULL: not
+ * copied) receives the n_tokens log-probabilities (0 where there is no
+ * target), for the caller's statistics.
+ */
+int areal_gpu_train_step_ppo(areal_gpu_model *g, const areal_batch *b, const int32_t *targets,
+                             const areal_gpu_ppo *ppo, const areal_gpu_step_cfg *cfg,
+                             areal_gpu_step_out *out, float *logprob, areal_error *err);
+
+/*
+ * Data-parallel gradient reduction on a communication group's own stream.
+ * all_reduce_mean(ctx, buf, n, err) must enqueue on `stream` (the group's
+ * CUDA stream, e.g. areal_ncclpg_stream) the mean of buf's n fp32 device
+ * values over the group (areal_ncclpg_all_reduce with AREAL_AVG), and may
+ * wait for it. The step orders it with events: the group's stream waits for
+ * the backward on the compute stream, the compute stream (norm, clipping,
+ * AdamW) for the reduction; the host never synchronises in between. The
+ * loss scale of each rank is the caller's (areal_ppo_mb_scale's dp factor).
+ */
+typedef struct areal_gpu_dp {
+    int (*all_reduce_mean)(void *ctx, float *buf, size_t n, areal_error *err);
+    void *ctx;
+    void *stream; /* cudaStream_t of the group, not the model's */
+} areal_gpu_dp;
+
+/* Every later training step reduces its gradients over dp (copied; NULL: none, the default).
+ * AREAL_EINVAL for a NULL hook or stream; AREAL_EIO when its events cannot be made. */
+int areal_gpu_model_set_dp(areal_gpu_model *g, const areal_gpu_dp *dp, areal_error *err);
 
 /* Allocates the paged KV cache and the decode buffers (replacing earlier ones); the caches
  * start zeroed. */
@@ -100,6 +150,18 @@ int areal_gpu_decode_init(areal_gpu_model *g, const areal_gpu_kv_cfg *kv, areal_
 int areal_gpu_decode_step(areal_gpu_model *g, int B, const int32_t *tokens, const int32_t *pos,
                           const int32_t *table, areal_k_sample_cfg samp, const float *u,
                           int32_t *next, float *logprob, float *logits, areal_error *err);
+
+/*
+ * Decode steps through CUDA graphs (on) or plain launches (off, the default;
+ * areal_gpu_decode_init also turns them off). On: each step's batch is
+ * padded to its bucket (areal_gpu_decode_bucket: 1, 2, 4, ... max_batch), a
+ * graph of that bucket's step is captured on first use (and again when the
+ * sampler's settings change) and replayed; results equal the plain step's
+ * at the padded size (padding rows never touch the caller's blocks). Needs
+ * areal_gpu_decode_init first and a model without MoE layers (AREAL_EINVAL).
+ * Synchronises; drops the graphs captured so far.
+ */
+int areal_gpu_decode_graphs(areal_gpu_model *g, bool on, areal_error *err);
 
 /* The parameter count of the model's matrices (the 6 N of an MFU estimate: every weight but the
  * embedding table, which is a gather; the LM head counts once, tied or not). */

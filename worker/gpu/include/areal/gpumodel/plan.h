@@ -91,6 +91,7 @@ typedef struct areal_gpu_plan {
     int T, n_seqs, chunk, n_layers;
     areal_gpu_layer_plan *layers;
     size_t tokens, pos, cu, target, g_lp, logprob, logz, ones; /* int32 / fp32 / bf16 [T] */
+    size_t prox, adv, w, tok_loss; /* fp32 [T]: the PPO loss's per-token terms and losses */
     size_t res_out, lnf, rstdf, logits, dlogits;
     size_t rlogits; /* fp32 [T, E] router logits (MoE) */
     size_t dres, dtmp, dln, dao, dq, dqr, dk, dkr, dv, delta;
@@ -120,11 +121,24 @@ typedef struct areal_gpu_dplan {
     size_t rlogits, probs, topk, topk_w, off, slot_of, slot_tok, xs, ys; /* MoE, T = B */
     size_t tokens, pos, n_keys, table, unif, next, logprob;
     size_t *kcache, *vcache; /* [n_layers]: each layer's bf16 [n_blocks][block_size][nkv][hd] */
-    size_t cache_bytes;      /* of one layer's key (or value) cache */
+    size_t cache_bytes;      /* of one layer's key (or value) cache: n_blocks + 1 blocks (the
+                                last one for graph padding rows) */
     int n_layers;
     areal_gpu_region *regions;
     size_t n_regions, bytes;
 } areal_gpu_dplan;
+
+/*
+ * CUDA graphs of the decode step are captured per padded batch size: the
+ * buckets are the powers of two below max_batch, then max_batch itself. The
+ * bucket of a batch of B rows (1 <= B <= max_batch; else -1) and its index
+ * (0 for 1, 1 for 2, ...; NULL: not wanted); how many buckets there are.
+ * Rejected: one graph per batch size (up to 256 captures of a few ms each and
+ * their memory) and one for max_batch only (batch 1 would pay 256 rows of
+ * attention and sampling).
+ */
+int areal_gpu_decode_bucket(int B, int max_batch, int *index);
+int areal_gpu_decode_n_buckets(int max_batch);
 
 /* The decode plan for m and kv (every field >= 1; AREAL_EINVAL names the bad one). */
 int areal_gpu_dplan_make(const areal_model *m, const areal_gpu_kv_cfg *kv, areal_gpu_dplan *p,

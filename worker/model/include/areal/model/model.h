@@ -29,6 +29,7 @@
 #ifndef AREAL_MODEL_MODEL_H
 #define AREAL_MODEL_MODEL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -56,6 +57,13 @@ typedef struct areal_weights {
                               outside the shard's layer range */
 } areal_weights;
 
+/*
+ * The gradient-ready hook: floats [lo, hi) of m->grads became final in the
+ * backward that calls it (see areal_model_set_grad_ready). An error fails
+ * that backward with it.
+ */
+typedef int (*areal_model_grad_ready_fn)(void *ctx, size_t lo, size_t hi, areal_error *err);
+
 typedef struct areal_model {
     areal_model_config cfg;
     areal_tensor_spec *specs; /* parameter list, in buffer order */
@@ -81,6 +89,10 @@ typedef struct areal_model {
     /* context-parallel attention (areal/model/cp_attn.h; NULL: packed attention) */
     const struct areal_cp_attn *cp_attn;
     void *cp_attn_ctx;
+    /* gradient-ready hook (NULL: none) and whether the backward reports to it */
+    areal_model_grad_ready_fn grad_ready;
+    void *grad_ready_ctx;
+    bool grad_ready_armed;
     /* owned: packed inference twins of the linear weights (areal_model_infer_pack; NULL: none) */
     struct areal_infer_pack *infer_pack;
 } areal_model;
@@ -131,6 +143,26 @@ int areal_model_load_shard(areal_model *m, const char *dir, const areal_model_sh
  * at each areal_reduce_point. ctx is borrowed.
  */
 void areal_model_set_reduce(areal_model *m, areal_model_reduce_fn fn, void *ctx);
+
+/*
+ * Sets the gradient-ready hook (fn NULL: none; ctx borrowed) and disarms it.
+ * While armed (areal_model_arm_grad_ready), a backward calls fn with each
+ * range of m->grads as soon as the range's gradient is complete for this
+ * backward: the final norm and the untied lm_head after the head, each layer
+ * after its own backward, the embedding at the end; in that order, the
+ * ranges disjoint, descending, tensor-aligned, and together the stage's
+ * whole buffer except the tied embedding of a pipeline (pp > 1), whose two
+ * copies are final only after their sum (the caller's). A caller accumulating
+ * micro-batches arms only the last one's backward (earlier ones would report
+ * ranges still to be added to), as Megatron's no_sync does. What the model
+ * cannot know, the caller must: gradients partial over a group
+ * (areal_model_shard_grad_partial) are reported too, not yet summed. Unset
+ * or disarmed it costs one branch per layer.
+ */
+void areal_model_set_grad_ready(areal_model *m, areal_model_grad_ready_fn fn, void *ctx);
+
+/* Arms (or disarms) the gradient-ready hook for the backwards that follow. */
+void areal_model_arm_grad_ready(areal_model *m, bool armed);
 
 /* Sets the sequence-parallel hook (fn NULL: none); ctx is borrowed. */
 void areal_model_set_sp(areal_model *m, areal_model_sp_fn fn, void *ctx);

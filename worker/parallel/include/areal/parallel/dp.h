@@ -17,9 +17,10 @@
  * Plain DP's gradients move in buckets, every bucket's all-reduce queued at
  * once on the group's worker thread (areal_coll_*_async), so the transfer of
  * one bucket overlaps the reduction of the next. ZeRO-1 does one
- * reduce-scatter and one all-gather of the whole flat buffer: bucketing it
- * (Megatron's per-bucket shards) makes each rank's range discontiguous,
- * left for when the backward can hand buckets over as they complete.
+ * reduce-scatter and one all-gather of the whole flat buffer. Both run
+ * after the backward; areal/parallel/overlap.h is the form that starts each
+ * bucket while the backward computes (ZeRO-1 there with Megatron's per-bucket
+ * pieces, a discontiguous range per rank).
  */
 #ifndef AREAL_PARALLEL_DP_H
 #define AREAL_PARALLEL_DP_H

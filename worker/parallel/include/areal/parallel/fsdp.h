@@ -140,4 +140,15 @@ typedef struct areal_par_fsdp_view {
 } areal_par_fsdp_view;
 areal_par_fsdp_view areal_par_fsdp_state(areal_par_fsdp *f);
 
+/*
+ * The forward only over mbs[0..n_mb) (no gradients): each layer's unit
+ * gathered for its forward and freed after it, one micro-batch at a time,
+ * the logits [T, V] of micro-batch i handed to fn with dlogits NULL (its
+ * *loss a discarded scratch), as areal_par_pipe_forward does. Every dp rank
+ * calls it alike (the gathers pair up). AREAL_EINVAL for n_mb < 1, a
+ * model's, fn's or a collective's error.
+ */
+int areal_par_fsdp_forward(areal_par_fsdp *f, const areal_batch *mbs, int n_mb,
+                           areal_par_loss_fn fn, void *ctx, areal_error *err);
+
 #endif

@@ -43,4 +43,20 @@ typedef int (*areal_par_loss_fn)(void *ctx, int mb, const float *logits, int T, 
 int areal_par_pipe_1f1b(areal_model *m, areal_coll *pp, const areal_batch *mbs, int n_mb,
                         areal_par_loss_fn loss_fn, void *loss_ctx, double *loss, areal_error *err);
 
+/*
+ * The forward-only schedule (no backward, no gradients): every stage runs
+ * mbs[0..n_mb) in order, receiving each micro-batch's hidden states from
+ * stage s - 1 and sending its own to s + 1, keeping no activations beyond
+ * the micro-batch it runs; the last stage hands each micro-batch's logits
+ * [T, V] to fn with dlogits NULL (fn must not write them; its *loss
+ * argument is a scratch the schedule discards). For the proximal-logprob
+ * recompute of a GRPO step: the caller shares what fn computed from the
+ * last stage. Rejected: running the 1F1B schedule with a zero gradient (a
+ * backward's cost and activations kept for nothing). AREAL_EINVAL for
+ * n_mb < 1 or a model that is not pp's stage; a model's, fn's or a
+ * collective's error.
+ */
+int areal_par_pipe_forward(areal_model *m, areal_coll *pp, const areal_batch *mbs, int n_mb,
+                           areal_par_loss_fn fn, void *ctx, areal_error *err);
+
 #endif

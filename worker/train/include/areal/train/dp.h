@@ -45,12 +45,23 @@ int areal_train_dp_scatter(areal_pg *dp, areal_group *g, int n, int G, int *n_mi
 /* Rank 0: tells every follower the job is over. Best effort; returns the first error. */
 int areal_train_dp_stop(areal_pg *dp, areal_error *err);
 
-/* Every rank: rank 0's weights, AdamW moments, adam step, version and step to all. */
+/*
+ * Every rank: rank 0's weights, AdamW moments, adam step, version and step to all. Under a
+ * layout (t->par): version and step, and after a resume rank 0's whole state, each rank
+ * taking its part (trainer_par.h); dp may then be NULL (a layout of one rank).
+ */
 int areal_train_dp_sync_state(areal_pg *dp, areal_trainer *t, areal_error *err);
 
 /*
- * Ranks > 0: the follower loop of job (model_dir, cfg, total_steps, threads
- * are used) over dp until rank 0 says stop. Returns 0, or the first error of
+ * Rank 0 under a layout, before a checkpoint: tells the followers to join, then gathers the
+ * AdamW moments' whole tensors into t->opt's state and its step (what ckpt.c writes). A no-op
+ * without a layout. dp NULL: one rank. The send's or the gather's error.
+ */
+int areal_train_dp_gather_optim(areal_pg *dp, areal_trainer *t, areal_error *err);
+
+/*
+ * Ranks > 0: the follower loop of job (model_dir, cfg, total_steps, threads,
+ * layout are used) over dp until rank 0 says stop. Returns 0, or the first error of
  * the model, a step or the group (a rank 0 that died: the group's timeout).
  * *steps_done (nullable) receives the steps taken.
  */
@@ -59,7 +70,8 @@ int areal_train_follow(const areal_train_job *job, long total_steps, areal_pg *d
 
 /*
  * One training step on the batch g[0..n): with dp of two or more ranks,
- * scatter (above) then areal_trainer_step on this rank's share, *st holding
+ * scatter (above; under a layout over its data slices, every rank of a slice
+ * getting that slice's share) then areal_trainer_step on this rank's share, *st holding
  * the whole batch's reward, length, staleness and sizes; without, just
  * areal_trainer_step. Every group of g is freed or kept for the caller to
  * free (free all n).

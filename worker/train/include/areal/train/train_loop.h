@@ -50,6 +50,9 @@ typedef struct areal_train_job {
      * a write failure is logged, never fatal */
     const char *termination_log;
     struct areal_pg *dp; /* nullable: data-parallel trainer ranks, this one rank 0 (dp.h) */
+    /* nullable: the trainer split by a layout over dp's ranks (trainer_par.h); NULL:
+     * replicated data parallelism (or one process) */
+    const struct areal_train_layout *layout;
     /* nullable: the registered rollout servers replace `servers` once one registers, and
      * those behind the policy are caught up between steps (discover.h) */
     struct areal_discover *discover;

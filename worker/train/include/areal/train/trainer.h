@@ -69,6 +69,11 @@ typedef struct areal_trainer {
     long step;        /* optimizer steps taken (== version with one minibatch) */
     areal_pg *dp;     /* data-parallel group, NULL for one rank */
     areal_model *ref; /* frozen reference policy (owned); NULL when kl_ctl == 0 */
+    /* A layout's shard and step (trainer_par.h, owned), NULL for one process / replicated DP.
+     * With it, `model` is the whole policy gathered after each step on world rank 0 (what
+     * weight sync, HF saves and checkpoints read) and only its config elsewhere, and dp is
+     * the layout's data group. */
+    struct areal_train_par *par;
 } areal_trainer;
 
 /*
@@ -83,6 +88,20 @@ typedef struct areal_trainer {
 int areal_trainer_init(areal_trainer *t, const char *model_dir, const areal_rl_config *cfg,
                        long total_steps, areal_pool *pool, areal_pg *dp, areal_error *err);
 void areal_trainer_free(areal_trainer *t);
+
+struct areal_train_layout;
+
+/*
+ * As areal_trainer_init, split by layout l (trainer_par.h; every rank of l's
+ * world calls it alike: a collective): this rank loads its shard of dir, world
+ * rank 0 also the whole policy (t->model, the gather's target) with whole
+ * AdamW moments as a checkpoint's staging (t->opt); the reference policy
+ * (kl_ctl > 0) whole on every rank. Returns as areal_trainer_init, or
+ * trainer_par.h's errors.
+ */
+int areal_trainer_init_par(areal_trainer *t, const char *model_dir, const areal_rl_config *cfg,
+                           long total_steps, areal_pool *pool, const struct areal_train_layout *l,
+                           areal_error *err);
 
 /*
  * Reference logprobs out[T] (T = the sum of the trajectories' lengths, in

@@ -1,0 +1,209 @@
+/*
+ * step.c - one optimizer step of a parallel layout (see step.h): the
+ * composition the equivalence tests proved piece by piece, in one place.
+ */
+#include "areal/parallel/step.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "areal/model/heads.h"
+#include "areal/parallel/reduce.h"
+
+int areal_par_step_init(areal_par_step *s, areal_par_optim kind, const areal_par_groups *g,
+                        areal_coll *data, areal_model *m, areal_par_fsdp *f, areal_pool *pool,
+                        areal_error *err) {
+    memset(s, 0, sizeof *s);
+    if (kind == AREAL_PAR_FSDP ? f == NULL : m == NULL)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "parallel step: the %s is missing (give the %s)",
+                               kind == AREAL_PAR_FSDP ? "FSDP state" : "shard model",
+                               kind == AREAL_PAR_FSDP ? "areal_par_fsdp_create state"
+                                                      : "areal_model_init_shard model");
+    s->kind = kind;
+    s->g = *g;
+    s->data = data;
+    s->m = kind == AREAL_PAR_FSDP ? NULL : m;
+    s->fsdp = kind == AREAL_PAR_FSDP ? f : NULL;
+    s->pool = pool;
+    int rc = AREAL_OK;
+    if (kind == AREAL_PAR_ADAMW)
+        rc = areal_adamw_init(&s->adam, m->n_params, err);
+    else if (kind == AREAL_PAR_ZERO1)
+        rc = areal_par_zero1_init(&s->z, m, data, err);
+    if (rc != AREAL_OK) {
+        memset(s, 0, sizeof *s);
+        return rc;
+    }
+    if (s->m != NULL)
+        areal_par_bind(s->m, &s->g);
+    return AREAL_OK;
+}
+
+int areal_par_step_overlap(areal_par_step *s, areal_error *err) {
+    if (s->kind != AREAL_PAR_ADAMW)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "parallel step: the overlapped gradient sum is built for plain "
+                               "data parallelism (megatron without ZeRO-1), not %s",
+                               s->kind == AREAL_PAR_ZERO1 ? "ZeRO-1" : "FSDP");
+    if (s->overlap != NULL || areal_par_size(s->data) < 2)
+        return AREAL_OK;
+    areal_par_overlap *o = calloc(1, sizeof *o);
+    if (o == NULL)
+        return areal_error_set(err, AREAL_ENOMEM, -1, "parallel step: no memory");
+    int rc = areal_par_overlap_init(o, s->m, s->data, NULL, s->bucket, 0, err);
+    if (rc != AREAL_OK) {
+        free(o);
+        return rc;
+    }
+    s->overlap = o;
+    return AREAL_OK;
+}
+
+void areal_par_step_free(areal_par_step *s) {
+    if (s->overlap != NULL) {
+        areal_par_overlap_free(s->overlap);
+        free(s->overlap);
+    }
+    areal_adamw_free(&s->adam);
+    areal_par_zero1_free(&s->z);
+    memset(s, 0, sizeof *s);
+}
+
+areal_par_vocab areal_par_step_vocab(const areal_par_step *s) {
+    areal_par_vocab v = {0};
+    if (s->m == NULL) { /* FSDP: whole rows */
+        v.Vl = -1;
+        return v;
+    }
+    v.Vl = areal_model_shard_vocab(&s->m->cfg, &s->m->shard, &v.v0);
+    v.tp = v.Vl != s->m->cfg.vocab_size ? s->g.tp : NULL;
+    return v;
+}
+
+areal_adamw *areal_par_step_adam(areal_par_step *s) {
+    if (s->kind == AREAL_PAR_FSDP)
+        return areal_par_fsdp_state(s->fsdp).adam;
+    return s->kind == AREAL_PAR_ZERO1 ? &s->z.adam : &s->adam;
+}
+
+/* ---- the no-grad forward */
+
+typedef struct lp_ctx {
+    areal_par_vocab vocab;
+    const int32_t *const *targets;
+    float temperature;
+    float *const *logp;
+    areal_pool *pool;
+} lp_ctx;
+
+static int lp_fn(void *ctx, int mb, const float *logits, int T, int V, float *dlogits, double *loss,
+                 areal_error *err) {
+    (void)dlogits, (void)loss;
+    lp_ctx *c = ctx;
+    areal_par_vocab v = c->vocab;
+    v.Vl = V;
+    if (v.tp != NULL && areal_coll_size(v.tp) > 1)
+        return areal_par_vocab_logprobs(&v, logits, T, c->targets[mb], c->temperature, c->logp[mb],
+                                        NULL, err);
+    /* whole rows: the one-process trainer's own function, so d1 is that trainer bit for bit */
+    areal_token_logprobs(c->pool, logits, T, V, c->targets[mb], c->temperature, c->logp[mb], NULL);
+    return AREAL_OK;
+}
+
+int areal_par_step_logprobs(areal_par_step *s, const areal_batch *mbs,
+                            const int32_t *const *targets, int n_mb, float temperature,
+                            float *const *logp, areal_error *err) {
+    lp_ctx c = {areal_par_step_vocab(s), targets, temperature, logp, s->pool};
+    int rc = s->kind == AREAL_PAR_FSDP
+                 ? areal_par_fsdp_forward(s->fsdp, mbs, n_mb, lp_fn, &c, err)
+                 : areal_par_pipe_forward(s->m, s->g.pp, mbs, n_mb, lp_fn, &c, err);
+    int p = areal_par_size(s->g.pp);
+    for (int i = 0; rc == AREAL_OK && p > 1 && i < n_mb; i++)
+        rc = areal_coll_broadcast(s->g.pp, logp[i], (size_t)mbs[i].n_tokens, AREAL_DT_F32, p - 1,
+                                  err);
+    return rc;
+}
+
+/* ---- forward, backward and the gradient reductions */
+
+/* A double summed over the group as a float and its remainder (the runtime sums no doubles). */
+static int sum_double(areal_coll *g, double *x, areal_error *err) {
+    if (areal_par_size(g) < 2)
+        return AREAL_OK;
+    float v[2] = {(float)*x, 0};
+    v[1] = (float)(*x - (double)v[0]);
+    int rc = areal_coll_all_reduce(g, v, 2, AREAL_DT_F32, AREAL_SUM, err);
+    *x = (double)v[0] + (double)v[1];
+    return rc;
+}
+
+int areal_par_step_grads(areal_par_step *s, const areal_batch *mbs, int n_mb,
+                         areal_par_loss_fn loss_fn, void *loss_ctx, double *loss,
+                         areal_error *err) {
+    double l = 0;
+    int rc;
+    if (s->kind == AREAL_PAR_FSDP) {
+        /* zeroes, reduce-scatters and sums over dp itself (fsdp.h) */
+        rc = areal_par_fsdp_forward_backward(s->fsdp, mbs, n_mb, loss_fn, loss_ctx, &l, err);
+    } else {
+        areal_model_zero_grad(s->m);
+        rc = areal_par_pipe_1f1b(s->m, s->g.pp, mbs, n_mb, loss_fn, loss_ctx, &l, err);
+        if (rc == AREAL_OK)
+            rc = areal_par_reduce_partial_grads(s->m, &s->g, err);
+        if (rc == AREAL_OK)
+            rc = areal_par_reduce_tied_embed(s->m, &s->g, err);
+        if (rc == AREAL_OK && s->kind == AREAL_PAR_ADAMW)
+            rc = s->overlap != NULL ? areal_par_overlap_finish(s->overlap, err)
+                                    : areal_par_dp_reduce_grads(s->m, s->data, s->bucket, err);
+    }
+    if (rc == AREAL_OK)
+        rc = sum_double(s->data, &l, err);
+    if (rc == AREAL_OK && loss != NULL)
+        *loss = l;
+    return rc;
+}
+
+int areal_par_step_apply(areal_par_step *s, const areal_adamw_cfg *cfg, double lr, double max_norm,
+                         double *norm, areal_error *err) {
+    double mn = max_norm > 0 ? max_norm : 0;
+    if (s->kind == AREAL_PAR_FSDP)
+        return areal_par_fsdp_optim_step(s->fsdp, cfg, lr, mn, norm, err);
+    if (s->kind == AREAL_PAR_ZERO1)
+        return areal_par_zero1_step(&s->z, s->m, &s->g, cfg, lr, mn, norm, s->pool, err);
+    areal_model *m = s->m;
+    int rc = areal_par_grad_norm(m, m->grads, 0, m->n_params, &s->g, NULL, norm, err);
+    if (rc != AREAL_OK)
+        return rc;
+    areal_par_clip(m->grads, m->n_params, *norm, mn);
+    areal_adamw_step(&s->adam, cfg, lr, m->params, m->grads, s->pool);
+    return AREAL_OK;
+}
+
+/* ---- the GRPO step */
+
+_Static_assert(sizeof(areal_ppo_loss_stats) % 8 == 0, "the loss statistics travel as 8-byte words");
+
+int areal_par_step_grpo(areal_par_step *s, const areal_batch *mbs, const areal_par_ppo_mb *pmbs,
+                        int n_mb, const areal_ppo_loss_opts *opts, float temperature,
+                        const areal_adamw_cfg *cfg, double lr, double max_norm,
+                        areal_par_step_out *out, areal_error *err) {
+    memset(out, 0, sizeof *out);
+    areal_par_ppo c;
+    int rc = areal_par_ppo_init(&c, pmbs, n_mb, opts, temperature, s->data, err);
+    if (rc != AREAL_OK)
+        return rc;
+    c.pool = s->pool;
+    c.vocab = areal_par_step_vocab(s);
+    if (c.vocab.Vl < 0)
+        c.vocab = (areal_par_vocab){0};
+    rc = areal_par_step_grads(s, mbs, n_mb, areal_par_ppo_loss, &c, &out->loss, err);
+    if (rc == AREAL_OK)
+        rc = areal_par_step_apply(s, cfg, lr, max_norm, &out->grad_norm, err);
+    /* the statistics exist on the last stage: every field is 8 bytes, moved as their bits */
+    int p = areal_par_size(s->g.pp);
+    if (rc == AREAL_OK && p > 1)
+        rc = areal_coll_broadcast(s->g.pp, &c.stats, sizeof c.stats / 8, AREAL_DT_I64, p - 1, err);
+    out->stats = c.stats;
+    return rc;
+}

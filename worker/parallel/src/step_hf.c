@@ -1,0 +1,119 @@
+/*
+ * step_hf.c - a parallel step's state as whole HF tensors (see step.h):
+ * gathered for weight sync, HF saves and checkpoints, set from them on a
+ * resume, for any layout.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "areal/parallel/reduce.h"
+#include "areal/parallel/step.h"
+
+static size_t numel(const areal_tensor_spec *t) {
+    return (size_t)t->shape[0] * (t->ndim == 2 ? (size_t)t->shape[1] : 1);
+}
+
+/* Local slice `src` of HF tensor hf into `full` (slice NULL or dim < 0: the whole tensor). */
+static void slice_put(float *full, const float *src, const areal_tensor_spec *hf,
+                      const areal_tensor_slice *sl) {
+    size_t rows = (size_t)hf->shape[0], cols = hf->ndim == 2 ? (size_t)hf->shape[1] : 1;
+    if (sl == NULL || sl->dim < 0)
+        memcpy(full, src, sizeof(float) * rows * cols);
+    else if (sl->dim == 0)
+        memcpy(full + (size_t)sl->start * cols, src, sizeof(float) * (size_t)sl->len * cols);
+    else
+        for (size_t r = 0; r < rows; r++)
+            memcpy(full + r * cols + (size_t)sl->start, src + r * (size_t)sl->len,
+                   sizeof(float) * (size_t)sl->len);
+}
+
+static int bad_which(int which, areal_error *err) {
+    return areal_error_set(err, AREAL_EINVAL, -1,
+                           "parallel step: state %d is not a tensor's (0 parameters, 2 exp_avg, "
+                           "3 exp_avg_sq)",
+                           which);
+}
+
+/* This rank's buffer of state `which` over m's local parameters, flat index `base` first. */
+static const float *local_state(areal_par_step *s, int which, size_t *base) {
+    *base = 0;
+    if (which == AREAL_PAR_PARAMS)
+        return s->m->params;
+    const areal_adamw *a = s->kind == AREAL_PAR_ZERO1 ? &s->z.adam : &s->adam;
+    if (s->kind == AREAL_PAR_ZERO1)
+        *base = s->z.lo;
+    return which == AREAL_PAR_EXP_AVG ? a->m : a->v;
+}
+
+int areal_par_step_get_tensor(areal_par_step *s, areal_coll *world, const areal_tensor_spec *hf,
+                              int which, float *out, areal_error *err) {
+    if (which != AREAL_PAR_PARAMS && which != AREAL_PAR_EXP_AVG && which != AREAL_PAR_EXP_AVG_SQ)
+        return bad_which(which, err);
+    if (s->kind == AREAL_PAR_FSDP)
+        return areal_par_fsdp_get_tensor(s->fsdp, hf->name, which, out, err);
+    size_t n = numel(hf);
+    memset(out, 0, sizeof(float) * n);
+    areal_model *m = s->m;
+    int j = areal_model_find(m, hf->name);
+    int dp0 = areal_par_rank(s->g.dp) == 0;
+    if (j >= 0 && areal_par_counts(m, (size_t)j)) {
+        const areal_tensor_spec *loc = &m->specs[j];
+        size_t ln = numel(loc), a = m->offset[j], base = 0;
+        const float *src = local_state(s, which, &base);
+        int zero1_moment = s->kind == AREAL_PAR_ZERO1 && which != AREAL_PAR_PARAMS;
+        if (!zero1_moment && dp0) {
+            slice_put(out, src + a, hf, m->slices != NULL ? &m->slices[j] : NULL);
+        } else if (zero1_moment) {
+            /* the elements of the tensor in this rank's range [lo, hi), zero elsewhere */
+            float *tmp = calloc(ln ? ln : 1, sizeof(float));
+            if (tmp == NULL)
+                return areal_error_set(err, AREAL_ENOMEM, -1,
+                                       "parallel step: no memory for %s (%zu floats)", hf->name,
+                                       ln);
+            size_t lo = s->z.lo > a ? s->z.lo : a, hi = s->z.hi < a + ln ? s->z.hi : a + ln;
+            for (size_t x = lo; x < hi; x++)
+                tmp[x - a] = src[x - base];
+            slice_put(out, tmp, hf, m->slices != NULL ? &m->slices[j] : NULL);
+            free(tmp);
+        }
+    }
+    if (world == NULL || areal_coll_size(world) < 2)
+        return AREAL_OK;
+    return areal_coll_all_reduce(world, out, n, AREAL_DT_F32, AREAL_SUM, err);
+}
+
+int areal_par_step_set_tensor(areal_par_step *s, const areal_tensor_spec *hf, int which,
+                              const float *whole, areal_error *err) {
+    if (which != AREAL_PAR_PARAMS && which != AREAL_PAR_EXP_AVG && which != AREAL_PAR_EXP_AVG_SQ)
+        return bad_which(which, err);
+    if (s->kind == AREAL_PAR_FSDP)
+        return areal_par_fsdp_set_tensor(s->fsdp, hf->name, which, whole, err);
+    areal_model *m = s->m;
+    int j = areal_model_find(m, hf->name);
+    if (j < 0)
+        return AREAL_OK;
+    const areal_tensor_spec *loc = &m->specs[j];
+    size_t ln = numel(loc), a = m->offset[j], base = 0;
+    float *dst = (float *)local_state(s, which, &base);
+    const areal_tensor_slice *sl = m->slices != NULL ? &m->slices[j] : NULL;
+    if (s->kind != AREAL_PAR_ZERO1 || which == AREAL_PAR_PARAMS) {
+        if (sl == NULL || sl->dim < 0)
+            memcpy(dst + a, whole, sizeof(float) * ln);
+        else
+            areal_tensor_slice_copy(dst + a, whole, hf, sl);
+        return AREAL_OK;
+    }
+    float *tmp = malloc(sizeof(float) * (ln ? ln : 1));
+    if (tmp == NULL)
+        return areal_error_set(err, AREAL_ENOMEM, -1,
+                               "parallel step: no memory for %s (%zu floats)", hf->name, ln);
+    if (sl == NULL || sl->dim < 0)
+        memcpy(tmp, whole, sizeof(float) * ln);
+    else
+        areal_tensor_slice_copy(tmp, whole, hf, sl);
+    size_t lo = s->z.lo > a ? s->z.lo : a, hi = s->z.hi < a + ln ? s->z.hi : a + ln;
+    for (size_t x = lo; x < hi; x++)
+        dst[x - base] = tmp[x - a];
+    free(tmp);
+    return AREAL_OK;
+}

@@ -1,0 +1,109 @@
+/*
+ * trainer_par.h - the trainer split by a layout (fsdp:dN, megatron:dNtNpN):
+ * each rank holds its shard of the policy and its optimizer state and runs
+ * worker/parallel's step (areal/parallel/step.h) on its data slice, so the
+ * ranks together compute what one process computes on the whole batch.
+ *
+ * The world is the trainer's comm-runtime world (dp.h's areal_train_dp_join);
+ * its groups are the layout's (areal_comm_role_groups, Megatron's order).
+ * Every rank of one data slice (a dp index: its tp x pp ranks) trains the
+ * same sequences; rank 0 sends each rank its slice's share (dp.h).
+ *
+ * The seam to weight sync, HF saves and checkpoints: after every step the
+ * ranks gather the policy's whole HF tensors to rank 0 (areal_train_par_gather
+ * into rank 0's whole model), so the existing sender (wsync_send.c, xccl.c),
+ * hf_save.c and ckpt.c read it unchanged; checkpoints gather the AdamW moments
+ * the same way (areal_train_par_gather_optim) into rank 0's optimizer state,
+ * and a resume scatters them back (areal_train_par_scatter), so the one
+ * checkpoint format serves every layout and a checkpoint of one layout resumes
+ * in any other, exactly. Rejected for now: per-rank shard files
+ * (ckpt_shard.h) - exact too, but a second format the single-process resume
+ * could not read; and shard-direct weight sync (branch wsync-shard), which
+ * replaces areal_train_par_gather where it lands. Rank 0 thus holds a whole
+ * copy of the parameters (and at a checkpoint of the moments) besides its
+ * shard: the limit until that lands.
+ *
+ * Scope: data, tensor (vocab-parallel logits when the vocabulary divides) and
+ * pipeline parallelism for megatron: (ZeRO-1 when dp > 1), data parallelism
+ * for fsdp: (sharded parameters, gradients and moments). Context and expert
+ * parallelism, fsdp with t > 1, and vpp are refused with an error naming
+ * what is missing.
+ */
+#ifndef AREAL_TRAIN_TRAINER_PAR_H
+#define AREAL_TRAIN_TRAINER_PAR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "areal/alloc.h"
+#include "areal/comm/comm.h"
+#include "areal/error.h"
+#include "areal/model/model.h"
+#include "areal/model/optim.h"
+#include "areal/parallel/step.h"
+
+/* A trainer layout: backend and sizes, and the world it runs on. */
+typedef struct areal_train_layout {
+    areal_backend backend; /* AREAL_BACKEND_FSDP or AREAL_BACKEND_MEGATRON */
+    areal_strategy s;      /* complete (areal_alloc_parse's) */
+    areal_comm *comm;      /* borrowed: the trainer's world, of s's world size */
+} areal_train_layout;
+
+/*
+ * Parses a layout "fsdp:d2", "megatron:d1t2p2" (one training component of the
+ * allocation grammar, lib/layout/alloc.h) into *out (comm NULL). AREAL_EINVAL
+ * naming the string and what is wrong (a rollout backend, several components,
+ * a dimension the trainer does not build: cp, ep, fsdp t > 1).
+ */
+int areal_train_layout_parse(const char *s, areal_train_layout *out, areal_error *err);
+
+/* The layout's world size (dp * tp * pp). */
+int areal_train_layout_world(const areal_train_layout *l);
+
+typedef struct areal_train_par areal_train_par;
+
+/*
+ * Makes this rank's state for layout l (l->comm's rank): the groups, the
+ * shard of the HF checkpoint in model_dir (only the shard is read: tensor by
+ * tensor for FSDP), the step (AdamW cfg adamw, pool borrowed), and the map of
+ * every world rank's data slice. A collective over the world. AREAL_EINVAL
+ * (the world is not the layout's; a model the layout cannot split, naming the
+ * field), AREAL_EIO, AREAL_ENOMEM, a collective's error; *out NULL on failure.
+ */
+int areal_train_par_create(const areal_train_layout *l, const char *model_dir,
+                           const areal_adamw_cfg *adamw, areal_pool *pool, areal_train_par **out,
+                           areal_error *err);
+void areal_train_par_free(areal_train_par *p);
+
+/* The step (areal/parallel/step.h), borrowed. */
+areal_par_step *areal_train_par_step(areal_train_par *p);
+
+/* The data group's backend group (areal_pg: the advantage normalisation's sums), NULL for one. */
+areal_pg *areal_train_par_data_pg(areal_train_par *p);
+
+/* The AdamW configuration given at create. */
+const areal_adamw_cfg *areal_train_par_adamw(const areal_train_par *p);
+
+/* Data slices (the layout's dp) and world rank r's slice. */
+int areal_train_par_slices(const areal_train_par *p);
+int areal_train_par_slice_of(const areal_train_par *p, int r);
+
+/*
+ * Every rank: the policy's whole HF tensors (which: AREAL_PAR_PARAMS, or a
+ * moment) gathered to world rank 0 into dst (rank 0's whole model's params
+ * for parameters, its optimizer's moments otherwise: cfg's
+ * areal_model_expected_tensors order, which is the whole model's buffer
+ * order); dst is ignored on other ranks (NULL). A collective.
+ */
+int areal_train_par_gather(areal_train_par *p, int which, float *dst, areal_error *err);
+
+/*
+ * Every rank: rank 0's whole state src (parameters, exp_avg, exp_avg_sq in
+ * the whole model's buffer order; ignored elsewhere) broadcast tensor by
+ * tensor and each rank's part set, and the AdamW step `adam_step` (rank 0's)
+ * set everywhere. A collective.
+ */
+int areal_train_par_scatter(areal_train_par *p, const float *params, const float *m, const float *v,
+                            long adam_step, areal_error *err);
+
+#endif

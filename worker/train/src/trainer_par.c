@@ -1,0 +1,273 @@
+/*
+ * trainer_par.c - the trainer's state under a layout (see trainer_par.h):
+ * groups, the shard loaded from the HF checkpoint, the parallel step, and the
+ * gather / scatter of whole HF tensors through world rank 0.
+ */
+#include "areal/train/trainer_par.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "areal/comm/role_groups.h"
+#include "areal/model/checkpoint.h"
+#include "areal/parallel/groups.h"
+
+struct areal_train_par {
+    areal_train_layout l;
+    areal_coll *gs[AREAL_GROUP_KIND_COUNT];
+    areal_coll *world;
+    areal_par_groups g;
+    areal_model_config cfg;
+    areal_tensor_spec *hf; /* the whole model's tensors, in its buffer order */
+    size_t n_hf;
+    areal_model shard;    /* megatron: the rank's shard */
+    areal_par_fsdp *fsdp; /* fsdp: the rank's ranges */
+    areal_par_step step;
+    areal_adamw_cfg adamw;
+    int *slice_of; /* [world] each rank's data slice */
+    int n_slices;
+};
+
+static size_t numel(const areal_tensor_spec *t) {
+    return (size_t)t->shape[0] * (t->ndim == 2 ? (size_t)t->shape[1] : 1);
+}
+
+int areal_train_layout_parse(const char *s, areal_train_layout *out, areal_error *err) {
+    memset(out, 0, sizeof *out);
+    areal_alloc a;
+    areal_error pe;
+    if (areal_alloc_parse(s, &a, &pe) != AREAL_OK)
+        return areal_error_set(err, AREAL_EINVAL, -1, "layout '%s': %s", s, pe.msg);
+    if (a.n_components != 1)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "layout '%s': give the trainer's component alone (e.g. "
+                               "megatron:d1t2p2), not %d components",
+                               s, a.n_components);
+    const areal_component *c = &a.comp[0];
+    if (c->backend != AREAL_BACKEND_FSDP && c->backend != AREAL_BACKEND_MEGATRON)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "layout '%s': backend %s is not a trainer's (fsdp or megatron)", s,
+                               areal_backend_name(c->backend));
+    const areal_strategy *st = &c->strategy;
+    const char *missing = c->hybrid     ? "the (attn:|ffn:) hybrid form"
+                          : st->cp > 1  ? "context parallelism (c > 1)"
+                          : st->ep > 1  ? "expert parallelism (e > 1)"
+                          : st->etp > 1 ? "expert tensor parallelism"
+                          : c->backend == AREAL_BACKEND_FSDP && st->tp > 1
+                              ? "fsdp with t > 1 (use megatron)"
+                              : NULL;
+    if (missing != NULL)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "layout '%s': the trainer does not build %s yet; use d, t and p "
+                               "(megatron:dNtNpN, fsdp:dN)",
+                               s, missing);
+    out->backend = c->backend;
+    out->s = *st;
+    return AREAL_OK;
+}
+
+int areal_train_layout_world(const areal_train_layout *l) {
+    return l->s.dp * l->s.tp * l->s.pp * (l->s.cp > 0 ? l->s.cp : 1);
+}
+
+void areal_train_par_free(areal_train_par *p) {
+    if (p == NULL)
+        return;
+    areal_par_step_free(&p->step);
+    areal_par_fsdp_free(p->fsdp);
+    areal_model_free(&p->shard);
+    for (int k = 0; k < AREAL_GROUP_KIND_COUNT; k++)
+        areal_coll_destroy(p->gs[k]);
+    areal_coll_destroy(p->world);
+    free(p->hf);
+    free(p->slice_of);
+    free(p);
+}
+
+/* FSDP: this rank's ranges of every tensor, read one tensor at a time. */
+static int load_fsdp(areal_train_par *p, const char *dir, areal_error *err) {
+    areal_checkpoint ck;
+    int rc = areal_checkpoint_open(dir, &ck, err);
+    if (rc != AREAL_OK)
+        return rc;
+    size_t most = 1;
+    for (size_t i = 0; i < p->n_hf; i++)
+        most = numel(&p->hf[i]) > most ? numel(&p->hf[i]) : most;
+    float *buf = malloc(sizeof(float) * most);
+    if (buf == NULL)
+        rc = areal_error_set(err, AREAL_ENOMEM, -1, "no memory for a tensor of %zu floats", most);
+    for (size_t i = 0; rc == AREAL_OK && i < p->n_hf; i++) {
+        rc = areal_checkpoint_load_f32(&ck, p->hf[i].name, buf, most, err);
+        if (rc == AREAL_OK)
+            rc = areal_par_fsdp_set_tensor(p->fsdp, p->hf[i].name, 0, buf, err);
+    }
+    free(buf);
+    areal_checkpoint_close(&ck);
+    return rc;
+}
+
+/* Megatron: the shard of the groups, vocab-parallel logits where the vocabulary divides. */
+static int load_shard(areal_train_par *p, const char *dir, areal_pool *pool, areal_error *err) {
+    areal_model_shard sh;
+    int rc = areal_par_shard_of(&p->cfg, &p->g, &sh, err);
+    if (rc != AREAL_OK)
+        return rc;
+    if (sh.tp > 1 && p->cfg.vocab_size % sh.tp == 0) {
+        /* never the whole logits on one rank (vocab.h); keep it only where the model allows */
+        areal_model_shard v = sh;
+        v.vocab_parallel = true;
+        areal_error e2;
+        if (areal_model_shard_check(&p->cfg, &v, &e2) == AREAL_OK)
+            sh = v;
+    }
+    return areal_model_load_shard(&p->shard, dir, &sh, pool, err);
+}
+
+/* Every world rank's data slice, all-gathered (rank 0 routes the batch by it). */
+static int slice_map(areal_train_par *p, int world, areal_error *err) {
+    p->n_slices = areal_par_size(p->g.dp);
+    p->slice_of = calloc((size_t)world, sizeof *p->slice_of);
+    if (p->slice_of == NULL)
+        return areal_error_set(err, AREAL_ENOMEM, -1, "no memory for the slice map");
+    int32_t mine = areal_par_rank(p->g.dp);
+    int32_t *all = calloc((size_t)world, sizeof *all);
+    int rc = all == NULL ? areal_error_set(err, AREAL_ENOMEM, -1, "no memory for the slice map")
+             : world > 1 ? areal_coll_all_gather(p->world, &mine, all, 1, AREAL_DT_I32, err)
+                         : AREAL_OK;
+    for (int r = 0; rc == AREAL_OK && r < world; r++)
+        p->slice_of[r] = world > 1 ? all[r] : 0;
+    free(all);
+    return rc;
+}
+
+int areal_train_par_create(const areal_train_layout *l, const char *model_dir,
+                           const areal_adamw_cfg *adamw, areal_pool *pool, areal_train_par **out,
+                           areal_error *err) {
+    *out = NULL;
+    int W = areal_train_layout_world(l), world = areal_comm_world(l->comm);
+    if (W != world)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "layout d%dt%dp%d needs %d trainer ranks, the world has %d (start "
+                               "one rank per GPU of the layout)",
+                               l->s.dp, l->s.tp, l->s.pp, W, world);
+    areal_train_par *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return areal_error_set(err, AREAL_ENOMEM, -1, "no memory for the trainer's layout");
+    p->l = *l;
+    p->adamw = *adamw;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", model_dir);
+    int rc = areal_model_config_load(path, &p->cfg, err);
+    if (rc == AREAL_OK)
+        rc = areal_model_expected_tensors(&p->cfg, &p->hf, &p->n_hf, err);
+    areal_role_plan role;
+    areal_coll_factory f = areal_comm_coll_factory(l->comm);
+    areal_strategy s = l->s;
+    s.edp = 0; /* derived by the role's layout */
+    if (rc == AREAL_OK)
+        rc = areal_comm_role_of_strategy(&s, &role, err);
+    if (rc == AREAL_OK)
+        rc = areal_comm_role_groups(&role, &f, p->gs, err);
+    int *ranks = rc == AREAL_OK ? malloc(sizeof(int) * (size_t)world) : NULL;
+    if (rc == AREAL_OK && ranks == NULL)
+        rc = areal_error_set(err, AREAL_ENOMEM, -1, "no memory for the world group");
+    for (int r = 0; rc == AREAL_OK && r < world; r++)
+        ranks[r] = r;
+    if (rc == AREAL_OK)
+        rc = f.group(f.ctx, "trainer-world", ranks, world, &p->world, err);
+    free(ranks);
+    if (rc == AREAL_OK) {
+        p->g = areal_par_groups_of(p->gs);
+        rc = slice_map(p, world, err);
+    }
+    bool fsdp = l->backend == AREAL_BACKEND_FSDP;
+    if (rc == AREAL_OK && fsdp) {
+        rc = areal_par_fsdp_create(&p->cfg, p->g.dp, pool, &p->fsdp, err);
+        if (rc == AREAL_OK)
+            rc = load_fsdp(p, model_dir, err);
+    } else if (rc == AREAL_OK) {
+        rc = load_shard(p, model_dir, pool, err);
+    }
+    areal_par_optim kind = fsdp ? AREAL_PAR_FSDP : l->s.dp > 1 ? AREAL_PAR_ZERO1 : AREAL_PAR_ADAMW;
+    if (rc == AREAL_OK)
+        rc = areal_par_step_init(&p->step, kind, &p->g, p->g.dp, fsdp ? NULL : &p->shard, p->fsdp,
+                                 pool, err);
+    if (rc != AREAL_OK) {
+        areal_train_par_free(p);
+        return rc;
+    }
+    *out = p;
+    return AREAL_OK;
+}
+
+areal_par_step *areal_train_par_step(areal_train_par *p) {
+    return &p->step;
+}
+
+areal_pg *areal_train_par_data_pg(areal_train_par *p) {
+    return areal_par_size(p->g.dp) > 1 ? areal_coll_impl(p->g.dp) : NULL;
+}
+
+const areal_adamw_cfg *areal_train_par_adamw(const areal_train_par *p) {
+    return &p->adamw;
+}
+
+int areal_train_par_slices(const areal_train_par *p) {
+    return p->n_slices;
+}
+
+int areal_train_par_slice_of(const areal_train_par *p, int r) {
+    return p->slice_of[r];
+}
+
+int areal_train_par_gather(areal_train_par *p, int which, float *dst, areal_error *err) {
+    bool root = areal_coll_rank(p->world) == 0;
+    size_t most = 1, off = 0;
+    for (size_t i = 0; i < p->n_hf; i++)
+        most = numel(&p->hf[i]) > most ? numel(&p->hf[i]) : most;
+    float *buf = malloc(sizeof(float) * most);
+    int rc =
+        buf == NULL ? areal_error_set(err, AREAL_ENOMEM, -1, "no memory for a tensor") : AREAL_OK;
+    for (size_t i = 0; rc == AREAL_OK && i < p->n_hf; i++) {
+        size_t n = numel(&p->hf[i]);
+        rc = areal_par_step_get_tensor(&p->step, p->world, &p->hf[i], which, buf, err);
+        if (rc == AREAL_OK && root && dst != NULL)
+            memcpy(dst + off, buf, sizeof(float) * n);
+        off += n;
+    }
+    free(buf);
+    return rc;
+}
+
+int areal_train_par_scatter(areal_train_par *p, const float *params, const float *m, const float *v,
+                            long adam_step, areal_error *err) {
+    bool root = areal_coll_rank(p->world) == 0, multi = areal_coll_size(p->world) > 1;
+    size_t most = 1, off = 0;
+    for (size_t i = 0; i < p->n_hf; i++)
+        most = numel(&p->hf[i]) > most ? numel(&p->hf[i]) : most;
+    float *buf = malloc(sizeof(float) * most);
+    int rc =
+        buf == NULL ? areal_error_set(err, AREAL_ENOMEM, -1, "no memory for a tensor") : AREAL_OK;
+    const float *src[3] = {params, m, v};
+    static const int which[3] = {AREAL_PAR_PARAMS, AREAL_PAR_EXP_AVG, AREAL_PAR_EXP_AVG_SQ};
+    for (size_t i = 0; rc == AREAL_OK && i < p->n_hf; i++) {
+        size_t n = numel(&p->hf[i]);
+        for (int k = 0; rc == AREAL_OK && k < 3; k++) {
+            if (root)
+                memcpy(buf, src[k] + off, sizeof(float) * n);
+            if (multi)
+                rc = areal_coll_broadcast(p->world, buf, n, AREAL_DT_F32, 0, err);
+            if (rc == AREAL_OK)
+                rc = areal_par_step_set_tensor(&p->step, &p->hf[i], which[k], buf, err);
+        }
+        off += n;
+    }
+    free(buf);
+    int64_t st = adam_step;
+    if (rc == AREAL_OK && multi)
+        rc = areal_coll_broadcast(p->world, &st, 1, AREAL_DT_I64, 0, err);
+    if (rc == AREAL_OK)
+        areal_par_step_adam(&p->step)->step = (long)st;
+    return rc;
+}

@@ -1,0 +1,531 @@
+/*
+ * test_train_par.c - the trainer split by a layout (trainer_par.h) equals
+ * the one-process trainer: the same fixed GRPO groups (built here, no
+ * rollout server) stepped STEPS optimizer steps by the layout's forked ranks
+ * - rank 0 through the job loop's own calls (areal_train_dp_step scattering
+ * each data slice's share, areal_train_dp_sync_state, the checkpoint's
+ * areal_train_dp_gather_optim), the others in areal_train_follow - and by
+ * one process (areal_trainer_step on the whole batch) give the same loss and
+ * grad norm at every step and the same weights and AdamW moments after the
+ * last (gathered whole to rank 0, the state weight sync and checkpoints
+ * read), within 1e-5 relative (each tensor against its largest element; the
+ * layouts reassociate float sums - tp partial sums, dp gradient sums, the
+ * vocab-parallel softmax - measured at about 1e-7 for loss and norm and up to
+ * ~1e-6 for weights). Layouts: fsdp d2 (parameters, gradients and moments
+ * sharded), megatron t2 (on the tiny model, and on worker/model's Qwen3
+ * fixture whose vocabulary splits: vocab-parallel logits and recompute), p2
+ * (1F1B, several micro-batches), d2 with ZeRO-1, d1t2p2. And resume: a checkpoint written
+ * by t2 after STEPS - 1 steps (the existing single-process format, moments
+ * gathered whole) resumed by p2 for the last step ends where one process
+ * does: the checkpoint is exact and layout-independent. A run whose weights
+ * were left unsynced (the check's own negative) is caught. Every step is two
+ * PPO minibatches (the second one's importance ratios move off 1, so the
+ * loss differs step to step) of several micro-batches; each data slice cuts
+ * its own share into minibatches, as AReaL's dp ranks do, so the d2 layouts'
+ * reference takes the batch in the order that makes its minibatches theirs.
+ *
+ * AdamW eps is 1e-3 here, as in worker/parallel's harness (par_test_util.h
+ * explains why: with torch's 1e-8 the first steps move near-zero-gradient
+ * elements by +-lr, a sign flip of reassociation noise, not a layout error).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "../../parallel/tests/par_test_util.h" /* pt_ranks_run: forked ranks, their store */
+#include "areal/model/heads.h"
+#include "areal/rl/pack.h"
+#include "areal/train/ckpt.h"
+#include "areal/train/dp.h"
+#include "areal/train/job_config.h"
+#include "areal/train/tiny.h"
+#include "areal/train/train_loop.h"
+#include "areal/train/train_optim.h"
+#include "areal/train/trainer.h"
+#include "areal/train/trainer_par.h"
+
+#define STEPS 3
+#define NG    4 /* groups a step */
+#define GS    4 /* samples a group */
+#define TOL   1e-5
+#define MINIB 2 /* ppo_n_minibatches: the second one's ratios differ from 1, so the loss moves */
+
+/* The one-process trainer's results on a batch order. */
+typedef struct result {
+    int order[NG]; /* the batch's groups in this order */
+    double loss[STEPS], norm[STEPS];
+    double wall, cpu; /* the one-process steps' seconds */
+    areal_model ref;  /* the model after STEPS */
+    float *m, *v;     /* its moments */
+} result;
+
+/*
+ * A model, the batch every step trains on, and the one process's results: r[0] on the batch
+ * as it comes, r[1] on the order that makes its minibatches those of two data slices. With
+ * ppo_n_minibatches > 1 each slice cuts its own share into minibatches (as AReaL's dp ranks
+ * do), so minibatch m of d2 is slice 0's m-th groups and slice 1's, not the batch's m-th
+ * half: the one process sees that order (the split is rl-core's areal_split_groups_dp, the
+ * one dp_loop.c makes).
+ */
+typedef struct fixture {
+    char model[400];
+    areal_group tmpl[NG];
+    result r[2];
+} fixture;
+
+/* 0: the project's tiny Qwen2 (vocabulary 53: t2 keeps whole logit rows); 1: worker/model's
+ * Qwen3 fixture (vocabulary 96: t2 splits the logits by vocabulary, qk-norm partial sums) */
+static fixture g_fx[2];
+static char g_root[300];
+static areal_rl_config g_cfg;
+
+static void cfg_make(areal_rl_config *c) {
+    areal_train_config_demo(c);
+    c->rollout.consumer_batch_size = c->train_dataset.batch_size = NG;
+    c->gconfig.n_samples = c->actor.group_size = c->actor.reward_norm.group_size = GS;
+    c->actor.optimizer.lr = 1e-2; /* large moves: a missed share or a wrong slice shows */
+    c->actor.optimizer.eps = 1e-3;
+    c->actor.max_tokens_per_mb = 40; /* several micro-batches: the pipeline's steady state */
+    c->actor.ppo_n_minibatches = MINIB;
+    areal_error e;
+    assert_int_equal(areal_train_config_settle(c, &e), AREAL_OK);
+}
+
+/* A fixed value in [0, 1) of (k, i, j). */
+static double unit3(int k, int i, int j) {
+    return 0.5 * (1.0 + pt_hash_unit("train-par", (size_t)(k * 1000 + i * 100 + j)));
+}
+
+/* The batch: NG groups of GS samples, 3 prompt tokens, responses of 5..11 tokens, rewards
+ * varied within each group; behaviour logprobs the initial policy's (at the rollout
+ * temperature) minus a fixed offset up to 0.1, so ratios move but few clip. */
+static void batch_make(fixture *fx, const areal_model *m0) {
+    int V = m0->cfg.vocab_size;
+    float temp = (float)g_cfg.actor.temperature;
+    for (int k = 0; k < NG; k++) {
+        areal_group *g = &fx->tmpl[k];
+        g->G = GS;
+        g->index = k;
+        g->s = calloc(GS, sizeof *g->s);
+        assert_non_null(g->s);
+        for (int i = 0; i < GS; i++) {
+            areal_traj *t = &g->s[i];
+            t->n_prompt = 3;
+            t->n = 3 + 5 + (k * 5 + i * 3) % 7;
+            t->reward = (float)((k + 2 * i) % 3 == 0);
+            t->n_requests = 1;
+            t->tokens = malloc(sizeof(int32_t) * (size_t)t->n);
+            t->logprobs = calloc((size_t)t->n, sizeof(float));
+            t->versions = malloc(sizeof(int32_t) * (size_t)t->n);
+            assert_true(t->tokens && t->logprobs && t->versions);
+            for (int j = 0; j < t->n; j++) {
+                t->tokens[j] = (int32_t)(unit3(k, i, j) * (V - 1));
+                t->versions[j] = j < t->n_prompt ? -1 : 0;
+            }
+            int32_t cu[2] = {0, t->n}, tg[64];
+            for (int j = 0; j < t->n; j++)
+                tg[j] = j + 1 < t->n ? t->tokens[j + 1] : -1;
+            areal_batch b = {t->tokens, cu, t->n, 1};
+            areal_acts a;
+            areal_error e;
+            assert_int_equal(areal_model_forward((areal_model *)m0, &b, &a, &e), AREAL_OK);
+            float lp[64];
+            areal_token_logprobs(NULL, a.logits, t->n, V, tg, temp, lp, NULL);
+            areal_acts_free(&a);
+            for (int j = t->n_prompt; j < t->n; j++) /* rollout convention: token j's */
+                t->logprobs[j] = lp[j - 1] - 0.1f * (float)unit3(k, i, 100 + j);
+        }
+    }
+}
+
+static void batch_copy(const fixture *fx, const int *order, areal_group *dst) {
+    for (int k0 = 0; k0 < NG; k0++) {
+        int k = order[k0];
+        dst[k0] = fx->tmpl[k];
+        dst[k0].s = calloc(GS, sizeof *dst[k0].s);
+        assert_non_null(dst[k0].s);
+        for (int i = 0; i < GS; i++) {
+            const areal_traj *s = &fx->tmpl[k].s[i];
+            areal_traj *t = &dst[k0].s[i];
+            *t = *s;
+            t->tokens = malloc(sizeof(int32_t) * (size_t)s->n);
+            t->logprobs = malloc(sizeof(float) * (size_t)s->n);
+            t->versions = malloc(sizeof(int32_t) * (size_t)s->n);
+            assert_true(t->tokens && t->logprobs && t->versions);
+            memcpy(t->tokens, s->tokens, sizeof(int32_t) * (size_t)s->n);
+            memcpy(t->logprobs, s->logprobs, sizeof(float) * (size_t)s->n);
+            memcpy(t->versions, s->versions, sizeof(int32_t) * (size_t)s->n);
+        }
+    }
+}
+
+static double now_s(clockid_t c) {
+    struct timespec ts;
+    clock_gettime(c, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double rel(double a, double b) {
+    return fabs(a - b) / (fabs(b) > 1e-12 ? fabs(b) : 1e-12);
+}
+
+/* The worst per-tensor error of buffer `mine` against `want` (both in m's buffer order). */
+static double tensors_err(const areal_model *m, const float *mine, const float *want,
+                          const char **worst) {
+    double we = 0;
+    for (size_t i = 0; i < m->n_specs; i++) {
+        const areal_tensor_spec *t = &m->specs[i];
+        size_t n = (size_t)t->shape[0] * (t->ndim == 2 ? (size_t)t->shape[1] : 1);
+        double x = pt_rel_err(mine + m->offset[i], want + m->offset[i], n);
+        if (x > we || isnan(x))
+            we = x, *worst = t->name;
+    }
+    return we;
+}
+
+/* One layout's run. */
+typedef struct run {
+    const char *layout;
+    int fx;           /* g_fx[fx] */
+    int first, steps; /* steps [first, first + steps) of the reference */
+    const char *save; /* write a checkpoint under this root after the last step */
+    const char *load; /* resume from the newest checkpoint under this root */
+    int skip_sync;    /* the negative: rank 0 checks its own copy, never gathered */
+} run;
+
+static void quiet(void *ctx, const char *line) {
+    (void)ctx, (void)line;
+}
+
+static int rank0(const run *R, areal_train_layout *lay, areal_pg *pg, areal_train_job *job) {
+    const fixture *fxt = &g_fx[R->fx];
+    const result *fx = &fxt->r[lay->s.dp > 1];
+    static const int natural[NG] = {0, 1, 2, 3};
+    const char *model = fxt->model;
+    areal_error e = {0};
+    areal_trainer t;
+    int rc = RANK_WRONG;
+    if (areal_trainer_init_par(&t, model, &g_cfg, STEPS, NULL, lay, &e) != AREAL_OK) {
+        fprintf(stderr, "%s rank 0: init: %s\n", R->layout, e.msg);
+        return RANK_COMM_FAIL;
+    }
+    float *m, *v;
+    long *adam_step;
+    size_t n;
+    areal_train_optim_state(t.opt, &m, &v, &adam_step, &n);
+    areal_ckpt_tensors ts = {&t.model, model, m, v, n};
+    if (R->load != NULL) {
+        areal_ckpt_state st;
+        char used[512];
+        if (areal_ckpt_load(R->load, &ts, &st, used, sizeof used, quiet, NULL, &e) != AREAL_OK) {
+            fprintf(stderr, "%s: resume: %s\n", R->layout, e.msg);
+            goto out;
+        }
+        t.version = st.version; /* as the job loop does (train_loop.c) */
+        t.step = st.adam_step;
+        *adam_step = st.adam_step;
+    }
+    if (areal_train_dp_sync_state(pg, &t, &e) != AREAL_OK) {
+        fprintf(stderr, "%s: sync: %s\n", R->layout, e.msg);
+        goto out;
+    }
+    rc = 0;
+    double wall = 0, cpu = 0;
+    for (int s = R->first; s < R->first + R->steps; s++) {
+        areal_group g[NG];
+        batch_copy(fxt, natural, g); /* as the rollouts come; dp_loop.c splits it */
+        areal_step_stats st;
+        double w0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
+        int r = areal_train_dp_step(&t, pg, g, NG, GS, &st, &e);
+        wall += now_s(CLOCK_MONOTONIC) - w0, cpu += now_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+        for (int k = 0; k < NG; k++)
+            areal_group_free(&g[k]);
+        if (r != AREAL_OK) {
+            fprintf(stderr, "%s: step %d: %s\n", R->layout, s, e.msg);
+            rc = RANK_COMM_FAIL;
+            goto out;
+        }
+        double le = rel(st.loss, fx->loss[s]), ne = rel(st.grad_norm, fx->norm[s]);
+        printf("%-16s step %d: loss %.7f (one process %.7f, rel err %.1e), grad norm %.6f "
+               "(%.1e)\n",
+               R->layout, s + 1, st.loss, fx->loss[s], le, st.grad_norm, ne);
+        if (!(le <= TOL) || !(ne <= TOL))
+            rc = RANK_WRONG;
+    }
+    printf("%-16s %.1f ms a step, rank 0 CPU %.1f ms (one process: %.1f ms, CPU %.1f ms; the "
+           "gather to rank 0 included)\n",
+           R->layout, 1e3 * wall / R->steps, 1e3 * cpu / R->steps, 1e3 * fx->wall / STEPS,
+           1e3 * fx->cpu / STEPS);
+    if (areal_train_dp_gather_optim(pg, &t, &e) != AREAL_OK) {
+        fprintf(stderr, "%s: gather: %s\n", R->layout, e.msg);
+        rc = RANK_COMM_FAIL;
+        goto out;
+    }
+    if (R->save != NULL) {
+        areal_ckpt_state st;
+        memset(&st, 0, sizeof st);
+        st.step = R->first + R->steps;
+        st.version = t.version;
+        st.adam_step = *adam_step;
+        if (areal_ckpt_save(R->save, &ts, &st, &e) != AREAL_OK) {
+            fprintf(stderr, "%s: save: %s\n", R->layout, e.msg);
+            rc = RANK_COMM_FAIL;
+        }
+    } else {
+        const char *w = "-", *wm = "-", *wv = "-";
+        float *mine = t.model.params;
+        float *stale = NULL;
+        if (R->skip_sync) { /* the negative: the initial weights, as if never gathered */
+            areal_model m0;
+            if (areal_model_load(&m0, model, NULL, &e) == AREAL_OK) {
+                stale = malloc(sizeof(float) * m0.n_params);
+                memcpy(stale, m0.params, sizeof(float) * m0.n_params);
+                areal_model_free(&m0);
+                mine = stale;
+            }
+        }
+        double we = tensors_err(&fx->ref, mine, fx->ref.params, &w);
+        double me = tensors_err(&fx->ref, m, fx->m, &wm), ve = tensors_err(&fx->ref, v, fx->v, &wv);
+        printf("%-16s after step %d: weights %.1e (%s), exp_avg %.1e (%s), exp_avg_sq %.1e "
+               "(%s), adam step %ld\n",
+               R->layout, R->first + R->steps, we, w, me, wm, ve, wv, *adam_step);
+        if (!(we <= TOL) || !(me <= TOL) || !(ve <= TOL) || *adam_step != STEPS * MINIB)
+            rc = RANK_WRONG;
+        free(stale);
+    }
+out:
+    areal_train_dp_stop(pg, &e);
+    areal_trainer_free(&t);
+    (void)job;
+    return rc;
+}
+
+static int par_rank(areal_comm *c, void *arg) {
+    const run *R = arg;
+    areal_error e = {0};
+    areal_train_layout lay;
+    if (areal_train_layout_parse(R->layout, &lay, &e) != AREAL_OK) {
+        fprintf(stderr, "%s\n", e.msg);
+        return RANK_WRONG;
+    }
+    lay.comm = c;
+    int W = areal_comm_world(c), ranks[64];
+    for (int r = 0; r < W; r++)
+        ranks[r] = r;
+    areal_pg *pg = NULL;
+    if (areal_comm_group(c, "trainer", ranks, W, &pg, &e) != AREAL_OK) {
+        fprintf(stderr, "%s: group: %s\n", R->layout, e.msg);
+        return RANK_COMM_FAIL;
+    }
+    areal_train_job job;
+    memset(&job, 0, sizeof job);
+    job.model_dir = g_fx[R->fx].model;
+    job.cfg = &g_cfg;
+    job.total_steps = STEPS;
+    job.threads = 1;
+    job.layout = &lay;
+    int rc = 0;
+    if (areal_comm_rank(c) == 0) {
+        rc = rank0(R, &lay, pg, &job);
+    } else {
+        long steps = 0;
+        if (areal_train_follow(&job, STEPS, pg, &steps, &e) != AREAL_OK) {
+            fprintf(stderr, "%s rank %d: %s\n", R->layout, areal_comm_rank(c), e.msg);
+            rc = RANK_COMM_FAIL;
+        } else if (steps != R->steps) {
+            fprintf(stderr, "%s rank %d: %ld steps, not %d\n", R->layout, areal_comm_rank(c), steps,
+                    R->steps);
+            rc = RANK_WRONG;
+        }
+    }
+    areal_pg_destroy(pg);
+    return rc;
+}
+
+static int run_layout(const run *R) {
+    areal_train_layout lay;
+    areal_error e;
+    assert_int_equal(areal_train_layout_parse(R->layout, &lay, &e), AREAL_OK);
+    return pt_ranks_run(areal_train_layout_world(&lay), 60000, par_rank, (void *)R);
+}
+
+/* ---- fixtures: the tiny model, the batch and the one-process reference, once */
+
+/* The one-process trainer's STEPS steps on fixture fx's batch in order r->order. */
+static void reference(fixture *fx, result *r) {
+    areal_error e;
+    areal_trainer t;
+    assert_int_equal(areal_trainer_init(&t, fx->model, &g_cfg, STEPS, NULL, NULL, &e), AREAL_OK);
+    for (int s = 0; s < STEPS; s++) {
+        areal_group g[NG];
+        batch_copy(fx, r->order, g);
+        areal_step_stats st;
+        double w0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
+        if (areal_trainer_step(&t, g, NG, &st, &e) != AREAL_OK)
+            fail_msg("%s", e.msg);
+        r->wall += now_s(CLOCK_MONOTONIC) - w0, r->cpu += now_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+        for (int k = 0; k < NG; k++)
+            areal_group_free(&g[k]);
+        r->loss[s] = st.loss;
+        r->norm[s] = st.grad_norm;
+        fprintf(stderr, "one process      step %d: loss %.7f, grad norm %.6f, %d micro-batches\n",
+                s + 1, st.loss, st.grad_norm, st.n_mbs);
+        assert_true(st.n_mbs >= 2 && st.grad_norm > 0);
+    }
+    float *m, *v;
+    long *as;
+    size_t n;
+    areal_train_optim_state(t.opt, &m, &v, &as, &n);
+    r->m = malloc(sizeof(float) * n);
+    r->v = malloc(sizeof(float) * n);
+    assert_true(r->m && r->v);
+    memcpy(r->m, m, sizeof(float) * n);
+    memcpy(r->v, v, sizeof(float) * n);
+    r->ref = t.model; /* kept; the rest freed */
+    memset(&t.model, 0, sizeof t.model);
+    areal_trainer_free(&t);
+}
+
+/* The batch of fixture fx, and the one process's results on both orders. */
+static void fixture_make(fixture *fx) {
+    areal_error e;
+    areal_model m0;
+    assert_int_equal(areal_model_load(&m0, fx->model, NULL, &e), AREAL_OK);
+    batch_make(fx, &m0);
+    areal_model_free(&m0);
+    for (int k = 0; k < NG; k++)
+        fx->r[0].order[k] = k;
+    /* two slices: each keeps its groups in batch order and cuts them into MINIB minibatches */
+    int64_t lens[NG * GS];
+    int slice[NG * GS], share[2][NG], n_share[2] = {0, 0}, at = 0;
+    for (int k = 0; k < NG; k++)
+        for (int i = 0; i < GS; i++)
+            lens[k * GS + i] = fx->tmpl[k].s[i].n;
+    assert_int_equal(areal_split_groups_dp(lens, NG * GS, GS, 2, slice, &e), AREAL_OK);
+    for (int k = 0; k < NG; k++)
+        share[slice[k * GS]][n_share[slice[k * GS]]++] = k;
+    assert_int_equal(n_share[0], NG / 2);
+    for (int mb = 0; mb < MINIB; mb++)
+        for (int d = 0; d < 2; d++)
+            for (int j = n_share[d] * mb / MINIB; j < n_share[d] * (mb + 1) / MINIB; j++)
+                fx->r[1].order[at++] = share[d][j];
+    reference(fx, &fx->r[0]);
+    reference(fx, &fx->r[1]);
+}
+
+static int setup(void **state) {
+    (void)state;
+    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(g_root, sizeof g_root, "%s/areal-tpar-XXXXXX", tmp);
+    assert_non_null(mkdtemp(g_root));
+    snprintf(g_fx[0].model, sizeof g_fx[0].model, "%s/model", g_root);
+    assert_int_equal(mkdir(g_fx[0].model, 0755), 0);
+    areal_tiny_cfg tc = areal_tiny_default();
+    areal_error e;
+    assert_int_equal(areal_tiny_create(g_fx[0].model, &tc, &e), AREAL_OK);
+    snprintf(g_fx[1].model, sizeof g_fx[1].model, "%s", PT_FIX "ref-qwen3");
+    cfg_make(&g_cfg);
+    fixture_make(&g_fx[0]);
+    fixture_make(&g_fx[1]);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    for (int f = 0; f < 2; f++) {
+        for (int k = 0; k < NG; k++)
+            areal_group_free(&g_fx[f].tmpl[k]);
+        for (int o = 0; o < 2; o++) {
+            areal_model_free(&g_fx[f].r[o].ref);
+            free(g_fx[f].r[o].m), free(g_fx[f].r[o].v);
+        }
+    }
+    areal_rl_config_free(&g_cfg);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void fsdp_d2(void **st) {
+    (void)st;
+    run R = {"fsdp:d2", 0, 0, STEPS, NULL, NULL, 0};
+    assert_int_equal(run_layout(&R), 0);
+}
+
+static void megatron_t2(void **st) {
+    (void)st;
+    run R = {"megatron:d1t2", 0, 0, STEPS, NULL, NULL, 0};
+    assert_int_equal(run_layout(&R), 0);
+}
+
+static void megatron_t2_vocab(void **st) {
+    (void)st;
+    run R = {"megatron:d1t2", 1, 0, STEPS, NULL, NULL, 0};
+    assert_int_equal(run_layout(&R), 0);
+}
+
+static void megatron_p2(void **st) {
+    (void)st;
+    run R = {"megatron:d1p2", 0, 0, STEPS, NULL, NULL, 0};
+    assert_int_equal(run_layout(&R), 0);
+}
+
+static void megatron_d2_zero1(void **st) {
+    (void)st;
+    run R = {"megatron:d2", 0, 0, STEPS, NULL, NULL, 0};
+    assert_int_equal(run_layout(&R), 0);
+}
+
+static void megatron_d1t2p2(void **st) {
+    (void)st;
+    run R = {"megatron:d1t2p2", 0, 0, STEPS, NULL, NULL, 0};
+    assert_int_equal(run_layout(&R), 0);
+}
+
+/* t2 writes a checkpoint after STEPS - 1 steps; p2 resumes it for the last step. */
+static void resume_t2_to_p2(void **st) {
+    (void)st;
+    char root[400];
+    snprintf(root, sizeof root, "%s/recover", g_root);
+    run A = {"megatron:d1t2", 0, 0, STEPS - 1, root, NULL, 0};
+    assert_int_equal(run_layout(&A), 0);
+    run B = {"megatron:d1p2", 0, STEPS - 1, 1, NULL, root, 0};
+    assert_int_equal(run_layout(&B), 0);
+}
+
+/* The check's own negative: weights that were never gathered differ from one process. */
+static void unsynced_caught(void **st) {
+    (void)st;
+    run R = {"megatron:d1t2", 0, 0, STEPS, NULL, NULL, 1};
+    assert_int_equal(run_layout(&R), RANK_WRONG);
+}
+
+static void layout_errors(void **st) {
+    (void)st;
+    areal_train_layout l;
+    areal_error e;
+    assert_int_equal(areal_train_layout_parse("megatron:d1t2c2", &l, &e), AREAL_EINVAL);
+    assert_non_null(strstr(e.msg, "context parallelism"));
+    assert_int_equal(areal_train_layout_parse("megatron:d2e2", &l, &e), AREAL_EINVAL);
+    assert_non_null(strstr(e.msg, "expert parallelism"));
+    assert_int_equal(areal_train_layout_parse("sglang:d2", &l, &e), AREAL_EINVAL);
+    assert_non_null(strstr(e.msg, "not a trainer's"));
+    assert_int_equal(areal_train_layout_parse("sglang:d1+fsdp:d2", &l, &e), AREAL_EINVAL);
+    assert_int_equal(areal_train_layout_parse("megatron:d2t2p2", &l, &e), AREAL_OK);
+    assert_int_equal(areal_train_layout_world(&l), 8);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(layout_errors),   cmocka_unit_test(fsdp_d2),
+        cmocka_unit_test(megatron_t2),     cmocka_unit_test(megatron_t2_vocab),
+        cmocka_unit_test(megatron_p2),     cmocka_unit_test(megatron_d2_zero1),
+        cmocka_unit_test(megatron_d1t2p2), cmocka_unit_test(resume_t2_to_p2),
+        cmocka_unit_test(unsynced_caught),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
