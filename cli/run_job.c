@@ -25,9 +25,10 @@
  * the rollouts and serves /status on a free port), each given the role's
  * strategy (--layout megatron:d1t2p2, fsdp:d2) so it holds its shard of the
  * model: tensor and pipeline parallelism (and ZeRO-1 over d) for megatron,
- * sharded data parallelism for fsdp (worker/train/trainer_par.h). Not yet:
- * context or expert parallel trainers (refused, naming the dimension), TP > 1
- * rollout servers.
+ * sharded data parallelism for fsdp (worker/train/trainer_par.h). A rollout
+ * pod of t > 1 ranks is one `serve --tp t` (it forks its follower ranks).
+ * Not yet: context or expert parallel trainers (refused, naming the
+ * dimension).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -291,10 +292,11 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
     for (int i = 0; rc == CLI_OK && i < plan.n_pods; i++) {
         const areal_role_plan *role = &plan.roles[plan.pods[i].role];
         if (role->inference) {
-            if (plan.pods[i].n_ranks != 1)
-                rc = cli_bad_input("pod %s has %d ranks: the local rollout server runs one "
-                                   "(tensor parallelism needs t1)",
-                                   plan.pods[i].name, plan.pods[i].n_ranks);
+            /* one pod per server: its t ranks are `serve --tp t` (rank 0 forks the others) */
+            if (plan.pods[i].n_ranks != role->strategy.tp)
+                rc = cli_bad_input("pod %s has %d ranks but its servers have t = %d: the local "
+                                   "run starts one server of t ranks per pod",
+                                   plan.pods[i].name, plan.pods[i].n_ranks, role->strategy.tp);
             n_servers++;
         } else if (trainer_pod >= 0 && plan.pods[trainer_pod].role != plan.pods[i].role) {
             rc = cli_bad_input("the local run has one trainer role; '%s' is a second", role->name);
@@ -374,10 +376,11 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
         snprintf(p->name, sizeof p->name, "%s", plan.pods[i].name);
         p->port = free_port();
         p->status = -1;
-        char port[16];
+        char port[16], tps[16];
         snprintf(port, sizeof port, "%d", p->port);
-        char *argv[] = {worker, "serve",     "--model", model_dir, "--port",
-                        port,   "--threads", "1",       NULL};
+        snprintf(tps, sizeof tps, "%d", plan.pods[i].n_ranks);
+        char *argv[] = {worker,      "serve", "--model", model_dir, "--port", port,
+                        "--threads", "1",     "--tp",    tps,       NULL};
         snprintf(logf, sizeof logf, "%s/%s.log", logs, p->name);
         p->pid = spawn(argv, logf, -1);
         size_t used = strlen(servers);

@@ -37,6 +37,12 @@ typedef struct worker_opts {
 /* `areal-worker serve` (argv[0] = "serve"), or a rank of an inference role serving job_model. */
 int worker_serve_main(int argc, char **argv, const char *job_model);
 
+/* As worker_serve_main, as rank 0 of a tensor-parallel server of a job (job_tp: its world,
+ * worker_serve_tp.h; NULL: t = 1 or --tp by hand). */
+struct worker_tp_spec;
+int worker_serve_job(int argc, char **argv, const char *job_model,
+                     const struct worker_tp_spec *job_tp);
+
 /* Reads an integer variable: the default when unset, AREAL_EINVAL naming it when malformed. */
 int worker_env_int(const char *name, int def, int lo, int hi, int *out, areal_error *err);
 

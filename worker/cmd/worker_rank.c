@@ -24,6 +24,7 @@
 #include "areal/log.h"
 #include "worker_env.h"
 #include "worker_selftest.h"
+#include "worker_serve_tp.h"
 
 static int pick_component(const areal_alloc *a, const char *role, areal_error *err) {
     const char *r = role && role[0] ? role : "trainer";
@@ -142,9 +143,35 @@ int worker_rank_main(const worker_opts *o) {
         if (o->model != NULL && areal_backend_is_inference(alloc->comp[ci].backend)) {
             /* a rollout server: it meets the trainer through the store (registration),
              * not through the role's process groups */
-            free(alloc);
+            int t = alloc->comp[ci].strategy.tp;
             char *argv0[] = {"serve", NULL};
-            return worker_serve_main(1, argv0, o->model);
+            if (t <= 1) {
+                free(alloc);
+                return worker_serve_main(1, argv0, o->model);
+            }
+            /* t > 1: ranks [k t, (k + 1) t) are server k, one world of their own; its rank
+             * 0 serves and registers, the others follow (worker_serve_tp.c) */
+            const char *srv = getenv(AREAL_ENV_SERVER_INDEX);
+            char tprefix[48];
+            snprintf(tprefix, sizeof tprefix, "c%d-srv%d-tp", ci,
+                     srv && srv[0] && strlen(srv) < 12 ? atoi(srv) : rank / t);
+            worker_tp_spec sp = {.rank = rank % t,
+                                 .t = t,
+                                 .store_host = getenv(AREAL_ENV_MASTER_ADDR),
+                                 .store_port = port,
+                                 .host_store = rank == 0 && ci == host_ci,
+                                 .prefix = tprefix,
+                                 .bind_host = getenv(AREAL_ENV_POD_IP),
+                                 .timeout_ms = timeout,
+                                 .connect_timeout_ms = ctimeout};
+            free(alloc);
+            if (t > WORKER_TP_MAX) {
+                areal_error_set(&e, AREAL_EINVAL, -1, "t %d: a server has at most %d ranks", t,
+                                WORKER_TP_MAX);
+                return fail(rank, &e);
+            }
+            return sp.rank == 0 ? worker_serve_job(1, argv0, o->model, &sp)
+                                : worker_tp_follower_main(&sp, o->model, 0);
         }
     }
     char prefix[32];

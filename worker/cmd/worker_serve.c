@@ -5,6 +5,13 @@
  *   areal-worker serve --model DIR [--host H] [--port P] [--kv-memory BYTES]
  *       [--max-running N] [--max-queued N] [--threads N] [--weight-version V]
  *       [--served-name NAME] [--grace-ms MS] [--disable-prefix-cache] [--no-prepack]
+ *       [--tp N]
+ *
+ * --tp N (by hand) forks N - 1 follower ranks on this machine (a store of
+ * their own on a free loopback port) and serves as rank 0 of the
+ * tensor-parallel server (worker_serve_tp.c); in a job the ranks of an
+ * inference role with t > 1 arrive already split (worker_rank.c). The server
+ * exits 1 when its tp group fails (a follower died): /health fails first.
  *
  * In a job (MASTER_ADDR set: a rank of an inference role started with
  * --model, or serve by hand inside a pod) it also registers in the trainer's
@@ -24,12 +31,13 @@
 #include "areal/rollout/server.h"
 #include "areal/version.h"
 #include "worker_env.h"
+#include "worker_serve_tp.h"
 
 #define SERVE_SYNOPSIS                                                                             \
     "usage: areal-worker serve --model DIR [--host H] [--port P] [--kv-memory BYTES]\n"            \
     "           [--max-running N] [--max-queued N] [--threads N] [--weight-version V]\n"           \
     "           [--served-name NAME] [--grace-ms MS] [--disable-prefix-cache]\n"                   \
-    "           [--no-prepack]\n"
+    "           [--no-prepack] [--tp N]\n"
 
 static const char serve_help[] = SERVE_SYNOPSIS
     "The rollout server: SGLang's HTTP API (worker/rollout/README.md).\n"
@@ -43,6 +51,8 @@ static const char serve_help[] = SERVE_SYNOPSIS
     "  --disable-prefix-cache  no KV block is shared between requests (SGLang's\n"
     "                      --disable-radix-cache; for benches and debugging)\n"
     "  --no-prepack        no packed copy of the linear weights (less memory, slower decode)\n"
+    "  --tp N              tensor parallelism: N ranks on this machine (N - 1 forked\n"
+    "                      followers); --kv-memory is per rank, for its 1/N of the KV heads\n"
     "  --help, --version\n" AREAL_EXIT_HELP;
 
 /* One error line quoting the argument (control bytes escaped). Returns 2. */
@@ -70,9 +80,28 @@ static int num(const char *s, long long lo, long long hi, long long *out) {
     return 0;
 }
 
+/* Waits for SIGTERM/SIGINT (the signal) or a failed tp group (0). */
+static int wait_stop(areal_rollout_server *s, const sigset_t *sigs) {
+    for (;;) {
+        struct timespec ts = {0, 500 * 1000000L};
+        int sig = sigtimedwait(sigs, NULL, &ts);
+        if (sig > 0)
+            return sig;
+        char why[700];
+        if (areal_rollout_server_failed(s, why, sizeof why)) {
+            areal_print_line(stderr, "areal-worker serve: %s; exiting", why);
+            return 0;
+        }
+    }
+}
+
 int worker_serve_main(int argc, char **argv, const char *job_model) {
+    return worker_serve_job(argc, argv, job_model, NULL);
+}
+
+int worker_serve_job(int argc, char **argv, const char *job_model, const worker_tp_spec *job_tp) {
     areal_rollout_server_config cfg = {.model_dir = job_model};
-    long long grace = 30000, v = 0;
+    long long grace = 30000, v = 0, tp = job_tp ? job_tp->t : 1;
     bool in_job = job_model != NULL;
     const char *pod_ip = getenv(AREAL_ENV_POD_IP);
     if (in_job) { /* a rank of an inference role: address from the pod */
@@ -120,6 +149,8 @@ int worker_serve_main(int argc, char **argv, const char *job_model) {
             cfg.threads = (int)v;
         else if (strcmp(a, "--grace-ms") == 0 && num(val, 0, 86400000, &v) == 0)
             grace = v;
+        else if (strcmp(a, "--tp") == 0 && job_tp == NULL && num(val, 1, WORKER_TP_MAX, &v) == 0)
+            tp = v;
         else {
             areal_print_line(stderr,
                              "areal-worker serve: unknown option '%s', or a bad value '%s' for it; "
@@ -139,6 +170,37 @@ int worker_serve_main(int argc, char **argv, const char *job_model) {
         snprintf(advertise, sizeof advertise, "127.0.0.1");
     cfg.advertise_host = advertise;
 
+    areal_error e;
+    areal_comm *tcomm = NULL;
+    areal_coll *tgroup = NULL;
+    pid_t fpids[WORKER_TP_MAX] = {0};
+    if (tp > 1) { /* before any thread: the local followers are forked here */
+        worker_tp_spec sp = {.rank = 0,
+                             .t = (int)tp,
+                             .store_host = "127.0.0.1",
+                             .host_store = true,
+                             .prefix = "serve-tp"};
+        int tmo = 0;
+        if (worker_env_int(WORKER_ENV_COMM_TIMEOUT_MS, 60000, 1, 86400000, &tmo, &e) != AREAL_OK)
+            return usage(e.msg, NULL);
+        sp.timeout_ms = tmo;
+        if (job_tp != NULL)
+            sp = *job_tp;
+        else if ((sp.store_port = worker_tp_free_port()) <= 0 ||
+                 worker_tp_spawn_local(&sp, cfg.model_dir, cfg.threads, fpids) != 0) {
+            areal_print_line(stderr, "areal-worker serve: cannot start %lld local tp ranks", tp);
+            worker_tp_reap(fpids, (int)tp, 0);
+            return 1;
+        }
+        if (worker_tp_join(&sp, &tcomm, &tgroup, &e) != AREAL_OK) {
+            areal_print_line(stderr, "areal-worker serve: tp rank 0 of %lld: %s", tp, e.msg);
+            worker_tp_reap(fpids, (int)tp, 0);
+            return 1;
+        }
+        cfg.tensor_parallel = (int)tp;
+        cfg.tp_group = tgroup;
+    }
+
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
@@ -152,9 +214,11 @@ int worker_serve_main(int argc, char **argv, const char *job_model) {
         areal_print_line(stderr, "areal-worker serve: %s", bk.why);
 
     areal_rollout_server *s = NULL;
-    areal_error e;
     if (areal_rollout_server_start(&cfg, &s, &e) != AREAL_OK) {
         areal_print_line(stderr, "areal-worker serve: %s", e.msg);
+        areal_coll_destroy(tgroup); /* the followers see the group close and exit */
+        areal_comm_destroy(tcomm);
+        worker_tp_reap(fpids, (int)tp, 5000);
         return e.code == AREAL_EIO || e.code == AREAL_EINVAL ? 2 : 1;
     }
     int port = areal_rollout_server_port(s);
@@ -183,12 +247,22 @@ int worker_serve_main(int argc, char **argv, const char *job_model) {
             areal_print_line(stderr, "areal-worker serve: %s", e.msg);
     }
     fflush(stderr);
-    int sig = 0;
-    sigwait(&sigs, &sig);
-    fprintf(stderr, "areal-worker serve: signal %d: draining (grace %lld ms)\n", sig, grace);
-    areal_rollout_server_drain(s, (int)grace);
+    int sig = wait_stop(s, &sigs);
+    int code = 0;
+    if (sig == 0) { /* the tp group failed: nothing can be served any more */
+        code = 1;
+        areal_rollout_server_drain(s, 0);
+    } else {
+        fprintf(stderr, "areal-worker serve: signal %d: draining (grace %lld ms)\n", sig, grace);
+        areal_rollout_server_drain(s, (int)grace);
+    }
     areal_rollout_register_stop(reg);
-    areal_rollout_server_stop(s);
-    fprintf(stderr, "areal-worker serve: drained, exiting\n");
-    return 0;
+    areal_rollout_server_stop(s); /* at t > 1 this tells the followers to stop */
+    areal_coll_destroy(tgroup);
+    areal_comm_destroy(tcomm);
+    int fcode = worker_tp_reap(fpids, (int)tp, 10000);
+    if (code == 0 && fcode != 0 && job_tp == NULL)
+        code = 1;
+    fprintf(stderr, "areal-worker serve: %s, exiting\n", code ? "failed" : "drained");
+    return code;
 }

@@ -18,6 +18,9 @@
  * so the query heads of a GQA group share each key's load; the score is
  * k_dot_lanes, the softmax an ordered loop, the value sum one FMA chain per
  * element.
+ *
+ * A tensor-parallel shard (paged.h) runs the same body on its local heads
+ * and columns; its row-parallel products go through the reduction hook.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -129,13 +132,46 @@ static void attn_tasks(void *cv, size_t begin, size_t end) {
 /* weight NAME's packed twin when the model has one of shape [O, I] */
 #define TWIN(name, O, I) infer_twin(&pw->name, (O), (I))
 
-static void layer(const areal_model *m, const infer_kv *c, int l, int T, step_buf *b) {
+/* y[T, H] += b per row: a row-parallel bias, added once after the reduction. */
+static void add_bias(float *y, const float *bias, int T, int H) {
+    for (int t = 0; bias != NULL && t < T; t++)
+        for (int i = 0; i < H; i++)
+            y[(size_t)t * H + i] += bias[i];
+}
+
+/*
+ * A row-parallel product of a tensor-parallel shard (o_proj, down_proj):
+ * out = W a without the bias, summed over tp by the model's hook (the
+ * training forward's reduction points), then the bias once. With tp 1 the
+ * callers keep the fused forms (bias and residual inside k_linear_infer), so
+ * the whole model's numbers are unchanged by this path's existence.
+ */
+static int row_parallel(const areal_model *m, areal_reduce_point pt, int l, float *out,
+                        const float *a, const float *wt, const float *wp, const float *bias, int T,
+                        int in, int H, areal_error *err) {
+    k_linear_infer_packed(m->pool, out, a, wt, wp, NULL, T, in, H, 0.0f);
+    if (m->reduce == NULL)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "paged step: layer %d of a tp %d shard has no reduction hook "
+                               "(areal_model_set_reduce)",
+                               l, m->shard.tp);
+    int rc = m->reduce(m->reduce_ctx, pt, l, out, (size_t)T * H, err);
+    if (rc == AREAL_OK)
+        add_bias(out, bias, T, H);
+    return rc;
+}
+
+static int layer(const areal_model *m, const infer_kv *c, int l, int T, step_buf *b,
+                 areal_error *err) {
     const areal_model_config *cf = &m->cfg;
     const areal_layer_w *w = &m->w.layers[l];
     const areal_layer_pw *pw = infer_pack_layer(m, l);
     areal_pool *pl = m->pool;
-    int H = cf->hidden_size, hd = cf->head_dim, nh = cf->num_heads, nkv = cf->num_kv_heads;
-    int Q = nh * hd, KV = nkv * hd, I = cf->intermediate_size, bt = c->block_tokens;
+    /* the shard's local heads and columns (the whole model's with tp 1) */
+    int H = cf->hidden_size, hd = cf->head_dim, nh = m->nh, nkv = m->nkv;
+    int Q = nh * hd, KV = nkv * hd, I = m->inter, bt = c->block_tokens;
+    bool split = m->shard.tp > 1;
+    int rc = AREAL_OK;
     float eps = (float)cf->rms_norm_eps;
     k_rmsnorm_fwd(pl, b->ln, NULL, b->x, w->ln1, (size_t)T, H, eps);
     k_linear_infer_packed(pl, b->q, b->ln, w->wq, TWIN(wq, Q, H), w->bq, T, H, Q, 0.0f);
@@ -171,10 +207,18 @@ static void layer(const areal_model *m, const infer_kv *c, int l, int T, step_bu
         x.row0 = r0;
         areal_pool_for(pl, (size_t)R * nkv, 1, attn_tasks, &x);
     }
-    /* the residual added in place */
-    k_linear_infer_packed(pl, b->x, b->ao, w->wo, TWIN(wo, H, Q), w->bo, T, Q, H, 1.0f);
+    if (!split) { /* the residual added in place */
+        k_linear_infer_packed(pl, b->x, b->ao, w->wo, TWIN(wo, H, Q), w->bo, T, Q, H, 1.0f);
+    } else {
+        rc = row_parallel(m, AREAL_REDUCE_ATTN_OUT, l, b->tmp, b->ao, w->wo, TWIN(wo, H, Q), w->bo,
+                          T, Q, H, err);
+        if (rc != AREAL_OK)
+            return rc;
+        k_add(pl, b->x, b->x, b->tmp, (size_t)T * H);
+    }
     k_rmsnorm_fwd(pl, b->ln, NULL, b->x, w->ln2, (size_t)T, H, eps);
     if (cf->num_experts > 0 && cf->moe_layer[l]) {
+        /* experts are replicated over tp (etp 1): every rank computes the whole sum */
         moe_acts ma;
         moe_acts_bind(&ma, cf, T, b->moe);
         moe_fwd(m, w, &ma, b->ln, b->tmp, T);
@@ -182,10 +226,15 @@ static void layer(const areal_model *m, const infer_kv *c, int l, int T, step_bu
         k_linear_infer_packed(pl, b->g, b->ln, w->gate, TWIN(gate, I, H), w->gate_b, T, H, I, 0.0f);
         k_linear_infer_packed(pl, b->u, b->ln, w->up, TWIN(up, I, H), w->up_b, T, H, I, 0.0f);
         k_swiglu_infer(pl, b->h, b->g, b->u, (size_t)T * I);
-        k_linear_infer_packed(pl, b->tmp, b->h, w->down, TWIN(down, H, I), w->down_b, T, I, H,
-                              0.0f);
+        if (!split)
+            k_linear_infer_packed(pl, b->tmp, b->h, w->down, TWIN(down, H, I), w->down_b, T, I, H,
+                                  0.0f);
+        else if ((rc = row_parallel(m, AREAL_REDUCE_MLP_OUT, l, b->tmp, b->h, w->down,
+                                    TWIN(down, H, I), w->down_b, T, I, H, err)) != AREAL_OK)
+            return rc;
     }
     k_add(pl, b->x, b->x, b->tmp, (size_t)T * H);
+    return AREAL_OK;
 }
 
 int infer_run(areal_model *m, const infer_kv *kv, const int32_t *tokens, int T_,
@@ -193,8 +242,8 @@ int infer_run(areal_model *m, const infer_kv *kv, const int32_t *tokens, int T_,
               float *logits, areal_error *err) {
     const areal_model_config *cf = &m->cfg;
     size_t T = (size_t)T_, H = (size_t)cf->hidden_size;
-    size_t Q = (size_t)cf->num_heads * cf->head_dim, KV = (size_t)kv->kv_dim;
-    size_t I = (size_t)cf->intermediate_size, nh = (size_t)cf->num_heads;
+    size_t Q = (size_t)m->nh * cf->head_dim, KV = (size_t)kv->kv_dim;
+    size_t I = (size_t)m->inter, nh = (size_t)m->nh;
     int max_keys = 1;
     for (size_t t = 0; t < T; t++)
         if (pos[t] + 1 > max_keys)
@@ -228,9 +277,10 @@ int infer_run(areal_model *m, const infer_kv *kv, const int32_t *tokens, int T_,
     b.max_keys = max_keys;
     for (size_t t = 0; t < T; t++)
         memcpy(b.x + t * H, m->w.embed + (size_t)tokens[t] * H, sizeof(float) * H);
-    for (int l = 0; l < cf->num_layers; l++)
-        layer(m, kv, l, (int)T, &b);
-    if (n_out > 0) {
+    int rc = AREAL_OK;
+    for (int l = 0; l < cf->num_layers && rc == AREAL_OK; l++)
+        rc = layer(m, kv, l, (int)T, &b, err);
+    if (rc == AREAL_OK && n_out > 0) {
         for (int i = 0; i < n_out; i++)
             memcpy(b.last + (size_t)i * H, b.x + (size_t)out_rows[i] * H, sizeof(float) * H);
         k_rmsnorm_fwd(m->pool, b.last, NULL, b.last, m->w.norm, (size_t)n_out, (int)H,
@@ -240,5 +290,5 @@ int infer_run(areal_model *m, const infer_kv *kv, const int32_t *tokens, int T_,
                               n_out, (int)H, cf->vocab_size, 0.0f);
     }
     free(buf);
-    return AREAL_OK;
+    return rc;
 }

@@ -31,7 +31,9 @@ typedef struct infer_kv {
  * 0..pos[t]); its key and value are written there and it attends positions
  * 0..pos[t] of that table. Then rows out_rows[0..n_out) go through the final
  * norm and the LM head into logits [n_out, V]. Inputs are trusted (the
- * callers check them). Returns 0 or AREAL_ENOMEM (cache untouched then).
+ * callers check them). A tp shard runs its local heads and columns and calls
+ * the reduction hook after o_proj and down_proj. Returns 0, AREAL_ENOMEM
+ * (cache untouched then) or the hook's error.
  */
 int infer_run(areal_model *m, const infer_kv *kv, const int32_t *tokens, int T,
               const int32_t *const *table, const int32_t *pos, const int32_t *out_rows, int n_out,

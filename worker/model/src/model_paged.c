@@ -16,6 +16,40 @@ size_t areal_paged_kv_block_bytes(const areal_model_config *cfg, int block_token
            (size_t)cfg->num_kv_heads * (size_t)cfg->head_dim;
 }
 
+/* cfg with the shard's local key/value heads: what one rank's cache holds. */
+static areal_model_config local_cfg(const areal_model *m) {
+    areal_model_config c = m->cfg;
+    c.num_kv_heads = m->nkv;
+    return c;
+}
+
+size_t areal_paged_kv_block_bytes_local(const areal_model *m, int block_tokens) {
+    areal_model_config c = local_cfg(m);
+    return areal_paged_kv_block_bytes(&c, block_tokens);
+}
+
+int areal_paged_kv_init_local(areal_paged_kv *c, const areal_model *m, int n_blocks,
+                              int block_tokens, areal_error *err) {
+    areal_model_config lc = local_cfg(m);
+    return areal_paged_kv_init(c, &lc, n_blocks, block_tokens, err);
+}
+
+bool areal_paged_shard_ok(const areal_model_config *cfg, const areal_model_shard *s,
+                          areal_error *err) {
+    if (areal_model_shard_is_whole(cfg, s))
+        return true;
+    if (s->pp == 1 && s->ep == 1 && areal_model_shard_etp(s) == 1 && !s->vocab_parallel &&
+        !s->sequence_parallel && s->first_layer == 0 && s->n_layers == cfg->num_layers)
+        return true;
+    areal_error_set(err, AREAL_EINVAL, -1,
+                    "paged step: the KV-cache path runs the whole model or a tensor-parallel "
+                    "shard (tp only: pp %d, ep %d, etp %d, vocab_parallel %d, sequence_parallel "
+                    "%d must be 1, 1, 1, 0, 0); load the shard with only tp and tp_rank set",
+                    s->pp, s->ep, areal_model_shard_etp(s), s->vocab_parallel,
+                    s->sequence_parallel);
+    return false;
+}
+
 int areal_paged_kv_init(areal_paged_kv *c, const areal_model_config *cfg, int n_blocks,
                         int block_tokens, areal_error *err) {
     memset(c, 0, sizeof *c);
@@ -56,10 +90,15 @@ void areal_paged_kv_copy_block(areal_paged_kv *c, int dst, int src) {
 static int check_paged(const areal_model *m, const areal_paged_kv *c, const int32_t *tokens,
                        const int32_t *cu, const areal_paged_seq *seqs, int n_seqs,
                        const int32_t *out_rows, int n_out, areal_error *err) {
-    if (!areal_model_shard_is_whole(&m->cfg, &m->shard)) /* full-size layers only */
+    if (!areal_paged_shard_ok(&m->cfg, &m->shard, err))
+        return AREAL_EINVAL;
+    if (c->kv_dim != m->nkv * m->cfg.head_dim || c->n_layers != m->cfg.num_layers)
         return areal_error_set(err, AREAL_EINVAL, -1,
-                               "paged step: the KV-cache path runs the whole model only; load it "
-                               "without a shard (tp, pp and ep 1)");
+                               "paged step: the cache holds %d layers of kv_dim %d but the model "
+                               "(tp rank %d of %d) has %d layers of %d key/value heads x %d; "
+                               "size the cache with areal_paged_kv_init_local",
+                               c->n_layers, c->kv_dim, m->shard.tp_rank, m->shard.tp,
+                               m->cfg.num_layers, m->nkv, m->cfg.head_dim);
     if (n_seqs < 1 || cu[0] != 0)
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "paged step: %d sequences (need >= 1) and cu[0] = %d (must be 0)",

@@ -27,15 +27,20 @@ void areal_engine_params_default(areal_engine_params *p) {
 }
 
 static int check_config(const areal_engine_config *c, areal_error *err) {
-    if (c->tensor_parallel > 1)
-        return areal_error_set(
-            err, AREAL_EINVAL, -1,
-            "tensor_parallel %d: the rollout engine cannot serve a tensor-parallel model yet: "
-            "its paged KV-cache forward runs whole layers (the training forward's tp reduction "
-            "hook and the shards of areal/model/shard.h are not used there) and the server has "
-            "no lock-step protocol that would drive a second rank's forward; use t = 1 (e.g. "
-            "sglang:d2t1) instead of running t = 1 silently",
-            c->tensor_parallel);
+    if (c->tensor_parallel > 1 &&
+        (c->tp_group == NULL || areal_coll_size(c->tp_group) != c->tensor_parallel ||
+         areal_coll_rank(c->tp_group) != 0))
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "tensor_parallel %d: the engine needs its tp group (tp_group) of "
+                               "%d members with this process as member 0 (got %s of %d, member "
+                               "%d); the other members run areal_engine_follow",
+                               c->tensor_parallel, c->tensor_parallel,
+                               c->tp_group ? "a group" : "none",
+                               c->tp_group ? areal_coll_size(c->tp_group) : 0,
+                               c->tp_group ? areal_coll_rank(c->tp_group) : -1);
+    if (c->tp_ping_ms < 0)
+        return areal_error_set(err, AREAL_EINVAL, -1, "engine config: tp_ping_ms %d < 0",
+                               c->tp_ping_ms);
     if (c->tensor_parallel < 0 || c->block_tokens < 0 || c->block_tokens > 1024 ||
         c->max_running < 0 || c->max_queued < 0 || c->max_step_tokens < 0 || c->threads < 0 ||
         c->threads > 256 || c->n_eos_token_ids < 0 || c->vocab_limit < 0)
@@ -64,6 +69,7 @@ static void free_engine_parts(areal_engine *e) {
     free(e->out_rows);
     free(e->logits);
     free(e->scratch);
+    free(e->tp_buf);
 }
 
 int areal_engine_create(areal_model *model, const areal_engine_config *cfg, areal_engine **out,
@@ -84,11 +90,16 @@ int areal_engine_create(areal_model *model, const areal_engine_config *cfg, area
     if (c->max_step_tokens < c->max_running)
         c->max_step_tokens = c->max_running; /* every running sequence decodes each step */
     c->threads = c->threads ? c->threads : 1;
-    c->tensor_parallel = 1;
+    int tp = c->tensor_parallel > 1 ? c->tensor_parallel : 1;
+    c->tensor_parallel = tp;
+    c->tp_group = tp > 1 ? cfg->tp_group : NULL;
+    c->tp_ping_ms = c->tp_ping_ms ? c->tp_ping_ms : 1000;
+    e->tp = c->tp_group;
     c->weight_version = NULL;
     c->eos_token_ids = NULL;
     snprintf(e->version, sizeof e->version, "%s", cfg->weight_version ? cfg->weight_version : "0");
-    e->block_bytes = areal_paged_kv_block_bytes(&model->cfg, c->block_tokens);
+    /* this rank's blocks hold its local key/value heads only: the budget covers 1/tp of them */
+    e->block_bytes = areal_paged_kv_block_bytes_local(model, c->block_tokens);
     size_t n_blocks = cfg->kv_bytes / e->block_bytes;
     if (n_blocks < 1 || n_blocks > (size_t)1 << 30) {
         size_t bb = e->block_bytes;
@@ -99,12 +110,18 @@ int areal_engine_create(areal_model *model, const areal_engine_config *cfg, area
                                "(%d tokens x %d layers); give at least %zu bytes (--kv-memory)",
                                cfg->kv_bytes, n_blocks, bb, bt, model->cfg.num_layers, bb);
     }
-    if (!areal_model_shard_is_whole(&model->cfg, &model->shard)) {
+    bool whole = areal_model_shard_is_whole(&model->cfg, &model->shard);
+    if ((tp == 1 && !whole) ||
+        (tp > 1 && (model->shard.tp != tp || model->shard.tp_rank != 0 ||
+                    !areal_paged_shard_ok(&model->cfg, &model->shard, NULL)))) {
         free(e);
         return areal_error_set(err, AREAL_EINVAL, -1,
-                               "engine: the model is a shard (tp %d, pp %d, ep %d); the engine "
-                               "serves whole models only (areal_model_load)",
-                               model->shard.tp, model->shard.pp, model->shard.ep);
+                               "engine: the model is a shard (tp %d rank %d, pp %d, ep %d) but "
+                               "tensor_parallel is %d; the engine serves the whole model at t = "
+                               "1 and the tp-only shard of rank 0 (areal_model_load_shard) at "
+                               "t > 1",
+                               model->shard.tp, model->shard.tp_rank, model->shard.pp,
+                               model->shard.ep, tp);
     }
     int V = model->cfg.vocab_size, R = c->max_running;
     if (cfg->n_eos_token_ids > 0) {
@@ -127,7 +144,7 @@ int areal_engine_create(areal_model *model, const areal_engine_config *cfg, area
         return areal_error_set(err, AREAL_ENOMEM, -1, "engine: no memory for step buffers");
     }
     if ((c->threads > 1 && (rc = areal_pool_create(c->threads, &e->pool, err)) != AREAL_OK) ||
-        (rc = areal_paged_kv_init(&e->kv, &model->cfg, (int)n_blocks, c->block_tokens, err)) !=
+        (rc = areal_paged_kv_init_local(&e->kv, model, (int)n_blocks, c->block_tokens, err)) !=
             AREAL_OK ||
         (rc = kvb_init(&e->blocks, (int)n_blocks, c->block_tokens, err)) != AREAL_OK) {
         free_engine_parts(e);
@@ -149,7 +166,16 @@ int areal_engine_create(areal_model *model, const areal_engine_config *cfg, area
     e->st.weights_packed = model->infer_pack != NULL;
     *e->model = *model;
     e->model->pool = e->pool;
+    if (e->tp != NULL) /* the training forward's reduction points, over the server's group */
+        areal_model_set_reduce(e->model, eng_tp_reduce, e->tp);
     e->mcfg = model->cfg;
+    if (e->tp != NULL && (rc = eng_tp_hello(e, err)) != AREAL_OK) {
+        e->model->pool = model->pool;
+        free(e->model);
+        free_engine_parts(e);
+        free(e);
+        return rc;
+    }
     e->v_draw = cfg->vocab_limit > 0 && cfg->vocab_limit < V ? cfg->vocab_limit : V;
     e->max_context = (int)(model->cfg.max_position_embeddings > 0 &&
                                    model->cfg.max_position_embeddings < (1 << 30)
@@ -427,11 +453,16 @@ static int same_arch(const areal_model *a, const areal_model *b, areal_error *er
     return AREAL_OK;
 }
 
-int areal_engine_swap_model(areal_engine *e, areal_model *model, const char *version,
-                            bool abort_live, areal_error *err) {
+static int swap(areal_engine *e, areal_model *model, const char *dir, const char *version,
+                bool abort_live, areal_error *err) {
     if (version != NULL && strlen(version) >= AREAL_ENGINE_VERSION_MAX)
         return areal_error_set(err, AREAL_EINVAL, -1, "weight_version: longer than %d bytes",
                                AREAL_ENGINE_VERSION_MAX - 1);
+    if (e->tp != NULL && dir == NULL)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "weights: a tensor-parallel engine (t %d) swaps only weights its "
+                               "followers can load too: use areal_engine_swap_model_dir",
+                               e->cfg.tensor_parallel);
     /* packed here, on the caller's thread, while the old weights still serve */
     areal_error pack_err;
     if (!e->cfg.no_prepack)
@@ -444,17 +475,44 @@ int areal_engine_swap_model(areal_engine *e, areal_model *model, const char *ver
     if (rc == AREAL_OK) {
         *held = *model;
         held->pool = e->pool;
+        if (e->tp != NULL)
+            areal_model_set_reduce(held, eng_tp_reduce, e->tp);
         e->cmd_model = held;
         e->cmd_version = version;
         e->cmd_abort = abort_live;
+        e->cmd_dir = e->tp != NULL ? dir : NULL;
+        e->cmd_rc = AREAL_OK;
         run_cmd(e, CMD_SWAP);
-        memset(model, 0, sizeof *model);
+        rc = e->cmd_rc;
+        if (rc == AREAL_OK) {
+            memset(model, 0, sizeof *model);
+        } else { /* the followers did not all load: the caller keeps its model */
+            if (err != NULL)
+                *err = e->cmd_err;
+            free(held);
+        }
+        e->cmd_dir = NULL;
     }
     pthread_mutex_unlock(&e->cmd_mu);
     return rc;
 }
 
+int areal_engine_swap_model(areal_engine *e, areal_model *model, const char *version,
+                            bool abort_live, areal_error *err) {
+    return swap(e, model, NULL, version, abort_live, err);
+}
+
+int areal_engine_swap_model_dir(areal_engine *e, areal_model *model, const char *dir,
+                                const char *version, bool abort_live, areal_error *err) {
+    return swap(e, model, dir, version, abort_live, err);
+}
+
 int areal_engine_copy_model(areal_engine *e, areal_model *dst, areal_error *err) {
+    if (e->tp != NULL) /* rank 0 holds its shard only: a copy would not be the served model */
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "weights: a tensor-parallel engine (t %d) holds 1/t of the model "
+                               "on this rank; no whole copy exists here",
+                               e->cfg.tensor_parallel);
     pthread_mutex_lock(&e->cmd_mu); /* no swap meanwhile: the served buffer stays */
     int rc = areal_model_init(dst, &e->model->cfg, NULL, err);
     if (rc == AREAL_OK)

@@ -114,7 +114,16 @@ struct areal_engine {
     areal_engine_pause_mode cmd_mode;
     areal_model *cmd_model;
     const char *cmd_version;
+    const char *cmd_dir; /* CMD_SWAP at t > 1: the followers load their shards of it */
     bool cmd_abort;
+    int cmd_rc; /* the served command's result (CMD_SWAP at t > 1), cmd_err its message */
+    areal_error cmd_err;
+    /* tensor parallelism (engine_tp.c): the group (NULL at t = 1) and its state */
+    areal_coll *tp;
+    bool tp_failed; /* under mu: a collective failed; nothing is served any more */
+    char tp_why[640];
+    int32_t *tp_buf; /* the step message (scheduler only) */
+    size_t tp_cap;
     uint64_t next_rid, seed_state;
     char version[AREAL_ENGINE_VERSION_MAX];
     eng_lent *lent;        /* models held by readers */
@@ -159,6 +168,22 @@ float eng_logprob(const float *logits, int V, float temperature, int32_t id, int
 
 /* Whether m is lent (under mu): then a swap must not free it. */
 bool eng_model_lent(const areal_engine *e, const areal_model *m);
+
+/* ---- engine_tp.c: the leader's side of the lock-step protocol (scheduler thread) */
+/* The model's reduction hook over tp group ctx (an areal_coll). */
+int eng_tp_reduce(void *ctx, areal_reduce_point point, int layer, float *buf, size_t count,
+                  areal_error *err);
+/* Broadcasts the cache geometry (at create, before the scheduler starts). */
+int eng_tp_hello(areal_engine *e, areal_error *err);
+/* Broadcasts the planned step (before the leader's own forward). */
+int eng_tp_step(areal_engine *e, int nb, areal_error *err);
+/* The idle heartbeat, and the stop message of destroy. */
+int eng_tp_ping(areal_engine *e, areal_error *err);
+int eng_tp_stop(areal_engine *e, areal_error *err);
+/* Every follower loads its shard of dir; AREAL_OK when every rank (this one: self_rc) did. */
+int eng_tp_load(areal_engine *e, const char *dir, int self_rc, areal_error *err);
+/* Marks the engine failed (takes mu): live requests abort, nothing new is admitted. */
+void eng_tp_fail(areal_engine *e, const areal_error *why);
 
 /* ---- engine_sched.c: the scheduler thread */
 void *eng_scheduler(void *arg);

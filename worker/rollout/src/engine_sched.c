@@ -397,9 +397,13 @@ static int run_step(areal_engine *e, int nb, int *fin, int32_t *matched, int *n_
             e->out_rows[n_out++] = cu[i + 1] - 1;
     }
     areal_error err;
-    int rc = areal_model_step_paged(e->model, &e->kv, e->step_tok, cu, e->pseq, nb, e->out_rows,
+    int rc = e->tp != NULL ? eng_tp_step(e, nb, &err) : AREAL_OK;
+    if (rc == AREAL_OK)
+        rc = areal_model_step_paged(e->model, &e->kv, e->step_tok, cu, e->pseq, nb, e->out_rows,
                                     n_out, e->logits, &err);
-    if (rc != AREAL_OK) { /* only ENOMEM can get here: the plan is valid by construction */
+    if (rc != AREAL_OK && e->tp != NULL)
+        eng_tp_fail(e, &err); /* a follower died or hung: its partner ranks cannot go on */
+    if (rc != AREAL_OK) {     /* else only ENOMEM gets here: the plan is valid by construction */
         for (int i = 0; i < nb; i++) {
             fin[i] = AREAL_FINISH_ABORT;
             matched[i] = -1;
@@ -458,13 +462,40 @@ void *eng_scheduler(void *arg) {
             pthread_mutex_unlock(&e->mu);
             deliver(e, done);
             pthread_mutex_lock(&e->mu);
-            if (e->shutdown)
+            if (e->shutdown) {
+                if (e->tp != NULL && !e->tp_failed) { /* the followers return from their loop */
+                    areal_error serr;
+                    pthread_mutex_unlock(&e->mu);
+                    eng_tp_stop(e, &serr);
+                    pthread_mutex_lock(&e->mu);
+                }
                 break;
+            }
             pthread_cond_wait(&e->wake, &e->mu); /* no memory: serve nothing until destroy */
             continue;
         }
         if (e->any_flag)
             serve_flags(e, &done);
+        if (e->cmd == CMD_SWAP && e->tp != NULL) {
+            /* every follower loads its shard first (outside mu: loads take a while) */
+            const char *dir = e->cmd_dir;
+            bool failed = e->tp_failed;
+            pthread_mutex_unlock(&e->mu);
+            areal_error lerr;
+            int lrc = failed ? areal_error_set(&lerr, AREAL_EIO, -1, "%s", e->tp_why)
+                             : eng_tp_load(e, dir, AREAL_OK, &lerr);
+            if (lrc != AREAL_OK && lrc != AREAL_EINVAL && !failed)
+                eng_tp_fail(e, &lerr); /* a collective failed, not a rank's load */
+            pthread_mutex_lock(&e->mu);
+            if (lrc != AREAL_OK) {
+                e->cmd_rc = lrc;
+                e->cmd_err = lerr;
+                e->cmd_model = NULL; /* a shallow copy: the caller keeps the buffers */
+                e->cmd = CMD_NONE;
+                pthread_cond_broadcast(&e->cmd_cv);
+                continue;
+            }
+        }
         if (e->cmd != CMD_NONE) {
             serve_cmd(e, &done);
             publish(e);
@@ -487,7 +518,23 @@ void *eng_scheduler(void *arg) {
             }
             e->st.gen_throughput = 0;
             publish(e);
-            pthread_cond_wait(&e->wake, &e->mu);
+            if (e->tp == NULL || e->tp_failed) {
+                pthread_cond_wait(&e->wake, &e->mu);
+                continue;
+            }
+            /* idle at t > 1: a heartbeat when nothing woke us, so followers see we live */
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            long long ns = until.tv_nsec + (long long)e->cfg.tp_ping_ms * 1000000LL;
+            until.tv_sec += (time_t)(ns / 1000000000LL);
+            until.tv_nsec = (long)(ns % 1000000000LL);
+            if (pthread_cond_timedwait(&e->wake, &e->mu, &until) != 0) {
+                pthread_mutex_unlock(&e->mu);
+                areal_error perr;
+                if (eng_tp_ping(e, &perr) != AREAL_OK)
+                    eng_tp_fail(e, &perr);
+                pthread_mutex_lock(&e->mu);
+            }
             continue;
         }
         pthread_mutex_unlock(&e->mu);

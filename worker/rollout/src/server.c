@@ -181,7 +181,7 @@ static int load_engine(areal_rollout_server *s, areal_error *err) {
     if (!found)
         s->chat = areal_chat_chatml;
     areal_model m;
-    int rc = areal_model_load(&m, s->model_dir, NULL, err);
+    int rc = srv_load_model(s->model_dir, s->cfg.tensor_parallel, 0, &m, err);
     if (rc != AREAL_OK)
         return rc;
     s->mcfg = m.cfg;
@@ -212,6 +212,7 @@ static int load_engine(areal_rollout_server *s, areal_error *err) {
                               .max_queued = s->cfg.max_queued,
                               .threads = s->cfg.threads,
                               .tensor_parallel = s->cfg.tensor_parallel,
+                              .tp_group = s->cfg.tp_group,
                               .eos_token_ids = eos,
                               .n_eos_token_ids = n_eos,
                               .weight_version = s->cfg.weight_version,

@@ -122,8 +122,11 @@ static void h_abort(areal_http_exchange *x, const areal_http_request *r, void *u
 static void h_health(areal_http_exchange *x, const areal_http_request *r, void *ud) {
     (void)r;
     areal_rollout_server *s = ud;
+    char why[700];
     if (atomic_load(&s->draining))
         areal_http_respond_error(x, 503, "the server is draining for shutdown");
+    else if (areal_rollout_server_failed(s, why, sizeof why))
+        areal_http_respond_error(x, 503, why);
     else
         areal_http_respond(x, 200, "text/plain", NULL, "", 0);
 }
@@ -189,7 +192,7 @@ static void h_server_info(areal_http_exchange *x, const areal_http_request *r, v
                        (json_int_t)st.kv_bytes_budget, "max_total_num_tokens",
                        (json_int_t)st.blocks_total * st.block_tokens, "page_size", st.block_tokens,
                        "max_running_requests", ec->max_running, "max_queued_requests",
-                       ec->max_queued, "tp_size", 1, "context_length",
+                       ec->max_queued, "tp_size", ec->tensor_parallel, "context_length",
                        (json_int_t)s->mcfg.max_position_embeddings, "weight_version",
                        st.weight_version, "internal_states", state, "draining",
                        atomic_load(&s->draining)));

@@ -113,6 +113,12 @@ char *srv_decode(areal_rollout_server *s, const int32_t *ids, int n, bool skip_s
 
 /* Route installers of the endpoint files. */
 int srv_routes_generate(areal_rollout_server *s, areal_error *err);
+
+/* ---- server_tp.c */
+/* Loads dir as tp rank tp_rank's shard (tp > 1) or whole (tp <= 1). */
+int srv_load_model(const char *dir, int tp, int tp_rank, areal_model *m, areal_error *err);
+/* At t > 1: answers 400 naming endpoint (a weight path not served at t > 1) and returns true. */
+bool srv_tp_unsupported(areal_rollout_server *s, areal_http_exchange *x, const char *endpoint);
 int srv_routes_control(areal_rollout_server *s, areal_error *err);
 int srv_routes_weights(areal_rollout_server *s, areal_error *err);
 int srv_routes_peer(areal_rollout_server *s, areal_error *err);

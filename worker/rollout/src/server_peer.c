@@ -153,6 +153,8 @@ static void *stream_main(void *arg) {
 static void h_weights(areal_http_exchange *x, const areal_http_request *r, void *ud) {
     (void)r;
     areal_rollout_server *s = ud;
+    if (srv_tp_unsupported(s, x, "/get_weights_safetensors"))
+        return;
     wstream *w = malloc(sizeof *w);
     pthread_mutex_lock(&s->smu);
     bool stop = s->streams_stop;
@@ -382,6 +384,8 @@ static void fail(areal_http_exchange *x, const char *fmt, ...) {
 }
 
 static void do_peer(areal_rollout_server *s, areal_http_exchange *x, const areal_http_request *r) {
+    if (srv_tp_unsupported(s, x, "/update_weights_from_peer"))
+        return;
     static const char *const known[] = {"url", "abort_all_requests", NULL};
     json_t *j = srv_body(x, r);
     if (j == NULL)

@@ -86,11 +86,12 @@ static void load_and_swap(areal_rollout_server *s, areal_http_exchange *x, const
     areal_error e;
     char cur[AREAL_ENGINE_VERSION_MAX];
     areal_rollout_server_version(s, cur, sizeof cur);
-    if (areal_model_load(&m, dir, NULL, &e) != AREAL_OK) {
+    if (srv_load_model(dir, s->cfg.tensor_parallel, 0, &m, &e) != AREAL_OK) {
         fail(x, 400, "cannot load %s: %s; version %s keeps serving", dir, e.msg, cur);
         return;
     }
-    if (areal_engine_swap_model(s->eng, &m, version, abort_live, &e) != AREAL_OK) {
+    /* at t > 1 the followers load their shards of dir with it (all switch or none) */
+    if (areal_engine_swap_model_dir(s->eng, &m, dir, version, abort_live, &e) != AREAL_OK) {
         areal_model_free(&m);
         fail(x, 400, "%s does not match the served model: %s; version %s keeps serving", dir, e.msg,
              cur);
@@ -160,6 +161,8 @@ void srv_weights_free(areal_rollout_server *s) {
 
 static void do_init_group(areal_rollout_server *s, areal_http_exchange *x,
                           const areal_http_request *r) {
+    if (srv_tp_unsupported(s, x, "/init_weights_update_group"))
+        return;
     static const char *const known[] = {"master_address", "master_port", "rank_offset",
                                         "world_size",     "group_name",  "backend",
                                         "pp_rank",        NULL};
@@ -300,6 +303,8 @@ static int bucket_meta(json_t *names, json_t *dtypes, json_t *shapes, tdesc *t, 
 
 static void do_distributed(areal_rollout_server *s, areal_http_exchange *x,
                            const areal_http_request *r) {
+    if (srv_tp_unsupported(s, x, "/update_weights_from_distributed"))
+        return;
     static const char *const known[] = {"names",          "dtypes",      "shapes",
                                         "group_name",     "flush_cache", "abort_all_requests",
                                         "weight_version", "load_format", "torch_empty_cache",

@@ -493,11 +493,12 @@ static void bad_requests_and_settings(void **state) {
     et_load(&m, ARCH);
     areal_engine *e = NULL;
     areal_error err;
+    /* t > 1 needs its tp group (test_rollout_tp.c runs real ones) */
     areal_engine_config tp = {.kv_bytes = 4u << 20, .tensor_parallel = 2};
     assert_int_equal(areal_engine_create(&m, &tp, &e, &err), AREAL_EINVAL);
-    assert_non_null(strstr(err.msg, "tensor-parallel"));
+    assert_non_null(strstr(err.msg, "tp_group"));
     assert_non_null(m.params); /* still the caller's */
-    areal_model half; /* a tensor-parallel shard is refused: the engine serves whole models */
+    areal_model half; /* a tensor-parallel shard at t = 1 is refused: it is not the model */
     areal_model_shard sh = areal_model_shard_whole(&m.cfg);
     sh.tp = 2;
     if (areal_model_init_shard(&half, &m.cfg, &sh, NULL, &err) != AREAL_OK)

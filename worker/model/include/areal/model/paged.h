@@ -17,10 +17,24 @@
  * sample, or every prompt row for prompt scoring), and attention scratch is
  * bounded (rows are processed in groups) so a long prefill does not allocate
  * rows x heads x keys floats at once.
+ *
+ * Tensor parallelism (the rollout server's t > 1): the model may be a tp-only
+ * shard (areal/model/shard.h: Megatron's column-parallel q/k/v, gate/up and
+ * row-parallel o_proj/down_proj, whole heads per rank). Each rank's cache then
+ * holds only its local key/value heads (areal_paged_kv_init_local: the KV
+ * budget of a rank covers 1/tp of the heads), the layers run the local heads
+ * and columns, and after the o_proj and down_proj products the model's
+ * reduction hook sums the partial products over tp (AREAL_REDUCE_ATTN_OUT,
+ * AREAL_REDUCE_MLP_OUT: the training forward's points), row-parallel biases
+ * added once after it. Every rank of the group must run the same step (same
+ * tokens, tables and positions) in lock-step, since each reduction is a
+ * collective. The embedding and the LM head stay whole (replicated): a rank
+ * that asks for no logits (n_out 0) skips the head.
  */
 #ifndef AREAL_MODEL_PAGED_H
 #define AREAL_MODEL_PAGED_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,6 +48,18 @@ typedef struct areal_paged_kv {
 
 /* Bytes of one block (keys and values of every layer) for cfg. */
 size_t areal_paged_kv_block_bytes(const areal_model_config *cfg, int block_tokens);
+
+/* Bytes of one block of m's cache: its local key/value heads (m->nkv) only. */
+size_t areal_paged_kv_block_bytes_local(const areal_model *m, int block_tokens);
+
+/* Whether the paged step can run shard s of cfg (whole, or tp only); else false with err set
+ * (AREAL_EINVAL naming the split it cannot run). */
+bool areal_paged_shard_ok(const areal_model_config *cfg, const areal_model_shard *s,
+                          areal_error *err);
+
+/* As areal_paged_kv_init for the local key/value heads of m (a tp shard's cache). */
+int areal_paged_kv_init_local(areal_paged_kv *c, const areal_model *m, int n_blocks,
+                              int block_tokens, areal_error *err);
 
 /* Allocates n_blocks blocks (contents undefined). Returns 0, AREAL_EINVAL
  * (n_blocks or block_tokens < 1) or AREAL_ENOMEM; on failure *c is empty. */
@@ -58,10 +84,12 @@ typedef struct areal_paged_seq {
  * positions [0, its own] of its sequence. Then the rows listed in
  * out_rows[0 .. n_out) (indices into [0, cu[n_seqs]), any order, repeats
  * allowed) go through the final norm and LM head into logits [n_out, V].
+ * A tp shard needs its reduction hook (areal_model_set_reduce); a hook error
+ * (a peer gone) is returned as is, and the step's blocks are then undefined.
  * Block ids written by two sequences of one call must differ (the caller
  * shares only full, already-computed blocks). Returns 0, AREAL_EINVAL (bad
- * ids, cu, rows or tables) or AREAL_ENOMEM; the cache is unchanged on
- * EINVAL.
+ * ids, cu, rows or tables, a cache not sized for the model's local heads)
+ * or AREAL_ENOMEM or the hook's error; the cache is unchanged on EINVAL.
  */
 int areal_model_step_paged(areal_model *m, areal_paged_kv *c, const int32_t *tokens,
                            const int32_t *cu, const areal_paged_seq *seqs, int n_seqs,

@@ -45,6 +45,31 @@
  * the old one after the swap; the prefix cache is flushed with it, so no KV
  * computed by the old weights is ever reused by a new request. A load that
  * failed never reaches the engine (the caller builds the new model first).
+ *
+ * Tensor parallelism (t > 1). The server's t ranks form one tp group; member
+ * 0 runs this engine (HTTP, scheduler, prefix cache, sampling) on its shard
+ * and the others run areal_engine_follow on theirs. Lock-step protocol: at
+ * create the engine broadcasts the cache geometry (blocks, block size); at
+ * every step, before its own forward, it broadcasts over the group what the
+ * followers need to run the identical forward: the step's token ids, each
+ * sequence's start position and block table (allocations, frees and prefix
+ * sharing are rank 0's bookkeeping: a follower's cache is the same blocks
+ * written at the same ids, so it needs the tables only, never the
+ * allocator). The forwards then meet in the model's tp reductions. While
+ * idle it broadcasts a heartbeat every tp_ping_ms, so a follower waiting for
+ * the next step tells a quiet leader from a dead one. Weight swaps by
+ * directory (areal_engine_swap_model_dir) make every follower load its shard
+ * and switch only if every rank loaded. Pause, abort, stop, flush and drain
+ * are rank 0's state only (the followers hold none of it); destroy tells the
+ * followers to stop. Failure: a collective error (a follower died, or hung
+ * past the group's deadline) ends every live request with ABORT, the engine
+ * refuses new work (ESTOPPED naming the failure) and areal_engine_failed
+ * says so, so the server's health check fails and its process exits; a
+ * follower sees a dead leader as its own collective error and returns it.
+ * Rejected: mirroring the scheduler's decisions on every rank (flags, block
+ * allocator, prefix cache) and sending only the requests: every piece of
+ * state would need to stay bit-identical across processes; the per-step
+ * tables are a few hundred bytes beside the step's [T, H] reductions.
  */
 #ifndef AREAL_ROLLOUT_ENGINE_H
 #define AREAL_ROLLOUT_ENGINE_H
@@ -53,6 +78,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "areal/comm/coll.h"
 #include "areal/error.h"
 #include "areal/model/model.h"
 
@@ -79,8 +105,13 @@ typedef struct areal_engine_config {
     int max_queued;      /* queued sequences (samples) at most before submit says EFULL; 0: 1024 */
     int max_step_tokens; /* new tokens per forward (prefill is chunked to fit); 0: 2048 */
     int threads;         /* threads of the model's pool (the scheduler is one of them); 0: 1 */
-    /* t of the server's allocation; 0 or 1. > 1 is refused (no TP layers yet) */
+    /* t of the server's allocation; 0 or 1: one process. > 1: the model is a tp-only shard
+     * (tp_rank 0) and tp_group its tensor-parallel group, whose other members run
+     * areal_engine_follow (see "Tensor parallelism" above) */
     int tensor_parallel;
+    areal_coll *tp_group;         /* borrowed; outlives the engine; this process is member 0 */
+    int tp_ping_ms;               /* idle heartbeat to the followers; 0: 1000 (must be below the
+                                   * group's deadline, which bounds how fast a dead peer is seen) */
     const int32_t *eos_token_ids; /* end a sample unless ignore_eos (copied); may be NULL */
     int n_eos_token_ids;
     const char *weight_version; /* the initial version string (copied); NULL: "0" */
@@ -205,10 +236,12 @@ typedef struct areal_engine_request {
  * model's contents (*model is zeroed; the engine sets the model's pool to its
  * own) and *out is the engine. Returns 0, AREAL_EINVAL (a bad setting, naming
  * the field: kv_bytes smaller than one block, block_tokens outside [1, 1024],
- * negative counts; tensor_parallel > 1 names the missing tensor-parallel model
- * layers, so a t > 1 server fails at start instead of running t = 1) or
- * AREAL_ENOMEM (the KV budget could not be allocated, or a thread could not
- * start). On failure the caller still owns *model.
+ * negative counts; tensor_parallel > 1 without a tp_group of that size whose
+ * member 0 this is, or with a model that is not its tp-only shard 0), the
+ * first broadcast's error (AREAL_EIO: a follower is missing) or AREAL_ENOMEM
+ * (the KV budget could not be allocated, or a thread could not start). At
+ * t > 1 kv_bytes is this rank's budget, for its 1/t of the key/value heads.
+ * On failure the caller still owns *model.
  */
 int areal_engine_create(areal_model *model, const areal_engine_config *cfg, areal_engine **out,
                         areal_error *err);
@@ -283,6 +316,42 @@ int areal_engine_flush_cache(areal_engine *e);
  */
 int areal_engine_swap_model(areal_engine *e, areal_model *model, const char *version,
                             bool abort_live, areal_error *err);
+
+/*
+ * As areal_engine_swap_model for weights loaded from HF directory dir
+ * (*model is this rank's part of it). At t > 1 every follower loads its own
+ * shard of dir on this command, and the version switches on every rank at
+ * the same step only if every rank loaded; otherwise every rank keeps the old
+ * weights and AREAL_EINVAL names the rank and its reason (the caller still
+ * owns *model); a collective failure (AREAL_EIO) fails the engine as a
+ * step's would. At t = 1 the same as areal_engine_swap_model.
+ */
+int areal_engine_swap_model_dir(areal_engine *e, areal_model *model, const char *dir,
+                                const char *version, bool abort_live, areal_error *err);
+
+/* The follower side of a t > 1 engine (see "Tensor parallelism"). */
+typedef struct areal_engine_follow_config {
+    areal_coll *tp_group; /* borrowed; this process is member tp_rank (>= 1) */
+    int threads;          /* threads of the model's pool; 0: 1 */
+} areal_engine_follow_config;
+
+/*
+ * Runs the follower loop of tensor-parallel rank areal_coll_rank(tp_group)
+ * until the leader's engine is destroyed (returns 0) or a collective fails
+ * (the leader died or hung past the group's deadline: AREAL_EIO naming the
+ * group and peer). *model is this rank's shard (tp = the group's size,
+ * tp_rank = its rank), borrowed during the call; weight loads replace its
+ * contents (the caller frees *model after the call, whatever it returns).
+ * AREAL_EINVAL for a model that is not such a shard, AREAL_ENOMEM.
+ */
+int areal_engine_follow(areal_model *model, const areal_engine_follow_config *cfg,
+                        areal_error *err);
+
+/*
+ * Whether the engine stopped serving because its tp group failed; the reason
+ * is copied into why[0..cap) (when not NULL). Always false at t = 1.
+ */
+bool areal_engine_failed(areal_engine *e, char *why, size_t cap);
 
 /*
  * Initialises *dst as a copy of the served model (config and parameters;

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "areal/comm/coll.h"
 #include "areal/error.h"
 
 typedef struct areal_rollout_server areal_rollout_server;
@@ -30,7 +31,11 @@ typedef struct areal_rollout_server_config {
     int max_running;            /* 0: engine default */
     int max_queued;             /* 0: engine default */
     int threads;                /* model threads; 0: 1 */
-    int tensor_parallel;        /* t of the allocation; > 1 fails at start (engine) */
+    int tensor_parallel;        /* t of the allocation; > 1: tp_group's member 0 (below) */
+    /* t > 1: the server's tp group (borrowed, outlives the server); this process is its
+     * member 0 and serves HTTP, the others run areal_rollout_follow. The model is loaded
+     * as tp shard 0 and kv_bytes is this rank's budget (its 1/t of the KV heads). */
+    areal_coll *tp_group;
     const char *weight_version; /* initial version; NULL: "0" */
     const char *served_name;    /* /v1/models id; NULL: the model directory's base name */
     size_t max_body;            /* request body limit; 0: 64 MiB */
@@ -62,6 +67,25 @@ void areal_rollout_server_drain(areal_rollout_server *s, int grace_ms);
 
 /* Stops everything and frees the server; NULL is a no-op. */
 void areal_rollout_server_stop(areal_rollout_server *s);
+
+/*
+ * Whether the server can no longer serve because its tp group failed (a
+ * follower died or hung past the group's deadline); the reason into
+ * why[0..cap). /health then answers 503 and the program should exit
+ * non-zero. Always false at t = 1.
+ */
+bool areal_rollout_server_failed(areal_rollout_server *s, char *why, size_t cap);
+
+/*
+ * A follower rank (member tp_rank >= 1 of tp_group, of tensor_parallel
+ * members) of a t > 1 server: loads its shard of model_dir and runs the
+ * engine's follower loop (areal_engine_follow) until the server stops
+ * (returns 0) or the group fails (AREAL_EIO: the server died or hung).
+ * threads as the server's. AREAL_EINVAL/EIO for a bad model directory or
+ * a t that does not divide the model's heads (naming the field).
+ */
+int areal_rollout_follow(const char *model_dir, areal_coll *tp_group, int threads,
+                         areal_error *err);
 
 /*
  * Registration in a job's rendezvous store (areal/comm/store.h): a thread
