@@ -9,6 +9,7 @@
  * place, as AReaL's single-controller mode does.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,9 +18,12 @@
 #include "areal/train/dp.h"
 #include "areal/train/train_optim.h"
 #include "areal/train/trainer_par.h"
+#include "areal/train/xccl_shard.h"
 
-/* CMD_GATHER_OPTIM: a layout's checkpoint - every rank joins the moments' gather to rank 0 */
-enum { CMD_STOP = 0, CMD_STEP = 1, CMD_GATHER_OPTIM = 2 };
+/* CMD_GATHER_OPTIM: a layout's checkpoint - every rank joins the moments' gather to rank 0;
+ * CMD_GATHER_PARAMS: the parameters' (a deferred gather, trainer.h); CMD_WSYNC: a
+ * shard-direct weight update (xccl_shard.h), its message following */
+enum { CMD_STOP = 0, CMD_STEP = 1, CMD_GATHER_OPTIM = 2, CMD_GATHER_PARAMS = 3, CMD_WSYNC = 4 };
 
 typedef struct wbuf {
     uint8_t *p;
@@ -216,12 +220,13 @@ static int sync_par(areal_pg *dp, areal_trainer *t, areal_error *err) {
     long *adam_step;
     size_t n;
     areal_train_optim_state(t->opt, &m, &v, &adam_step, &n);
-    int64_t s[3] = {*adam_step, t->version, t->step};
-    int rc = dp != NULL ? areal_pg_broadcast(dp, s, 3, AREAL_DT_I64, 0, err) : AREAL_OK;
+    int64_t s[4] = {*adam_step, t->version, t->step, t->defer_gather};
+    int rc = dp != NULL ? areal_pg_broadcast(dp, s, 4, AREAL_DT_I64, 0, err) : AREAL_OK;
     if (rc != AREAL_OK)
         return rc;
     t->version = (long)s[1];
     t->step = (long)s[2];
+    t->defer_gather = s[3] != 0; /* rank 0's choice: every rank skips the gather, or none */
     if (s[0] == 0) /* a fresh start: every rank loaded its shard of the initial model */
         return AREAL_OK;
     return areal_train_par_scatter(t->par, t->model.params, m, v, (long)s[0], err);
@@ -250,14 +255,44 @@ int areal_train_dp_sync_state(areal_pg *dp, areal_trainer *t, areal_error *err) 
     return rc;
 }
 
+/* A follower's part in a shard-direct update: rank 0's message, then the transfer. Its
+ * failure is logged and not fatal: rank 0 sees the update fail and falls back to the
+ * gather (CMD_GATHER_PARAMS follows). */
+static int follow_wsync(const areal_train_job *job, areal_pg *dp, areal_trainer *t,
+                        areal_xccl_shard **xs, int64_t bytes, areal_error *err) {
+    if (bytes < 1 || bytes > 4096)
+        return areal_error_set(err, AREAL_EINVAL, -1, "DP rank %d: a malformed weight-sync header",
+                               areal_pg_rank(dp));
+    int32_t msg[1024];
+    int rc = areal_pg_recv(dp, msg, words((size_t)bytes), AREAL_DT_I32, 0, err);
+    if (rc != AREAL_OK)
+        return rc;
+    areal_error e;
+    int r2 = *xs != NULL ? AREAL_OK : areal_xccl_shard_open(&job->xccl, t, xs, &e);
+    if (r2 == AREAL_OK)
+        r2 = areal_xccl_shard_follow(*xs, areal_pg_rank(dp), msg, (size_t)bytes, &e);
+    if (r2 != AREAL_OK && job->log != NULL) {
+        char line[sizeof e.msg + 64];
+        snprintf(line, sizeof line, "rank %d: shard-direct weight update failed: %s",
+                 areal_pg_rank(dp), e.msg);
+        job->log(job->ctx, line);
+    }
+    return AREAL_OK;
+}
+
 /* One follower step: the share's message into groups, the step. 1 = stop. */
-static int follow_one(areal_pg *dp, areal_trainer *t, areal_error *err) {
+static int follow_one(const areal_train_job *job, areal_pg *dp, areal_trainer *t,
+                      areal_xccl_shard **xs, areal_error *err) {
     int64_t h[2];
     int rc = areal_pg_recv(dp, h, 2, AREAL_DT_I64, 0, err);
     if (rc != AREAL_OK)
         return rc;
     if (h[0] == CMD_STOP)
         return 1;
+    if (h[0] == CMD_WSYNC && t->par != NULL)
+        return follow_wsync(job, dp, t, xs, h[1], err);
+    if (h[0] == CMD_GATHER_PARAMS && t->par != NULL)
+        return areal_train_par_gather(t->par, AREAL_PAR_PARAMS, NULL, err);
     if (h[0] == CMD_GATHER_OPTIM && t->par != NULL) {
         rc = areal_train_par_gather(t->par, AREAL_PAR_EXP_AVG, NULL, err);
         return rc == AREAL_OK ? areal_train_par_gather(t->par, AREAL_PAR_EXP_AVG_SQ, NULL, err)
@@ -318,8 +353,9 @@ int areal_train_follow(const areal_train_job *job, long total_steps, areal_pg *d
     if (rc == AREAL_OK)
         rc = areal_train_dp_sync_state(dp, &t, err);
     long steps = 0;
+    areal_xccl_shard *xs = NULL; /* opened at the first shard-direct update */
     while (rc == AREAL_OK) {
-        int r = follow_one(dp, &t, err);
+        int r = follow_one(job, dp, &t, &xs, err);
         if (r == 1)
             break;
         steps += r == 2;
@@ -327,6 +363,7 @@ int areal_train_follow(const areal_train_job *job, long total_steps, areal_pg *d
     }
     if (steps_done)
         *steps_done = steps;
+    areal_xccl_shard_close(xs);
     if (have)
         areal_trainer_free(&t);
     areal_pool_destroy(pool);
@@ -431,5 +468,30 @@ int areal_train_dp_gather_optim(areal_pg *dp, areal_trainer *t, areal_error *err
         rc = areal_train_par_gather(t->par, AREAL_PAR_EXP_AVG_SQ, v, err);
     if (rc == AREAL_OK)
         *adam_step = areal_par_step_adam(areal_train_par_step(t->par))->step;
+    return rc;
+}
+
+int areal_train_dp_whole(areal_pg *dp, areal_trainer *t, areal_error *err) {
+    if (t->par == NULL || !t->whole_stale)
+        return AREAL_OK;
+    int rc = AREAL_OK;
+    for (int r = 1; dp != NULL && rc == AREAL_OK && r < areal_pg_size(dp); r++)
+        rc = send_msg(dp, r, CMD_GATHER_PARAMS, NULL, err);
+    if (rc == AREAL_OK)
+        rc = areal_train_par_gather(t->par, AREAL_PAR_PARAMS,
+                                    t->model.n_params > 0 ? t->model.params : NULL, err);
+    if (rc == AREAL_OK)
+        t->whole_stale = false;
+    return rc;
+}
+
+int areal_train_dp_wsync_post(areal_pg *dp, const void *msg, size_t n, areal_error *err) {
+    int rc = AREAL_OK;
+    for (int r = 1; dp != NULL && rc == AREAL_OK && r < areal_pg_size(dp); r++) {
+        wbuf b = {0};
+        put(&b, msg, n);
+        rc = send_msg(dp, r, CMD_WSYNC, &b, err);
+        free(b.p);
+    }
     return rc;
 }

@@ -33,6 +33,8 @@
 #include "areal/train/trainer.h"
 #include "areal/train/warmup.h"
 #include "areal/train/xccl.h"
+#include "areal/train/trainer_par.h"
+#include "areal/train/xccl_shard.h"
 #include "loop_status.h"
 
 typedef struct loop {
@@ -228,6 +230,27 @@ static int resync(const areal_train_job *job, const areal_trainer *t, areal_roll
 
 static void ckpt_log(void *ctx, const char *line);
 
+/* Servers behind the policy get it the gathered way (xccl_shard.h): the whole policy is
+ * gathered to rank 0 first, only when one needs it. */
+static int catch_up(const areal_train_job *job, areal_xccl *xc, areal_trainer *t,
+                    areal_rollout_ctl *ctl, areal_error *err) {
+    if (xc == NULL)
+        return resync(job, t, ctl, err);
+    if (t->whole_stale) {
+        bool stale[AREAL_ROLLOUT_MAX_SERVERS];
+        char all[AREAL_ROLLOUT_MAX_SERVERS][128];
+        int n = areal_rollout_ctl_addrs(ctl, all, stale, AREAL_ROLLOUT_MAX_SERVERS), k = 0;
+        for (int i = 0; i < n; i++)
+            k += stale[i];
+        if (k == 0)
+            return AREAL_OK;
+        int rc = areal_train_dp_whole(job->dp, t, err);
+        if (rc != AREAL_OK)
+            return rc;
+    }
+    return areal_xccl_catch_up(xc, ctl, &t->model, t->version, err);
+}
+
 /* With discovery: waits (phase waiting_for_servers, until a stop) for a registered server,
  * then catches up those behind the policy, so the first evaluation runs on servers that
  * serve the policy (a restarted trainer's servers come at their newer version). It waits
@@ -236,7 +259,7 @@ static void ckpt_log(void *ctx, const char *line);
  * server up, so a server that registered behind the policy during that evaluation was
  * never served (s_suspend hung there). Registration comes at a server's start, so the
  * wait costs a pod about a second; jobs without discovery (arealctl run) skip it. */
-static int first_servers(const areal_train_job *job, areal_xccl *xc, const areal_trainer *t,
+static int first_servers(const areal_train_job *job, areal_xccl *xc, areal_trainer *t,
                          areal_rollout_ctl *ctl, loop_status *ls, areal_error *err) {
     if (job->discover == NULL)
         return AREAL_OK;
@@ -252,13 +275,35 @@ static int first_servers(const areal_train_job *job, areal_xccl *xc, const areal
     }
     if (!areal_discover_take_pending(job->discover))
         return AREAL_OK;
-    return xc ? areal_xccl_catch_up(xc, ctl, &t->model, t->version, err) : resync(job, t, ctl, err);
+    return catch_up(job, xc, t, ctl, err);
 }
 
-/* The weight-update mode's hook: xccl when the job opened a group, else disk. */
-static int sync_weights(const areal_train_job *job, areal_xccl *xc, areal_trainer *t,
-                        areal_rollout_ctl *ctl, areal_xccl_stats *ws, areal_error *err) {
+/* The weight-update mode's hook: xccl when the job opened a group, else disk. A layout's
+ * shard-direct sender (xs) goes first; when it fails the policy is gathered to rank 0 and
+ * sent the gathered way (its health checks and retry), one line saying so. */
+static int sync_weights(const areal_train_job *job, areal_xccl *xc, areal_xccl_shard *xs,
+                        areal_trainer *t, areal_rollout_ctl *ctl, areal_xccl_stats *ws,
+                        bool *sharded, areal_error *err) {
     memset(ws, 0, sizeof *ws);
+    *sharded = false;
+    if (xc && xs) {
+        double t0 = now_s();
+        areal_error e;
+        int rc = areal_xccl_shard_update(xs, job->dp, ctl, t->version, ws, &e);
+        ws->seconds = now_s() - t0;
+        if (rc == AREAL_OK) {
+            *sharded = true;
+            return AREAL_OK;
+        }
+        say(job,
+            "shard-direct weight update to version %ld failed (%s); gathering to rank 0 "
+            "and sending it the gathered way",
+            t->version, e.msg);
+        memset(ws, 0, sizeof *ws);
+    }
+    int rc = areal_train_dp_whole(job->dp, t, err);
+    if (rc != AREAL_OK)
+        return rc;
     if (xc)
         return areal_xccl_update(xc, ctl, &t->model, t->version, true, ws, err);
     ws->bytes = t->model.n_params * sizeof(float); /* hf_save writes float32 */
@@ -285,7 +330,9 @@ static int save_ckpt(const areal_train_job *job, areal_trainer *t, areal_rollout
     float *m, *v;
     long *adam_step;
     size_t n;
-    int rc = areal_train_dp_gather_optim(job->dp, t, err); /* a layout's moments, whole */
+    int rc = areal_train_dp_whole(job->dp, t, err); /* a deferred gather's parameters */
+    if (rc == AREAL_OK)
+        rc = areal_train_dp_gather_optim(job->dp, t, err); /* a layout's moments, whole */
     if (rc != AREAL_OK)
         return rc;
     areal_train_optim_state(t->opt, &m, &v, &adam_step, &n);
@@ -387,6 +434,10 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
         }
     }
     bool multi = job->dp != NULL && areal_pg_size(job->dp) > 1;
+    /* shard-direct weight updates (xccl_shard.h): a megatron t/p layout in xccl mode; rank 0's
+     * choice travels with the state, so every rank defers the per-step gather, or none */
+    t.defer_gather = t.par != NULL && areal_train_par_sharded(t.par) &&
+                     strcmp(cfg->rollout.weight_update_mode, "xccl") == 0;
     if (rc == AREAL_OK && (multi || t.par != NULL)) /* the ranks start from this (resumed) state */
         rc = areal_train_dp_sync_state(job->dp, &t, err);
     areal_rollout_ctl *ctl = NULL;
@@ -420,13 +471,25 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
     areal_xccl *xc = NULL;
     if (rc == AREAL_OK)
         rc = open_xccl(job, ctl, &xc, err);
+    areal_xccl_shard *xs = NULL;
+    if (rc == AREAL_OK && xc != NULL && t.defer_gather) {
+        areal_error e;
+        if (areal_xccl_shard_open(&job->xccl, &t, &xs, &e) == AREAL_OK)
+            say(job,
+                "xccl weight sync: shard-direct from %d trainer ranks (%zu bytes a version, each "
+                "slice sent by its rank; no gather through rank 0)",
+                areal_pg_size(job->dp), areal_xccl_shard_plan_bytes(xs));
+        else
+            say(job, "xccl weight sync: shard-direct unavailable (%s); gathering to rank 0", e.msg);
+    }
     areal_xccl_stats ws = {0};
+    bool ws_shard = false;
     double sync_s = 0;
     if (rc == AREAL_OK && t.version > 0) {
         /* the servers start from the initial model: give them the checkpoint's policy */
         rc = areal_rollout_ctl_pause(ctl, err);
         if (rc == AREAL_OK)
-            rc = sync_weights(job, xc, &t, ctl, &ws, err);
+            rc = sync_weights(job, xc, xs, &t, ctl, &ws, &ws_shard, err);
         if (rc == AREAL_OK)
             rc = areal_rollout_ctl_resume(ctl, err);
     }
@@ -470,15 +533,13 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
         /* servers that registered behind the policy get its weights before any request, from
          * this thread (the one that moves the version), so no update slips in between */
         if (areal_discover_take_pending(job->discover) &&
-            (rc = xc ? areal_xccl_catch_up(xc, ctl, &t.model, t.version, err)
-                     : resync(job, &t, ctl, err)) != AREAL_OK)
+            (rc = catch_up(job, xc, &t, ctl, err)) != AREAL_OK)
             break;
         rc = areal_rollout_ctl_wait(ctl, groups, (int)B, 1.0, err);
         if (rc == AREAL_ERANGE) {
             /* keep checking the stop flag while rollouts run, and catch up servers that
              * missed a weight update (down, restarted) with the current policy */
-            rc = xc ? areal_xccl_catch_up(xc, ctl, &t.model, t.version, err)
-                    : resync(job, &t, ctl, err);
+            rc = catch_up(job, xc, &t, ctl, err);
             loop_status_waiting(&ls, ctl);
             continue;
         }
@@ -501,7 +562,7 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
         /* AReaL's order: pause -> update weights -> set version -> resume */
         rc = areal_rollout_ctl_pause(ctl, err);
         if (rc == AREAL_OK)
-            rc = sync_weights(job, xc, &t, ctl, &ws, err);
+            rc = sync_weights(job, xc, xs, &t, ctl, &ws, &ws_shard, err);
         sync_s = ws.seconds;
         if (rc == AREAL_OK) {
             areal_rollout_ctl_set_version(ctl, t.version);
@@ -558,8 +619,12 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
         json_object_set_new(line, "servers", json_integer(up));
         json_object_set_new(line, "weight_sync_mode", json_string(xc ? "xccl" : "disk"));
         json_object_set_new(line, "weight_sync_bytes", json_integer((json_int_t)ws.bytes));
-        if (xc)
+        if (xc) {
             json_object_set_new(line, "weight_sync_buckets", json_integer(ws.buckets));
+            /* shard: each rank sent its slices (weight_sync_bytes is rank 0's part) */
+            json_object_set_new(line, "weight_sync_path",
+                                json_string(ws_shard ? "shard" : "gather"));
+        }
         if (t.ref != NULL) { /* AReaL's kl_rewards statistic; only with a reference policy */
             json_object_set_new(line, "kl_mean", json_real(st.kl_mean));
             json_object_set_new(line, "kl_reward_sum", json_real(st.kl_reward_sum));
@@ -601,6 +666,7 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
     free(groups);
     areal_discover_detach(job->discover);
     areal_rollout_ctl_stop(ctl);
+    areal_xccl_shard_close(xs);
     areal_xccl_close(xc);
     if (have_trainer)
         areal_trainer_free(&t);

@@ -661,7 +661,9 @@ int areal_trainer_step(areal_trainer *t, const areal_group *g, int n, areal_step
         t->step++;
     }
     /* the seam to weight sync, HF saves and checkpoints: the whole policy on world rank 0 */
-    if (rc == AREAL_OK && t->par != NULL)
+    if (rc == AREAL_OK && t->par != NULL && t->defer_gather)
+        t->whole_stale = true; /* gathered only where whole tensors are needed (dp.h) */
+    else if (rc == AREAL_OK && t->par != NULL)
         rc = areal_train_par_gather(t->par, AREAL_PAR_PARAMS,
                                     t->model.n_params > 0 ? t->model.params : NULL, err);
     if (rc == AREAL_OK) {

@@ -27,6 +27,8 @@ struct areal_train_par {
     areal_adamw_cfg adamw;
     int *slice_of; /* [world] each rank's data slice */
     int n_slices;
+    areal_model_shard mine;    /* megatron: the shard loaded */
+    areal_model_shard *shards; /* megatron, world > 1: every world rank's (the wsync plan's) */
 };
 
 static size_t numel(const areal_tensor_spec *t) {
@@ -82,6 +84,7 @@ void areal_train_par_free(areal_train_par *p) {
     areal_coll_destroy(p->world);
     free(p->hf);
     free(p->slice_of);
+    free(p->shards);
     free(p);
 }
 
@@ -121,6 +124,7 @@ static int load_shard(areal_train_par *p, const char *dir, areal_pool *pool, are
         if (areal_model_shard_check(&p->cfg, &v, &e2) == AREAL_OK)
             sh = v;
     }
+    p->mine = sh;
     return areal_model_load_shard(&p->shard, dir, &sh, pool, err);
 }
 
@@ -137,6 +141,25 @@ static int slice_map(areal_train_par *p, int world, areal_error *err) {
                          : AREAL_OK;
     for (int r = 0; rc == AREAL_OK && r < world; r++)
         p->slice_of[r] = world > 1 ? all[r] : 0;
+    free(all);
+    return rc;
+}
+
+/* Every world rank's shard, all-gathered as words (the struct is plain data; one build). */
+static int shard_map(areal_train_par *p, int world, areal_error *err) {
+    size_t w = (sizeof(areal_model_shard) + 3) / 4;
+    int32_t *mine = calloc(w, 4), *all = calloc(w * (size_t)world, 4);
+    p->shards = calloc((size_t)world, sizeof *p->shards);
+    int rc = mine == NULL || all == NULL || p->shards == NULL
+                 ? areal_error_set(err, AREAL_ENOMEM, -1, "no memory for the shard map")
+                 : AREAL_OK;
+    if (rc == AREAL_OK) {
+        memcpy(mine, &p->mine, sizeof p->mine);
+        rc = areal_coll_all_gather(p->world, mine, all, w, AREAL_DT_I32, err);
+    }
+    for (int r = 0; rc == AREAL_OK && r < world; r++)
+        memcpy(&p->shards[r], all + w * (size_t)r, sizeof *p->shards);
+    free(mine);
     free(all);
     return rc;
 }
@@ -189,6 +212,8 @@ int areal_train_par_create(const areal_train_layout *l, const char *model_dir,
     } else if (rc == AREAL_OK) {
         rc = load_shard(p, model_dir, pool, err);
     }
+    if (rc == AREAL_OK && !fsdp && world > 1)
+        rc = shard_map(p, world, err);
     areal_par_optim kind = fsdp ? AREAL_PAR_FSDP : l->s.dp > 1 ? AREAL_PAR_ZERO1 : AREAL_PAR_ADAMW;
     if (rc == AREAL_OK)
         rc = areal_par_step_init(&p->step, kind, &p->g, p->g.dp, fsdp ? NULL : &p->shard, p->fsdp,
@@ -270,4 +295,33 @@ int areal_train_par_scatter(areal_train_par *p, const float *params, const float
     if (rc == AREAL_OK)
         areal_par_step_adam(&p->step)->step = (long)st;
     return rc;
+}
+
+bool areal_train_par_sharded(const areal_train_par *p) {
+    return p != NULL && p->shards != NULL && p->l.backend == AREAL_BACKEND_MEGATRON &&
+           (p->l.s.tp > 1 || p->l.s.pp > 1);
+}
+
+int areal_train_par_wsync_plan(const areal_train_par *p, size_t bucket_bytes,
+                               areal_wsync_plan **plan, const void ***local, areal_error *err) {
+    *plan = NULL;
+    *local = NULL;
+    if (!areal_train_par_sharded(p))
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "shard-direct weight sync needs a megatron layout with t > 1 or "
+                               "p > 1");
+    int rc = areal_wsync_plan_build(&p->cfg, p->shards, areal_coll_size(p->world), AREAL_DT_F32,
+                                    bucket_bytes, plan, err);
+    if (rc != AREAL_OK)
+        return rc;
+    const void **l = calloc(p->shard.n_specs ? p->shard.n_specs : 1, sizeof *l);
+    if (l == NULL) {
+        areal_wsync_plan_free(*plan);
+        *plan = NULL;
+        return areal_error_set(err, AREAL_ENOMEM, -1, "no memory for the slices");
+    }
+    for (size_t i = 0; i < p->shard.n_specs; i++)
+        l[i] = p->shard.params + p->shard.offset[i];
+    *local = l;
+    return AREAL_OK;
 }

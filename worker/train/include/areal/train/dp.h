@@ -60,6 +60,19 @@ int areal_train_dp_sync_state(areal_pg *dp, areal_trainer *t, areal_error *err);
 int areal_train_dp_gather_optim(areal_pg *dp, areal_trainer *t, areal_error *err);
 
 /*
+ * Rank 0 of a layout whose per-step gather is deferred (trainer.h's
+ * defer_gather): when t->whole_stale, every rank joins the parameters' gather
+ * (the followers told by a command) so rank 0's model is the whole policy
+ * again - before an HF save, a checkpoint, a catch-up or the gathered
+ * fallback. A no-op otherwise.
+ */
+int areal_train_dp_whole(areal_pg *dp, areal_trainer *t, areal_error *err);
+
+/* Rank 0: tells every follower to take part in a shard-direct update (xccl_shard.h), msg
+ * (n bytes, at most 4096) its message. */
+int areal_train_dp_wsync_post(areal_pg *dp, const void *msg, size_t n, areal_error *err);
+
+/*
  * Ranks > 0: the follower loop of job (model_dir, cfg, total_steps, threads,
  * layout are used) over dp until rank 0 says stop. Returns 0, or the first error of
  * the model, a step or the group (a rank 0 that died: the group's timeout).

@@ -70,10 +70,13 @@ typedef struct areal_trainer {
     areal_pg *dp;     /* data-parallel group, NULL for one rank */
     areal_model *ref; /* frozen reference policy (owned); NULL when kl_ctl == 0 */
     /* A layout's shard and step (trainer_par.h, owned), NULL for one process / replicated DP.
-     * With it, `model` is the whole policy gathered after each step on world rank 0 (what
-     * weight sync, HF saves and checkpoints read) and only its config elsewhere, and dp is
-     * the layout's data group. */
+     * With it, `model` is the whole policy gathered after each step (unless defer_gather) on world
+     * rank 0 (what weight sync, HF saves and checkpoints read) and only its config elsewhere, and
+     * dp is the layout's data group. */
     struct areal_train_par *par;
+    /* With par: skip the per-step gather (the weight update goes shard-direct, xccl_shard.h);
+     * whole_stale then says rank 0's `model` lags the shards until areal_train_dp_whole. */
+    bool defer_gather, whole_stale;
 } areal_trainer;
 
 /*

@@ -18,10 +18,12 @@
  * checkpoint format serves every layout and a checkpoint of one layout resumes
  * in any other, exactly. Rejected for now: per-rank shard files
  * (ckpt_shard.h) - exact too, but a second format the single-process resume
- * could not read; and shard-direct weight sync (branch wsync-shard), which
- * replaces areal_train_par_gather where it lands. Rank 0 thus holds a whole
+ * could not read. A megatron t/p layout in xccl mode skips the per-step
+ * gather (trainer.h's defer_gather): its weight update goes shard-direct
+ * (xccl_shard.h) and rank 0 gathers only for a checkpoint, a catch-up or the
+ * gathered fallback (dp.h's areal_train_dp_whole). Rank 0 still holds a whole
  * copy of the parameters (and at a checkpoint of the moments) besides its
- * shard: the limit until that lands.
+ * shard: the memory limit that remains.
  *
  * Scope: data, tensor (vocab-parallel logits when the vocabulary divides) and
  * pipeline parallelism for megatron: (ZeRO-1 when dp > 1), data parallelism
@@ -41,6 +43,7 @@
 #include "areal/model/model.h"
 #include "areal/model/optim.h"
 #include "areal/parallel/step.h"
+#include "areal/train/wsync_shard.h"
 
 /* A trainer layout: backend and sizes, and the world it runs on. */
 typedef struct areal_train_layout {
@@ -105,5 +108,23 @@ int areal_train_par_gather(areal_train_par *p, int which, float *dst, areal_erro
  */
 int areal_train_par_scatter(areal_train_par *p, const float *params, const float *m, const float *v,
                             long adam_step, areal_error *err);
+
+/*
+ * Whether the layout's weight update can go shard-direct (wsync_shard.h):
+ * megatron with t > 1 or p > 1 on more than one rank. Elsewhere (fsdp,
+ * d-only, one process) the gather through rank 0 stays the path.
+ */
+bool areal_train_par_sharded(const areal_train_par *p);
+
+/*
+ * This rank's shard-direct plan (every world rank computes the same one from
+ * the shards all-gathered at create; float32 on the wire, buckets of at most
+ * bucket_bytes) and *local, its slices in areal_model_shard_tensors order
+ * (pointers into the live shard, valid until free; *local freed by the
+ * caller, *plan with areal_wsync_plan_free). AREAL_EINVAL when not
+ * areal_train_par_sharded; the plan's errors.
+ */
+int areal_train_par_wsync_plan(const areal_train_par *p, size_t bucket_bytes,
+                               areal_wsync_plan **plan, const void ***local, areal_error *err);
 
 #endif
