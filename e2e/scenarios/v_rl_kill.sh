@@ -97,10 +97,14 @@ expect_eq "GangRestarting Events" 1 "$(job_events $NS GangRestarting | grep -c .
 expect_eq "status.restarts" 1 "$(k get aj $JOB -o jsonpath='{.status.restarts}')"
 expect_eq "rollout-0 kept running through the trainer restart" "$r0_uid" "$(pod_uid $NS $JOB-rollout-0)"
 expect_eq "rollout-1 kept running through the trainer restart" "$r1_uid" "$(pod_uid $NS $JOB-rollout-1)"
+# The new trainer may train its first step with one server while the other is
+# still in its registration retry (0.5 s after the old store closed): wait for
+# both, bounded, instead of reading the log once (and no grep at a pipeline's
+# end whose empty result would end the scenario under pipefail without a word).
 for i in 0 1; do
-    line=$(trainer_log $NS | grep -F "rollout server $JOB-rollout-$i registered" | tail -n 1)
-    [ -n "$line" ] || fail "rollout-$i did not register with the new trainer"
-    server_joined $NS $i || fail "rollout-$i was not re-synced: $line"
+    wait_until 60 server_joined $NS $i ||
+        fail "rollout-$i did not register with the new trainer and get its weights: $(trainer_log $NS | grep -F "rollout-$i" | tail -n 2 || true)"
+    line=$(trainer_log $NS | grep -F "rollout server $JOB-rollout-$i registered" | tail -n 1 || true)
     pass "new trainer: $line"
 done
 

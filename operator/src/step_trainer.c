@@ -245,6 +245,36 @@ static bool old_gang_going(const step_ctx *c, const char *phase) {
     return true;
 }
 
+/*
+ * A rollout server pod of this generation failed or was lost (restartScope
+ * Gang restarts the gang for it). A failed server pod created before the last
+ * restart is the failure that restart answered, still in a lagging cache
+ * after its deletion was asked for (seen in e2e f_kill_worker: one killed
+ * server counted as two restarts, the second on the new gang's first pass).
+ * Creation times, as old_gang_going, for the same reason: they survive an
+ * operator restart.
+ */
+static bool new_server_failure(const step_ctx *c) {
+    if (!c->server_failed)
+        return false;
+    long long last = step_parse_time(step_str(c->old_status, "lastRestartTime", NULL));
+    for (int i = 0; i < c->n_server_pods; i++) {
+        const json_t *pod = c->server_pods[i];
+        const char *ph = step_str(pod, "status", "phase");
+        bool failed = (ph && strcmp(ph, "Failed") == 0) ||
+                      (step_pod_lost(c, pod) && !step_pod_going(pod) && !step_pod_terminated(pod));
+        if (!failed)
+            continue;
+        long long made = step_parse_time(step_str(pod, "metadata", "creationTimestamp"));
+        /* strictly before: a pod made in the restart's own second may be the new
+         * generation's (backoff 0), and a missed failure would never restart */
+        if (last >= 0 && made >= 0 && made < last)
+            continue; /* the previous generation's */
+        return true;
+    }
+    return false;
+}
+
 /* Why a server failed, for a restartScope Gang restart (the first failed or lost pod). */
 static void server_failure(const step_ctx *c, char *why, size_t cap) {
     snprintf(why, cap, "a rollout server failed (restartScope Gang)");
@@ -349,7 +379,7 @@ void step_trainer(step_ctx *c) {
      * uncounted, no backoff, and Running shown over an unbound gang. */
     bool broken_running = strcmp(phase, "Running") == 0 && (terminating > 0 || c->n_trainer == 0);
     bool gang_failed = failed >= 0 || lost >= 0 || missing || broken_running ||
-                       (s->restart_scope == SPEC_RESTART_GANG && c->server_failed);
+                       (s->restart_scope == SPEC_RESTART_GANG && new_server_failure(c));
     c->trainer_bound = false;
 
     if (terminating > 0 && !broken_running) {

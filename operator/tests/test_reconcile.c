@@ -1162,6 +1162,47 @@ static void restart_scope_gang_restarts_the_trainer(void **state) {
     world_free(&w);
 }
 
+/* restartScope Gang, a cache that lags the restart's deletes: the failed server
+ * pod of the previous generation (made before lastRestartTime) is still seen
+ * Failed when the backoff ends. The same failure, not a second restart (e2e
+ * f_kill_worker once counted 2); a failure of the new generation counts. */
+static void a_lagging_failed_server_is_not_a_second_restart(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    json_object_set_new(json_object_get(json_object_get(w.job, "spec"), "failurePolicy"),
+                        "restartScope", json_string("Gang"));
+    settle(&w);
+    kubelet_sets(&w, "Running", true);
+    settle(&w);
+    int k = find_pod(&w, "j-rollout-0");
+    json_object_set_new(w.pods[k], "status", json_pack("{s:s}", "phase", "Failed"));
+    json_t *stale = json_deep_copy(w.pods[k]);
+    json_object_set_new(json_object_get(stale, "metadata"), "creationTimestamp",
+                        json_string("2000-01-01T00:00:00Z"));
+    reconcile_result r = step(&w);
+    reconcile_result_free(&r);
+    assert_int_equal(restarts_of(&w), 1);
+    assert_int_equal(w.n_pods, 0);
+    w.pods[w.n_pods++] = stale; /* the lagging view */
+    w.now += 60000;
+    r = step(&w);
+    reconcile_result_free(&r);
+    assert_int_equal(restarts_of(&w), 1);
+    assert_true(has_pod(&w, "j-trainer-0")); /* the new gang was started */
+    settle(&w);
+    assert_int_equal(restarts_of(&w), 1);
+    kubelet_sets(&w, "Running", true);
+    settle(&w);
+    k = find_pod(&w, "j-rollout-1"); /* a new server's failure is a new restart */
+    assert_true(k >= 0);
+    json_object_set_new(w.pods[k], "status", json_pack("{s:s}", "phase", "Failed"));
+    r = step(&w);
+    reconcile_result_free(&r);
+    assert_int_equal(restarts_of(&w), 2);
+    world_free(&w);
+}
+
 /* Issue 11: a role override that names no role, or a name too long for the
  * pods' hostnames, fails the job with the field named and creates nothing;
  * a fixed spec (a new generation) is placed. */
@@ -1431,6 +1472,7 @@ int main(void) {
         cmocka_unit_test(failures_are_handled_per_role),
         cmocka_unit_test(scale_down_waits_for_each_server_to_stop),
         cmocka_unit_test(restart_scope_gang_restarts_the_trainer),
+        cmocka_unit_test(a_lagging_failed_server_is_not_a_second_restart),
         cmocka_unit_test(a_lost_node_under_servers_replaces_them_only),
         cmocka_unit_test(an_unpullable_image_is_a_condition_then_fails),
         cmocka_unit_test(refused_names_fail_with_the_field),
