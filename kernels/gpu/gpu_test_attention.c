@@ -142,8 +142,8 @@ static void attn_case(const ref_case *c, uint64_t seed, attn_impl impl) {
                                    NULL, KT_ERR));
     } else {
         KT_OK(areal_k_attn_fwd(dout, dlse, dqb, dkb, dvb, dcu, sh, NULL, KT_ERR));
-        KT_OK(areal_k_attn_bwd(ddq, ddk, ddv, ddelta, dgb, dout, dlse, dqb, dkb, dvb, dcu, sh,
-                               NULL, KT_ERR));
+        KT_OK(areal_k_attn_bwd(ddq, ddk, ddv, ddelta, dgb, dout, dlse, dqb, dkb, dvb, dcu, sh, NULL,
+                               KT_ERR));
     }
     /* cudaMalloc'd buffers are aligned: the dispatch takes the tensor cores for hd 64 / 128 */
     const int tc = impl == ATTN_TC || (impl == ATTN_AUTO && (c->hd == 64 || c->hd == 128));
@@ -191,9 +191,9 @@ static void test_attention(void **state) {
 static const int tc_one[] = {1}, tc_mixed[] = {5, 1, 40, 17}, tc_long[] = {300};
 static const int tc_many[] = {33, 64, 2, 129, 7}, tc_odd[] = {63, 65, 1, 191};
 static const ref_case tc_cases[] = {
-    {1, 1, 1, 64, tc_one},  {4, 2, 1, 64, tc_mixed},   {5, 4, 4, 64, tc_many},
-    {1, 7, 1, 64, tc_long}, {4, 14, 2, 64, tc_odd},    {1, 1, 1, 128, tc_one},
-    {4, 2, 2, 128, tc_odd}, {5, 12, 2, 128, tc_many},  {1, 6, 1, 128, tc_long},
+    {1, 1, 1, 64, tc_one},    {4, 2, 1, 64, tc_mixed},  {5, 4, 4, 64, tc_many},
+    {1, 7, 1, 64, tc_long},   {4, 14, 2, 64, tc_odd},   {1, 1, 1, 128, tc_one},
+    {4, 2, 2, 128, tc_odd},   {5, 12, 2, 128, tc_many}, {1, 6, 1, 128, tc_long},
     {4, 4, 2, 128, tc_mixed},
 };
 
