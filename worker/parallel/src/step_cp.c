@@ -15,8 +15,8 @@ int areal_par_step_cp_on(const areal_par_step *s) {
     return areal_par_size(s->cp.cp) > 1;
 }
 
-int areal_par_step_cp_begin(areal_par_step *s, const areal_batch *mbs, int n_mb,
-                            areal_batch **run, areal_error *err) {
+int areal_par_step_cp_begin(areal_par_step *s, const areal_batch *mbs, int n_mb, areal_batch **run,
+                            areal_error *err) {
     *run = NULL;
     size_t n = n_mb > 0 ? (size_t)n_mb : 1;
     areal_par_cp_shard *sh = calloc(n, sizeof *sh);

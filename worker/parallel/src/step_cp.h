@@ -17,8 +17,8 @@ int areal_par_step_cp_on(const areal_par_step *s);
  * *run, the batches the model runs (n_mb, owned; end frees both).
  * AREAL_EINVAL (a shard with no token: cp.h's message), AREAL_ENOMEM.
  */
-int areal_par_step_cp_begin(areal_par_step *s, const areal_batch *mbs, int n_mb,
-                            areal_batch **run, areal_error *err);
+int areal_par_step_cp_begin(areal_par_step *s, const areal_batch *mbs, int n_mb, areal_batch **run,
+                            areal_error *err);
 void areal_par_step_cp_end(areal_par_step *s, areal_batch *run);
 
 /* The GRPO data of the whole micro-batches pm gathered to the shards' tokens (one sequence). */
