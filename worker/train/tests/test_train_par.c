@@ -14,10 +14,20 @@
  * ~1e-6 for weights). Layouts: fsdp d2 (parameters, gradients and moments
  * sharded), megatron t2 (on the tiny model, and on worker/model's Qwen3
  * fixture whose vocabulary splits: vocab-parallel logits and recompute), p2
- * (1F1B, several micro-batches), d2 with ZeRO-1, d1t2p2. And resume: a checkpoint written
+ * (1F1B, several micro-batches), d2 with ZeRO-1, d1t2p2; context parallelism c2 and d2c2
+ * (each sequence cut over the cp pair by the step, ZeRO-1 over dp-cp); expert parallelism on
+ * worker/model's tiny Qwen3-MoE with all-to-all dispatch: d2e2, d2t2e2 (etp 1), the
+ * (attn:d2t2|ffn:t2e2) form (etp 2) and the hybrid (attn:d2p2t2|ffn:d2p2e2) - rank 0 also
+ * checks it trained on its 1 / (d c) share of the tokens and holds E / ep experts 1 / etp
+ * wide, which the loss and weights alone would not show (a cp that ran whole sequences on
+ * both ranks would match them). The same 1e-5: cp and ep reassociate the attention's and the
+ * experts' sums the way tp does (measured up to ~4e-7 for loss and norm, ~3e-6 for moments).
+ * And resume: a checkpoint written
  * by t2 after STEPS - 1 steps (the existing single-process format, moments
  * gathered whole) resumed by p2 for the last step ends where one process
- * does: the checkpoint is exact and layout-independent. A run whose weights
+ * does: the checkpoint is exact and layout-independent; likewise e2 -> d2t2 on the MoE model
+ * (the experts gathered from their ranks into the one format, resumed by ZeRO-1 tensor
+ * parallelism). A run whose weights
  * were left unsynced (the check's own negative) is caught. Every step is two
  * PPO minibatches (the second one's importance ratios move off 1, so the
  * loss differs step to step) of several micro-batches; each data slice cuts
@@ -553,6 +563,14 @@ static void megatron_e2t2_etp2(void **st) {
     assert_int_equal(run_layout(&R), 0);
 }
 
+/* The hybrid form: attention d2 p2 t2, experts d2 p2 e2 on the same 8 ranks (etp 1, edp 2),
+ * dispatch inside each of the two pipeline stages. */
+static void megatron_hybrid(void **st) {
+    (void)st;
+    run R = {"megatron:(attn:d2p2t2|ffn:d2p2e2)", 2, 0, STEPS, NULL, NULL, 0};
+    assert_int_equal(run_layout(&R), 0);
+}
+
 /* e2 writes a checkpoint after STEPS - 1 steps (experts gathered from their ranks); d2t2
  * (ZeRO-1, tensor parallel experts' neighbours) resumes it for the last step. */
 static void resume_e2_to_d2t2(void **st) {
@@ -609,7 +627,7 @@ int main(void) {
         cmocka_unit_test(unsynced_caught),    cmocka_unit_test(megatron_c2),
         cmocka_unit_test(megatron_d2c2),      cmocka_unit_test(megatron_e2),
         cmocka_unit_test(megatron_e2t2_etp1), cmocka_unit_test(megatron_e2t2_etp2),
-        cmocka_unit_test(resume_e2_to_d2t2),
+        cmocka_unit_test(resume_e2_to_d2t2),  cmocka_unit_test(megatron_hybrid),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
