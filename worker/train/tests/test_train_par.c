@@ -616,6 +616,13 @@ static void layout_errors(void **st) {
     assert_int_equal(areal_train_layout_parse("sglang:d1+fsdp:d2", &l, &e), AREAL_EINVAL);
     assert_int_equal(areal_train_layout_parse("megatron:d2t2p2", &l, &e), AREAL_OK);
     assert_int_equal(areal_train_layout_world(&l), 8);
+    /* the interleaved pipeline is refused by name, before any collective */
+    areal_rl_config c = g_cfg;
+    c.actor.vpp = 2;
+    areal_trainer t;
+    assert_int_equal(areal_trainer_init_par(&t, g_fx[0].model, &c, STEPS, NULL, &l, &e),
+                     AREAL_EINVAL);
+    assert_non_null(strstr(e.msg, "virtual_pipeline_parallel_size is 2"));
 }
 
 int main(void) {
