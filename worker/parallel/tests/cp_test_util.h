@@ -14,7 +14,8 @@
 typedef struct cp_loss {
     const pt_batch *b;
     const pt_mb *mbs;
-    const areal_par_step *ps; /* the step whose shards the logits are of */
+    const areal_par_step *ps;     /* the step whose shards the logits are of, or NULL: */
+    const areal_par_cp_shard *sh; /* the caller's own shards (test_par_seed's cp x ep) */
     long n_total;
     const float *ref_logits;
     double logits_err;
@@ -23,7 +24,7 @@ typedef struct cp_loss {
 static inline int cp_loss_fn(void *ctx, int mb, const float *logits, int T, int V, float *dlogits,
                              double *loss, areal_error *err) {
     cp_loss *L = ctx;
-    const areal_par_cp_shard *sh = areal_par_step_cp_shard(L->ps, mb);
+    const areal_par_cp_shard *sh = L->ps != NULL ? areal_par_step_cp_shard(L->ps, mb) : &L->sh[mb];
     if (sh == NULL || sh->b.n_tokens != T)
         return areal_error_set(err, AREAL_EINVAL, -1, "cp test loss: no shard for micro-batch %d",
                                mb);
