@@ -33,6 +33,7 @@
 #include "areal/train/trainer.h"
 #include "areal/train/warmup.h"
 #include "areal/train/xccl.h"
+#include "areal/train/train_ckpt.h"
 #include "areal/train/trainer_par.h"
 #include "areal/train/xccl_shard.h"
 #include "loop_status.h"
@@ -327,25 +328,14 @@ static int save_ckpt(const areal_train_job *job, areal_trainer *t, areal_rollout
                      long step, areal_error *err) {
     char root[PATH_MAX];
     snprintf(root, sizeof root, "%s/recover", job->job_dir);
-    float *m, *v;
-    long *adam_step;
-    size_t n;
-    int rc = areal_train_dp_whole(job->dp, t, err); /* a deferred gather's parameters */
-    if (rc == AREAL_OK)
-        rc = areal_train_dp_gather_optim(job->dp, t, err); /* a layout's moments, whole */
-    if (rc != AREAL_OK)
-        return rc;
-    areal_train_optim_state(t->opt, &m, &v, &adam_step, &n);
-    areal_ckpt_tensors ts = {&t->model, job->model_dir, m, v, n};
     areal_ckpt_state st;
     memset(&st, 0, sizeof st);
     st.step = step;
     st.version = t->version;
-    st.adam_step = *adam_step;
     st.data_index = step * job->cfg->rollout.consumer_batch_size;
     st.rng = (uint64_t)job->cfg->seed;
     st.counters = areal_rollout_ctl_counters(ctl);
-    return areal_ckpt_save(root, &ts, &st, err);
+    return areal_train_ckpt_save(job->dp, t, job->model_dir, root, &st, err);
 }
 
 static void ckpt_log(void *ctx, const char *line) {
@@ -407,24 +397,19 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
     if (rc == AREAL_OK)
         rc = budget_tokens(&l, cfg, &t, err);
     long step = 0;
+    char used[PATH_MAX]; /* the resumed checkpoint (t.resume_dir points here) */
     if (rc == AREAL_OK && job->resume) {
-        char root[PATH_MAX], used[PATH_MAX];
+        char root[PATH_MAX];
         snprintf(root, sizeof root, "%s/recover", job->job_dir);
-        float *m, *v;
-        long *adam_step;
-        size_t n;
-        areal_train_optim_state(t.opt, &m, &v, &adam_step, &n);
-        areal_ckpt_tensors ts = {&t.model, job->model_dir, m, v, n};
         areal_ckpt_state st;
         areal_error e2;
-        int lr = areal_ckpt_load(root, &ts, &st, used, sizeof used, ckpt_log, (void *)job, &e2);
+        int lr = areal_train_ckpt_resume(&t, root, &st, used, sizeof used, ckpt_log, (void *)job,
+                                         &e2);
         if (lr == AREAL_OK) {
             step = st.step;
-            t.version = st.version;
-            t.step = st.adam_step;
-            *adam_step = st.adam_step;
             rc = areal_task_seek(&l.task, st.data_index, err);
-            say(job, "resumed from %s: step %ld, version %ld", used, step, t.version);
+            say(job, "resumed from %s (%s): step %ld, version %ld", used,
+                t.resume_fmt == AREAL_CKPT_SHARDED ? "sharded" : "gathered", step, t.version);
         } else if (lr == AREAL_ERANGE) {
             say(job, "no checkpoint under %s: starting fresh", root);
         } else {

@@ -140,11 +140,18 @@ int areal_trainer_init_par(areal_trainer *t, const char *model_dir, const areal_
     bool root = areal_comm_rank(l->comm) == 0;
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", model_dir);
-    if (rc == AREAL_OK) /* the whole policy on rank 0 (the gather's target), its config elsewhere */
+    /* the whole policy's parameters on rank 0 (weight sync's gather target), its config
+     * elsewhere; no whole gradients (the shard trains) and no whole moments (checkpoints are
+     * per rank, trainer_par_ckpt.h): the optimizer here is only the schedule */
+    if (rc == AREAL_OK)
         rc = root ? areal_model_load(&t->model, model_dir, pool, err)
                   : areal_model_config_load(path, &t->model.cfg, err);
+    if (rc == AREAL_OK && root) {
+        free(t->model.grads);
+        t->model.grads = NULL;
+    }
     if (rc == AREAL_OK)
-        rc = make_optim(t, cfg, total_steps, root ? t->model.n_params : 0, err);
+        rc = make_optim(t, cfg, total_steps, 0, err);
     if (rc == AREAL_OK && cfg->actor.kl_ctl > 0)
         rc = load_ref(t, model_dir, cfg, pool, err);
     if (rc != AREAL_OK) {

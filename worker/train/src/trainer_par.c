@@ -12,6 +12,7 @@
 #include "areal/comm/role_groups.h"
 #include "areal/model/checkpoint.h"
 #include "areal/parallel/groups.h"
+#include "trainer_par_internal.h"
 
 struct areal_train_par {
     areal_train_layout l;
@@ -29,6 +30,7 @@ struct areal_train_par {
     int n_slices;
     areal_model_shard mine;    /* megatron: the shard loaded */
     areal_model_shard *shards; /* megatron, world > 1: every world rank's (the wsync plan's) */
+    char model_dir[4096];      /* the initial model (its config.json goes into checkpoints) */
 };
 
 static size_t numel(const areal_tensor_spec *t) {
@@ -179,6 +181,7 @@ int areal_train_par_create(const areal_train_layout *l, const char *model_dir,
         return areal_error_set(err, AREAL_ENOMEM, -1, "no memory for the trainer's layout");
     p->l = *l;
     p->adamw = *adamw;
+    snprintf(p->model_dir, sizeof p->model_dir, "%s", model_dir);
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", model_dir);
     int rc = areal_model_config_load(path, &p->cfg, err);
@@ -218,6 +221,8 @@ int areal_train_par_create(const areal_train_layout *l, const char *model_dir,
     if (rc == AREAL_OK)
         rc = areal_par_step_init(&p->step, kind, &p->g, p->g.dp, fsdp ? NULL : &p->shard, p->fsdp,
                                  pool, err);
+    if (rc == AREAL_OK && !fsdp && !l->no_overlap) /* dp 1: nothing to overlap, no change */
+        rc = areal_par_step_overlap(&p->step, err);
     if (rc != AREAL_OK) {
         areal_train_par_free(p);
         return rc;
@@ -324,4 +329,11 @@ int areal_train_par_wsync_plan(const areal_train_par *p, size_t bucket_bytes,
         l[i] = p->shard.params + p->shard.offset[i];
     *local = l;
     return AREAL_OK;
+}
+
+areal_train_par_parts areal_train_par_parts_of(areal_train_par *p) {
+    areal_train_par_parts v = {&p->l,      &p->step,   p->fsdp,        &p->shard, p->world,
+                               p->g.dp,    p->gs[AREAL_GROUP_EDP], p->hf, p->n_hf,
+                               p->model_dir};
+    return v;
 }

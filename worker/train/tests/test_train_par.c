@@ -31,6 +31,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -40,13 +41,16 @@
 #include "areal/model/heads.h"
 #include "areal/rl/pack.h"
 #include "areal/train/ckpt.h"
+#include "areal/train/train_ckpt.h"
 #include "areal/train/dp.h"
 #include "areal/train/job_config.h"
+#include "areal/parallel/ckpt_shard.h"
 #include "areal/train/tiny.h"
 #include "areal/train/train_loop.h"
 #include "areal/train/train_optim.h"
 #include "areal/train/trainer.h"
 #include "areal/train/trainer_par.h"
+#include "areal/train/trainer_par_ckpt.h"
 
 #define STEPS 3
 #define NG    4 /* groups a step */
@@ -195,7 +199,49 @@ typedef struct run {
     const char *save; /* write a checkpoint under this root after the last step */
     const char *load; /* resume from the newest checkpoint under this root */
     int skip_sync;    /* the negative: rank 0 checks its own copy, never gathered */
+    int ref;          /* 1 + the reference order (r[ref - 1]); 0: by the layout's dp */
+    int no_overlap;   /* --no-overlap: megatron dN's dp sum after the backward */
 } run;
+
+/* The reference a run is checked against: a resume across dp sizes keeps the writer's. */
+static int ref_of(const run *R, const areal_train_layout *lay) {
+    return R->ref > 0 ? R->ref - 1 : lay->s.dp > 1;
+}
+
+/* Bytes of the regular files directly under dir whose names start with prefix. */
+static long long dir_bytes(const char *dir, const char *prefix, int *count) {
+    DIR *d = opendir(dir);
+    long long n = 0;
+    *count = 0;
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        char path[1200];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 && stat(path, &st) == 0 &&
+            S_ISREG(st.st_mode))
+            n += st.st_size, ++*count;
+    }
+    if (d != NULL)
+        closedir(d);
+    return n;
+}
+
+/* The per-rank shard sizes of the newest checkpoint under root, against the gathered form. */
+static void report_bytes(const char *layout, const char *root, size_t n_params) {
+    areal_ckpt_state st;
+    areal_ckpt_format fmt;
+    char used[600], shards[700];
+    areal_error e;
+    if (areal_ckpt_find(root, &st, &fmt, used, sizeof used, NULL, NULL, &e) != AREAL_OK)
+        return;
+    snprintf(shards, sizeof shards, "%s/" AREAL_CKPT_SHARDS, used);
+    int k = 0;
+    long long all = dir_bytes(shards, "shard-", &k);
+    printf("%-16s checkpoint: %d shard files, %lld bytes in all, %lld a rank on average; the "
+           "gathered form: %zu bytes through rank 0 (params + 2 moments, whole)\n",
+           layout, k, all, k ? all / k : 0, 12 * n_params);
+}
 
 static void quiet(void *ctx, const char *line) {
     (void)ctx, (void)line;
@@ -203,8 +249,11 @@ static void quiet(void *ctx, const char *line) {
 
 static int rank0(const run *R, areal_train_layout *lay, areal_pg *pg, areal_train_job *job) {
     const fixture *fxt = &g_fx[R->fx];
-    const result *fx = &fxt->r[lay->s.dp > 1];
+    const result *fx = &fxt->r[ref_of(R, lay)];
     static const int natural[NG] = {0, 1, 2, 3};
+    /* a dp > 1 layout gets the batch as it comes (dp_loop.c splits it); dp 1 gets it in the
+     * reference's order, so its minibatches are the ones that reference trained */
+    const int *order = lay->s.dp > 1 ? natural : fx->order;
     const char *model = fxt->model;
     areal_error e = {0};
     areal_trainer t;
@@ -213,21 +262,42 @@ static int rank0(const run *R, areal_train_layout *lay, areal_pg *pg, areal_trai
         fprintf(stderr, "%s rank 0: init: %s\n", R->layout, e.msg);
         return RANK_COMM_FAIL;
     }
-    float *m, *v;
-    long *adam_step;
-    size_t n;
-    areal_train_optim_state(t.opt, &m, &v, &adam_step, &n);
-    areal_ckpt_tensors ts = {&t.model, model, m, v, n};
-    if (R->load != NULL) {
+    size_t N = fx->ref.n_params;
+    float *wp = malloc(sizeof(float) * N), *wm = malloc(sizeof(float) * N),
+          *wv = malloc(sizeof(float) * N);
+    char used[600];
+    bool want_overlap = lay->backend == AREAL_BACKEND_MEGATRON && lay->s.dp > 1 && !R->no_overlap;
+    if (areal_train_par_overlapped(t.par) != want_overlap) {
+        fprintf(stderr, "%s: overlapped %d, want %d\n", R->layout,
+                (int)areal_train_par_overlapped(t.par), (int)want_overlap);
+        goto out;
+    }
+    {
+        float *m, *v;
+        long *as;
+        size_t n;
+        areal_train_optim_state(t.opt, &m, &v, &as, &n);
+        /* what rank 0 holds beyond its shard: the whole parameters (weight sync's gather
+         * target) and nothing else; before, also their gradients and both moments */
+        printf("%-16s rank 0 whole-model copy: %zu bytes (params %zu, grads %zu, moments %zu); "
+               "before per-rank checkpoints: %zu\n",
+               R->layout, sizeof(float) * (t.model.n_params + (t.model.grads ? N : 0) + 2 * n),
+               sizeof(float) * t.model.n_params, t.model.grads ? sizeof(float) * N : 0,
+               2 * sizeof(float) * n, 4 * sizeof(float) * N);
+        if (t.model.grads != NULL || n != 0)
+            goto out;
+    }
+    if (R->load != NULL) { /* the job loop's own resume (train_ckpt.h) */
         areal_ckpt_state st;
-        char used[512];
-        if (areal_ckpt_load(R->load, &ts, &st, used, sizeof used, quiet, NULL, &e) != AREAL_OK) {
+        if (areal_train_ckpt_resume(&t, R->load, &st, used, sizeof used, quiet, NULL, &e) !=
+            AREAL_OK) {
             fprintf(stderr, "%s: resume: %s\n", R->layout, e.msg);
             goto out;
         }
-        t.version = st.version; /* as the job loop does (train_loop.c) */
-        t.step = st.adam_step;
-        *adam_step = st.adam_step;
+        printf("%-16s resumed %s (%s form) at step %ld\n", R->layout, used,
+               st.format == AREAL_CKPT_SHARDED ? "sharded" : "gathered", st.step);
+        if (st.step != R->first)
+            goto out;
     }
     if (areal_train_dp_sync_state(pg, &t, &e) != AREAL_OK) {
         fprintf(stderr, "%s: sync: %s\n", R->layout, e.msg);
@@ -237,7 +307,7 @@ static int rank0(const run *R, areal_train_layout *lay, areal_pg *pg, areal_trai
     double wall = 0, cpu = 0;
     for (int s = R->first; s < R->first + R->steps; s++) {
         areal_group g[NG];
-        batch_copy(fxt, natural, g); /* as the rollouts come; dp_loop.c splits it */
+        batch_copy(fxt, order, g);
         areal_step_stats st;
         double w0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
         int r = areal_train_dp_step(&t, pg, g, NG, GS, &st, &e);
@@ -260,44 +330,53 @@ static int rank0(const run *R, areal_train_layout *lay, areal_pg *pg, areal_trai
            "gather to rank 0 included)\n",
            R->layout, 1e3 * wall / R->steps, 1e3 * cpu / R->steps, 1e3 * fx->wall / STEPS,
            1e3 * fx->cpu / STEPS);
-    if (areal_train_dp_gather_optim(pg, &t, &e) != AREAL_OK) {
-        fprintf(stderr, "%s: gather: %s\n", R->layout, e.msg);
-        rc = RANK_COMM_FAIL;
-        goto out;
-    }
-    if (R->save != NULL) {
+    if (R->save != NULL) { /* the job loop's own save: every rank its shard */
         areal_ckpt_state st;
         memset(&st, 0, sizeof st);
         st.step = R->first + R->steps;
         st.version = t.version;
-        st.adam_step = *adam_step;
-        if (areal_ckpt_save(R->save, &ts, &st, &e) != AREAL_OK) {
+        if (areal_train_ckpt_save(pg, &t, model, R->save, &st, &e) != AREAL_OK) {
             fprintf(stderr, "%s: save: %s\n", R->layout, e.msg);
             rc = RANK_COMM_FAIL;
+            goto out;
         }
-    } else {
-        const char *w = "-", *wm = "-", *wv = "-";
-        float *mine = t.model.params;
-        float *stale = NULL;
-        if (R->skip_sync) { /* the negative: the initial weights, as if never gathered */
-            areal_model m0;
-            if (areal_model_load(&m0, model, NULL, &e) == AREAL_OK) {
-                stale = malloc(sizeof(float) * m0.n_params);
-                memcpy(stale, m0.params, sizeof(float) * m0.n_params);
-                areal_model_free(&m0);
-                mine = stale;
-            }
-        }
-        double we = tensors_err(&fx->ref, mine, fx->ref.params, &w);
-        double me = tensors_err(&fx->ref, m, fx->m, &wm), ve = tensors_err(&fx->ref, v, fx->v, &wv);
-        printf("%-16s after step %d: weights %.1e (%s), exp_avg %.1e (%s), exp_avg_sq %.1e "
-               "(%s), adam step %ld\n",
-               R->layout, R->first + R->steps, we, w, me, wm, ve, wv, *adam_step);
-        if (!(we <= TOL) || !(me <= TOL) || !(ve <= TOL) || *adam_step != STEPS * MINIB)
-            rc = RANK_WRONG;
-        free(stale);
+        report_bytes(R->layout, R->save, N);
     }
+    long adam_step = 0;
+    if (wp == NULL || wm == NULL || wv == NULL ||
+        areal_train_dp_gather_state(pg, &t, wp, wm, wv, &adam_step, &e) != AREAL_OK) {
+        fprintf(stderr, "%s: gather: %s\n", R->layout, e.msg);
+        rc = RANK_COMM_FAIL;
+        goto out;
+    }
+    const char *w = "-", *wmn = "-", *wvn = "-";
+    const float *mine = wp;
+    float *stale = NULL;
+    if (R->skip_sync) { /* the negative: the initial weights, as if never gathered */
+        areal_model m0;
+        if (areal_model_load(&m0, model, NULL, &e) == AREAL_OK) {
+            stale = malloc(sizeof(float) * m0.n_params);
+            memcpy(stale, m0.params, sizeof(float) * m0.n_params);
+            areal_model_free(&m0);
+            mine = stale;
+        }
+    }
+    /* the reference after step first + steps: the last step's state only when it is STEPS */
+    if (R->first + R->steps == STEPS) {
+        double we = tensors_err(&fx->ref, mine, fx->ref.params, &w);
+        double me = tensors_err(&fx->ref, wm, fx->m, &wmn), ve = tensors_err(&fx->ref, wv, fx->v, &wvn);
+        /* rank 0's own copy (weight sync's source) is the gathered policy too */
+        double oe = R->skip_sync ? 0 : tensors_err(&fx->ref, t.model.params, fx->ref.params, &w);
+        printf("%-16s after step %d: weights %.1e (%s), exp_avg %.1e (%s), exp_avg_sq %.1e "
+               "(%s), rank 0's copy %.1e, adam step %ld\n",
+               R->layout, R->first + R->steps, we, w, me, wmn, ve, wvn, oe, adam_step);
+        if (!(we <= TOL) || !(me <= TOL) || !(ve <= TOL) || !(oe <= TOL) ||
+            adam_step != STEPS * MINIB)
+            rc = RANK_WRONG;
+    }
+    free(stale);
 out:
+    free(wp), free(wm), free(wv);
     areal_train_dp_stop(pg, &e);
     areal_trainer_free(&t);
     (void)job;
@@ -313,6 +392,7 @@ static int par_rank(areal_comm *c, void *arg) {
         return RANK_WRONG;
     }
     lay.comm = c;
+    lay.no_overlap = R->no_overlap != 0;
     int W = areal_comm_world(c), ranks[64];
     for (int r = 0; r < W; r++)
         ranks[r] = r;
@@ -452,55 +532,154 @@ static int teardown(void **state) {
 
 static void fsdp_d2(void **st) {
     (void)st;
-    run R = {"fsdp:d2", 0, 0, STEPS, NULL, NULL, 0};
+    run R = {"fsdp:d2", 0, 0, STEPS, NULL, NULL, 0, 0, 0};
     assert_int_equal(run_layout(&R), 0);
 }
 
 static void megatron_t2(void **st) {
     (void)st;
-    run R = {"megatron:d1t2", 0, 0, STEPS, NULL, NULL, 0};
+    run R = {"megatron:d1t2", 0, 0, STEPS, NULL, NULL, 0, 0, 0};
     assert_int_equal(run_layout(&R), 0);
 }
 
 static void megatron_t2_vocab(void **st) {
     (void)st;
-    run R = {"megatron:d1t2", 1, 0, STEPS, NULL, NULL, 0};
+    run R = {"megatron:d1t2", 1, 0, STEPS, NULL, NULL, 0, 0, 0};
     assert_int_equal(run_layout(&R), 0);
 }
 
 static void megatron_p2(void **st) {
     (void)st;
-    run R = {"megatron:d1p2", 0, 0, STEPS, NULL, NULL, 0};
+    run R = {"megatron:d1p2", 0, 0, STEPS, NULL, NULL, 0, 0, 0};
     assert_int_equal(run_layout(&R), 0);
 }
 
 static void megatron_d2_zero1(void **st) {
     (void)st;
-    run R = {"megatron:d2", 0, 0, STEPS, NULL, NULL, 0};
+    run R = {"megatron:d2", 0, 0, STEPS, NULL, NULL, 0, 0, 0};
     assert_int_equal(run_layout(&R), 0);
 }
 
 static void megatron_d1t2p2(void **st) {
     (void)st;
-    run R = {"megatron:d1t2p2", 0, 0, STEPS, NULL, NULL, 0};
+    run R = {"megatron:d1t2p2", 0, 0, STEPS, NULL, NULL, 0, 0, 0};
     assert_int_equal(run_layout(&R), 0);
 }
 
-/* t2 writes a checkpoint after STEPS - 1 steps; p2 resumes it for the last step. */
+/* Layout a trains STEPS - 1 steps and writes the job loop's checkpoint (per rank); layout b
+ * resumes it (the job loop's resume: each rank loads its part) for the last step, which must
+ * end where one uninterrupted run does (reference `ref`, 1 + its order index). */
+static void resume_pair(const char *a, const char *b, int ref, const char *tag) {
+    char root[400];
+    snprintf(root, sizeof root, "%s/recover-%s", g_root, tag);
+    run A = {a, 0, 0, STEPS - 1, root, NULL, 0, ref, 0};
+    assert_int_equal(run_layout(&A), 0);
+    run B = {b, 0, STEPS - 1, 1, NULL, root, 0, ref, 0};
+    assert_int_equal(run_layout(&B), 0);
+}
+
 static void resume_t2_to_p2(void **st) {
     (void)st;
+    resume_pair("megatron:d1t2", "megatron:d1p2", 1, "t2p2");
+}
+
+/* ZeRO-1 d2 (its moments overlapped per-bucket pieces) into t2 (plain AdamW on tp shards) */
+static void resume_zero1_d2_to_t2(void **st) {
+    (void)st;
+    resume_pair("megatron:d2", "megatron:d1t2", 2, "d2t2");
+}
+
+/* FSDP d2 (ranges of every tensor) into p2 */
+static void resume_fsdp_d2_to_p2(void **st) {
+    (void)st;
+    resume_pair("fsdp:d2", "megatron:d1p2", 2, "fsdpp2");
+}
+
+/* p2 into ZeRO-1 d2: the pieces of the overlapped reducer taken from a pipeline's files */
+static void resume_p2_to_zero1_d2(void **st) {
+    (void)st;
+    resume_pair("megatron:d1p2", "megatron:d2", 2, "p2d2");
+}
+
+/* The gathered form (the one-process trainer's, and every layout's before per-rank
+ * checkpoints) still resumes a layout: the one process writes it after STEPS - 1 steps, fsdp
+ * d2 reads its part tensor by tensor and takes the last step. */
+static void resume_gathered_to_fsdp_d2(void **st) {
+    (void)st;
     char root[400];
-    snprintf(root, sizeof root, "%s/recover", g_root);
-    run A = {"megatron:d1t2", 0, 0, STEPS - 1, root, NULL, 0};
-    assert_int_equal(run_layout(&A), 0);
-    run B = {"megatron:d1p2", 0, STEPS - 1, 1, NULL, root, 0};
+    snprintf(root, sizeof root, "%s/recover-gathered", g_root);
+    const fixture *fx = &g_fx[0];
+    areal_error e;
+    areal_trainer t;
+    assert_int_equal(areal_trainer_init(&t, fx->model, &g_cfg, STEPS, NULL, NULL, &e), AREAL_OK);
+    for (int s = 0; s < STEPS - 1; s++) {
+        areal_group g[NG];
+        batch_copy(fx, fx->r[1].order, g);
+        areal_step_stats sst;
+        assert_int_equal(areal_trainer_step(&t, g, NG, &sst, &e), AREAL_OK);
+        for (int k = 0; k < NG; k++)
+            areal_group_free(&g[k]);
+    }
+    areal_ckpt_state cs;
+    memset(&cs, 0, sizeof cs);
+    cs.step = STEPS - 1;
+    cs.version = t.version;
+    if (areal_train_ckpt_save(NULL, &t, fx->model, root, &cs, &e) != AREAL_OK)
+        fail_msg("%s", e.msg);
+    areal_trainer_free(&t);
+    run B = {"fsdp:d2", 0, STEPS - 1, 1, NULL, root, 0, 2, 0};
     assert_int_equal(run_layout(&B), 0);
+}
+
+static void log_line(void *ctx, const char *line) {
+    snprintf(ctx, 1024, "%s", line);
+}
+
+/* A sharded checkpoint without its index (truncated, or its save cut short) is refused with
+ * the file named, through the resume the job loop runs; so is one without its manifest. */
+static void truncated_is_refused(void **st) {
+    (void)st;
+    char root[400], idx[700], seen[1024] = {0}, used[600];
+    snprintf(root, sizeof root, "%s/recover-cut", g_root);
+    run A = {"megatron:d2", 0, 0, 1, root, NULL, 0, 2, 0};
+    assert_int_equal(run_layout(&A), 0);
+    snprintf(idx, sizeof idx, "%s/step_00000001/" AREAL_CKPT_SHARDS "/index.json", root);
+    assert_int_equal(unlink(idx), 0);
+    areal_ckpt_state cs;
+    areal_ckpt_format fmt;
+    areal_error e;
+    assert_int_equal(areal_ckpt_find(root, &cs, &fmt, used, sizeof used, log_line, seen, &e),
+                     AREAL_ERANGE);
+    printf("refused: %s\n", seen);
+    assert_non_null(strstr(seen, "index.json"));
+    assert_non_null(strstr(seen, "missing"));
+    /* the shards' own reader refuses the directory too (no manifest check in between) */
+    snprintf(idx, sizeof idx, "%s/step_00000001/" AREAL_CKPT_SHARDS, root);
+    areal_model m;
+    areal_adamw a;
+    assert_int_equal(areal_model_load(&m, g_fx[0].model, NULL, &e), AREAL_OK);
+    assert_int_equal(areal_par_ckpt_load_shards(idx, &m, &a, &e), AREAL_EIO);
+    assert_non_null(strstr(e.msg, "no index.json"));
+    areal_model_free(&m);
+    /* and a save cut short before its manifest: the unfinished save is named */
+    snprintf(idx, sizeof idx, "%s/step_00000001/MANIFEST.json", root);
+    assert_int_equal(unlink(idx), 0);
+    assert_int_equal(areal_ckpt_find(root, &cs, &fmt, used, sizeof used, log_line, seen, &e),
+                     AREAL_ERANGE);
+    assert_non_null(strstr(seen, "unfinished save"));
+}
+
+/* --no-overlap: the dp reduction after the backward, the same steps */
+static void megatron_d2_zero1_no_overlap(void **st) {
+    (void)st;
+    run R = {"megatron:d2", 0, 0, STEPS, NULL, NULL, 0, 0, 1};
+    assert_int_equal(run_layout(&R), 0);
 }
 
 /* The check's own negative: weights that were never gathered differ from one process. */
 static void unsynced_caught(void **st) {
     (void)st;
-    run R = {"megatron:d1t2", 0, 0, STEPS, NULL, NULL, 1};
+    run R = {"megatron:d1t2", 0, 0, STEPS, NULL, NULL, 1, 0, 0};
     assert_int_equal(run_layout(&R), RANK_WRONG);
 }
 
@@ -524,7 +703,10 @@ int main(void) {
         cmocka_unit_test(layout_errors),   cmocka_unit_test(fsdp_d2),
         cmocka_unit_test(megatron_t2),     cmocka_unit_test(megatron_t2_vocab),
         cmocka_unit_test(megatron_p2),     cmocka_unit_test(megatron_d2_zero1),
-        cmocka_unit_test(megatron_d1t2p2), cmocka_unit_test(resume_t2_to_p2),
+        cmocka_unit_test(megatron_d1t2p2), cmocka_unit_test(megatron_d2_zero1_no_overlap),
+        cmocka_unit_test(resume_t2_to_p2), cmocka_unit_test(resume_zero1_d2_to_t2),
+        cmocka_unit_test(resume_fsdp_d2_to_p2), cmocka_unit_test(resume_p2_to_zero1_d2),
+        cmocka_unit_test(resume_gathered_to_fsdp_d2), cmocka_unit_test(truncated_is_refused),
         cmocka_unit_test(unsynced_caught),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

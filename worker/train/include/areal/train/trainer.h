@@ -77,6 +77,10 @@ typedef struct areal_trainer {
     /* With par: skip the per-step gather (the weight update goes shard-direct, xccl_shard.h);
      * whole_stale then says rank 0's `model` lags the shards until areal_train_dp_whole. */
     bool defer_gather, whole_stale;
+    /* With par, rank 0, before areal_train_dp_sync_state: the checkpoint to resume (borrowed,
+     * NULL: a fresh start) and its form (an areal_ckpt_format). */
+    const char *resume_dir;
+    int resume_fmt;
 } areal_trainer;
 
 /*
@@ -97,8 +101,9 @@ struct areal_train_layout;
 /*
  * As areal_trainer_init, split by layout l (trainer_par.h; every rank of l's
  * world calls it alike: a collective): this rank loads its shard of dir, world
- * rank 0 also the whole policy (t->model, the gather's target) with whole
- * AdamW moments as a checkpoint's staging (t->opt); the reference policy
+ * rank 0 also the whole policy's parameters (t->model, the gather's target
+ * for weight sync; no gradients, no moments: checkpoints are per rank,
+ * trainer_par_ckpt.h); t->opt keeps only the schedule; the reference policy
  * (kl_ctl > 0) whole on every rank. Returns as areal_trainer_init, or
  * trainer_par.h's errors.
  */

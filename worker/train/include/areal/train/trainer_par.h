@@ -50,6 +50,7 @@ typedef struct areal_train_layout {
     areal_backend backend; /* AREAL_BACKEND_FSDP or AREAL_BACKEND_MEGATRON */
     areal_strategy s;      /* complete (areal_alloc_parse's) */
     areal_comm *comm;      /* borrowed: the trainer's world, of s's world size */
+    bool no_overlap;       /* megatron dN: the dp reduction after the backward, not during it */
 } areal_train_layout;
 
 /*
