@@ -221,6 +221,7 @@ int areal_train_par_create(const areal_train_layout *l, const char *model_dir,
     if (rc == AREAL_OK)
         rc = areal_par_step_init(&p->step, kind, &p->g, p->g.dp, fsdp ? NULL : &p->shard, p->fsdp,
                                  pool, err);
+    p->step.bucket = l->dp_bucket;
     if (rc == AREAL_OK && !fsdp && !l->no_overlap) /* dp 1: nothing to overlap, no change */
         rc = areal_par_step_overlap(&p->step, err);
     if (rc != AREAL_OK) {

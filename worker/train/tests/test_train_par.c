@@ -330,6 +330,14 @@ static int rank0(const run *R, areal_train_layout *lay, areal_pg *pg, areal_trai
            "gather to rank 0 included)\n",
            R->layout, 1e3 * wall / R->steps, 1e3 * cpu / R->steps, 1e3 * fx->wall / STEPS,
            1e3 * fx->cpu / STEPS);
+    const areal_par_overlap *ov = areal_train_par_step(t.par)->overlap;
+    if (ov != NULL) {
+        printf("%-16s overlap: %zu buckets, %ld launched inside the backward (%zu bytes), %ld "
+               "after it\n",
+               R->layout, ov->nb, ov->total.early, ov->total.early_bytes, ov->total.late);
+        if (ov->total.early < 1 || ov->nb < 4)
+            rc = RANK_WRONG;
+    }
     if (R->save != NULL) { /* the job loop's own save: every rank its shard */
         areal_ckpt_state st;
         memset(&st, 0, sizeof st);
@@ -393,6 +401,7 @@ static int par_rank(areal_comm *c, void *arg) {
     }
     lay.comm = c;
     lay.no_overlap = R->no_overlap != 0;
+    lay.dp_bucket = 4096; /* many buckets: ZeRO-1's pieces cut tensors, and most launch early */
     int W = areal_comm_world(c), ranks[64];
     for (int r = 0; r < W; r++)
         ranks[r] = r;
@@ -669,6 +678,13 @@ static void truncated_is_refused(void **st) {
     assert_non_null(strstr(seen, "unfinished save"));
 }
 
+/* overlapped ZeRO-1 under a pipeline: the tied / partial sums in buckets launched late */
+static void megatron_d2p2_overlap(void **st) {
+    (void)st;
+    run R = {"megatron:d2p2", 0, 0, STEPS, NULL, NULL, 0, 0, 0};
+    assert_int_equal(run_layout(&R), 0);
+}
+
 /* --no-overlap: the dp reduction after the backward, the same steps */
 static void megatron_d2_zero1_no_overlap(void **st) {
     (void)st;
@@ -704,6 +720,7 @@ int main(void) {
         cmocka_unit_test(megatron_t2),     cmocka_unit_test(megatron_t2_vocab),
         cmocka_unit_test(megatron_p2),     cmocka_unit_test(megatron_d2_zero1),
         cmocka_unit_test(megatron_d1t2p2), cmocka_unit_test(megatron_d2_zero1_no_overlap),
+        cmocka_unit_test(megatron_d2p2_overlap),
         cmocka_unit_test(resume_t2_to_p2), cmocka_unit_test(resume_zero1_d2_to_t2),
         cmocka_unit_test(resume_fsdp_d2_to_p2), cmocka_unit_test(resume_p2_to_zero1_d2),
         cmocka_unit_test(resume_gathered_to_fsdp_d2), cmocka_unit_test(truncated_is_refused),

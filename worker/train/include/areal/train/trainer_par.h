@@ -51,6 +51,7 @@ typedef struct areal_train_layout {
     areal_strategy s;      /* complete (areal_alloc_parse's) */
     areal_comm *comm;      /* borrowed: the trainer's world, of s's world size */
     bool no_overlap;       /* megatron dN: the dp reduction after the backward, not during it */
+    size_t dp_bucket;      /* megatron dN: gradient bucket in floats (0: dp.h's default) */
 } areal_train_layout;
 
 /*
