@@ -206,16 +206,14 @@ int areal_par_ckpt_save_shards(const char *dir, const char *config_json, const c
     return save_model(dir, config_json, layout, m, adam, z, NULL, world, dp_rank, edp_rank, err);
 }
 
-int areal_par_ckpt_save_shards_overlap(const char *dir, const char *config_json,
-                                       const char *layout, const areal_par_overlap *o,
-                                       areal_coll *world, int dp_rank, int edp_rank,
-                                       areal_error *err) {
+int areal_par_ckpt_save_shards_overlap(const char *dir, const char *config_json, const char *layout,
+                                       const areal_par_overlap *o, areal_coll *world, int dp_rank,
+                                       int edp_rank, areal_error *err) {
     if (!o->zero1)
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "checkpoint: the overlapped reducer is plain DP (its moments are "
                                "the step's AdamW: save that with areal_par_ckpt_save_shards)");
-    return save_model(dir, config_json, layout, o->m, NULL, NULL, o, world, dp_rank, edp_rank,
-                      err);
+    return save_model(dir, config_json, layout, o->m, NULL, NULL, o, world, dp_rank, edp_rank, err);
 }
 
 int areal_par_ckpt_save_shards_fsdp(const char *dir, const char *config_json, const char *layout,

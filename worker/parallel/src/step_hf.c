@@ -64,7 +64,7 @@ static mrange *zero1_ranges(areal_par_step *s, size_t *n) {
  * floats, zero where another rank holds it) when put is 0, from tmp when 1.
  */
 static int zero1_moments(areal_par_step *s, int which, size_t a, size_t ln, float *tmp, int put,
-                        areal_error *err) {
+                         areal_error *err) {
     size_t n;
     mrange *r = zero1_ranges(s, &n);
     if (r == NULL)

@@ -126,10 +126,9 @@ void areal_par_overlap_piece(const areal_par_overlap *o, size_t k, size_t *lo, s
 
 int areal_par_overlap_load(areal_par_overlap *o, const areal_adamw *full, areal_error *err) {
     if (!o->zero1 || full->n != o->m->n_params)
-        return areal_error_set(err, AREAL_EINVAL, -1,
-                               "dp overlap: optimizer state of %zu parameters for a %s of %zu",
-                               full->n, o->zero1 ? "model" : "plain-DP reducer (not ZeRO-1)",
-                               o->m->n_params);
+        return areal_error_set(
+            err, AREAL_EINVAL, -1, "dp overlap: optimizer state of %zu parameters for a %s of %zu",
+            full->n, o->zero1 ? "model" : "plain-DP reducer (not ZeRO-1)", o->m->n_params);
     memset(o->adam.m, 0, sizeof(float) * o->adam.n);
     memset(o->adam.v, 0, sizeof(float) * o->adam.n);
     for (size_t k = 0; k < o->nb; k++) {

@@ -118,8 +118,8 @@ static int manifest_walk(const char *dir, const char *rel, json_t *man, char *ba
             snprintf(bad, cap, "%s", full);
             rc = -1;
         } else {
-            json_object_set_new(man, sub, json_pack("{s:o,s:o}", "size", u64s(size), "fnv1a64",
-                                                    u64s(h)));
+            json_object_set_new(man, sub,
+                                json_pack("{s:o,s:o}", "size", u64s(size), "fnv1a64", u64s(h)));
         }
     }
     closedir(d);
@@ -289,7 +289,8 @@ static int verify_files(const char *dir, json_t *man, areal_error *err) {
                                    path, size, want_size);
         if (h != want_h)
             return areal_error_set(err, AREAL_EINVAL, -1,
-                                   "%s: contents differ from the manifest's hash (corrupted)", path);
+                                   "%s: contents differ from the manifest's hash (corrupted)",
+                                   path);
     }
     return AREAL_OK;
 }

@@ -235,9 +235,9 @@ static int agree(areal_pg *dp, int rc, const char *what, areal_error *err) {
         return rc;
     if (r != AREAL_OK)
         return r;
-    return bad > 0 ? areal_error_set(err, AREAL_EIO, -1, "%s: %d other rank(s) failed", what,
-                                     (int)bad)
-                   : AREAL_OK;
+    return bad > 0
+               ? areal_error_set(err, AREAL_EIO, -1, "%s: %d other rank(s) failed", what, (int)bad)
+               : AREAL_OK;
 }
 
 /* A layout's state: version and step from rank 0; after a resume (t->resume_dir on rank 0)
@@ -353,8 +353,7 @@ static int follow_one(const areal_train_job *job, areal_pg *dp, areal_trainer *t
         char dir[4100] = {0};
         if (h[1] < 1 || h[1] > 4096)
             return areal_error_set(err, AREAL_EINVAL, -1,
-                                   "DP rank %d: a malformed checkpoint header",
-                                   areal_pg_rank(dp));
+                                   "DP rank %d: a malformed checkpoint header", areal_pg_rank(dp));
         rc = areal_pg_recv(dp, dir, words((size_t)h[1]), AREAL_DT_I32, 0, err);
         return rc == AREAL_OK ? areal_train_par_save(t->par, dir, err) : rc;
     }
@@ -512,8 +511,8 @@ int areal_train_dp_join(int rank, int size, const char *host, int port, const ch
     return rc;
 }
 
-int areal_train_dp_gather_state(areal_pg *dp, areal_trainer *t, float *params, float *m,
-                                float *v, long *adam_step, areal_error *err) {
+int areal_train_dp_gather_state(areal_pg *dp, areal_trainer *t, float *params, float *m, float *v,
+                                long *adam_step, areal_error *err) {
     if (t->par == NULL)
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "gather: the trainer has no layout (its state is whole already)");
@@ -531,8 +530,7 @@ int areal_train_dp_gather_state(areal_pg *dp, areal_trainer *t, float *params, f
     return rc;
 }
 
-int areal_train_dp_save_shards(areal_pg *dp, areal_trainer *t, const char *dir,
-                               areal_error *err) {
+int areal_train_dp_save_shards(areal_pg *dp, areal_trainer *t, const char *dir, areal_error *err) {
     if (t->par == NULL)
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "sharded checkpoint: the trainer has no layout (use ckpt.h's "

@@ -403,8 +403,8 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
         snprintf(root, sizeof root, "%s/recover", job->job_dir);
         areal_ckpt_state st;
         areal_error e2;
-        int lr = areal_train_ckpt_resume(&t, root, &st, used, sizeof used, ckpt_log, (void *)job,
-                                         &e2);
+        int lr =
+            areal_train_ckpt_resume(&t, root, &st, used, sizeof used, ckpt_log, (void *)job, &e2);
         if (lr == AREAL_OK) {
             step = st.step;
             rc = areal_task_seek(&l.task, st.data_index, err);

@@ -333,8 +333,8 @@ int areal_train_par_wsync_plan(const areal_train_par *p, size_t bucket_bytes,
 }
 
 areal_train_par_parts areal_train_par_parts_of(areal_train_par *p) {
-    areal_train_par_parts v = {&p->l,      &p->step,   p->fsdp,        &p->shard, p->world,
-                               p->g.dp,    p->gs[AREAL_GROUP_EDP], p->hf, p->n_hf,
-                               p->model_dir};
+    areal_train_par_parts v = {
+        &p->l, &p->step, p->fsdp,     &p->shard, p->world, p->g.dp, p->gs[AREAL_GROUP_EDP],
+        p->hf, p->n_hf,  p->model_dir};
     return v;
 }

@@ -68,10 +68,9 @@ int areal_train_par_save(areal_train_par *p, const char *dir, areal_error *err) 
     else if (s->kind == AREAL_PAR_ZERO1 && s->overlap != NULL)
         rc = areal_par_ckpt_save_shards_overlap(dir, cfg, name, s->overlap, v.world, dp, edp, err);
     else
-        rc = areal_par_ckpt_save_shards(dir, cfg, name, v.shard,
-                                        s->kind == AREAL_PAR_ADAMW ? &s->adam : NULL,
-                                        s->kind == AREAL_PAR_ZERO1 ? &s->z : NULL, v.world, dp, edp,
-                                        err);
+        rc = areal_par_ckpt_save_shards(
+            dir, cfg, name, v.shard, s->kind == AREAL_PAR_ADAMW ? &s->adam : NULL,
+            s->kind == AREAL_PAR_ZERO1 ? &s->z : NULL, v.world, dp, edp, err);
     free(cfg);
     return rc;
 }

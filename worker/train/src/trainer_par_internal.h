@@ -14,10 +14,10 @@
 typedef struct areal_train_par_parts {
     const areal_train_layout *l;
     areal_par_step *step;
-    areal_par_fsdp *fsdp;       /* fsdp: the ranges (else NULL) */
-    areal_model *shard;         /* megatron: the rank's shard */
-    areal_coll *world, *dp;     /* the layout's world and data group */
-    areal_coll *edp;            /* expert data parallel (NULL: none) */
+    areal_par_fsdp *fsdp;        /* fsdp: the ranges (else NULL) */
+    areal_model *shard;          /* megatron: the rank's shard */
+    areal_coll *world, *dp;      /* the layout's world and data group */
+    areal_coll *edp;             /* expert data parallel (NULL: none) */
     const areal_tensor_spec *hf; /* the whole model's tensors, in its buffer order */
     size_t n_hf;
     const char *model_dir; /* the initial model */

@@ -372,7 +372,8 @@ static int rank0(const run *R, areal_train_layout *lay, areal_pg *pg, areal_trai
     /* the reference after step first + steps: the last step's state only when it is STEPS */
     if (R->first + R->steps == STEPS) {
         double we = tensors_err(&fx->ref, mine, fx->ref.params, &w);
-        double me = tensors_err(&fx->ref, wm, fx->m, &wmn), ve = tensors_err(&fx->ref, wv, fx->v, &wvn);
+        double me = tensors_err(&fx->ref, wm, fx->m, &wmn),
+               ve = tensors_err(&fx->ref, wv, fx->v, &wvn);
         /* rank 0's own copy (weight sync's source) is the gathered policy too */
         double oe = R->skip_sync ? 0 : tensors_err(&fx->ref, t.model.params, fx->ref.params, &w);
         printf("%-16s after step %d: weights %.1e (%s), exp_avg %.1e (%s), exp_avg_sq %.1e "
@@ -716,15 +717,14 @@ static void layout_errors(void **st) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(layout_errors),   cmocka_unit_test(fsdp_d2),
-        cmocka_unit_test(megatron_t2),     cmocka_unit_test(megatron_t2_vocab),
-        cmocka_unit_test(megatron_p2),     cmocka_unit_test(megatron_d2_zero1),
-        cmocka_unit_test(megatron_d1t2p2), cmocka_unit_test(megatron_d2_zero1_no_overlap),
-        cmocka_unit_test(megatron_d2p2_overlap),
-        cmocka_unit_test(resume_t2_to_p2), cmocka_unit_test(resume_zero1_d2_to_t2),
-        cmocka_unit_test(resume_fsdp_d2_to_p2), cmocka_unit_test(resume_p2_to_zero1_d2),
-        cmocka_unit_test(resume_gathered_to_fsdp_d2), cmocka_unit_test(truncated_is_refused),
-        cmocka_unit_test(unsynced_caught),
+        cmocka_unit_test(layout_errors),         cmocka_unit_test(fsdp_d2),
+        cmocka_unit_test(megatron_t2),           cmocka_unit_test(megatron_t2_vocab),
+        cmocka_unit_test(megatron_p2),           cmocka_unit_test(megatron_d2_zero1),
+        cmocka_unit_test(megatron_d1t2p2),       cmocka_unit_test(megatron_d2_zero1_no_overlap),
+        cmocka_unit_test(megatron_d2p2_overlap), cmocka_unit_test(resume_t2_to_p2),
+        cmocka_unit_test(resume_zero1_d2_to_t2), cmocka_unit_test(resume_fsdp_d2_to_p2),
+        cmocka_unit_test(resume_p2_to_zero1_d2), cmocka_unit_test(resume_gathered_to_fsdp_d2),
+        cmocka_unit_test(truncated_is_refused),  cmocka_unit_test(unsynced_caught),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

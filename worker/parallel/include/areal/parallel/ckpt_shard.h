@@ -61,10 +61,9 @@ int areal_par_ckpt_save_shards(const char *dir, const char *config_json, const c
  * range, so the reader needs no knowledge of the buckets. AREAL_EINVAL
  * when o is not ZeRO-1; errors as above.
  */
-int areal_par_ckpt_save_shards_overlap(const char *dir, const char *config_json,
-                                       const char *layout, const areal_par_overlap *o,
-                                       areal_coll *world, int dp_rank, int edp_rank,
-                                       areal_error *err);
+int areal_par_ckpt_save_shards_overlap(const char *dir, const char *config_json, const char *layout,
+                                       const areal_par_overlap *o, areal_coll *world, int dp_rank,
+                                       int edp_rank, areal_error *err);
 
 /* As areal_par_ckpt_save_shards for the fully sharded state f (its ranges, moments included). */
 int areal_par_ckpt_save_shards_fsdp(const char *dir, const char *config_json, const char *layout,

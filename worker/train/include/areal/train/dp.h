@@ -62,8 +62,8 @@ int areal_train_dp_sync_state(areal_pg *dp, areal_trainer *t, areal_error *err);
  * (areal_train_dp_save_shards) and hold no whole copy. AREAL_EINVAL without a
  * layout; the send's or the gather's error.
  */
-int areal_train_dp_gather_state(areal_pg *dp, areal_trainer *t, float *params, float *m,
-                                float *v, long *adam_step, areal_error *err);
+int areal_train_dp_gather_state(areal_pg *dp, areal_trainer *t, float *params, float *m, float *v,
+                                long *adam_step, areal_error *err);
 
 /*
  * Rank 0 under a layout: tells the followers to write their shards into dir
@@ -71,8 +71,7 @@ int areal_train_dp_gather_state(areal_pg *dp, areal_trainer *t, float *params, f
  * and writes its own (trainer_par_ckpt.h); returns once every shard and the
  * index exist. AREAL_EINVAL without a layout; the send's or the save's error.
  */
-int areal_train_dp_save_shards(areal_pg *dp, areal_trainer *t, const char *dir,
-                               areal_error *err);
+int areal_train_dp_save_shards(areal_pg *dp, areal_trainer *t, const char *dir, areal_error *err);
 
 /*
  * Rank 0 of a layout whose per-step gather is deferred (trainer.h's
