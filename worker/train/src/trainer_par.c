@@ -1,7 +1,7 @@
 /*
  * trainer_par.c - the trainer's state under a layout (see trainer_par.h):
  * groups, the shard loaded from the HF checkpoint, the parallel step, and the
- * gather / scatter of whole HF tensors through world rank 0.
+ * gather of whole HF tensors through world rank 0 (weight sync; checkpoints are per rank, trainer_par_ckpt.c).
  */
 #include "areal/train/trainer_par.h"
 
@@ -268,38 +268,6 @@ int areal_train_par_gather(areal_train_par *p, int which, float *dst, areal_erro
         off += n;
     }
     free(buf);
-    return rc;
-}
-
-int areal_train_par_scatter(areal_train_par *p, const float *params, const float *m, const float *v,
-                            long adam_step, areal_error *err) {
-    bool root = areal_coll_rank(p->world) == 0, multi = areal_coll_size(p->world) > 1;
-    size_t most = 1, off = 0;
-    for (size_t i = 0; i < p->n_hf; i++)
-        most = numel(&p->hf[i]) > most ? numel(&p->hf[i]) : most;
-    float *buf = malloc(sizeof(float) * most);
-    int rc =
-        buf == NULL ? areal_error_set(err, AREAL_ENOMEM, -1, "no memory for a tensor") : AREAL_OK;
-    const float *src[3] = {params, m, v};
-    static const int which[3] = {AREAL_PAR_PARAMS, AREAL_PAR_EXP_AVG, AREAL_PAR_EXP_AVG_SQ};
-    for (size_t i = 0; rc == AREAL_OK && i < p->n_hf; i++) {
-        size_t n = numel(&p->hf[i]);
-        for (int k = 0; rc == AREAL_OK && k < 3; k++) {
-            if (root)
-                memcpy(buf, src[k] + off, sizeof(float) * n);
-            if (multi)
-                rc = areal_coll_broadcast(p->world, buf, n, AREAL_DT_F32, 0, err);
-            if (rc == AREAL_OK)
-                rc = areal_par_step_set_tensor(&p->step, &p->hf[i], which[k], buf, err);
-        }
-        off += n;
-    }
-    free(buf);
-    int64_t st = adam_step;
-    if (rc == AREAL_OK && multi)
-        rc = areal_coll_broadcast(p->world, &st, 1, AREAL_DT_I64, 0, err);
-    if (rc == AREAL_OK)
-        areal_par_step_adam(&p->step)->step = (long)st;
     return rc;
 }
 

@@ -3,21 +3,27 @@
  * the one-process trainer: the same fixed GRPO groups (built here, no
  * rollout server) stepped STEPS optimizer steps by the layout's forked ranks
  * - rank 0 through the job loop's own calls (areal_train_dp_step scattering
- * each data slice's share, areal_train_dp_sync_state, the checkpoint's
- * areal_train_dp_gather_optim), the others in areal_train_follow - and by
- * one process (areal_trainer_step on the whole batch) give the same loss and
- * grad norm at every step and the same weights and AdamW moments after the
- * last (gathered whole to rank 0, the state weight sync and checkpoints
- * read), within 1e-5 relative (each tensor against its largest element; the
+ * each data slice's share, areal_train_dp_sync_state), the others in
+ * areal_train_follow - and by one process (areal_trainer_step on the whole
+ * batch) give the same loss and grad norm at every step and the same weights
+ * and AdamW moments after the last (gathered whole for the check, and rank
+ * 0's own copy: what weight sync reads), within 1e-5 relative (each tensor against its largest element; the
  * layouts reassociate float sums - tp partial sums, dp gradient sums, the
  * vocab-parallel softmax - measured at about 1e-7 for loss and norm and up to
  * ~1e-6 for weights). Layouts: fsdp d2 (parameters, gradients and moments
  * sharded), megatron t2 (on the tiny model, and on worker/model's Qwen3
  * fixture whose vocabulary splits: vocab-parallel logits and recompute), p2
- * (1F1B, several micro-batches), d2 with ZeRO-1, d1t2p2. And resume: a checkpoint written
- * by t2 after STEPS - 1 steps (the existing single-process format, moments
- * gathered whole) resumed by p2 for the last step ends where one process
- * does: the checkpoint is exact and layout-independent. A run whose weights
+ * (1F1B, several micro-batches), d2 with ZeRO-1 (its dp reduce-scatter overlapped with the
+ * backward in 19 buckets, and with --no-overlap), d2p2 overlapped, d1t2p2. Rank 0 holds no
+ * whole gradients or moments (printed: its whole-model bytes against the four buffers it held
+ * before), and the checks gather the whole state for themselves (areal_train_dp_gather_state).
+ * And resume through the job loop's own calls (train_ckpt.h): layout A writes its per-rank
+ * checkpoint after STEPS - 1 steps (the bytes of its shards printed against the gathered
+ * form's), layout B resumes it - each rank loading its part - for the last step, which ends
+ * where one uninterrupted run does: t2 -> p2, ZeRO-1 d2 (overlapped pieces) -> t2, fsdp d2
+ * -> p2, p2 -> ZeRO-1 d2; and the older gathered form (the one process's) -> fsdp d2, read
+ * tensor by tensor. A checkpoint whose shards/index.json is gone, or whose manifest is, is
+ * refused with the file named. A run whose weights
  * were left unsynced (the check's own negative) is caught. Every step is two
  * PPO minibatches (the second one's importance ratios move off 1, so the
  * loss differs step to step) of several micro-batches; each data slice cuts
