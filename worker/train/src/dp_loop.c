@@ -17,6 +17,7 @@
 #include "areal/rl/pack.h"
 #include "areal/train/ckpt.h"
 #include "areal/train/dp.h"
+#include "areal/train/hf_save.h"
 #include "areal/train/train_optim.h"
 #include "areal/train/trainer_par.h"
 #include "areal/train/trainer_par_ckpt.h"
@@ -26,14 +27,16 @@
  * test's or a diagnostic's look at the whole state); CMD_GATHER_PARAMS: the parameters' (a
  * deferred gather, trainer.h); CMD_WSYNC: a shard-direct weight update (xccl_shard.h), its
  * message following; CMD_CKPT: a layout's checkpoint, every rank writing its shard into
- * the directory the message names (trainer_par_ckpt.h) */
+ * the directory the message names (trainer_par_ckpt.h); CMD_HF_SAVE: a layout's HF export
+ * to the directory the message names, every rank joining the streamed gather */
 enum {
     CMD_STOP = 0,
     CMD_STEP = 1,
     CMD_GATHER_OPTIM = 2,
     CMD_GATHER_PARAMS = 3,
     CMD_WSYNC = 4,
-    CMD_CKPT = 5
+    CMD_CKPT = 5,
+    CMD_HF_SAVE = 6
 };
 
 typedef struct wbuf {
@@ -349,13 +352,16 @@ static int follow_one(const areal_train_job *job, areal_pg *dp, areal_trainer *t
         return rc == AREAL_OK ? areal_train_par_gather(t->par, AREAL_PAR_EXP_AVG_SQ, NULL, err)
                               : rc;
     }
-    if (h[0] == CMD_CKPT && t->par != NULL) {
+    if ((h[0] == CMD_CKPT || h[0] == CMD_HF_SAVE) && t->par != NULL) {
         char dir[4100] = {0};
         if (h[1] < 1 || h[1] > 4096)
-            return areal_error_set(err, AREAL_EINVAL, -1,
-                                   "DP rank %d: a malformed checkpoint header", areal_pg_rank(dp));
+            return areal_error_set(err, AREAL_EINVAL, -1, "DP rank %d: a malformed %s header",
+                                   areal_pg_rank(dp), h[0] == CMD_CKPT ? "checkpoint" : "HF save");
         rc = areal_pg_recv(dp, dir, words((size_t)h[1]), AREAL_DT_I32, 0, err);
-        return rc == AREAL_OK ? areal_train_par_save(t->par, dir, err) : rc;
+        if (rc != AREAL_OK)
+            return rc;
+        return h[0] == CMD_CKPT ? areal_train_par_save(t->par, dir, err)
+                                : areal_train_par_hf_save(t->par, dir, err);
     }
     if (h[0] != CMD_STEP || h[1] < 8 || h[1] > (int64_t)1 << 40)
         return areal_error_set(err, AREAL_EINVAL, -1, "DP rank %d: a malformed share header",
@@ -530,23 +536,37 @@ int areal_train_dp_gather_state(areal_pg *dp, areal_trainer *t, float *params, f
     return rc;
 }
 
-int areal_train_dp_save_shards(areal_pg *dp, areal_trainer *t, const char *dir, areal_error *err) {
-    if (t->par == NULL)
-        return areal_error_set(err, AREAL_EINVAL, -1,
-                               "sharded checkpoint: the trainer has no layout (use ckpt.h's "
-                               "gathered form)");
+/* Rank 0: command cmd with path dir to every follower. */
+static int post_path(areal_pg *dp, int64_t cmd, const char *dir, areal_error *err) {
     size_t n = strlen(dir) + 1;
     if (n > 4096)
-        return areal_error_set(err, AREAL_EINVAL, -1, "checkpoint path of %zu bytes (at most 4095)",
+        return areal_error_set(err, AREAL_EINVAL, -1, "%s: a path of %zu bytes (at most 4095)", dir,
                                n - 1);
     int rc = AREAL_OK;
     for (int r = 1; dp != NULL && rc == AREAL_OK && r < areal_pg_size(dp); r++) {
         wbuf b = {0};
         put(&b, dir, n);
-        rc = send_msg(dp, r, CMD_CKPT, &b, err);
+        rc = send_msg(dp, r, cmd, &b, err);
         free(b.p);
     }
+    return rc;
+}
+
+int areal_train_dp_save_shards(areal_pg *dp, areal_trainer *t, const char *dir, areal_error *err) {
+    if (t->par == NULL)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "sharded checkpoint: the trainer has no layout (use ckpt.h's "
+                               "gathered form)");
+    int rc = post_path(dp, CMD_CKPT, dir, err);
     return rc == AREAL_OK ? areal_train_par_save(t->par, dir, err) : rc;
+}
+
+int areal_train_dp_hf_save(areal_pg *dp, areal_trainer *t, const char *model_dir,
+                           const char *dst, areal_error *err) {
+    if (t->par == NULL)
+        return areal_hf_save(&t->model, model_dir, dst, err);
+    int rc = post_path(dp, CMD_HF_SAVE, dst, err);
+    return rc == AREAL_OK ? areal_train_par_hf_save(t->par, dst, err) : rc;
 }
 
 int areal_train_dp_whole(areal_pg *dp, areal_trainer *t, areal_error *err) {

@@ -35,6 +35,7 @@
 #include "areal/train/xccl.h"
 #include "areal/train/train_ckpt.h"
 #include "areal/train/trainer_par.h"
+#include "areal/train/trainer_par_ckpt.h"
 #include "areal/train/xccl_shard.h"
 #include "loop_status.h"
 
@@ -181,7 +182,8 @@ static int sync_disk(const areal_train_job *job, areal_trainer *t, areal_rollout
     double t0 = now_s();
     char rel[PATH_MAX], abs_dir[PATH_MAX], old[PATH_MAX + 32];
     snprintf(rel, sizeof rel, "%s/weight_update_v%ld", job->job_dir, version);
-    int rc = areal_hf_save(&t->model, job->model_dir, rel, err);
+    /* a layout streams it, one gathered tensor at a time (no whole copy on rank 0) */
+    int rc = areal_train_dp_hf_save(job->dp, t, job->model_dir, rel, err);
     if (rc != AREAL_OK)
         return rc;
     if (realpath(rel, abs_dir) == NULL)
@@ -302,13 +304,15 @@ static int sync_weights(const areal_train_job *job, areal_xccl *xc, areal_xccl_s
             t->version, e.msg);
         memset(ws, 0, sizeof *ws);
     }
+    if (!xc) { /* disk: hf_save writes float32; a layout's is streamed, never whole */
+        ws->bytes = (t->par != NULL ? areal_train_par_numel(t->par) : t->model.n_params) *
+                    sizeof(float);
+        return sync_disk(job, t, ctl, t->version, &ws->seconds, err);
+    }
     int rc = areal_train_dp_whole(job->dp, t, err);
     if (rc != AREAL_OK)
         return rc;
-    if (xc)
-        return areal_xccl_update(xc, ctl, &t->model, t->version, true, ws, err);
-    ws->bytes = t->model.n_params * sizeof(float); /* hf_save writes float32 */
-    return sync_disk(job, t, ctl, t->version, &ws->seconds, err);
+    return areal_xccl_update(xc, ctl, &t->model, t->version, true, ws, err);
 }
 
 static int open_xccl(const areal_train_job *job, areal_rollout_ctl *ctl, areal_xccl **xc,
@@ -419,10 +423,9 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
         }
     }
     bool multi = job->dp != NULL && areal_pg_size(job->dp) > 1;
-    /* shard-direct weight updates (xccl_shard.h): a megatron t/p layout in xccl mode; rank 0's
-     * choice travels with the state, so every rank defers the per-step gather, or none */
-    t.defer_gather = t.par != NULL && areal_train_par_sharded(t.par) &&
-                     strcmp(cfg->rollout.weight_update_mode, "xccl") == 0;
+    /* t.defer_gather (areal_trainer_init_par's): no per-step gather to rank 0 where nothing
+     * reads a whole copy - disk updates (streamed, areal_train_dp_hf_save) and shard-direct
+     * xccl updates (xccl_shard.h); rank 0's choice travels with the state (sync_state) */
     if (rc == AREAL_OK && (multi || t.par != NULL)) /* the ranks start from this (resumed) state */
         rc = areal_train_dp_sync_state(job->dp, &t, err);
     areal_rollout_ctl *ctl = NULL;

@@ -13,6 +13,7 @@
 #include "areal/model/checkpoint.h"
 #include "areal/model/safetensors.h"
 #include "areal/parallel/ckpt_shard.h"
+#include "areal/train/hf_save.h"
 #include "trainer_par_internal.h"
 
 static size_t numel(const areal_tensor_spec *t) {
@@ -176,4 +177,78 @@ long long areal_train_par_shard_bytes(const areal_train_par *p, const char *dir)
     snprintf(path, sizeof path, "%s/shard-%05d-of-%05d.safetensors", dir, r, w);
     struct stat st;
     return stat(path, &st) == 0 ? (long long)st.st_size : 0;
+}
+
+/* ---- the HF export, streamed */
+
+typedef struct hf_stream {
+    areal_train_par_parts v;
+    const size_t *order; /* the tensors in the file's layout order (by name) */
+    size_t done;         /* tensors gathered so far */
+    float *buf;          /* one tensor */
+} hf_stream;
+
+/* qsort_r's order of tensor indices by name (ctx: the tensor list). */
+static int by_name(const void *a, const void *b, void *ctx) {
+    const areal_tensor_spec *hf = ctx;
+    return strcmp(hf[*(const size_t *)a].name, hf[*(const size_t *)b].name);
+}
+
+/* The next tensor in order, gathered (a collective every rank makes alike). */
+static int gather_next(hf_stream *h, areal_error *err) {
+    const areal_tensor_spec *hf = &h->v.hf[h->order[h->done]];
+    int rc = areal_par_step_get_tensor(h->v.step, h->v.world, hf, AREAL_PAR_PARAMS, h->buf, err);
+    h->done++;
+    return rc;
+}
+
+/* Rank 0's fill: the writer asks in layout order, which is h->order. */
+static int fill(void *ctx, size_t i, const void **data, areal_error *err) {
+    hf_stream *h = ctx;
+    if (h->done >= h->v.n_hf || h->order[h->done] != i)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "HF export: the writer asked for %s out of the gather's order",
+                               h->v.hf[i].name);
+    int rc = gather_next(h, err);
+    *data = h->buf;
+    return rc;
+}
+
+int areal_train_par_hf_save(areal_train_par *p, const char *dst, areal_error *err) {
+    hf_stream h = {areal_train_par_parts_of(p), NULL, 0, NULL};
+    bool root = h.v.world == NULL || areal_coll_rank(h.v.world) == 0;
+    size_t most = 1, *order = calloc(h.v.n_hf ? h.v.n_hf : 1, sizeof *order);
+    for (size_t i = 0; i < h.v.n_hf; i++) {
+        most = numel(&h.v.hf[i]) > most ? numel(&h.v.hf[i]) : most;
+        if (order != NULL)
+            order[i] = i;
+    }
+    h.buf = malloc(sizeof(float) * most);
+    /* every rank fails alike here (the same sizes), so none starts a gather alone */
+    if (order == NULL || h.buf == NULL) {
+        free(order), free(h.buf);
+        return areal_error_set(err, AREAL_ENOMEM, -1, "HF export: no memory for %zu floats", most);
+    }
+    qsort_r(order, h.v.n_hf, sizeof *order, by_name, (void *)h.v.hf);
+    h.order = order;
+    int rc = root ? areal_hf_save_stream(h.v.hf, h.v.n_hf, fill, &h, h.v.model_dir, dst, err)
+                  : AREAL_OK;
+    /* the rest of the gathers (all of them off rank 0; after a failed write on it), so every
+     * rank leaves having made the same collectives */
+    while (h.done < h.v.n_hf) {
+        areal_error e2;
+        int r = gather_next(&h, rc == AREAL_OK ? err : &e2);
+        if (rc == AREAL_OK)
+            rc = r;
+    }
+    free(order), free(h.buf);
+    return rc;
+}
+
+size_t areal_train_par_numel(const areal_train_par *p) {
+    areal_train_par_parts v = areal_train_par_parts_of((areal_train_par *)p);
+    size_t n = 0;
+    for (size_t i = 0; i < v.n_hf; i++)
+        n += numel(&v.hf[i]);
+    return n;
 }

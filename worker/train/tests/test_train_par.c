@@ -207,6 +207,8 @@ typedef struct run {
     int skip_sync;    /* the negative: rank 0 checks its own copy, never gathered */
     int ref;          /* 1 + the reference order (r[ref - 1]); 0: by the layout's dp */
     int no_overlap;   /* --no-overlap: megatron dN's dp sum after the backward */
+    int hf_check;     /* after the last step: the HF export equals the gathered state */
+    int xccl;         /* weight_update_mode xccl (rank 0 keeps a whole copy), else disk */
 } run;
 
 /* The reference a run is checked against: a resume across dp sizes keeps the writer's. */
@@ -290,7 +292,7 @@ static int rank0(const run *R, areal_train_layout *lay, areal_pg *pg, areal_trai
                R->layout, sizeof(float) * (t.model.n_params + (t.model.grads ? N : 0) + 2 * n),
                sizeof(float) * t.model.n_params, t.model.grads ? sizeof(float) * N : 0,
                2 * sizeof(float) * n, 4 * sizeof(float) * N);
-        if (t.model.grads != NULL || n != 0)
+        if (t.model.grads != NULL || n != 0 || (t.model.n_params != 0) != R->xccl)
             goto out;
     }
     if (R->load != NULL) { /* the job loop's own resume (train_ckpt.h) */
@@ -357,6 +359,13 @@ static int rank0(const run *R, areal_train_layout *lay, areal_pg *pg, areal_trai
         report_bytes(R->layout, R->save, N);
     }
     long adam_step = 0;
+    /* rank 0's whole copy (xccl mode) brought up to date where the layout defers its gather,
+     * as the loop does before a gathered update */
+    if (areal_train_dp_whole(pg, &t, &e) != AREAL_OK) {
+        fprintf(stderr, "%s: whole: %s\n", R->layout, e.msg);
+        rc = RANK_COMM_FAIL;
+        goto out;
+    }
     if (wp == NULL || wm == NULL || wv == NULL ||
         areal_train_dp_gather_state(pg, &t, wp, wm, wv, &adam_step, &e) != AREAL_OK) {
         fprintf(stderr, "%s: gather: %s\n", R->layout, e.msg);
@@ -380,8 +389,10 @@ static int rank0(const run *R, areal_train_layout *lay, areal_pg *pg, areal_trai
         double we = tensors_err(&fx->ref, mine, fx->ref.params, &w);
         double me = tensors_err(&fx->ref, wm, fx->m, &wmn),
                ve = tensors_err(&fx->ref, wv, fx->v, &wvn);
-        /* rank 0's own copy (weight sync's source) is the gathered policy too */
-        double oe = R->skip_sync ? 0 : tensors_err(&fx->ref, t.model.params, fx->ref.params, &w);
+        /* rank 0's own copy (an xccl update's source), where it has one, is the policy too */
+        double oe = R->skip_sync || t.model.n_params == 0
+                        ? 0
+                        : tensors_err(&fx->ref, t.model.params, fx->ref.params, &w);
         printf("%-16s after step %d: weights %.1e (%s), exp_avg %.1e (%s), exp_avg_sq %.1e "
                "(%s), rank 0's copy %.1e, adam step %ld\n",
                R->layout, R->first + R->steps, we, w, me, wmn, ve, wvn, oe, adam_step);
@@ -390,6 +401,24 @@ static int rank0(const run *R, areal_train_layout *lay, areal_pg *pg, areal_trai
             rc = RANK_WRONG;
     }
     free(stale);
+    if (R->hf_check && rc == 0) { /* the disk update's HF export, streamed tensor by tensor */
+        char dst[600];
+        snprintf(dst, sizeof dst, "%s/hf-%s", g_root, R->layout);
+        areal_model hm;
+        if (areal_train_dp_hf_save(pg, &t, model, dst, &e) != AREAL_OK ||
+            areal_model_load(&hm, dst, NULL, &e) != AREAL_OK) {
+            fprintf(stderr, "%s: HF export: %s\n", R->layout, e.msg);
+            rc = RANK_WRONG;
+            goto out;
+        }
+        /* the same bytes as the gathered state: both are the owners' values, summed with zeros */
+        int same = hm.n_params == N && memcmp(hm.params, wp, sizeof(float) * N) == 0;
+        printf("%-16s HF export %s: %zu parameters, %s the gathered state\n", R->layout, dst,
+               hm.n_params, same ? "bit-identical to" : "DIFFERENT from");
+        areal_model_free(&hm);
+        if (!same)
+            rc = RANK_WRONG;
+    }
 out:
     free(wp), free(wm), free(wv);
     areal_train_dp_stop(pg, &e);
@@ -408,6 +437,9 @@ static int par_rank(areal_comm *c, void *arg) {
     }
     lay.comm = c;
     lay.no_overlap = R->no_overlap != 0;
+    if (R->xccl) /* this forked rank's copy of the config: rank 0 keeps a whole copy */
+        snprintf(g_cfg.rollout.weight_update_mode, sizeof g_cfg.rollout.weight_update_mode,
+                 "xccl");
     lay.dp_bucket = 4096; /* many buckets: ZeRO-1's pieces cut tensors, and most launch early */
     int W = areal_comm_world(c), ranks[64];
     for (int r = 0; r < W; r++)
@@ -548,37 +580,37 @@ static int teardown(void **state) {
 
 static void fsdp_d2(void **st) {
     (void)st;
-    run R = {"fsdp:d2", 0, 0, STEPS, NULL, NULL, 0, 0, 0};
+    run R = {"fsdp:d2", 0, 0, STEPS, NULL, NULL, 0, 0, 0, 1, 0};
     assert_int_equal(run_layout(&R), 0);
 }
 
 static void megatron_t2(void **st) {
     (void)st;
-    run R = {"megatron:d1t2", 0, 0, STEPS, NULL, NULL, 0, 0, 0};
+    run R = {"megatron:d1t2", 0, 0, STEPS, NULL, NULL, 0, 0, 0, 1, 0};
     assert_int_equal(run_layout(&R), 0);
 }
 
 static void megatron_t2_vocab(void **st) {
     (void)st;
-    run R = {"megatron:d1t2", 1, 0, STEPS, NULL, NULL, 0, 0, 0};
+    run R = {"megatron:d1t2", 1, 0, STEPS, NULL, NULL, 0, 0, 0, 0, 0};
     assert_int_equal(run_layout(&R), 0);
 }
 
 static void megatron_p2(void **st) {
     (void)st;
-    run R = {"megatron:d1p2", 0, 0, STEPS, NULL, NULL, 0, 0, 0};
+    run R = {"megatron:d1p2", 0, 0, STEPS, NULL, NULL, 0, 0, 0, 0, 0};
     assert_int_equal(run_layout(&R), 0);
 }
 
 static void megatron_d2_zero1(void **st) {
     (void)st;
-    run R = {"megatron:d2", 0, 0, STEPS, NULL, NULL, 0, 0, 0};
+    run R = {"megatron:d2", 0, 0, STEPS, NULL, NULL, 0, 0, 0, 1, 1};
     assert_int_equal(run_layout(&R), 0);
 }
 
 static void megatron_d1t2p2(void **st) {
     (void)st;
-    run R = {"megatron:d1t2p2", 0, 0, STEPS, NULL, NULL, 0, 0, 0};
+    run R = {"megatron:d1t2p2", 0, 0, STEPS, NULL, NULL, 0, 0, 0, 1, 1};
     assert_int_equal(run_layout(&R), 0);
 }
 
@@ -588,9 +620,9 @@ static void megatron_d1t2p2(void **st) {
 static void resume_pair(const char *a, const char *b, int ref, const char *tag) {
     char root[400];
     snprintf(root, sizeof root, "%s/recover-%s", g_root, tag);
-    run A = {a, 0, 0, STEPS - 1, root, NULL, 0, ref, 0};
+    run A = {a, 0, 0, STEPS - 1, root, NULL, 0, ref, 0, 0, 0};
     assert_int_equal(run_layout(&A), 0);
-    run B = {b, 0, STEPS - 1, 1, NULL, root, 0, ref, 0};
+    run B = {b, 0, STEPS - 1, 1, NULL, root, 0, ref, 0, 0, 0};
     assert_int_equal(run_layout(&B), 0);
 }
 
@@ -643,7 +675,7 @@ static void resume_gathered_to_fsdp_d2(void **st) {
     if (areal_train_ckpt_save(NULL, &t, fx->model, root, &cs, &e) != AREAL_OK)
         fail_msg("%s", e.msg);
     areal_trainer_free(&t);
-    run B = {"fsdp:d2", 0, STEPS - 1, 1, NULL, root, 0, 2, 0};
+    run B = {"fsdp:d2", 0, STEPS - 1, 1, NULL, root, 0, 2, 0, 0, 0};
     assert_int_equal(run_layout(&B), 0);
 }
 
@@ -657,7 +689,7 @@ static void truncated_is_refused(void **st) {
     (void)st;
     char root[400], idx[700], seen[1024] = {0}, used[600];
     snprintf(root, sizeof root, "%s/recover-cut", g_root);
-    run A = {"megatron:d2", 0, 0, 1, root, NULL, 0, 2, 0};
+    run A = {"megatron:d2", 0, 0, 1, root, NULL, 0, 2, 0, 0, 0};
     assert_int_equal(run_layout(&A), 0);
     snprintf(idx, sizeof idx, "%s/step_00000001/" AREAL_CKPT_SHARDS "/index.json", root);
     assert_int_equal(unlink(idx), 0);
@@ -688,21 +720,21 @@ static void truncated_is_refused(void **st) {
 /* overlapped ZeRO-1 under a pipeline: the tied / partial sums in buckets launched late */
 static void megatron_d2p2_overlap(void **st) {
     (void)st;
-    run R = {"megatron:d2p2", 0, 0, STEPS, NULL, NULL, 0, 0, 0};
+    run R = {"megatron:d2p2", 0, 0, STEPS, NULL, NULL, 0, 0, 0, 0, 0};
     assert_int_equal(run_layout(&R), 0);
 }
 
 /* --no-overlap: the dp reduction after the backward, the same steps */
 static void megatron_d2_zero1_no_overlap(void **st) {
     (void)st;
-    run R = {"megatron:d2", 0, 0, STEPS, NULL, NULL, 0, 0, 1};
+    run R = {"megatron:d2", 0, 0, STEPS, NULL, NULL, 0, 0, 1, 0, 0};
     assert_int_equal(run_layout(&R), 0);
 }
 
 /* The check's own negative: weights that were never gathered differ from one process. */
 static void unsynced_caught(void **st) {
     (void)st;
-    run R = {"megatron:d1t2", 0, 0, STEPS, NULL, NULL, 1, 0, 0};
+    run R = {"megatron:d1t2", 0, 0, STEPS, NULL, NULL, 1, 0, 0, 0, 0};
     assert_int_equal(run_layout(&R), RANK_WRONG);
 }
 

@@ -74,6 +74,17 @@ int areal_train_dp_gather_state(areal_pg *dp, areal_trainer *t, float *params, f
 int areal_train_dp_save_shards(areal_pg *dp, areal_trainer *t, const char *dir, areal_error *err);
 
 /*
+ * Rank 0: the policy as a HF model directory dst (hf_save.h; model_dir's
+ * small files). Under a layout the followers are told to join and the whole
+ * tensors are gathered one at a time and streamed into the file
+ * (areal_train_par_hf_save: bounded memory, no whole copy); otherwise rank
+ * 0's whole model is written. Errors as areal_hf_save's, the send's or the
+ * gather's.
+ */
+int areal_train_dp_hf_save(areal_pg *dp, areal_trainer *t, const char *model_dir,
+                           const char *dst, areal_error *err);
+
+/*
  * Rank 0 of a layout whose per-step gather is deferred (trainer.h's
  * defer_gather): when t->whole_stale, every rank joins the parameters' gather
  * (the followers told by a command) so rank 0's model is the whole policy

@@ -21,6 +21,7 @@
 #define AREAL_TRAIN_TRAINER_PAR_CKPT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "areal/error.h"
 #include "areal/train/trainer_par.h"
@@ -53,6 +54,20 @@ int areal_train_par_load(areal_train_par *p, const char *dir, areal_error *err);
  */
 int areal_train_par_load_gathered(areal_train_par *p, const char *dir, long adam_step,
                                   areal_error *err);
+
+/*
+ * Every rank of p's world: the policy as a HF model directory dst (hf_save.h's
+ * files: what the rollout servers load with update_weights_from_disk, and
+ * users), written by world rank 0 while the ranks gather one whole tensor
+ * at a time (areal_par_step_get_tensor, in the file's order), streamed into
+ * the file: no rank holds more than one tensor of it. A collective: every
+ * rank makes every gather even when rank 0's write fails. Returns rank 0's
+ * write error there, AREAL_ENOMEM, or the collective's error.
+ */
+int areal_train_par_hf_save(areal_train_par *p, const char *dst, areal_error *err);
+
+/* Floats of the whole policy (the HF tensors of its config). */
+size_t areal_train_par_numel(const areal_train_par *p);
 
 /* Whether p's data-parallel gradient sum runs overlapped with the backward (overlap.h). */
 bool areal_train_par_overlapped(const areal_train_par *p);
