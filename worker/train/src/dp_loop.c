@@ -561,8 +561,8 @@ int areal_train_dp_save_shards(areal_pg *dp, areal_trainer *t, const char *dir, 
     return rc == AREAL_OK ? areal_train_par_save(t->par, dir, err) : rc;
 }
 
-int areal_train_dp_hf_save(areal_pg *dp, areal_trainer *t, const char *model_dir,
-                           const char *dst, areal_error *err) {
+int areal_train_dp_hf_save(areal_pg *dp, areal_trainer *t, const char *model_dir, const char *dst,
+                           areal_error *err) {
     if (t->par == NULL)
         return areal_hf_save(&t->model, model_dir, dst, err);
     int rc = post_path(dp, CMD_HF_SAVE, dst, err);

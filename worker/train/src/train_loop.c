@@ -305,8 +305,8 @@ static int sync_weights(const areal_train_job *job, areal_xccl *xc, areal_xccl_s
         memset(ws, 0, sizeof *ws);
     }
     if (!xc) { /* disk: hf_save writes float32; a layout's is streamed, never whole */
-        ws->bytes = (t->par != NULL ? areal_train_par_numel(t->par) : t->model.n_params) *
-                    sizeof(float);
+        ws->bytes =
+            (t->par != NULL ? areal_train_par_numel(t->par) : t->model.n_params) * sizeof(float);
         return sync_disk(job, t, ctl, t->version, &ws->seconds, err);
     }
     int rc = areal_train_dp_whole(job->dp, t, err);

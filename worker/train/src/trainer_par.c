@@ -1,7 +1,8 @@
 /*
  * trainer_par.c - the trainer's state under a layout (see trainer_par.h):
  * groups, the shard loaded from the HF checkpoint, the parallel step, and the
- * gather of whole HF tensors through world rank 0 (weight sync; checkpoints are per rank, trainer_par_ckpt.c).
+ * gather of whole HF tensors through world rank 0 (weight sync; checkpoints are per rank,
+ * trainer_par_ckpt.c).
  */
 #include "areal/train/trainer_par.h"
 

@@ -231,8 +231,8 @@ int areal_train_par_hf_save(areal_train_par *p, const char *dst, areal_error *er
     }
     qsort_r(order, h.v.n_hf, sizeof *order, by_name, (void *)h.v.hf);
     h.order = order;
-    int rc = root ? areal_hf_save_stream(h.v.hf, h.v.n_hf, fill, &h, h.v.model_dir, dst, err)
-                  : AREAL_OK;
+    int rc =
+        root ? areal_hf_save_stream(h.v.hf, h.v.n_hf, fill, &h, h.v.model_dir, dst, err) : AREAL_OK;
     /* the rest of the gathers (all of them off rank 0; after a failed write on it), so every
      * rank leaves having made the same collectives */
     while (h.done < h.v.n_hf) {

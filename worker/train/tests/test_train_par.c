@@ -7,8 +7,8 @@
  * areal_train_follow - and by one process (areal_trainer_step on the whole
  * batch) give the same loss and grad norm at every step and the same weights
  * and AdamW moments after the last (gathered whole for the check, and rank
- * 0's own copy: what weight sync reads), within 1e-5 relative (each tensor against its largest element; the
- * layouts reassociate float sums - tp partial sums, dp gradient sums, the
+ * 0's own copy: what weight sync reads), within 1e-5 relative (each tensor against its largest
+ * element; the layouts reassociate float sums - tp partial sums, dp gradient sums, the
  * vocab-parallel softmax - measured at about 1e-7 for loss and norm and up to
  * ~1e-6 for weights). Layouts: fsdp d2 (parameters, gradients and moments
  * sharded), megatron t2 (on the tiny model, and on worker/model's Qwen3
@@ -438,8 +438,7 @@ static int par_rank(areal_comm *c, void *arg) {
     lay.comm = c;
     lay.no_overlap = R->no_overlap != 0;
     if (R->xccl) /* this forked rank's copy of the config: rank 0 keeps a whole copy */
-        snprintf(g_cfg.rollout.weight_update_mode, sizeof g_cfg.rollout.weight_update_mode,
-                 "xccl");
+        snprintf(g_cfg.rollout.weight_update_mode, sizeof g_cfg.rollout.weight_update_mode, "xccl");
     lay.dp_bucket = 4096; /* many buckets: ZeRO-1's pieces cut tensors, and most launch early */
     int W = areal_comm_world(c), ranks[64];
     for (int r = 0; r < W; r++)
@@ -679,6 +678,47 @@ static void resume_gathered_to_fsdp_d2(void **st) {
     assert_int_equal(run_layout(&B), 0);
 }
 
+/* A layout's sharded checkpoint resumes the one-process trainer too: ZeRO-1 d2 writes it, the
+ * one process reads every shard into its whole model and moments and takes the last step. */
+static void resume_sharded_to_one_process(void **st) {
+    (void)st;
+    char root[400], used[600];
+    snprintf(root, sizeof root, "%s/recover-d2one", g_root);
+    run A = {"megatron:d2", 0, 0, STEPS - 1, root, NULL, 0, 2, 0, 0, 0};
+    assert_int_equal(run_layout(&A), 0);
+    const fixture *fx = &g_fx[0];
+    const result *r = &fx->r[1];
+    areal_error e;
+    areal_trainer t;
+    areal_ckpt_state cs;
+    assert_int_equal(areal_trainer_init(&t, fx->model, &g_cfg, STEPS, NULL, NULL, &e), AREAL_OK);
+    if (areal_train_ckpt_resume(&t, root, &cs, used, sizeof used, quiet, NULL, &e) != AREAL_OK)
+        fail_msg("%s", e.msg);
+    assert_int_equal(cs.format, AREAL_CKPT_SHARDED);
+    assert_int_equal(cs.step, STEPS - 1);
+    areal_group g[NG];
+    batch_copy(fx, r->order, g);
+    areal_step_stats sst;
+    assert_int_equal(areal_trainer_step(&t, g, NG, &sst, &e), AREAL_OK);
+    for (int k = 0; k < NG; k++)
+        areal_group_free(&g[k]);
+    float *m, *v;
+    long *as;
+    size_t n;
+    areal_train_optim_state(t.opt, &m, &v, &as, &n);
+    const char *w = "-", *wm = "-", *wv = "-";
+    double le = rel(sst.loss, r->loss[STEPS - 1]), ne = rel(sst.grad_norm, r->norm[STEPS - 1]);
+    double we = tensors_err(&r->ref, t.model.params, r->ref.params, &w);
+    double me = tensors_err(&r->ref, m, r->m, &wm), ve = tensors_err(&r->ref, v, r->v, &wv);
+    printf("one process      resumed %s (sharded, written by megatron:d2): step %d loss rel err "
+           "%.1e, grad norm %.1e; weights %.1e (%s), exp_avg %.1e (%s), exp_avg_sq %.1e (%s), "
+           "adam step %ld\n",
+           used, STEPS, le, ne, we, w, me, wm, ve, wv, *as);
+    assert_true(le <= TOL && ne <= TOL && we <= TOL && me <= TOL && ve <= TOL);
+    assert_int_equal(*as, STEPS * MINIB);
+    areal_trainer_free(&t);
+}
+
 static void log_line(void *ctx, const char *line) {
     snprintf(ctx, 1024, "%s", line);
 }
@@ -762,7 +802,8 @@ int main(void) {
         cmocka_unit_test(megatron_d2p2_overlap), cmocka_unit_test(resume_t2_to_p2),
         cmocka_unit_test(resume_zero1_d2_to_t2), cmocka_unit_test(resume_fsdp_d2_to_p2),
         cmocka_unit_test(resume_p2_to_zero1_d2), cmocka_unit_test(resume_gathered_to_fsdp_d2),
-        cmocka_unit_test(truncated_is_refused),  cmocka_unit_test(unsynced_caught),
+        cmocka_unit_test(truncated_is_refused),  cmocka_unit_test(resume_sharded_to_one_process),
+        cmocka_unit_test(unsynced_caught),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -81,8 +81,8 @@ int areal_train_dp_save_shards(areal_pg *dp, areal_trainer *t, const char *dir, 
  * 0's whole model is written. Errors as areal_hf_save's, the send's or the
  * gather's.
  */
-int areal_train_dp_hf_save(areal_pg *dp, areal_trainer *t, const char *model_dir,
-                           const char *dst, areal_error *err);
+int areal_train_dp_hf_save(areal_pg *dp, areal_trainer *t, const char *model_dir, const char *dst,
+                           areal_error *err);
 
 /*
  * Rank 0 of a layout whose per-step gather is deferred (trainer.h's
