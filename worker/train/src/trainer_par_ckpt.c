@@ -63,7 +63,10 @@ int areal_train_par_save(areal_train_par *p, const char *dir, areal_error *err) 
         return err != NULL ? err->code : AREAL_EIO;
     layout_name(v.l, name, sizeof name);
     areal_par_step *s = v.step;
-    int rc, dp = areal_par_rank(v.dp), edp = v.edp != NULL ? areal_par_rank(v.edp) : dp;
+    /* the parameters' owner: rank 0 of the group they are replicated over - the step's data
+     * group (dp, or dp x cp) - or of edp for experts (ckpt_shard.h) */
+    areal_coll *data = s->data != NULL ? s->data : v.dp;
+    int rc, dp = areal_par_rank(data), edp = v.edp != NULL ? areal_par_rank(v.edp) : dp;
     if (s->kind == AREAL_PAR_FSDP)
         rc = areal_par_ckpt_save_shards_fsdp(dir, cfg, name, v.fsdp, v.world, err);
     else if (s->kind == AREAL_PAR_ZERO1 && s->overlap != NULL)
