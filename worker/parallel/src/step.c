@@ -42,25 +42,32 @@ int areal_par_step_init(areal_par_step *s, areal_par_optim kind, const areal_par
 }
 
 int areal_par_step_overlap(areal_par_step *s, areal_error *err) {
-    if (s->kind != AREAL_PAR_ADAMW)
+    if (s->kind == AREAL_PAR_FSDP)
         return areal_error_set(err, AREAL_EINVAL, -1,
-                               "parallel step: the overlapped gradient sum is built for plain "
-                               "data parallelism (megatron without ZeRO-1), not %s",
-                               s->kind == AREAL_PAR_ZERO1 ? "ZeRO-1" : "FSDP");
+                               "parallel step: the overlapped gradient sum is built for megatron "
+                               "data parallelism (plain or ZeRO-1), not FSDP (its reduce-scatter "
+                               "is per layer already)");
     if (s->ep != NULL)
         return areal_error_set(err, AREAL_EINVAL, -1,
                                "parallel step: the overlapped gradient sum is over one data "
                                "group; expert parallelism sums experts over edp (no overlap)");
     if (s->overlap != NULL || areal_par_size(s->data) < 2)
         return AREAL_OK;
+    int zero1 = s->kind == AREAL_PAR_ZERO1;
+    if (zero1 && s->z.adam.step != 0)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "parallel step: turn the ZeRO-1 overlap on before loading or "
+                               "stepping the optimizer (its moments move to per-bucket pieces)");
     areal_par_overlap *o = calloc(1, sizeof *o);
     if (o == NULL)
         return areal_error_set(err, AREAL_ENOMEM, -1, "parallel step: no memory");
-    int rc = areal_par_overlap_init(o, s->m, s->data, NULL, s->bucket, 0, err);
+    int rc = areal_par_overlap_init(o, s->m, s->data, NULL, s->bucket, zero1, err);
     if (rc != AREAL_OK) {
         free(o);
         return rc;
     }
+    if (zero1) /* the pieces replace the one range (and its whole-buffer scratch) */
+        areal_par_zero1_free(&s->z);
     s->overlap = o;
     return AREAL_OK;
 }
@@ -134,7 +141,9 @@ areal_par_vocab areal_par_step_vocab(const areal_par_step *s) {
 areal_adamw *areal_par_step_adam(areal_par_step *s) {
     if (s->kind == AREAL_PAR_FSDP)
         return areal_par_fsdp_state(s->fsdp).adam;
-    return s->kind == AREAL_PAR_ZERO1 ? &s->z.adam : &s->adam;
+    if (s->kind == AREAL_PAR_ZERO1)
+        return s->overlap != NULL ? &s->overlap->adam : &s->z.adam;
+    return &s->adam;
 }
 
 /* ---- the no-grad forward */
@@ -254,6 +263,8 @@ int areal_par_step_apply(areal_par_step *s, const areal_adamw_cfg *cfg, double l
     double mn = max_norm > 0 ? max_norm : 0;
     if (s->kind == AREAL_PAR_FSDP)
         return areal_par_fsdp_optim_step(s->fsdp, cfg, lr, mn, norm, err);
+    if (s->kind == AREAL_PAR_ZERO1 && s->overlap != NULL)
+        return areal_par_overlap_zero1_step(s->overlap, &s->g, cfg, lr, mn, norm, s->pool, err);
     if (s->kind == AREAL_PAR_ZERO1)
         return areal_par_zero1_step(&s->z, s->m, &s->g, cfg, lr, mn, norm, s->pool, err);
     areal_model *m = s->m;

@@ -1,7 +1,8 @@
 /*
  * trainer_par.c - the trainer's state under a layout (see trainer_par.h):
  * groups, the shard loaded from the HF checkpoint, the parallel step, and the
- * gather / scatter of whole HF tensors through world rank 0.
+ * gather of whole HF tensors through world rank 0 (weight sync; checkpoints are per rank,
+ * trainer_par_ckpt.c).
  */
 #include "areal/train/trainer_par.h"
 
@@ -13,6 +14,7 @@
 #include "areal/model/checkpoint.h"
 #include "areal/parallel/ep.h"
 #include "areal/parallel/groups.h"
+#include "trainer_par_internal.h"
 
 struct areal_train_par {
     areal_train_layout l;
@@ -30,6 +32,7 @@ struct areal_train_par {
     int n_slices;
     areal_model_shard mine;    /* megatron: the shard loaded */
     areal_model_shard *shards; /* megatron, world > 1: every world rank's (the wsync plan's) */
+    char model_dir[4096];      /* the initial model (its config.json goes into checkpoints) */
 };
 
 static size_t numel(const areal_tensor_spec *t) {
@@ -183,6 +186,7 @@ int areal_train_par_create(const areal_train_layout *l, const char *model_dir,
         return areal_error_set(err, AREAL_ENOMEM, -1, "no memory for the trainer's layout");
     p->l = *l;
     p->adamw = *adamw;
+    snprintf(p->model_dir, sizeof p->model_dir, "%s", model_dir);
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", model_dir);
     int rc = areal_model_config_load(path, &p->cfg, err);
@@ -239,6 +243,11 @@ int areal_train_par_create(const areal_train_layout *l, const char *model_dir,
         areal_par_ep_groups eg = areal_par_ep_groups_of(p->gs);
         rc = areal_par_step_ep(&p->step, &eg, err);
     }
+    p->step.bucket = l->dp_bucket;
+    /* dp 1: nothing to overlap, no change; ep: experts are summed over edp, not the
+     * data group, so the step refuses the overlap there */
+    if (rc == AREAL_OK && !fsdp && !ep && !l->no_overlap)
+        rc = areal_par_step_overlap(&p->step, err);
     if (rc != AREAL_OK) {
         areal_train_par_free(p);
         return rc;
@@ -286,38 +295,6 @@ int areal_train_par_gather(areal_train_par *p, int which, float *dst, areal_erro
     return rc;
 }
 
-int areal_train_par_scatter(areal_train_par *p, const float *params, const float *m, const float *v,
-                            long adam_step, areal_error *err) {
-    bool root = areal_coll_rank(p->world) == 0, multi = areal_coll_size(p->world) > 1;
-    size_t most = 1, off = 0;
-    for (size_t i = 0; i < p->n_hf; i++)
-        most = numel(&p->hf[i]) > most ? numel(&p->hf[i]) : most;
-    float *buf = malloc(sizeof(float) * most);
-    int rc =
-        buf == NULL ? areal_error_set(err, AREAL_ENOMEM, -1, "no memory for a tensor") : AREAL_OK;
-    const float *src[3] = {params, m, v};
-    static const int which[3] = {AREAL_PAR_PARAMS, AREAL_PAR_EXP_AVG, AREAL_PAR_EXP_AVG_SQ};
-    for (size_t i = 0; rc == AREAL_OK && i < p->n_hf; i++) {
-        size_t n = numel(&p->hf[i]);
-        for (int k = 0; rc == AREAL_OK && k < 3; k++) {
-            if (root)
-                memcpy(buf, src[k] + off, sizeof(float) * n);
-            if (multi)
-                rc = areal_coll_broadcast(p->world, buf, n, AREAL_DT_F32, 0, err);
-            if (rc == AREAL_OK)
-                rc = areal_par_step_set_tensor(&p->step, &p->hf[i], which[k], buf, err);
-        }
-        off += n;
-    }
-    free(buf);
-    int64_t st = adam_step;
-    if (rc == AREAL_OK && multi)
-        rc = areal_coll_broadcast(p->world, &st, 1, AREAL_DT_I64, 0, err);
-    if (rc == AREAL_OK)
-        areal_par_step_adam(&p->step)->step = (long)st;
-    return rc;
-}
-
 bool areal_train_par_sharded(const areal_train_par *p) {
     /* the plan (wsync_shard.h) knows tp and pp slices only: cp replicas and ep's expert
      * ranges take the gathered path (weight_sync_path "gather") */
@@ -347,4 +324,11 @@ int areal_train_par_wsync_plan(const areal_train_par *p, size_t bucket_bytes,
         l[i] = p->shard.params + p->shard.offset[i];
     *local = l;
     return AREAL_OK;
+}
+
+areal_train_par_parts areal_train_par_parts_of(areal_train_par *p) {
+    areal_train_par_parts v = {
+        &p->l, &p->step, p->fsdp,     &p->shard, p->world, p->g.dp, p->gs[AREAL_GROUP_EDP],
+        p->hf, p->n_hf,  p->model_dir};
+    return v;
 }

@@ -82,9 +82,9 @@ typedef struct areal_par_step {
     areal_par_zero1 z;    /* ZERO1 (owned) */
     size_t bucket;        /* plain dp gradient buckets in floats (0: dp.h's default) */
     areal_pool *pool;     /* borrowed, nullable */
-    /* ADAMW over a data group of 2+: the gradient's dp sum overlapped with the backward
-     * (areal_par_step_overlap; NULL: after it). Owned; s must not move while set (the
-     * model's hook points here). */
+    /* ADAMW / ZERO1 over a data group of 2+: the gradient's dp sum overlapped with the
+     * backward (areal_par_step_overlap; NULL: after it; ZERO1's moments are then its
+     * pieces, z unused). Owned; s must not move while set (the model's hook points here). */
     areal_par_overlap *overlap;
     /* areal_par_step_cp: the cp group (cp.cp NULL: none); during a call, the shards of its
      * micro-batches (the attention hook matches them). The model's hook points here. */
@@ -110,11 +110,15 @@ void areal_par_step_free(areal_par_step *s);
  * Overlaps the data group's gradient sum with the backward from the next
  * areal_par_step_grads on (overlap.h: buckets of s->bucket floats queued as
  * the backward completes them; the tp / ep partial and tied sums still run
- * after it). ADAMW only, and only where the data group has 2+ ranks (else
- * nothing to overlap: AREAL_OK, no change); ZeRO-1's overlapped pieces are
- * not what ckpt_shard.h saves, so AREAL_EINVAL for ZERO1 / FSDP. The same
- * step within 1e-6 relative (the buckets' own sums; test_par_dp d2-overlap).
- * AREAL_ENOMEM.
+ * after it). ADAMW: each bucket all-reduced; ZERO1: each bucket
+ * reduce-scattered, the moments then live in o's per-bucket pieces (the
+ * one-range state s->z is freed; ckpt_shard.h's
+ * areal_par_ckpt_save_shards_overlap saves them in the same form, and
+ * areal_par_overlap_load takes them back), so call it before any step or
+ * load (AREAL_EINVAL once ZeRO-1's step is not 0). Only where the data
+ * group has 2+ ranks (else nothing to overlap: AREAL_OK, no change);
+ * AREAL_EINVAL for FSDP. The same step within 1e-6 relative (the buckets'
+ * own sums; test_par_dp d2-overlap, test_par_overlap). AREAL_ENOMEM.
  */
 int areal_par_step_overlap(areal_par_step *s, areal_error *err);
 
