@@ -103,6 +103,8 @@ t0_uid=$(pod_uid $NS $JOB-trainer-0)
 t1_uid=$(pod_uid $NS $JOB-trainer-1)
 r0_uid=$(pod_uid $NS $JOB-rollout-0)
 lines_before=$(wc -l <"$JOBDIR/progress.jsonl")
+at_kill=$(last_step)
+ts=$(date +%s.%N)
 "$CLUSTER" kill-pod $NS $JOB-trainer-1 KILL || fail "could not kill trainer-1"
 both_new() {
     local a b
@@ -119,7 +121,8 @@ ckpt=$(trainer_log $NS | grep -F "resumed from" | tail -n 1 | sed -n 's/.*: step
 [ -n "$ckpt" ] && [ $((ckpt % 10)) = 0 ] && [ "$ckpt" -ge 10 ] || fail "resumed at step '$ckpt', want a checkpoint (every 10) of at least 10"
 trained_after() { tail -n +"$((lines_before + 1))" "$JOBDIR/progress.jsonl" | grep "\"step\":$((ckpt + 1))," >/dev/null; }
 wait_until 120 trained_after || fail "the new gang did not train step $((ckpt + 1)): $(trainer_log $NS | grep -v '^{' | tail -n 8)"
-pass "the new gang resumed from the checkpoint at step $ckpt and trained on"
+restart_s=$(python3 -c "import time; print('%.1f' % (time.time() - $ts))")
+pass "gang restart: $restart_s s from trainer-1 killed (step $at_kill) to step $((ckpt + 1)) trained by the new gang, resumed from the checkpoint at step $ckpt"
 expect_eq "GangRestarting Events" 1 "$(job_events $NS GangRestarting | grep -c . || true)"
 expect_eq "status.restarts" 1 "$(k get aj $JOB -o jsonpath='{.status.restarts}')"
 expect_eq "the rollout pod kept running through the trainer restart" "$r0_uid" "$(pod_uid $NS $JOB-rollout-0)"
