@@ -44,7 +44,11 @@ int main(int argc, char **argv) {
     if (argc > 1 && areal_cmd_is_model(argv[1]))
         return areal_cmd_run(argc - 1, argv + 1, stdout, stderr);
     if (argc > 1 && areal_cmd_train_wants_ranks(argc - 1, argv + 1)) {
-        /* a trainer pod of several ranks: one `train` process per rank, RANK set */
+        /* a trainer pod of several ranks: one `train` process per rank, RANK set.
+         * On SIGTERM rank 0 checkpoints before it exits: the launcher's SIGKILL
+         * waits most of the kubelet's default 30 s grace, not the 5 s it gives
+         * selftest ranks (AREAL_GRACE_MS still wins). */
+        setenv(WORKER_ENV_GRACE_MS, "25000", 0);
         areal_log_setup();
         return worker_pod_main(argv);
     }
