@@ -66,9 +66,9 @@ int areal_train_pod_rank_parse(const areal_train_pod_env *env, int layout_world,
         return rc;
     if (out->first + out->n > out->world)
         return areal_error_set(err, AREAL_EINVAL, -1,
-                               "the pod's ranks %d..%d (env %s, %s) do not fit %s %d",
-                               out->first, out->first + out->n - 1, AREAL_ENV_FIRST_RANK,
-                               AREAL_ENV_POD_RANKS, AREAL_ENV_WORLD_SIZE, out->world);
+                               "the pod's ranks %d..%d (env %s, %s) do not fit %s %d", out->first,
+                               out->first + out->n - 1, AREAL_ENV_FIRST_RANK, AREAL_ENV_POD_RANKS,
+                               AREAL_ENV_WORLD_SIZE, out->world);
     if (set(env->rank)) {
         if ((rc = whole(AREAL_ENV_RANK, env->rank, 0, 0, out->world - 1, &out->rank, err)) !=
             AREAL_OK)
@@ -76,9 +76,8 @@ int areal_train_pod_rank_parse(const areal_train_pod_env *env, int layout_world,
         if (out->rank < out->first || out->rank >= out->first + out->n)
             return areal_error_set(err, AREAL_EINVAL, -1,
                                    "env %s %d is not one of the pod's ranks %d..%d (%s, %s)",
-                                   AREAL_ENV_RANK, out->rank, out->first,
-                                   out->first + out->n - 1, AREAL_ENV_FIRST_RANK,
-                                   AREAL_ENV_POD_RANKS);
+                                   AREAL_ENV_RANK, out->rank, out->first, out->first + out->n - 1,
+                                   AREAL_ENV_FIRST_RANK, AREAL_ENV_POD_RANKS);
     } else if (out->n == 1) {
         out->rank = out->first;
     } else {
@@ -97,8 +96,8 @@ int areal_train_pod_rank_parse(const areal_train_pod_env *env, int layout_world,
     int mport = 0, port = 0;
     if ((rc = whole(AREAL_ENV_MASTER_PORT, env->master_port, AREAL_DEFAULT_MASTER_PORT, 1, 65534,
                     &mport, err)) != AREAL_OK ||
-        (rc = whole(AREAL_ENV_TRAINER_PORT, env->trainer_port, mport + 1, 1, 65535, &port,
-                    err)) != AREAL_OK)
+        (rc = whole(AREAL_ENV_TRAINER_PORT, env->trainer_port, mport + 1, 1, 65535, &port, err)) !=
+            AREAL_OK)
         return rc;
     if (port == mport)
         return areal_error_set(err, AREAL_EINVAL, -1,
@@ -106,10 +105,9 @@ int areal_train_pod_rank_parse(const areal_train_pod_env *env, int layout_world,
                                "job's need ports of their own",
                                AREAL_ENV_TRAINER_PORT, AREAL_ENV_MASTER_PORT, port);
     if (strlen(addr) + 8 > sizeof out->master)
-        return areal_error_set(err, AREAL_EINVAL, -1, "env %s: a host name of %zu bytes is too long",
-                               set(env->trainer_addr) ? AREAL_ENV_TRAINER_ADDR
-                                                      : AREAL_ENV_MASTER_ADDR,
-                               strlen(addr));
+        return areal_error_set(
+            err, AREAL_EINVAL, -1, "env %s: a host name of %zu bytes is too long",
+            set(env->trainer_addr) ? AREAL_ENV_TRAINER_ADDR : AREAL_ENV_MASTER_ADDR, strlen(addr));
     /* no brackets for an IPv6 address: the reader splits at the last ':' */
     snprintf(out->master, sizeof out->master, "%s:%d", addr, port);
     return AREAL_OK;

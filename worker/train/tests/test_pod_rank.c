@@ -138,10 +138,10 @@ static void bad_values_are_named(void **state) {
 }
 
 static void clear_env(void) {
-    const char *names[] = {AREAL_ENV_RANK,         AREAL_ENV_WORLD_SIZE,   AREAL_ENV_FIRST_RANK,
-                           AREAL_ENV_POD_RANKS,    AREAL_ENV_TRAINER_ADDR, AREAL_ENV_TRAINER_PORT,
-                           AREAL_ENV_MASTER_ADDR,  AREAL_ENV_MASTER_PORT,  AREAL_ENV_ALLOCATION,
-                           AREAL_ENV_ROLE,         "AREAL_CONFIG"};
+    const char *names[] = {AREAL_ENV_RANK,        AREAL_ENV_WORLD_SIZE,   AREAL_ENV_FIRST_RANK,
+                           AREAL_ENV_POD_RANKS,   AREAL_ENV_TRAINER_ADDR, AREAL_ENV_TRAINER_PORT,
+                           AREAL_ENV_MASTER_ADDR, AREAL_ENV_MASTER_PORT,  AREAL_ENV_ALLOCATION,
+                           AREAL_ENV_ROLE,        "AREAL_CONFIG"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         unsetenv(names[i]);
 }

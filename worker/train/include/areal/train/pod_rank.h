@@ -36,10 +36,10 @@ typedef struct areal_train_pod_env {
 areal_train_pod_env areal_train_pod_env_read(void);
 
 typedef struct areal_train_pod_rank {
-    bool in_pod;     /* WORLD_SIZE was set: the rest is filled */
-    bool launch;     /* the pod holds several ranks and RANK is unset: start them */
-    int rank, world; /* this process's rank and the group's size */
-    int first, n;    /* the pod's ranks: first .. first + n - 1 */
+    bool in_pod;      /* WORLD_SIZE was set: the rest is filled */
+    bool launch;      /* the pod holds several ranks and RANK is unset: start them */
+    int rank, world;  /* this process's rank and the group's size */
+    int first, n;     /* the pod's ranks: first .. first + n - 1 */
     char master[256]; /* HOST:PORT of the group's rendezvous */
 } areal_train_pod_rank;
 
