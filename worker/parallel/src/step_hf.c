@@ -1,7 +1,8 @@
 /*
  * step_hf.c - a parallel step's state as whole HF tensors (see step.h):
  * gathered for weight sync, HF saves and checkpoints, set from them on a
- * resume, for any layout.
+ * resume, for any layout (context and expert parallelism included: the cp
+ * replicas write nothing, the experts are written by their edp rank 0).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -55,8 +56,13 @@ int areal_par_step_get_tensor(areal_par_step *s, areal_coll *world, const areal_
     memset(out, 0, sizeof(float) * n);
     areal_model *m = s->m;
     int j = areal_model_find(m, hf->name);
-    int dp0 = areal_par_rank(s->g.dp) == 0;
-    if (j >= 0 && areal_par_counts(m, (size_t)j)) {
+    /* one writer per element: ep.h's owners under dispatch; else the tp x pp owner on dp
+     * rank 0 of cp rank 0 (the cp ranks hold replicas) */
+    int ep = s->ep != NULL;
+    int dp0 = ep || (areal_par_rank(s->g.dp) == 0 && areal_par_rank(s->cp.cp) == 0);
+    int owns = j >= 0 &&
+               (ep ? areal_par_ep_counts(m, &s->ep->g, (size_t)j) : areal_par_counts(m, (size_t)j));
+    if (owns) {
         const areal_tensor_spec *loc = &m->specs[j];
         size_t ln = numel(loc), a = m->offset[j], base = 0;
         const float *src = local_state(s, which, &base);

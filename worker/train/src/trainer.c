@@ -134,6 +134,12 @@ int areal_trainer_init_par(areal_trainer *t, const char *model_dir, const areal_
                            long total_steps, areal_pool *pool, const areal_train_layout *l,
                            areal_error *err) {
     memset(t, 0, sizeof *t);
+    if (cfg->actor.vpp > 1)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "actor.megatron.virtual_pipeline_parallel_size is %ld: the trainer "
+                               "does not build the interleaved (virtual) pipeline yet; set it to "
+                               "1 or null",
+                               cfg->actor.vpp);
     const areal_optimizer_config *o = &cfg->actor.optimizer;
     areal_adamw_cfg ac = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay};
     int rc = areal_train_par_create(l, model_dir, &ac, pool, &t->par, err);

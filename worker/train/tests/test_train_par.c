@@ -14,10 +14,20 @@
  * ~1e-6 for weights). Layouts: fsdp d2 (parameters, gradients and moments
  * sharded), megatron t2 (on the tiny model, and on worker/model's Qwen3
  * fixture whose vocabulary splits: vocab-parallel logits and recompute), p2
- * (1F1B, several micro-batches), d2 with ZeRO-1, d1t2p2. And resume: a checkpoint written
+ * (1F1B, several micro-batches), d2 with ZeRO-1, d1t2p2; context parallelism c2 and d2c2
+ * (each sequence cut over the cp pair by the step, ZeRO-1 over dp-cp); expert parallelism on
+ * worker/model's tiny Qwen3-MoE with all-to-all dispatch: d2e2, d2t2e2 (etp 1), the
+ * (attn:d2t2|ffn:t2e2) form (etp 2) and the hybrid (attn:d2p2t2|ffn:d2p2e2) - rank 0 also
+ * checks it trained on its 1 / (d c) share of the tokens and holds E / ep experts 1 / etp
+ * wide, which the loss and weights alone would not show (a cp that ran whole sequences on
+ * both ranks would match them). The same 1e-5: cp and ep reassociate the attention's and the
+ * experts' sums the way tp does (measured up to ~4e-7 for loss and norm, ~3e-6 for moments).
+ * And resume: a checkpoint written
  * by t2 after STEPS - 1 steps (the existing single-process format, moments
  * gathered whole) resumed by p2 for the last step ends where one process
- * does: the checkpoint is exact and layout-independent. A run whose weights
+ * does: the checkpoint is exact and layout-independent; likewise e2 -> d2t2 on the MoE model
+ * (the experts gathered from their ranks into the one format, resumed by ZeRO-1 tensor
+ * parallelism). A run whose weights
  * were left unsynced (the check's own negative) is caught. Every step is two
  * PPO minibatches (the second one's importance ratios move off 1, so the
  * loss differs step to step) of several micro-batches; each data slice cuts
@@ -38,6 +48,7 @@
 
 #include "../../parallel/tests/par_test_util.h" /* pt_ranks_run: forked ranks, their store */
 #include "areal/model/heads.h"
+#include "areal/model/moe_dispatch.h"
 #include "areal/rl/pack.h"
 #include "areal/train/ckpt.h"
 #include "areal/train/dp.h"
@@ -78,8 +89,10 @@ typedef struct fixture {
 } fixture;
 
 /* 0: the project's tiny Qwen2 (vocabulary 53: t2 keeps whole logit rows); 1: worker/model's
- * Qwen3 fixture (vocabulary 96: t2 splits the logits by vocabulary, qk-norm partial sums) */
-static fixture g_fx[2];
+ * Qwen3 fixture (vocabulary 96: t2 splits the logits by vocabulary, qk-norm partial sums);
+ * 2: worker/model's tiny Qwen3-MoE (4 experts, top 2, one MoE and one dense layer) */
+#define NFX 3
+static fixture g_fx[NFX];
 static char g_root[300];
 static areal_rl_config g_cfg;
 
@@ -256,6 +269,33 @@ static int rank0(const run *R, areal_train_layout *lay, areal_pg *pg, areal_trai
         if (!(le <= TOL) || !(ne <= TOL))
             rc = RANK_WRONG;
     }
+    /* the split really happened: rank 0 trained on its 1 / (d c) share of the tokens (the dp
+     * split balances lengths group by group, hence the margin), not on whole sequences (a
+     * cp that ran whole sequences on every cp rank would give the same loss and weights) */
+    if (t.par != NULL && lay->backend == AREAL_BACKEND_MEGATRON) {
+        long total = 0;
+        for (int k = 0; k < NG; k++)
+            for (int i = 0; i < GS; i++)
+                total += fxt->tmpl[k].s[i].n;
+        double share = (double)areal_train_par_step(t.par)->tokens_run / ((double)total * R->steps),
+               want = 1.0 / (lay->s.dp * (lay->s.cp > 1 ? lay->s.cp : 1));
+        printf("%-16s rank 0 trained on %.3f of the tokens (its share %.3f)\n", R->layout, share,
+               want);
+        if (!(share <= want * 1.3) || !(share >= want * 0.7))
+            rc = RANK_WRONG;
+        /* and the experts really are split: rank 0 holds E / ep of them, each 1 / etp wide */
+        const areal_model *sm = areal_train_par_step(t.par)->m;
+        if (sm->cfg.num_experts > 0) {
+            int e0, ne, inter, etp = lay->s.etp > 1 ? lay->s.etp : 1;
+            areal_moe_local(sm, &e0, &ne, &inter);
+            printf("%-16s rank 0 holds experts [%d, %d) of %d, %d of %d columns (ep %d etp %d)\n",
+                   R->layout, e0, e0 + ne, sm->cfg.num_experts, inter,
+                   sm->cfg.moe_intermediate_size, lay->s.ep, etp);
+            if (ne * lay->s.ep != sm->cfg.num_experts ||
+                inter * etp != sm->cfg.moe_intermediate_size)
+                rc = RANK_WRONG;
+        }
+    }
     printf("%-16s %.1f ms a step, rank 0 CPU %.1f ms (one process: %.1f ms, CPU %.1f ms; the "
            "gather to rank 0 included)\n",
            R->layout, 1e3 * wall / R->steps, 1e3 * cpu / R->steps, 1e3 * fx->wall / STEPS,
@@ -428,15 +468,16 @@ static int setup(void **state) {
     areal_error e;
     assert_int_equal(areal_tiny_create(g_fx[0].model, &tc, &e), AREAL_OK);
     snprintf(g_fx[1].model, sizeof g_fx[1].model, "%s", PT_FIX "ref-qwen3");
+    snprintf(g_fx[2].model, sizeof g_fx[2].model, "%s", PT_FIX "ref-qwen3-moe");
     cfg_make(&g_cfg);
-    fixture_make(&g_fx[0]);
-    fixture_make(&g_fx[1]);
+    for (int f = 0; f < NFX; f++)
+        fixture_make(&g_fx[f]);
     return 0;
 }
 
 static int teardown(void **state) {
     (void)state;
-    for (int f = 0; f < 2; f++) {
+    for (int f = 0; f < NFX; f++) {
         for (int k = 0; k < NG; k++)
             areal_group_free(&g_fx[f].tmpl[k]);
         for (int o = 0; o < 2; o++) {
@@ -486,6 +527,62 @@ static void megatron_d1t2p2(void **st) {
     assert_int_equal(run_layout(&R), 0);
 }
 
+/* Context parallelism: each sequence cut into 4 chunks, rank r holding chunks r and 3 - r. */
+static void megatron_c2(void **st) {
+    (void)st;
+    run R = {"megatron:d1c2", 0, 0, STEPS, NULL, NULL, 0};
+    assert_int_equal(run_layout(&R), 0);
+}
+
+/* cp inside two data slices: ZeRO-1 over the dp-cp group of 4. */
+static void megatron_d2c2(void **st) {
+    (void)st;
+    run R = {"megatron:d2c2", 0, 0, STEPS, NULL, NULL, 0};
+    assert_int_equal(run_layout(&R), 0);
+}
+
+/* Expert parallelism on the MoE fixture: two experts a rank, tokens dispatched by all-to-all
+ * over the ep group (carved out of dp: the two ranks hold different sequences). */
+static void megatron_e2(void **st) {
+    (void)st;
+    run R = {"megatron:d2e2", 2, 0, STEPS, NULL, NULL, 0};
+    assert_int_equal(run_layout(&R), 0);
+}
+
+/* e2 inside t2 with etp 1: each tp pair dispatches halves of its tokens, edp 2. */
+static void megatron_e2t2_etp1(void **st) {
+    (void)st;
+    run R = {"megatron:d2t2e2", 2, 0, STEPS, NULL, NULL, 0};
+    assert_int_equal(run_layout(&R), 0);
+}
+
+/* etp 2 (the hybrid form's ffn t): each expert split over the tp pair. */
+static void megatron_e2t2_etp2(void **st) {
+    (void)st;
+    run R = {"megatron:(attn:d2t2|ffn:t2e2)", 2, 0, STEPS, NULL, NULL, 0};
+    assert_int_equal(run_layout(&R), 0);
+}
+
+/* The hybrid form: attention d2 p2 t2, experts d2 p2 e2 on the same 8 ranks (etp 1, edp 2),
+ * dispatch inside each of the two pipeline stages. */
+static void megatron_hybrid(void **st) {
+    (void)st;
+    run R = {"megatron:(attn:d2p2t2|ffn:d2p2e2)", 2, 0, STEPS, NULL, NULL, 0};
+    assert_int_equal(run_layout(&R), 0);
+}
+
+/* e2 writes a checkpoint after STEPS - 1 steps (experts gathered from their ranks); d2t2
+ * (ZeRO-1, tensor parallel experts' neighbours) resumes it for the last step. */
+static void resume_e2_to_d2t2(void **st) {
+    (void)st;
+    char root[400];
+    snprintf(root, sizeof root, "%s/recover-ep", g_root);
+    run A = {"megatron:d2e2", 2, 0, STEPS - 1, root, NULL, 0};
+    assert_int_equal(run_layout(&A), 0);
+    run B = {"megatron:d2t2", 2, STEPS - 1, 1, NULL, root, 0};
+    assert_int_equal(run_layout(&B), 0);
+}
+
 /* t2 writes a checkpoint after STEPS - 1 steps; p2 resumes it for the last step. */
 static void resume_t2_to_p2(void **st) {
     (void)st;
@@ -508,24 +605,36 @@ static void layout_errors(void **st) {
     (void)st;
     areal_train_layout l;
     areal_error e;
-    assert_int_equal(areal_train_layout_parse("megatron:d1t2c2", &l, &e), AREAL_EINVAL);
-    assert_non_null(strstr(e.msg, "context parallelism"));
-    assert_int_equal(areal_train_layout_parse("megatron:d2e2", &l, &e), AREAL_EINVAL);
-    assert_non_null(strstr(e.msg, "expert parallelism"));
+    assert_int_equal(areal_train_layout_parse("fsdp:d2c2", &l, &e), AREAL_EINVAL);
+    assert_non_null(strstr(e.msg, "fsdp with c > 1"));
+    assert_int_equal(areal_train_layout_parse("megatron:d2c2e2", &l, &e), AREAL_EINVAL);
+    assert_non_null(strstr(e.msg, "context parallelism (c > 1) together with expert"));
+    assert_int_equal(areal_train_layout_parse("megatron:d1t2c2", &l, &e), AREAL_OK);
+    assert_int_equal(areal_train_layout_world(&l), 4);
     assert_int_equal(areal_train_layout_parse("sglang:d2", &l, &e), AREAL_EINVAL);
     assert_non_null(strstr(e.msg, "not a trainer's"));
     assert_int_equal(areal_train_layout_parse("sglang:d1+fsdp:d2", &l, &e), AREAL_EINVAL);
     assert_int_equal(areal_train_layout_parse("megatron:d2t2p2", &l, &e), AREAL_OK);
     assert_int_equal(areal_train_layout_world(&l), 8);
+    /* the interleaved pipeline is refused by name, before any collective */
+    areal_rl_config c = g_cfg;
+    c.actor.vpp = 2;
+    areal_trainer t;
+    assert_int_equal(areal_trainer_init_par(&t, g_fx[0].model, &c, STEPS, NULL, &l, &e),
+                     AREAL_EINVAL);
+    assert_non_null(strstr(e.msg, "virtual_pipeline_parallel_size is 2"));
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(layout_errors),   cmocka_unit_test(fsdp_d2),
-        cmocka_unit_test(megatron_t2),     cmocka_unit_test(megatron_t2_vocab),
-        cmocka_unit_test(megatron_p2),     cmocka_unit_test(megatron_d2_zero1),
-        cmocka_unit_test(megatron_d1t2p2), cmocka_unit_test(resume_t2_to_p2),
-        cmocka_unit_test(unsynced_caught),
+        cmocka_unit_test(layout_errors),      cmocka_unit_test(fsdp_d2),
+        cmocka_unit_test(megatron_t2),        cmocka_unit_test(megatron_t2_vocab),
+        cmocka_unit_test(megatron_p2),        cmocka_unit_test(megatron_d2_zero1),
+        cmocka_unit_test(megatron_d1t2p2),    cmocka_unit_test(resume_t2_to_p2),
+        cmocka_unit_test(unsynced_caught),    cmocka_unit_test(megatron_c2),
+        cmocka_unit_test(megatron_d2c2),      cmocka_unit_test(megatron_e2),
+        cmocka_unit_test(megatron_e2t2_etp1), cmocka_unit_test(megatron_e2t2_etp2),
+        cmocka_unit_test(resume_e2_to_d2t2),  cmocka_unit_test(megatron_hybrid),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -25,11 +25,21 @@
  * copy of the parameters (and at a checkpoint of the moments) besides its
  * shard: the memory limit that remains.
  *
- * Scope: data, tensor (vocab-parallel logits when the vocabulary divides) and
- * pipeline parallelism for megatron: (ZeRO-1 when dp > 1), data parallelism
- * for fsdp: (sharded parameters, gradients and moments). Context and expert
- * parallelism, fsdp with t > 1, and vpp are refused with an error naming
- * what is missing.
+ * Scope: data, tensor (vocab-parallel logits when the vocabulary divides),
+ * pipeline, context and expert parallelism for megatron: (ZeRO-1 over dp-cp
+ * when it has 2+ ranks; plain AdamW under expert parallelism), data
+ * parallelism for fsdp: (sharded parameters, gradients and moments). Context
+ * parallelism: every cp rank of a data slice receives the slice's whole
+ * sequences and the step cuts each micro-batch into the rank's load-balanced
+ * causal shard (step.h's areal_par_step_cp); the token count, loss and
+ * gradients are summed over dp-cp. Expert parallelism (e, etp from the
+ * (attn:|ffn:) form): each rank loads only its experts (and their etp
+ * slice), the ep ranks are carved out of dp and hold different sequences,
+ * tokens go to their experts by all-to-all (areal_par_step_ep). Both take
+ * the gathered weight-sync path (areal_train_par_sharded is false: the
+ * shard-direct plan knows tp / pp slices only). Refused with an error
+ * naming what is missing: c > 1 with e > 1, fsdp with t > 1 or c > 1; vpp
+ * is not carried by the layout or the job config yet.
  */
 #ifndef AREAL_TRAIN_TRAINER_PAR_H
 #define AREAL_TRAIN_TRAINER_PAR_H
@@ -54,13 +64,14 @@ typedef struct areal_train_layout {
 
 /*
  * Parses a layout "fsdp:d2", "megatron:d1t2p2" (one training component of the
- * allocation grammar, lib/layout/alloc.h) into *out (comm NULL). AREAL_EINVAL
- * naming the string and what is wrong (a rollout backend, several components,
- * a dimension the trainer does not build: cp, ep, fsdp t > 1).
+ * allocation grammar, lib/layout/alloc.h, the (attn:|ffn:) hybrid form
+ * included) into *out (comm NULL). AREAL_EINVAL naming the string and what is
+ * wrong (a rollout backend, several components, a combination the trainer
+ * does not build: c > 1 with e > 1, fsdp with t > 1 or c > 1).
  */
 int areal_train_layout_parse(const char *s, areal_train_layout *out, areal_error *err);
 
-/* The layout's world size (dp * tp * pp). */
+/* The layout's world size (dp * tp * pp * cp; ep adds no ranks). */
 int areal_train_layout_world(const areal_train_layout *l);
 
 typedef struct areal_train_par areal_train_par;
@@ -111,8 +122,9 @@ int areal_train_par_scatter(areal_train_par *p, const float *params, const float
 
 /*
  * Whether the layout's weight update can go shard-direct (wsync_shard.h):
- * megatron with t > 1 or p > 1 on more than one rank. Elsewhere (fsdp,
- * d-only, one process) the gather through rank 0 stays the path.
+ * megatron with t > 1 or p > 1 on more than one rank, without c or e.
+ * Elsewhere (fsdp, d-only, cp, ep, one process) the gather through rank 0
+ * stays the path.
  */
 bool areal_train_par_sharded(const areal_train_par *p);
 
