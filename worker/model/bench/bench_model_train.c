@@ -19,6 +19,7 @@
  *      same sgemm shapes and transposes replayed alone on compact operands,
  *      the matrix products' own rate. Timers inside the library were rejected
  *      (they would need mutable global counters).
+ * AREAL_BENCH_TRAIN_ONLY=1 stops after the training steps (for `perf record`).
  * Threads: 1 by default for both sides, to be fair on a shared machine;
  * AREAL_BENCH_THREADS=N raises it (the pool, OpenBLAS and torch all get N).
  * CPU seconds show how much of the wall time was this process computing; the
@@ -229,6 +230,14 @@ int main(void) {
            "%.0f ms/step, %.0f tokens/s, %.1f GFLOP/s; %.2f CPU s/step (loss %.3f)\n",
            (double)m.n_params / 1e6, T, NS, L, threads, step * 1e3, T / step, flops / step / 1e9,
            cpus[RUNS / 2], loss);
+    if (getenv("AREAL_BENCH_TRAIN_ONLY") != NULL) { /* profiling the step: stop here */
+        areal_adamw_free(&opt);
+        free(tok);
+        free(dlogits);
+        areal_model_free(&m);
+        areal_pool_destroy(pool);
+        return 0;
+    }
     const int32_t *prompts[GB];
     int plen[GB];
     for (int b = 0; b < GB; b++) {
