@@ -75,7 +75,7 @@ static const char train_help[] =
     "           [--eta E] [--lr LR] [--eval-every N] [--eval-n N] [--ckpt-every N] [--seed S]\n"
     "           [--max-operand M] [--rollout-workers N] [--reward math|exact]\n"
     "           [--http-port P] [--http-host H] [--dp-rank R --dp-size N --dp-master HOST:PORT]\n"
-    "           [--layout L] [--rank R --world N --master HOST:PORT]\n"
+    "           [--layout L [--no-overlap]] [--rank R --world N --master HOST:PORT]\n"
     "           [--weight-update-mode disk|xccl] [--weight-bucket-mb MB] [--xccl-host ADDR]\n"
     "           [--max-concurrent N]\n"
     "The trainer role: asynchronous GRPO against SGLang-API rollout servers, weights synced\n"
@@ -99,7 +99,11 @@ static const char train_help[] =
     "                  AREAL_ALLOCATION named by AREAL_ROLE, when both are set): each rank\n"
     "                  holds its shard and trains its data slice; N = d*t*p ranks, given as\n"
     "                  --rank R --world N --master HOST:PORT (the --dp-* flags' other names);\n"
-    "                  without it N ranks replicate the model (data parallelism)\n"
+    "                  without it N ranks replicate the model (data parallelism); a\n"
+    "                  layout's recover checkpoints are per rank (each rank its shard and\n"
+    "                  optimizer share) and resume in any other layout\n"
+    "  --no-overlap    megatron dN: sum the gradients over dp after the backward instead of\n"
+    "                  bucket by bucket during it (ZeRO-1's reduce-scatter; the default)\n"
     "  --weight-update-mode M   rollout.weight_update_mode: disk (HF safetensors under the job\n"
     "                  dir, /update_weights_from_disk) or xccl (buckets of --weight-bucket-mb MB,\n"
     "                  default 1024, broadcast over a comm-runtime group whose rank 0 is this\n"
@@ -299,6 +303,14 @@ static int run_dp(areal_train_job *job, int rank, int size, const char *master,
         snprintf(line, sizeof line, "rank %d of %d splits the model by %s (its shard only)", rank,
                  size, what);
         log_line(x, line);
+        if (rank == 0 && lay->backend == AREAL_BACKEND_MEGATRON && lay->s.dp > 1) {
+            snprintf(line, sizeof line,
+                     lay->no_overlap
+                         ? "data-parallel gradient sum after the backward (--no-overlap)"
+                         : "data-parallel gradient sum overlapped with the backward (ZeRO-1 "
+                           "reduce-scatter per bucket; --no-overlap turns it off)");
+            log_line(x, line);
+        }
     }
     areal_trainer_http *http = NULL;
     if (rc == AREAL_OK && rank == 0 && http_host != NULL)
@@ -373,6 +385,7 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
     areal_task_reward_kind reward = AREAL_TASK_REWARD_DEFAULT;
     const char *http_host = NULL, *http_port = getenv("AREAL_TRAINER_HTTP_PORT");
     const char *dp_master = NULL, *layout = NULL;
+    bool no_overlap = false; /* --no-overlap: megatron dN's dp sum after the backward */
     nflag f[F_N] = {
         [F_STEPS] = {"--steps", 1, 1e7, 300, false},
         [F_BATCH] = {"--batch", 1, 4096, 32, false},
@@ -451,6 +464,9 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
         } else if (strcmp(argv[i], "--no-discover") == 0) {
             discover = false;
             continue;
+        } else if (strcmp(argv[i], "--no-overlap") == 0) {
+            no_overlap = true;
+            continue;
         }
         for (int k = 0; k < F_N && r == 0; k++)
             if ((r = num_flag(argc, argv, &i, f[k].name, f[k].lo, f[k].hi, &f[k].val, err)) > 0)
@@ -517,6 +533,7 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
             areal_rl_config_free(&cfg);
             return 2;
         }
+        lay.no_overlap = no_overlap;
         int W = areal_train_layout_world(&lay);
         if (!f[F_DP_SIZE].set)
             dp_size = W;
