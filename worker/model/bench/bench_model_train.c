@@ -14,11 +14,12 @@
  *   4. OpenBLAS sgemm peak (a 2048^3 square product, best of 3) and the
  *      fraction of it the model's matrix products reach, two ways: (a) the
  *      FLOPs of every sgemm of a step (linear layers 6 * T * weights, and the
- *      full L x L attention products the kernel computes) over the whole step
+ *      causal-block attention products the kernel computes) over the whole step
  *      time, a lower bound since the step also does non-BLAS work; (b) the
  *      same sgemm shapes and transposes replayed alone on compact operands,
  *      the matrix products' own rate. Timers inside the library were rejected
  *      (they would need mutable global counters).
+ * AREAL_BENCH_TRAIN_ONLY=1 stops after the training steps (for `perf record`).
  * Threads: 1 by default for both sides, to be fair on a shared machine;
  * AREAL_BENCH_THREADS=N raises it (the pool, OpenBLAS and torch all get N).
  * CPU seconds show how much of the wall time was this process computing; the
@@ -89,7 +90,8 @@ static double linear3(int n_in, int n_out, const float *A, const float *B, float
 }
 
 /* Replays every sgemm shape of one training step (model_fwd/model_bwd and
- * k_attention); returns the FLOPs done. A, B, C hold max_elems floats each. */
+ * k_attention's 64-row causal query blocks); returns the FLOPs done. A, B, C
+ * hold max_elems floats each. */
 static double replay_step(const areal_model_config *c, const float *A, const float *B, float *C) {
     int H = c->hidden_size, qd = c->num_heads * c->head_dim, kvd = c->num_kv_heads * c->head_dim;
     int hd = c->head_dim, ffn = c->intermediate_size;
@@ -98,11 +100,13 @@ static double replay_step(const areal_model_config *c, const float *A, const flo
         f += linear3(H, qd, A, B, C) + linear3(H, kvd, A, B, C) + linear3(H, kvd, A, B, C);
         f += linear3(qd, H, A, B, C) + linear3(H, ffn, A, B, C) + linear3(H, ffn, A, B, C);
         f += linear3(ffn, H, A, B, C);
-        for (int s = 0; s < NS * c->num_heads; s++) {
-            f += gemm(0, 1, L, L, hd, A, B, C) + gemm(0, 0, L, hd, L, A, B, C); /* forward */
-            f += gemm(0, 1, L, L, hd, A, B, C) + gemm(1, 0, L, hd, L, A, B, C); /* dP, dV */
-            f += gemm(0, 0, L, hd, L, A, B, C) + gemm(1, 0, L, hd, L, A, B, C); /* dQ, dK */
-        }
+        for (int s = 0; s < NS * c->num_heads; s++)
+            for (int i0 = 0; i0 < L; i0 += 64) {
+                int e = i0 + 64 < L ? i0 + 64 : L, nb = e - i0;
+                f += gemm(0, 1, nb, e, hd, A, B, C) + gemm(0, 0, nb, hd, e, A, B, C); /* fwd */
+                f += gemm(0, 1, nb, e, hd, A, B, C) + gemm(1, 0, e, hd, nb, A, B, C); /* dP, dV */
+                f += gemm(0, 0, nb, hd, e, A, B, C) + gemm(1, 0, e, hd, nb, A, B, C); /* dQ, dK */
+            }
     }
     return f + linear3(H, c->vocab_size, A, B, C);
 }
@@ -229,6 +233,14 @@ int main(void) {
            "%.0f ms/step, %.0f tokens/s, %.1f GFLOP/s; %.2f CPU s/step (loss %.3f)\n",
            (double)m.n_params / 1e6, T, NS, L, threads, step * 1e3, T / step, flops / step / 1e9,
            cpus[RUNS / 2], loss);
+    if (getenv("AREAL_BENCH_TRAIN_ONLY") != NULL) { /* profiling the step: stop here */
+        areal_adamw_free(&opt);
+        free(tok);
+        free(dlogits);
+        areal_model_free(&m);
+        areal_pool_destroy(pool);
+        return 0;
+    }
     const int32_t *prompts[GB];
     int plen[GB];
     for (int b = 0; b < GB; b++) {

@@ -93,10 +93,9 @@ void k_attn_decode(areal_pool *p, float *out, const float *q, const float *kc, c
                    size_t kv_stride, const int *slot, const int *n_keys, int R, k_attn_dims d,
                    float *scratch, int max_keys);
 
-/* ---- k_swiglu.c: h = silu(g) * u over n elements */
+/* ---- k_swiglu.c: h = silu(g) * u over n elements, exp from k_vexp.h */
 void k_swiglu_fwd(areal_pool *p, float *h, const float *g, const float *u, size_t n);
-/* the same for the KV-cache paths with k_vexp.h's exp (vectorised; ~1 ulp of
- * exp from k_swiglu_fwd) */
+/* the same for the KV-cache paths (the very same numbers: one kernel) */
 void k_swiglu_infer(areal_pool *p, float *h, const float *g, const float *u, size_t n);
 /* dg, du (writes) from dh */
 void k_swiglu_bwd(areal_pool *p, float *dg, float *du, const float *dh, const float *g,

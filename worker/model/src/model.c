@@ -18,6 +18,7 @@
 #include "areal/model/checkpoint.h"
 #include "areal/model/cp_attn.h"
 #include "areal/model/model.h"
+#include "model_internal.h"
 
 int areal_model_find(const areal_model *m, const char *name) {
     for (size_t i = 0; i < m->n_specs; i++)
@@ -211,6 +212,7 @@ void areal_model_free(areal_model *m) {
     free(m->g.layers);
     free(m->inv_freq);
     memset(m, 0, sizeof *m);
+    areal_arena_trim(); /* the steps' kept buffers (arena.c) go with the model */
 }
 
 void areal_model_zero_grad(areal_model *m) {

@@ -169,7 +169,8 @@ int areal_model_backward_stage(areal_model *m, const areal_acts *a, const float 
             maxL = (size_t)(p->cu[s2 + 1] - p->cu[s2]);
     bool sp = sh->tp > 1 && sh->sequence_parallel;
     size_t need = T * H * (sp ? 3 : 2) + T * Q * 3 + T * KV * 5 + T * I * 3 + maxL * maxL;
-    float *buf = malloc(sizeof(float) * need);
+    size_t got;
+    float *buf = areal_arena_alloc(sizeof(float) * need, &got);
     if (buf == NULL)
         return areal_error_set(err, AREAL_ENOMEM, -1,
                                "no memory for the backward of %zu tokens (try smaller "
@@ -234,6 +235,6 @@ int areal_model_backward_stage(areal_model *m, const areal_acts *a, const float 
     /* a pipeline's tied embedding is final only once its two copies are summed */
     if (rc == AREAL_OK && first && !(c->tie_word_embeddings && sh->pp > 1))
         rc = ready_to(m, &cur, 0, err);
-    free(buf);
+    areal_arena_free(buf, got);
     return rc;
 }

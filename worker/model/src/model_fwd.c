@@ -99,7 +99,7 @@ void areal_acts_free(areal_acts *a) {
         free(a->priv->tokens);
         free(a->priv->att_off);
         free(a->priv->layers);
-        free(a->priv->arena);
+        areal_arena_free(a->priv->arena, a->priv->arena_bytes);
         free(a->priv);
     }
     memset(a, 0, sizeof *a);
@@ -142,7 +142,7 @@ static int acts_alloc(const areal_model *m, const areal_batch *b, areal_acts *a,
     size_t total = T * H + (last ? T * H + T + T * V : 0) + (sp ? T * H : 0);
     for (int i = 0; i < n; i++)
         total += layer_floats(m, first + i, T) + p->att_total;
-    p->arena = malloc(sizeof(float) * total);
+    p->arena = areal_arena_alloc(sizeof(float) * total, &p->arena_bytes);
     p->arena_floats = total;
     if (p->arena == NULL)
         goto oom;

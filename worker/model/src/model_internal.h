@@ -54,13 +54,24 @@ struct areal_acts_priv {
     size_t *att_off;
     size_t att_total;
     layer_acts *layers;
-    int n_layers;       /* entries of layers */
-    float *res_out;     /* [T, H] after the last layer */
-    float *lnf, *rstdf; /* final norm */
-    float *wide;        /* sequence parallel: [T, H] scratch of the row-parallel products */
-    void *arena;
-    size_t arena_floats; /* its size (areal_acts_floats) */
+    int n_layers;        /* entries of layers */
+    float *res_out;      /* [T, H] after the last layer */
+    float *lnf, *rstdf;  /* final norm */
+    float *wide;         /* sequence parallel: [T, H] scratch of the row-parallel products */
+    void *arena;         /* areal_arena_alloc's block of arena_bytes */
+    size_t arena_floats; /* the floats used (areal_acts_floats) */
+    size_t arena_bytes;
 };
+
+/*
+ * Large per-step buffers (arena.c): a block of at least bytes (*got: its real
+ * size, to pass back) or NULL when out of memory; uninitialised, perhaps a
+ * previous step's. areal_arena_free keeps the block for a later request (a
+ * few, of 4 MiB or more) or frees it; areal_arena_trim frees the kept ones.
+ */
+void *areal_arena_alloc(size_t bytes, size_t *got);
+void areal_arena_free(void *p, size_t got);
+void areal_arena_trim(void);
 
 /* Bytes needed for the MoE activations of T tokens (0 for a dense model). */
 size_t moe_acts_floats(const areal_model_config *c, int T);

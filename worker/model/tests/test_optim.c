@@ -114,12 +114,61 @@ static void clip_leaves_small_gradients(void **s) {
     assert_true(fabs(sqrt(g[0] * g[0] + g[1] * g[1]) - 0.25) < 1e-5);
 }
 
+/*
+ * The vectorised AdamW (optim.c, eight lanes on AVX2) must be bitwise the
+ * scalar formula: torch's single-tensor update written out here element by
+ * element, on a length with a scalar tail (1003) and chunks that start off
+ * the 8-lane grid (the pool's ranges). The norm is checked against a long
+ * double sum within 1e-12 (its lanes reorder the double sum).
+ */
+static void vector_adamw_is_the_scalar_formula_bitwise(void **s) {
+    (void)s;
+    enum { N = 1003 };
+    static float p[N], g[N], pr[N], mr[N], vr[N];
+    uint64_t x = 7;
+    areal_adamw opt;
+    areal_adamw_cfg cfg = {3e-3, 0.9, 0.95, 1e-8, 0.1};
+    assert_int_equal(areal_adamw_init(&opt, N, NULL), AREAL_OK);
+    for (int i = 0; i < N; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        pr[i] = p[i] = (float)((x >> 40) % 2001) / 1000.0f - 1.0f;
+        mr[i] = vr[i] = 0.0f;
+    }
+    for (int step = 1; step <= 3; step++) {
+        long double ss = 0;
+        for (int i = 0; i < N; i++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            g[i] = ((float)((x >> 40) % 2001) / 1000.0f - 1.0f) * 0.01f * (float)step;
+            ss += (long double)g[i] * g[i];
+        }
+        double norm = areal_clip_grad_norm(g, N, 0.0); /* max_norm 0: measure only */
+        assert_true(fabs(norm - (double)sqrtl(ss)) <= 1e-12 * norm);
+        areal_adamw_step(&opt, &cfg, cfg.lr, p, g, NULL);
+        float decay = (float)(1.0 - cfg.lr * cfg.weight_decay), b1 = 0.9f, b2 = 0.95f;
+        float ssz = (float)(cfg.lr / (1.0 - pow(0.9, step)));
+        float bc2 = (float)sqrt(1.0 - pow(0.95, step)), eps = 1e-8f;
+        for (int i = 0; i < N; i++) {
+            pr[i] *= decay;
+            mr[i] = b1 * mr[i] + (1.0f - b1) * g[i];
+            vr[i] = b2 * vr[i] + (1.0f - b2) * g[i] * g[i];
+            float den = sqrtf(vr[i]) / bc2 + eps;
+            pr[i] -= ssz * (mr[i] / den);
+        }
+        for (int i = 0; i < N; i++)
+            if (p[i] != pr[i] || opt.m[i] != mr[i] || opt.v[i] != vr[i])
+                fail_msg("step %d element %d: %.9g %.9g %.9g, scalar %.9g %.9g %.9g", step, i, p[i],
+                         opt.m[i], opt.v[i], pr[i], mr[i], vr[i]);
+    }
+    areal_adamw_free(&opt);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(three_clipped_cosine_steps_match_torch),
         cmocka_unit_test(schedules_match_transformers),
         cmocka_unit_test(schedule_floor_and_checks),
         cmocka_unit_test(clip_leaves_small_gradients),
+        cmocka_unit_test(vector_adamw_is_the_scalar_formula_bitwise),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
