@@ -29,24 +29,6 @@
 #define MOVE_BYTES (256u << 10) /* gathered/scattered total, broadcast */
 #define A2A_BYTES  (64u << 10)  /* one member's all-to-all send buffer */
 
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "rank %d: check failed at line %d: %s\n", me, __LINE__, #cond);        \
-            rc = RANK_WRONG;                                                                       \
-            goto out;                                                                              \
-        }                                                                                          \
-    } while (0)
-
-#define COMM(call)                                                                                 \
-    do {                                                                                           \
-        if ((call) != AREAL_OK) {                                                                  \
-            fprintf(stderr, "rank %d: %s\n", me, e.msg);                                           \
-            rc = RANK_COMM_FAIL;                                                                   \
-            goto out;                                                                              \
-        }                                                                                          \
-    } while (0)
-
 /* Counts around the threshold of `bytes` for elements of es bytes (n of them per unit). */
 static void around(size_t bytes, size_t es, size_t *c) {
     size_t at = bytes / es;
@@ -77,10 +59,10 @@ static int thresholds(areal_comm *c, void *arg) {
             areal_redop op = (areal_redop)((ti + x) % 3);
             for (size_t i = 0; i < cs[x]; i++)
                 cb_put(a, t, i, cb_v(me, i));
-            COMM(areal_pg_all_reduce(g, a, cs[x], t, op, &e));
+            RANK_COMM(areal_pg_all_reduce(g, a, cs[x], t, op, &e));
             for (size_t i = 0; i < cs[x]; i++)
-                CHECK(fabs(cb_get(a, t, i) - cb_expect(ranks, n, i, op, t)) <=
-                      cb_tol(ranks, n, i, op, t));
+                RANK_CHECK(fabs(cb_get(a, t, i) - cb_expect(ranks, n, i, op, t)) <=
+                           cb_tol(ranks, n, i, op, t));
         }
     }
     /* all-gather (int32) and reduce-scatter (fp32 and fp16): the total straddles MOVE_BYTES */
@@ -88,19 +70,19 @@ static int thresholds(areal_comm *c, void *arg) {
     for (int x = 0; x < 5; x++) {
         for (size_t i = 0; i < cs[x]; i++)
             cb_put(a, AREAL_DT_I32, i, cb_v(me, i));
-        COMM(areal_pg_all_gather(g, a, b, cs[x], AREAL_DT_I32, &e));
+        RANK_COMM(areal_pg_all_gather(g, a, b, cs[x], AREAL_DT_I32, &e));
         for (int j = 0; j < n; j++)
             for (size_t i = 0; i < cs[x]; i++)
-                CHECK(cb_get(b, AREAL_DT_I32, (size_t)j * cs[x] + i) == cb_v(j, i));
+                RANK_CHECK(cb_get(b, AREAL_DT_I32, (size_t)j * cs[x] + i) == cb_v(j, i));
         areal_dtype t = x % 2 ? AREAL_DT_F16 : AREAL_DT_F32;
         areal_redop op = (areal_redop)(x % 3);
         for (size_t i = 0; i < (size_t)n * cs[x]; i++)
             cb_put(a, t, i, cb_v(me, i));
-        COMM(areal_pg_reduce_scatter(g, a, b, cs[x], t, op, &e));
+        RANK_COMM(areal_pg_reduce_scatter(g, a, b, cs[x], t, op, &e));
         for (size_t i = 0; i < cs[x]; i++) {
             size_t at = (size_t)me * cs[x] + i;
-            CHECK(fabs(cb_get(b, t, i) - cb_expect(ranks, n, at, op, t)) <=
-                  cb_tol(ranks, n, at, op, t));
+            RANK_CHECK(fabs(cb_get(b, t, i) - cb_expect(ranks, n, at, op, t)) <=
+                       cb_tol(ranks, n, at, op, t));
         }
     }
     /* broadcast from a different root each time, back to back (slot reuse by parity) */
@@ -109,9 +91,9 @@ static int thresholds(areal_comm *c, void *arg) {
         int root = x % n;
         for (size_t i = 0; i < cs[x]; i++)
             cb_put(a, AREAL_DT_F32, i, me == root ? cb_v(root, i + (size_t)x) : 99);
-        COMM(areal_pg_broadcast(g, a, cs[x], AREAL_DT_F32, root, &e));
+        RANK_COMM(areal_pg_broadcast(g, a, cs[x], AREAL_DT_F32, root, &e));
         for (size_t i = 0; i < cs[x]; i++)
-            CHECK(cb_get(a, AREAL_DT_F32, i) == cb_v(root, i + (size_t)x));
+            RANK_CHECK(cb_get(a, AREAL_DT_F32, i) == cb_v(root, i + (size_t)x));
     }
     /* all-to-all: one member's send buffer straddles A2A_BYTES */
     around(A2A_BYTES / (size_t)n, 4, cs);
@@ -119,10 +101,11 @@ static int thresholds(areal_comm *c, void *arg) {
         size_t k = cs[x];
         for (size_t i = 0; i < (size_t)n * k; i++)
             cb_put(a, AREAL_DT_I32, i, cb_v(me, i));
-        COMM(areal_pg_all_to_all(g, a, b, k, AREAL_DT_I32, &e));
+        RANK_COMM(areal_pg_all_to_all(g, a, b, k, AREAL_DT_I32, &e));
         for (int s = 0; s < n; s++)
             for (size_t i = 0; i < k; i++)
-                CHECK(cb_get(b, AREAL_DT_I32, (size_t)s * k + i) == cb_v(s, (size_t)me * k + i));
+                RANK_CHECK(cb_get(b, AREAL_DT_I32, (size_t)s * k + i) ==
+                           cb_v(s, (size_t)me * k + i));
     }
     /* all-to-allv mixing blocks below and above the slot limit in one call */
     size_t sc[RANKS_MAX], sd[RANKS_MAX], rcn[RANKS_MAX], rd[RANKS_MAX], so = 0, ro = 0;
@@ -138,15 +121,15 @@ static int thresholds(areal_comm *c, void *arg) {
     }
     for (size_t i = 0; i < so; i++)
         cb_put(a, AREAL_DT_I64, i, cb_v(me, i));
-    COMM(areal_pg_all_to_allv(g, a, sc, sd, b, rcn, rd, AREAL_DT_I64, &e));
+    RANK_COMM(areal_pg_all_to_allv(g, a, sc, sd, b, rcn, rd, AREAL_DT_I64, &e));
     for (int s = 0; s < n; s++) {
         size_t off = 0; /* where member s put its block for me */
         for (int d = 0; d < me; d++)
             off += A2AV_COUNT(s, d);
         for (size_t i = 0; i < rcn[s]; i++)
-            CHECK(cb_get(b, AREAL_DT_I64, rd[s] + i) == cb_v(s, off + i));
+            RANK_CHECK(cb_get(b, AREAL_DT_I64, rd[s] + i) == cb_v(s, off + i));
     }
-    COMM(areal_pg_barrier(g, &e));
+    RANK_COMM(areal_pg_barrier(g, &e));
 out:
     free(a);
     free(b);
@@ -188,13 +171,13 @@ static int identical(areal_comm *c, void *arg) {
     for (int k = 0; k < 3; k++) {
         for (size_t i = 0; i < cnts[k]; i++)
             x[i] = (float)sin((double)(me * 977 + (int)i)) * 3.7f;
-        COMM(areal_pg_all_reduce(g, x, cnts[k], AREAL_DT_F32, AREAL_SUM, &e));
+        RANK_COMM(areal_pg_all_reduce(g, x, cnts[k], AREAL_DT_F32, AREAL_SUM, &e));
         uint32_t h = 2166136261u; /* FNV-1a over the result's bytes */
         for (size_t i = 0; i < cnts[k] * sizeof *x; i++)
             h = (h ^ ((const uint8_t *)x)[i]) * 16777619u;
-        COMM(areal_pg_all_gather(g, &h, all, 1, AREAL_DT_I32, &e));
+        RANK_COMM(areal_pg_all_gather(g, &h, all, 1, AREAL_DT_I32, &e));
         for (int j = 0; j < n; j++)
-            CHECK(all[j] == all[0]);
+            RANK_CHECK(all[j] == all[0]);
         for (size_t i = 0; i < cnts[k]; i++) {
             double exact = 0, mag = 0;
             for (int j = 0; j < n; j++) {
@@ -202,7 +185,7 @@ static int identical(areal_comm *c, void *arg) {
                 exact += xj;
                 mag += fabs(xj);
             }
-            CHECK(fabs(x[i] - exact) <= n * ldexp(1.0, -23) * mag);
+            RANK_CHECK(fabs(x[i] - exact) <= n * ldexp(1.0, -23) * mag);
         }
     }
 out:
