@@ -33,11 +33,15 @@
  * 200 us first 0.14 / 0.06 / 0.25 / 0.09 / 0.12, before 0.33 / 0.40 / 0.49
  * / 0.38 / 0.55 (two runs each, the same order). Yielding also has a tail:
  * while other processes keep both cores busy (a parallel build), one
- * sched_yield can hand them a whole slice, 16-20 ms at load 20 (1 KiB
- * all-reduce p99 16-20 ms, mean 0.8-1.3 ms, median still 4-13 us), where a
- * futex sleeper is woken at once. So a yield that took over LONG_YIELD_NS
- * turns yielding off for the process for NO_YIELD_NS: at most one such
- * stall per 200 ms, and the yields come back when the machine is quiet.
+ * sched_yield can hand them a whole slice, 16-20 ms at load 20; the poll
+ * budget is checked after every yield, so such a wait pays one slice and
+ * then sleeps on the futex. Rejected (the previous version): a yield over
+ * 200 us turning yielding off for the whole process for 200 ms. Under load
+ * 7-10 from other work (2026-12-01, bench_comm, median of 3-5 blocks) that
+ * left nearly every wait a futex sleep and wake: 1 KiB-64 KiB slot
+ * collectives took 2-4x the CPU per call (8-rank all-to-all at 4 KiB 110-136
+ * vs 27-31 us summed over the ranks; 2-rank all-reduce at 16 KiB 13-15 vs 6-7
+ * us) and 1.5-5x the wall time.
  */
 #include "shm.h"
 
@@ -58,8 +62,6 @@
 #define RING_MAX      (1u << 20)
 #define PUB_PIECE     (64u << 10) /* a producer publishes at least every this many bytes */
 #define SPIN_NS       20000L      /* pause-polling before yielding (no peer on this CPU) */
-#define LONG_YIELD_NS 200000L     /* a yield this long means other processes want the core */
-#define NO_YIELD_NS   200000000L  /* ... so sleep on the futex at once for this long */
 #define PAGE          4096u
 #define SLOT_BUDGET   (8u << 20) /* bytes of slots per segment, before the bounds */
 #define SLOT_MIN      (16u << 10)
@@ -307,9 +309,6 @@ static int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000L + ts.tv_nsec;
 }
 
-/* Until when (monotonic ns) this process polls without yielding (see the file comment). */
-static _Atomic int64_t no_yield_until;
-
 /* Records this member's CPU; 1 when another local member last waited on the same one. */
 static int cpu_shared(areal_shm *s) {
     int me = sched_getcpu();
@@ -324,7 +323,7 @@ int areal_shm_wait_until(areal_shm *s, int (*ready)(void *), void *arg, int time
                          long poll_ns) {
     bell *b = &s->bells[s->mine];
     int64_t t0 = now_ns(), spin = s->fits && !cpu_shared(s) ? SPIN_NS : 0;
-    int64_t poll = poll_ns > spin && t0 >= atomic_load(&no_yield_until) ? poll_ns : spin;
+    int64_t poll = poll_ns > spin ? poll_ns : spin;
     for (;;) {
         if (ready(arg))
             return 0;
@@ -338,12 +337,6 @@ int areal_shm_wait_until(areal_shm *s, int (*ready)(void *), void *arg, int time
             continue;
         }
         sched_yield();
-        int64_t after = now_ns();
-        if (after - t0 - el > LONG_YIELD_NS) {
-            /* another process held the core: stop yielding for a while (see above) */
-            atomic_store(&no_yield_until, after + NO_YIELD_NS);
-            break;
-        }
     }
     int64_t left_ns = (int64_t)timeout_ms * 1000000L - (now_ns() - t0);
     if (left_ns <= 0)
