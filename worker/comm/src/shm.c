@@ -56,16 +56,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SHM_MAGIC     0x4d48534cu /* "LSHM" */
-#define RING_BUDGET   (24u << 20) /* bytes of rings per segment, before the bounds below */
-#define RING_MIN      (64u << 10)
-#define RING_MAX      (1u << 20)
-#define PUB_PIECE     (64u << 10) /* a producer publishes at least every this many bytes */
-#define SPIN_NS       20000L      /* pause-polling before yielding (no peer on this CPU) */
-#define PAGE          4096u
-#define SLOT_BUDGET   (8u << 20) /* bytes of slots per segment, before the bounds */
-#define SLOT_MIN      (16u << 10)
-#define SLOT_MAX      (256u << 10)
+#define SHM_MAGIC   0x4d48534cu /* "LSHM" */
+#define RING_BUDGET (24u << 20) /* bytes of rings per segment, before the bounds below */
+#define RING_MIN    (64u << 10)
+#define RING_MAX    (1u << 20)
+#define PUB_PIECE   (64u << 10) /* a producer publishes at least every this many bytes */
+#define SPIN_NS     20000L      /* pause-polling before yielding (no peer on this CPU) */
+#define PAGE        4096u
+#define SLOT_BUDGET (8u << 20) /* bytes of slots per segment, before the bounds */
+#define SLOT_MIN    (16u << 10)
+#define SLOT_MAX    (256u << 10)
 
 typedef struct {
     _Atomic uint32_t seq;
