@@ -49,12 +49,31 @@
  * than their ring or tree (each member reads the total once): within noise
  * at 64-256 KiB and far ahead below, so up to the slot size. All-to-all at
  * 256 KiB on 4 and 8 ranks: slots 754 / 2025 us, pairwise rings 664 / 1905.
- * Not taken: a two-round slot all-reduce (each member reduces 1/n of the
- * buffer, then everyone copies the result) for 64 KiB-1 MiB.
+ * All-reduce with 3+ members: one round up to 16 KiB, then the two-stage
+ * slot form (each member reduces 1/n and copies the rest: two
+ * synchronisations, each input byte read once) up to the slot size; with 2
+ * members one round up to 64 KiB, then the ring, which moves only the half
+ * the peer needs in its two steps (2026-12-01, load 12, all ranks' CPU per
+ * call, ring / two-stage: 256 KiB on 2 ranks 240 / 330-350 us; on 4 ranks
+ * 64 KiB one round 316-451 / two stages 215, 256 KiB 1161 / 804-1291; on
+ * 8 ranks 64 KiB 995 / 610, 256 KiB 2131 / 1694-1734; measured before
+ * copy.h replaced memcpy on these paths).
  */
-#define SLOT_ALLREDUCE_BYTES (64u << 10)
-#define SLOT_MOVE_BYTES      (256u << 10)
-#define SLOT_A2A_BYTES       (64u << 10)
+#define SLOT_ALLREDUCE_BYTES  (64u << 10)  /* one round, 2 members */
+#define SLOT_ALLREDUCE1_WIDE  (16u << 10)  /* one round, 3+ members */
+#define SLOT_ALLREDUCE2_BYTES (256u << 10) /* two stages, 3+ members */
+
+/* The largest all-reduce of the one-round and of the two-stage slot form for n members. */
+static size_t slot_ar1_bytes(int n) {
+    return n == 2 ? SLOT_ALLREDUCE_BYTES : SLOT_ALLREDUCE1_WIDE;
+}
+
+static size_t slot_ar2_bytes(int n) {
+    return n == 2 ? 0 : SLOT_ALLREDUCE2_BYTES;
+}
+
+#define SLOT_MOVE_BYTES (256u << 10)
+#define SLOT_A2A_BYTES  (64u << 10)
 
 /* 1 when an operation whose slot content is `bytes` (<= lim) goes through the slots. */
 static int use_slots(const areal_pg *g, size_t bytes, size_t lim) {
@@ -193,8 +212,11 @@ static int allreduce_core(areal_pg *g, const char *opn, void *buf, size_t count,
                           areal_redop op, int64_t dl, areal_error *err) {
     if (g->n == 1 || count == 0)
         return AREAL_OK;
-    if (use_slots(g, count * areal_dtype_size(t), SLOT_ALLREDUCE_BYTES))
+    size_t bytes = count * areal_dtype_size(t);
+    if (use_slots(g, bytes, slot_ar1_bytes(g->n)))
         return areal_pg_small_all_reduce(g, opn, buf, count, t, op, dl, err);
+    if (use_slots(g, bytes, slot_ar2_bytes(g->n)))
+        return areal_pg_small_all_reduce2(g, opn, buf, count, t, op, dl, err);
     if (count * areal_dtype_size(t) <= AREAL_COMM_SMALL_BYTES || count < (size_t)g->n)
         return rd_allreduce(g, opn, buf, count, t, op, dl, err);
     int rc = ring_rs(g, opn, buf, count, t, op, dl, err);

@@ -45,6 +45,8 @@
  */
 #include "shm.h"
 
+#include "copy.h"
+
 #include <errno.h>
 #include <linux/futex.h>
 #include <sched.h>
@@ -92,7 +94,8 @@ typedef struct {
 typedef struct {
     _Atomic uint64_t arrived;  /* last sequence this member published its slot for */
     _Atomic uint64_t finished; /* last sequence this member finished reading slots of */
-    char pad[48];
+    _Atomic uint64_t reduced;  /* last sequence whose reduced piece it published (two-stage) */
+    char pad[40];
 } slot_ctl;
 
 _Static_assert(sizeof(slot_ctl) == 64, "slot control is one cache line");
@@ -243,8 +246,8 @@ size_t areal_shm_put(areal_shm *s, int j, const void *buf, size_t n) {
         if (k == 0)
             break;
         size_t at = (size_t)head & (s->cap - 1), first = k < s->cap - at ? k : s->cap - at;
-        memcpy(d + at, src + done, first);
-        memcpy(d, src + done + first, k - first);
+        areal_comm_copy(d + at, src + done, first);
+        areal_comm_copy(d, src + done + first, k - first);
         head += k;
         done += k;
         atomic_store_explicit(&c->head, head, memory_order_release);
@@ -268,8 +271,8 @@ static size_t take(areal_shm *s, int j, uint8_t *out, size_t n, int reduce, area
         return 0;
     size_t at = (size_t)tail & (s->cap - 1), first = k < s->cap - at ? k : s->cap - at;
     if (!reduce) {
-        memcpy(out, d + at, first);
-        memcpy(out + first, d, k - first);
+        areal_comm_copy(out, d + at, first);
+        areal_comm_copy(out + first, d, k - first);
     } else if (at % es == 0) {
         /* cap is a multiple of es, so the wrap falls between elements */
         areal_reduce(out, d + at, first / es, t, op);
@@ -280,8 +283,8 @@ static size_t take(areal_shm *s, int j, uint8_t *out, size_t n, int reduce, area
         for (size_t o = 0; o < k; o += sizeof tmp) {
             size_t m = k - o < sizeof tmp ? k - o : sizeof tmp;
             size_t a2 = (at + o) & (s->cap - 1), f2 = m < s->cap - a2 ? m : s->cap - a2;
-            memcpy(tmp, d + a2, f2);
-            memcpy(tmp + f2, d, m - f2);
+            areal_comm_copy(tmp, d + a2, f2);
+            areal_comm_copy(tmp + f2, d, m - f2);
             areal_reduce(out + o, tmp, m / es, t, op);
         }
     }
@@ -381,14 +384,19 @@ uint64_t areal_shm_slot_next(const areal_shm *s) {
     return atomic_load_explicit(&s->sctl[s->mine].arrived, memory_order_relaxed) + 1;
 }
 
-uint64_t areal_shm_slot_seq(const areal_shm *s, int li, int finished) {
-    const slot_ctl *c = &s->sctl[li];
-    return atomic_load_explicit(finished ? &c->finished : &c->arrived, memory_order_acquire);
+static _Atomic uint64_t *counter(slot_ctl *c, int which) {
+    return which == AREAL_SHM_FINISHED  ? &c->finished
+           : which == AREAL_SHM_REDUCED ? &c->reduced
+                                        : &c->arrived;
 }
 
-void areal_shm_slot_publish(areal_shm *s, uint64_t seq, int finished) {
+uint64_t areal_shm_slot_seq(const areal_shm *s, int li, int which) {
+    return atomic_load_explicit(counter(&s->sctl[li], which), memory_order_acquire);
+}
+
+void areal_shm_slot_publish(areal_shm *s, uint64_t seq, int which) {
     slot_ctl *c = &s->sctl[s->mine];
-    atomic_store_explicit(finished ? &c->finished : &c->arrived, seq, memory_order_release);
+    atomic_store_explicit(counter(c, which), seq, memory_order_release);
     /* pairs with the sleeper's fence in areal_shm_wait_until */
     atomic_thread_fence(memory_order_seq_cst);
     for (int i = 0; i < s->k; i++) {

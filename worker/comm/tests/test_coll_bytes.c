@@ -3,16 +3,16 @@
  * areal/comm/coll.h) against transfers whose volume is known in closed form,
  * on k forked ranks over sockets and over shared memory:
  *   ring all-reduce of N bytes (above the small-message size): 2(k-1)/k N
- *   sent and received per rank; reduce-scatter and all-gather of k blocks of
- *   B bytes: (k-1) B each way; all-to-all of k blocks of B: (k-1) B; send /
- *   recv of B: B on the one side; an async all-reduce counts as all_reduce.
- * Each operation's bytes must land under its own kind and nowhere else. The
- * sizes are above the small-message paths, whose algorithms may change; a
- * small all-reduce over sockets is checked for conservation only (over
- * every rank, bytes sent equal bytes received). Over shared memory small
- * messages may take a one-round path through the segment, where a member
- * writes its input once and reads every peer's: not a pairwise transfer,
- * so not checked here.
+ *   sent and received per rank, and so for the two-stage all-reduce through
+ *   the shared-memory slots (each member's piece is read by its reducer,
+ *   each reduced piece by the k-1 others; 192 KiB, k | N); reduce-scatter and all-gather of k
+ * blocks of B bytes: (k-1) B each way; all-to-all of k blocks of B: (k-1) B; send / recv of B: B on
+ * the one side; an async all-reduce counts as all_reduce. Each operation's bytes must land under
+ * its own kind and nowhere else. The sizes are above the small-message paths, whose algorithms may
+ * change; a small all-reduce over sockets is checked for conservation only (over every rank, bytes
+ * sent equal bytes received). Over shared memory small messages may take a one-round path through
+ * the segment, where a member writes its input once and reads every peer's: not a pairwise
+ * transfer, so not checked here.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,6 +27,7 @@
 #include "ranks.h"
 
 #define BIG_F32   (12u << 14) /* 768 KiB of fp32: the ring path, k | N for k = 3, 4 */
+#define MID_F32   (12u << 12) /* 192 KiB: over shared memory the two-stage slot all-reduce */
 #define BLOCK_F32 (1u << 14)  /* 64 KiB blocks */
 
 /* after - before, per kind; 0 when every other kind than k is unchanged and k moved (s, r). */
@@ -68,6 +69,13 @@ static int counted(areal_comm *c, void *arg) {
     areal_coll_bytes_of(g, &s1);
     RANK_CHECK(
         moved_only(&s0, &s1, AREAL_COLL_ALL_REDUCE, 2 * (K - 1) * N / K, 2 * (K - 1) * N / K) == 0);
+
+    s0 = s1;
+    uint64_t M = (uint64_t)MID_F32 * 4;
+    RANK_COMM(areal_coll_all_reduce(g, a, MID_F32, AREAL_DT_F32, AREAL_SUM, &e));
+    areal_coll_bytes_of(g, &s1);
+    RANK_CHECK(
+        moved_only(&s0, &s1, AREAL_COLL_ALL_REDUCE, 2 * (K - 1) * M / K, 2 * (K - 1) * M / K) == 0);
 
     s0 = s1;
     RANK_COMM(areal_coll_all_reduce_async(g, a, BIG_F32, AREAL_DT_F32, AREAL_SUM, &w, &e));
@@ -133,6 +141,7 @@ static void counters_match_the_transfers_over_sockets(void **state) {
 static void counters_match_the_transfers_over_shared_memory(void **state) {
     (void)state;
     assert_int_equal(ranks_run_pods(4, 1, 20000, counted, NULL), 0);
+    assert_int_equal(ranks_run_pods(3, 1, 20000, counted, NULL), 0);
 }
 
 static void kind_names_round_trip(void **state) {

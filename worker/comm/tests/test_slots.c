@@ -3,7 +3,8 @@
  * and the switch between them and the ring/tree paths (src/pg_coll.c).
  *
  * Every collective runs at element counts just below, at and just above
- * each size threshold, with odd counts and several types, on groups of one
+ * each size threshold (all-reduce: the one-round, two-stage and ring
+ * switches), with odd counts and several types, on groups of one
  * pod (all members share the segment: the slot paths), of one pod with
  * shared memory off and of separate pods (the socket paths): expected values
  * from the closed-form inputs of coll_body.h, never from the operation.
@@ -25,7 +26,9 @@
 #include "ranks.h"
 
 /* The thresholds of pg_coll.c, in bytes; the counts below straddle them. */
-#define AR_BYTES   (64u << 10)  /* all-reduce */
+#define AR_BYTES   (64u << 10)  /* all-reduce, 2 members: one round below, the ring above */
+#define AR1_BYTES  (16u << 10)  /* all-reduce, 3+ members: one round below, two stages above */
+#define AR2_BYTES  (256u << 10) /* all-reduce, 3+ members: two stages below, the ring above */
 #define MOVE_BYTES (256u << 10) /* gathered/scattered total, broadcast */
 #define A2A_BYTES  (64u << 10)  /* one member's all-to-all send buffer */
 
@@ -52,9 +55,10 @@ static int thresholds(areal_comm *c, void *arg) {
     size_t cs[5];
     /* all-reduce: fp32, bf16 (reduced in fp32: the same element counts), int64 */
     static const areal_dtype art[] = {AREAL_DT_F32, AREAL_DT_BF16, AREAL_DT_I64};
-    for (int ti = 0; ti < 3; ti++) {
-        areal_dtype t = art[ti];
-        around(AR_BYTES, t == AREAL_DT_I64 ? 8 : 4, cs);
+    static const size_t arb[] = {AR1_BYTES, AR_BYTES, AR2_BYTES};
+    for (int ti = 0; ti < 9; ti++) {
+        areal_dtype t = art[ti % 3];
+        around(arb[ti / 3], t == AREAL_DT_I64 ? 8 : 4, cs);
         for (int x = 0; x < 5; x++) {
             areal_redop op = (areal_redop)((ti + x) % 3);
             for (size_t i = 0; i < cs[x]; i++)
@@ -150,8 +154,9 @@ static void every_path_is_right_around_the_thresholds(void **state) {
 }
 
 /*
- * Fractional fp32 all-reduce (slot path and, above the threshold, the ring):
- * every member holds the same bits, and the sum is within n * 2^-23 * sum|x|.
+ * Fractional fp32 all-reduce (the one-round slots, the two-stage slots with
+ * pieces of unequal size, and above the thresholds the ring): every member
+ * holds the same bits, and the sum is within n * 2^-23 * sum|x|.
  */
 static int identical(areal_comm *c, void *arg) {
     (void)arg;
@@ -160,15 +165,20 @@ static int identical(areal_comm *c, void *arg) {
         ranks[j] = j;
     areal_error e;
     areal_pg *g = NULL;
-    size_t cnts[] = {1001, AR_BYTES / 4, AR_BYTES / 4 + 1};
-    float *x = malloc(sizeof *x * (AR_BYTES / 4 + 1));
+    size_t cnts[] = {1001,
+                     AR1_BYTES / 4 + 1,
+                     AR_BYTES / 4,
+                     AR_BYTES / 4 + 1,
+                     AR2_BYTES / 4 - 1,
+                     AR2_BYTES / 4 + 1};
+    float *x = malloc(sizeof *x * (AR2_BYTES / 4 + 1));
     uint32_t *all = malloc(sizeof *all * (size_t)n);
     if (x == NULL || all == NULL || areal_comm_group(c, "world", ranks, n, &g, &e) != AREAL_OK) {
         free(x);
         free(all);
         return RANK_COMM_FAIL;
     }
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 6; k++) {
         for (size_t i = 0; i < cnts[k]; i++)
             x[i] = (float)sin((double)(me * 977 + (int)i)) * 3.7f;
         RANK_COMM(areal_pg_all_reduce(g, x, cnts[k], AREAL_DT_F32, AREAL_SUM, &e));
