@@ -18,8 +18,14 @@
  * ones on data in cache). no-tree-loop-distribute-patterns keeps GCC from
  * turning the loop back into a memcpy call.
  */
-__attribute__((target("avx2"), optimize("no-tree-loop-distribute-patterns"))) static void
-copy_avx2(uint8_t *d, const uint8_t *s, size_t n) {
+#ifdef __clang__
+#define NO_MEMCPY_IDIOM /* clang keeps the intrinsics as they are */
+#else
+#define NO_MEMCPY_IDIOM __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#endif
+
+__attribute__((target("avx2"))) NO_MEMCPY_IDIOM static void copy_avx2(uint8_t *d, const uint8_t *s,
+                                                                      size_t n) {
     size_t i = 0;
     for (; i + 128 <= n; i += 128) {
         __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)(s + i));
