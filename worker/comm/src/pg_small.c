@@ -147,8 +147,10 @@ size_t areal_pg_small_cap(const areal_pg *g) {
     return areal_pg_all_local(g) ? areal_shm_slot_cap(g->shm) : 0;
 }
 
+static size_t a2a_hdr(int n);
+
 size_t areal_pg_small_block(const areal_pg *g) {
-    size_t cap = areal_pg_small_cap(g), hdr = (16 * (size_t)g->n + 63) / 64 * 64;
+    size_t cap = areal_pg_small_cap(g), hdr = a2a_hdr(g->n);
     return cap > hdr ? (cap - hdr) / (size_t)g->n / 64 * 64 : 0;
 }
 
@@ -301,53 +303,86 @@ int areal_pg_small_broadcast(areal_pg *g, const char *op, void *buf, size_t byte
     return AREAL_OK;
 }
 
+/* Bytes of the all-to-all table at the start of a slot: (offset, length) per member and a max. */
+static size_t a2a_hdr(int n) {
+    return (16 * (size_t)n + 8 + 63) / 64 * 64;
+}
+
 int areal_pg_small_a2a(areal_pg *g, const char *op, const uint8_t *const *sb, size_t *sn,
-                       uint8_t *const *rb, size_t *rn, size_t lim, int64_t dl, areal_error *err) {
+                       uint8_t *const *rb, size_t *rn, size_t lim, int rounds, int64_t dl,
+                       areal_error *err) {
     int n = g->n, me = g->me;
-    size_t hdr = (16 * (size_t)n + 63) / 64 * 64;
-    uint64_t q;
-    int rc = begin(g, op, &q, 1, dl, err);
-    if (rc != AREAL_OK)
-        return rc;
-    if (lim > areal_pg_small_block(g))
-        lim = areal_pg_small_block(g);
-    uint8_t *mine = slot_of(g, me, q);
-    uint64_t *tab = (uint64_t *)(void *)mine, at = hdr, sent = 0, got = 0;
-    for (int j = 0; j < n; j++) {
-        tab[2 * j + 1] = j == me ? 0 : sn[j];
-        tab[2 * j] = NO_SLOT;
-        if (j == me || sn[j] > lim)
-            continue;
-        areal_comm_copy(mine + at, sb[j], sn[j]);
-        tab[2 * j] = at;
-        at += sn[j];
-        sent += sn[j];
-        sn[j] = 0; /* moved: the rings skip it */
-    }
-    if ((rc = arrive(g, op, q, -1, dl, err)) != AREAL_OK)
-        return rc;
-    for (int j = 0; j < n && rc == AREAL_OK; j++) {
-        if (j == me)
-            continue;
-        const uint8_t *theirs = slot_of(g, j, q);
-        const uint64_t *tj = (const uint64_t *)(const void *)theirs;
-        uint64_t off = tj[2 * me], len = tj[2 * me + 1];
-        if (len != rn[j]) {
-            char why[160];
-            snprintf(why, sizeof why,
-                     "sends %llu bytes to this rank, which expects %zu (the counts of the "
-                     "members disagree)",
-                     (unsigned long long)len, rn[j]);
-            rc = fail(g, op, j, why, err);
-        } else if (off != NO_SLOT) {
-            areal_comm_copy(rb[j], theirs + off, rn[j]);
-            got += rn[j];
-            rn[j] = 0;
+    size_t hdr = a2a_hdr(n), piece = areal_pg_small_block(g);
+    if (lim < piece)
+        piece = lim;
+    if (piece == 0 || rounds < 1)
+        return AREAL_OK;
+    size_t most = piece * (size_t)rounds; /* the largest block that goes through the slots */
+    uint64_t sent = 0, got = 0, need = 0; /* need: rounds every member takes part in */
+    int rc = AREAL_OK;
+    for (uint64_t r = 0; r == 0 || r < need; r++) {
+        uint64_t q;
+        if ((rc = begin(g, op, &q, 1, dl, err)) != AREAL_OK)
+            return rc;
+        uint8_t *mine = slot_of(g, me, q);
+        uint64_t *tab = (uint64_t *)(void *)mine, at = r * piece, big = 0;
+        for (int j = 0; j < n; j++) {
+            size_t len = j == me ? 0 : sn[j];
+            int via = j != me && len <= most;
+            if (r == 0) {
+                tab[2 * j] = via ? hdr + (size_t)j * piece : NO_SLOT;
+                tab[2 * j + 1] = len;
+                if (via && len > big)
+                    big = len;
+            }
+            if (via && len > at) {
+                size_t k = len - at < piece ? len - at : piece;
+                areal_comm_copy(mine + hdr + (size_t)j * piece, sb[j] + at, k);
+                sent += k;
+            }
         }
-    }
-    if (rc == AREAL_OK) {
+        if (r == 0)
+            tab[2 * n] = (big + piece - 1) / piece; /* the rounds this member needs */
+        if ((rc = arrive(g, op, q, -1, dl, err)) != AREAL_OK)
+            return rc;
+        for (int j = 0; j < n && rc == AREAL_OK; j++) {
+            if (j == me)
+                continue;
+            const uint8_t *theirs = slot_of(g, j, q);
+            const uint64_t *tj = (const uint64_t *)(const void *)theirs;
+            if (r == 0) {
+                uint64_t len = tj[2 * me + 1];
+                if (tj[2 * n] > need)
+                    need = tj[2 * n];
+                if (len != rn[j]) {
+                    char why[160];
+                    snprintf(why, sizeof why,
+                             "sends %llu bytes to this rank, which expects %zu (the counts of the "
+                             "members disagree)",
+                             (unsigned long long)len, rn[j]);
+                    rc = fail(g, op, j, why, err);
+                    break;
+                }
+            }
+            /* a block from j comes through the slots when it is at most `most` (j's rule too) */
+            if (rn[j] <= most && rn[j] > at) {
+                size_t k = rn[j] - at < piece ? rn[j] - at : piece;
+                areal_comm_copy(rb[j] + at, theirs + hdr + (size_t)me * piece, k);
+                got += k;
+            }
+        }
+        if (rc != AREAL_OK)
+            return rc;
+        if (r == 0 && big > 0 && need < tab[2 * n])
+            need = tab[2 * n];
         finish(g, q);
-        areal_pg_count(g, op, sent, got);
     }
-    return rc;
+    for (int j = 0; j < n; j++) {
+        if (j != me && sn[j] <= most)
+            sn[j] = 0; /* moved: the rings skip it */
+        if (j != me && rn[j] <= most)
+            rn[j] = 0;
+    }
+    areal_pg_count(g, op, sent, got);
+    return AREAL_OK;
 }

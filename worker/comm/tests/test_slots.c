@@ -30,7 +30,14 @@
 #define AR1_BYTES  (16u << 10)  /* all-reduce, 3+ members: one round below, two stages above */
 #define AR2_BYTES  (256u << 10) /* all-reduce, 3+ members: two stages below, the ring above */
 #define MOVE_BYTES (256u << 10) /* gathered/scattered total, broadcast */
-#define A2A_BYTES  (64u << 10)  /* one member's all-to-all send buffer */
+#define SLOT_BYTES (256u << 10) /* the slot size up to 16 local members (shm.c) */
+#define A2A_ROUNDS 2            /* all-to-all: blocks of up to this many pieces take the slots */
+
+/* pg_small.c's piece per peer for n members: the slot after its table, split n ways. */
+static size_t a2a_piece(int n) {
+    size_t hdr = (16 * (size_t)n + 8 + 63) / 64 * 64;
+    return (SLOT_BYTES - hdr) / (size_t)n / 64 * 64;
+}
 
 /* Counts around the threshold of `bytes` for elements of es bytes (n of them per unit). */
 static void around(size_t bytes, size_t es, size_t *c) {
@@ -46,6 +53,8 @@ static int thresholds(areal_comm *c, void *arg) {
     areal_error e;
     areal_pg *g = NULL;
     size_t big = 2 * MOVE_BYTES; /* bytes per buffer: more than any count below needs */
+    if ((size_t)n * (A2A_ROUNDS * a2a_piece(n) + 4) > 2 * big)
+        return RANK_WRONG; /* the all-to-all would not fit: the test is wrong */
     uint8_t *a = malloc(big * 2), *b = malloc(big * 2);
     if (a == NULL || b == NULL || areal_comm_group(c, "world", ranks, n, &g, &e) != AREAL_OK) {
         free(a);
@@ -99,10 +108,12 @@ static int thresholds(areal_comm *c, void *arg) {
         for (size_t i = 0; i < cs[x]; i++)
             RANK_CHECK(cb_get(a, AREAL_DT_F32, i) == cb_v(root, i + (size_t)x));
     }
-    /* all-to-all: one member's send buffer straddles A2A_BYTES */
-    around(A2A_BYTES / (size_t)n, 4, cs);
-    for (int x = 0; x < 5; x++) {
-        size_t k = cs[x];
+    /* all-to-all: blocks straddle one piece (one round) and A2A_ROUNDS pieces (the rings) */
+    size_t a2c[10];
+    around(a2a_piece(n), 4, a2c);
+    around(A2A_ROUNDS * a2a_piece(n), 4, a2c + 5);
+    for (int x = 0; x < 10; x++) {
+        size_t k = a2c[x];
         for (size_t i = 0; i < (size_t)n * k; i++)
             cb_put(a, AREAL_DT_I32, i, cb_v(me, i));
         RANK_COMM(areal_pg_all_to_all(g, a, b, k, AREAL_DT_I32, &e));
@@ -111,10 +122,17 @@ static int thresholds(areal_comm *c, void *arg) {
                 RANK_CHECK(cb_get(b, AREAL_DT_I32, (size_t)s * k + i) ==
                            cb_v(s, (size_t)me * k + i));
     }
-    /* all-to-allv mixing blocks below and above the slot limit in one call */
+    /*
+     * all-to-allv mixing blocks in one call: over the slot limit (the rings),
+     * of two pieces (two rounds, which members with only small blocks take
+     * part in too) and small ones
+     */
     size_t sc[RANKS_MAX], sd[RANKS_MAX], rcn[RANKS_MAX], rd[RANKS_MAX], so = 0, ro = 0;
-    size_t large = A2A_BYTES / 8 / (size_t)n + 3;
-#define A2AV_COUNT(s, d) ((((s) + (d)) % 3 == 0) ? large : (size_t)((s) + 2 * (d) + 1))
+    size_t large = A2A_ROUNDS * a2a_piece(n) / 8 + 3, mid = a2a_piece(n) / 8 + 5;
+#define A2AV_COUNT(s, d)                                                                           \
+    ((((s) + (d)) % 3 == 0)   ? large                                                              \
+     : (((s) + (d)) % 3 == 1) ? ((s) == 1 ? mid : (size_t)((s) + 2 * (d) + 1))                     \
+                              : (size_t)((s) + 2 * (d) + 1))
     for (int j = 0; j < n; j++) {
         sc[j] = A2AV_COUNT(me, j);
         sd[j] = so;
