@@ -19,17 +19,13 @@ static char dir[128], dir_new[128];
 
 static int setup(void **state) {
     (void)state;
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    rt_model_dir(dir, sizeof dir, 1.0f);
-    rt_model_dir(dir_new, sizeof dir_new, 1.5f);
+    rt_setup_dirs(dir, dir_new, sizeof dir);
     return 0;
 }
 
 static int teardown(void **state) {
     (void)state;
-    rt_rmdir(dir);
-    rt_rmdir(dir_new);
-    curl_global_cleanup();
+    rt_teardown_dirs(dir, dir_new);
     return 0;
 }
 
