@@ -7,18 +7,23 @@
  * Bus bandwidth is nccl-tests' formula: algbw = bytes / time, busbw = algbw
  * times 2(n-1)/n for all-reduce, (n-1)/n for the gathers and scatters, 1
  * for broadcast. Time is the
- * slowest rank's mean over iterations after one warm-up. Environment:
+ * slowest rank's mean over iterations after one warm-up, the median of
+ * AREAL_BENCH_REPEAT such blocks (default 1: the machine is shared, so a
+ * single block can catch another process's burst); the CPU column is every
+ * rank's user + system time per iteration, summed (on an oversubscribed
+ * machine wall time measures the scheduler, CPU time the work). Environment:
  * AREAL_BENCH_MIN_BYTES / AREAL_BENCH_MAX_BYTES bound the sizes,
- * AREAL_BENCH_RANKS picks one rank count, AREAL_BENCH_TCP=1 uses TCP for
- * everything. Ours runs twice, as one pod with shared memory ("shm") and
- * with the data on the pod's Unix-domain sockets ("sock"); AREAL_BENCH_SHM=1
- * or =0 runs only that one. Ranks are forked processes joined through a store in
+ * AREAL_BENCH_RANKS picks one rank count, AREAL_BENCH_OPS a comma list of
+ * ops (default all), AREAL_BENCH_TCP=1 uses TCP for everything. Ours runs twice, as one pod with
+ * shared memory ("shm") and with the data on the pod's Unix-domain sockets ("sock");
+ * AREAL_BENCH_SHM=1 or =0 runs only that one. Ranks are forked processes joined through a store in
  * this process, exactly as in the tests.
  */
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,6 +34,36 @@
 
 static const char *const op_names[N_OPS] = {"all_reduce", "all_gather", "reduce_scatter",
                                             "all_to_all", "broadcast"};
+
+/* 1 when op is in AREAL_BENCH_OPS (or that is unset). */
+static int op_wanted(int op) {
+    const char *l = getenv("AREAL_BENCH_OPS");
+    if (l == NULL || *l == 0)
+        return 1;
+    size_t k = strlen(op_names[op]);
+    for (const char *p = strstr(l, op_names[op]); p != NULL; p = strstr(p + 1, op_names[op]))
+        if ((p == l || p[-1] == ',') && (p[k] == 0 || p[k] == ','))
+            return 1;
+    return 0;
+}
+
+static int repeats(void) {
+    const char *r = getenv("AREAL_BENCH_REPEAT");
+    int n = r ? atoi(r) : 1;
+    return n < 1 ? 1 : n > 15 ? 15 : n;
+}
+
+static int64_t cpu_us(void) {
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (int64_t)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1000000 + u.ru_utime.tv_usec +
+           u.ru_stime.tv_usec;
+}
+
+static int cmp_f(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
 
 static int iters_for(size_t bytes) {
     size_t it = (size_t)(64u << 20) / (bytes ? bytes : 1);
@@ -51,7 +86,7 @@ static int run_op(areal_pg *g, int op, float *a, float *b, size_t cnt, areal_err
     }
 }
 
-/* One rank: times every op and size; rank 0 writes "OP BYTES USEC" lines to fd. */
+/* One rank: times every op and size; rank 0 writes "OP BYTES USEC CPU_USEC" lines to fd. */
 static int rank_main(int rank, int n, int port, size_t lo, size_t hi, int shm_off, int fd) {
     areal_comm_config cfg = {.rank = rank,
                              .world = n,
@@ -79,24 +114,32 @@ static int rank_main(int rank, int n, int port, size_t lo, size_t hi, int shm_of
     float *b = calloc(hi / sizeof(float), sizeof(float));
     FILE *out = rank == 0 ? fdopen(fd, "w") : NULL;
     int rc = a && b ? 0 : 1;
+    int reps = repeats();
     for (int op = 0; op < N_OPS && rc == 0; op++) {
+        if (!op_wanted(op))
+            continue;
         for (size_t bytes = lo; bytes <= hi && rc == 0; bytes *= 4) {
             size_t cnt = bytes / sizeof(float);
             int iters = iters_for(bytes);
-            int64_t t0 = 0;
-            for (int it = -1; it < iters && rc == 0; it++) {
-                if (it == 0) {
-                    rc = areal_pg_barrier(g, &e);
-                    t0 = areal_now_us();
-                }
-                if (rc == 0)
+            float t[15];
+            rc = run_op(g, op, a, b, cnt, &e); /* warm-up */
+            int64_t c0 = cpu_us();
+            for (int r = 0; r < reps && rc == 0; r++) {
+                rc = areal_pg_barrier(g, &e);
+                int64_t t0 = areal_now_us();
+                for (int it = 0; it < iters && rc == 0; it++)
                     rc = run_op(g, op, a, b, cnt, &e);
+                t[r] = (float)(areal_now_us() - t0) / (float)iters;
+                if (rc == 0)
+                    rc = areal_pg_all_reduce(g, &t[r], 1, AREAL_DT_F32, AREAL_MAX, &e);
             }
-            float us = (float)(areal_now_us() - t0) / (float)iters;
+            float cpu = (float)(cpu_us() - c0) / (float)(iters * reps);
             if (rc == 0)
-                rc = areal_pg_all_reduce(g, &us, 1, AREAL_DT_F32, AREAL_MAX, &e);
+                rc = areal_pg_all_reduce(g, &cpu, 1, AREAL_DT_F32, AREAL_SUM, &e);
+            qsort(t, (size_t)reps, sizeof t[0], cmp_f);
             if (rc == 0 && out != NULL) {
-                fprintf(out, "%s %zu %.3f\n", op_names[op], bytes, (double)us);
+                fprintf(out, "%s %zu %.3f %.3f\n", op_names[op], bytes, (double)t[reps / 2],
+                        (double)cpu);
                 fflush(out);
             }
         }
@@ -112,22 +155,23 @@ static int rank_main(int rank, int n, int port, size_t lo, size_t hi, int shm_of
     return rc;
 }
 
-/* Reads "OP BYTES USEC" lines into us[op][size index]. */
-static void parse(FILE *f, size_t lo, double us[N_OPS][N_SIZES]) {
+/* Reads "OP BYTES USEC CPU_USEC" lines into us[op][size index] and cpu[op][size index]. */
+static void parse(FILE *f, size_t lo, double us[N_OPS][N_SIZES], double cpu[N_OPS][N_SIZES]) {
     char name[32];
     size_t bytes;
-    double t;
-    while (fscanf(f, "%31s %zu %lf", name, &bytes, &t) == 3) {
+    double t, c;
+    while (fscanf(f, "%31s %zu %lf %lf", name, &bytes, &t, &c) == 4) {
         int si = 0;
         for (size_t b = lo; b < bytes && si < N_SIZES - 1; b *= 4)
             si++;
         for (int op = 0; op < N_OPS; op++)
             if (strcmp(name, op_names[op]) == 0)
-                us[op][si] = t;
+                us[op][si] = t, cpu[op][si] = c;
     }
 }
 
-static int ours(int n, size_t lo, size_t hi, int shm_off, double us[N_OPS][N_SIZES]) {
+static int ours(int n, size_t lo, size_t hi, int shm_off, double us[N_OPS][N_SIZES],
+                double cpu[N_OPS][N_SIZES]) {
     areal_store_server *srv = NULL;
     int port = 0, p[2];
     areal_error e;
@@ -146,7 +190,7 @@ static int ours(int n, size_t lo, size_t hi, int shm_off, double us[N_OPS][N_SIZ
     }
     close(p[1]);
     FILE *f = fdopen(p[0], "r");
-    parse(f, lo, us);
+    parse(f, lo, us, cpu);
     fclose(f);
     int bad = 0;
     for (int r = 0; r < n; r++) {
@@ -158,15 +202,16 @@ static int ours(int n, size_t lo, size_t hi, int shm_off, double us[N_OPS][N_SIZ
     return bad;
 }
 
-static int openmpi(const char *helper, int n, size_t lo, size_t hi, double us[N_OPS][N_SIZES]) {
+static int openmpi(const char *helper, int n, size_t lo, size_t hi, double us[N_OPS][N_SIZES],
+                   double cpu[N_OPS][N_SIZES]) {
     char cmd[1200];
     snprintf(cmd, sizeof cmd,
-             "mpirun --allow-run-as-root --oversubscribe -np %d %s %zu %zu 2>/dev/null", n, helper,
-             lo, hi);
+             "mpirun --allow-run-as-root --oversubscribe -np %d %s %zu %zu %d '%s' 2>/dev/null", n,
+             helper, lo, hi, repeats(), getenv("AREAL_BENCH_OPS") ? getenv("AREAL_BENCH_OPS") : "");
     FILE *f = popen(cmd, "r");
     if (f == NULL)
         return 1;
-    parse(f, lo, us);
+    parse(f, lo, us, cpu);
     return pclose(f) != 0;
 }
 
@@ -201,25 +246,33 @@ int main(int argc, char **argv) {
         if (getenv("AREAL_BENCH_RANKS") && atoi(getenv("AREAL_BENCH_RANKS")) != n)
             continue;
         static double a[N_OPS][N_SIZES], s[N_OPS][N_SIZES], m[N_OPS][N_SIZES];
+        static double ac[N_OPS][N_SIZES], sc[N_OPS][N_SIZES], mc[N_OPS][N_SIZES];
         memset(a, 0, sizeof a);
         memset(s, 0, sizeof s);
         memset(m, 0, sizeof m);
+        memset(ac, 0, sizeof ac);
+        memset(sc, 0, sizeof sc);
+        memset(mc, 0, sizeof mc);
         const char *only = getenv("AREAL_BENCH_SHM");
         if (only == NULL || strcmp(only, "0") != 0)
-            rc |= ours(n, lo, hi, 0, a);
+            rc |= ours(n, lo, hi, 0, a, ac);
         if (only == NULL || strcmp(only, "0") == 0)
-            rc |= ours(n, lo, hi, 1, s);
-        if (have_mpi && openmpi(helper, n, lo, hi, m) != 0)
+            rc |= ours(n, lo, hi, 1, s, sc);
+        if (have_mpi && openmpi(helper, n, lo, hi, m, mc) != 0)
             printf("mpirun failed for %d ranks\n", n);
-        printf("\n%d ranks   %-14s %10s %9s %9s %9s %8s %8s\n", n, "op", "bytes", "shm GB/s",
-               "sock GB/s", "MPI GB/s", "shm/MPI", "sock/MPI");
+        printf("\n%d ranks   %-14s %10s %9s %9s %9s %8s %8s %9s %9s %9s\n", n, "op", "bytes",
+               "shm GB/s", "sock GB/s", "MPI GB/s", "shm/MPI", "sock/MPI", "shm cpu", "sock cpu",
+               "MPI cpu");
         for (int op = 0; op < N_OPS; op++) {
+            if (!op_wanted(op))
+                continue;
             int si = 0;
             for (size_t bytes = lo; bytes <= hi && si < N_SIZES; bytes *= 4, si++) {
                 double o = busbw(op, n, bytes, a[op][si]), k = busbw(op, n, bytes, s[op][si]);
                 double q = busbw(op, n, bytes, m[op][si]);
-                printf("%d ranks   %-14s %10zu %9.3f %9.3f %9.3f %8.2f %8.2f\n", n, op_names[op],
-                       bytes, o, k, q, q > 0 ? o / q : 0.0, q > 0 ? k / q : 0.0);
+                printf("%d ranks   %-14s %10zu %9.3f %9.3f %9.3f %8.2f %8.2f %9.1f %9.1f %9.1f\n",
+                       n, op_names[op], bytes, o, k, q, q > 0 ? o / q : 0.0, q > 0 ? k / q : 0.0,
+                       ac[op][si], sc[op][si], mc[op][si]);
             }
         }
         fflush(stdout);

@@ -39,22 +39,44 @@
  * (pg_small.c) when every member shares this rank's segment (also bounded
  * by the slot size, 256 KiB up to 16 local members): bytes of the
  * all-reduce buffer, of the gathered or scattered total, of the broadcast
- * buffer, and of one member's all-to-all send buffer (its blocks of at most
- * SLOT_A2A_BYTES / n). Measured on the 2-core VM (load ~10 from other
- * builds, mean per call, slots vs the paths below): all-reduce 16 KiB
- * 12 vs 36 us (2 ranks), 73 vs 148 (4), 80 vs 332 (8); 64 KiB 21 vs 35,
- * 131 vs 268, 583 vs 642; 256 KiB 385 vs 337, 3038 vs 1402, 6998 vs 3306 —
- * every member reads all n inputs, n times the ring's bytes, so the ring
- * wins from there. All-gather, reduce-scatter and broadcast read no more
- * than their ring or tree (each member reads the total once): within noise
- * at 64-256 KiB and far ahead below, so up to the slot size. All-to-all at
- * 256 KiB on 4 and 8 ranks: slots 754 / 2025 us, pairwise rings 664 / 1905.
- * Not taken: a two-round slot all-reduce (each member reduces 1/n of the
- * buffer, then everyone copies the result) for 64 KiB-1 MiB.
+ * buffer; all-to-all blocks of up to SLOT_A2A_ROUNDS pieces of
+ * areal_pg_small_block (the slot's share per peer: 32 KiB on 8 ranks, 64 KiB
+ * on 4, 128 KiB on 2) go through the slots in that many rounds. Measured on the 2-core VM (load ~10
+ * from other builds, mean per call, slots vs the paths below): all-reduce 16 KiB 12 vs 36 us (2
+ * ranks), 73 vs 148 (4), 80 vs 332 (8); 64 KiB 21 vs 35, 131 vs 268, 583 vs 642; 256 KiB 385 vs
+ * 337, 3038 vs 1402, 6998 vs 3306 — every member reads all n inputs, n times the ring's bytes, so
+ * the ring wins from there. All-gather, reduce-scatter and broadcast read no more than their ring
+ * or tree (each member reads the total once): within noise at 64-256 KiB and far ahead below, so up
+ * to the slot size. All-to-all at 256 KiB on 4 and 8 ranks: slots 754 / 2025 us, pairwise rings 664
+ * / 1905 (when the slots took send buffers up to 64 KiB; with copy.h and the rounds, 2026-12-01,
+ * load 15-18, all ranks' CPU per call, rings / slot rounds: 256 KiB on 8 ranks 1170-1250 / 310-430
+ * us (two rounds), on 4 ranks 362 / 132, on 2 ranks 86 / 42; 1 MiB on 8 ranks in four rounds
+ * 2980-3180 against the rings' 2330-2650, hence two rounds at most).
+ * All-reduce with 3+ members: one round up to 16 KiB, then the two-stage
+ * slot form (each member reduces 1/n and copies the rest: two
+ * synchronisations, each input byte read once) up to the slot size; with 2
+ * members one round up to 64 KiB, then the ring, which moves only the half
+ * the peer needs in its two steps (2026-12-01, load 12, all ranks' CPU per
+ * call, ring / two-stage: 256 KiB on 2 ranks 240 / 330-350 us; on 4 ranks
+ * 64 KiB one round 316-451 / two stages 215, 256 KiB 1161 / 804-1291; on
+ * 8 ranks 64 KiB 995 / 610, 256 KiB 2131 / 1694-1734; measured before
+ * copy.h replaced memcpy on these paths).
  */
-#define SLOT_ALLREDUCE_BYTES (64u << 10)
-#define SLOT_MOVE_BYTES      (256u << 10)
-#define SLOT_A2A_BYTES       (64u << 10)
+#define SLOT_ALLREDUCE_BYTES  (64u << 10)  /* one round, 2 members */
+#define SLOT_ALLREDUCE1_WIDE  (16u << 10)  /* one round, 3+ members */
+#define SLOT_ALLREDUCE2_BYTES (256u << 10) /* two stages, 3+ members */
+
+/* The largest all-reduce of the one-round and of the two-stage slot form for n members. */
+static size_t slot_ar1_bytes(int n) {
+    return n == 2 ? SLOT_ALLREDUCE_BYTES : SLOT_ALLREDUCE1_WIDE;
+}
+
+static size_t slot_ar2_bytes(int n) {
+    return n == 2 ? 0 : SLOT_ALLREDUCE2_BYTES;
+}
+
+#define SLOT_MOVE_BYTES (256u << 10)
+#define SLOT_A2A_ROUNDS 2 /* all-to-all blocks of up to this many slot pieces take the slots */
 
 /* 1 when an operation whose slot content is `bytes` (<= lim) goes through the slots. */
 static int use_slots(const areal_pg *g, size_t bytes, size_t lim) {
@@ -193,8 +215,11 @@ static int allreduce_core(areal_pg *g, const char *opn, void *buf, size_t count,
                           areal_redop op, int64_t dl, areal_error *err) {
     if (g->n == 1 || count == 0)
         return AREAL_OK;
-    if (use_slots(g, count * areal_dtype_size(t), SLOT_ALLREDUCE_BYTES))
+    size_t bytes = count * areal_dtype_size(t);
+    if (use_slots(g, bytes, slot_ar1_bytes(g->n)))
         return areal_pg_small_all_reduce(g, opn, buf, count, t, op, dl, err);
+    if (use_slots(g, bytes, slot_ar2_bytes(g->n)))
+        return areal_pg_small_all_reduce2(g, opn, buf, count, t, op, dl, err);
     if (count * areal_dtype_size(t) <= AREAL_COMM_SMALL_BYTES || count < (size_t)g->n)
         return rd_allreduce(g, opn, buf, count, t, op, dl, err);
     int rc = ring_rs(g, opn, buf, count, t, op, dl, err);
@@ -391,10 +416,8 @@ static int a2a(areal_pg *g, const char *opn, const uint8_t *in, const size_t *sc
             /* small blocks in one round through the slots, then the rest one ring pair at
              * a time: every pair in flight at once thrashes the cache */
             int64_t dl = deadline_of(g);
-            size_t lim = areal_pg_small_block(g);
-            if (lim > SLOT_A2A_BYTES / (size_t)n)
-                lim = SLOT_A2A_BYTES / (size_t)n;
-            rc = areal_pg_small_a2a(g, opn, sb, sn, rb, rn, lim, dl, err);
+            rc = areal_pg_small_a2a(g, opn, sb, sn, rb, rn, areal_pg_small_block(g),
+                                    SLOT_A2A_ROUNDS, dl, err);
             for (int s = 1; s < n && rc == AREAL_OK; s++) {
                 int to = (me + s) % n, from = (me - s + n) % n;
                 rc = areal_pg_xfer(g, opn, to, sb[to], sn[to], from, rb[from], rn[from], dl, err);

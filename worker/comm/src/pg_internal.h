@@ -103,18 +103,23 @@ int areal_pg_peer_gone(areal_pg *g, int j);
  * groups where areal_pg_all_local holds; g is locked and every member calls
  * the same one with the same sizes. areal_pg_small_cap: the bytes one
  * member may put in its slot (0 when the group is not all local).
- * all_reduce: t is fp32, int32 or int64, count * size(t) <= cap. all_gather:
+ * all_reduce: t is fp32, int32 or int64, count * size(t) <= cap;
+ * all_reduce2 the same in two stages (each member reduces 1/n of the
+ * buffer, then copies the other pieces: the same bits). all_gather:
  * `bytes` per member <= cap. reduce_scatter: any type and op of the API, n *
  * count elements (fp32 for halves) <= cap. broadcast: bytes <= cap.
- * a2a: blocks of at most lim bytes (lowered to areal_pg_small_block, the
- * most that fits for every peer) move through the slots and their sn/rn
- * entries become 0, the rest is left for the rings; fails
- * when a peer sends a length other than rn. Failure as areal_pg_xfer.
+ * a2a: blocks of at most `rounds` pieces of lim bytes (lim lowered to
+ * areal_pg_small_block, the most that fits for every peer) move through
+ * the slots, one piece per block per round, and their sn/rn entries become
+ * 0; the rest is left for the rings; fails when a peer sends a length other
+ * than rn. Failure as areal_pg_xfer.
  */
 size_t areal_pg_small_cap(const areal_pg *g);
 size_t areal_pg_small_block(const areal_pg *g);
 int areal_pg_small_all_reduce(areal_pg *g, const char *op, void *buf, size_t count, areal_dtype t,
                               areal_redop rop, int64_t dl, areal_error *err);
+int areal_pg_small_all_reduce2(areal_pg *g, const char *op, void *buf, size_t count, areal_dtype t,
+                               areal_redop rop, int64_t dl, areal_error *err);
 int areal_pg_small_all_gather(areal_pg *g, const char *op, const void *in, void *out, size_t bytes,
                               int64_t dl, areal_error *err);
 int areal_pg_small_reduce_scatter(areal_pg *g, const char *op, const void *in, void *out,
@@ -123,7 +128,8 @@ int areal_pg_small_reduce_scatter(areal_pg *g, const char *op, const void *in, v
 int areal_pg_small_broadcast(areal_pg *g, const char *op, void *buf, size_t bytes, int root,
                              int64_t dl, areal_error *err);
 int areal_pg_small_a2a(areal_pg *g, const char *op, const uint8_t *const *sb, size_t *sn,
-                       uint8_t *const *rb, size_t *rn, size_t lim, int64_t dl, areal_error *err);
+                       uint8_t *const *rb, size_t *rn, size_t lim, int rounds, int64_t dl,
+                       areal_error *err);
 
 /*
  * Adds to g's byte counters (areal_coll_bytes) under op's kind: `sent`

@@ -33,13 +33,19 @@
  * 200 us first 0.14 / 0.06 / 0.25 / 0.09 / 0.12, before 0.33 / 0.40 / 0.49
  * / 0.38 / 0.55 (two runs each, the same order). Yielding also has a tail:
  * while other processes keep both cores busy (a parallel build), one
- * sched_yield can hand them a whole slice, 16-20 ms at load 20 (1 KiB
- * all-reduce p99 16-20 ms, mean 0.8-1.3 ms, median still 4-13 us), where a
- * futex sleeper is woken at once. So a yield that took over LONG_YIELD_NS
- * turns yielding off for the process for NO_YIELD_NS: at most one such
- * stall per 200 ms, and the yields come back when the machine is quiet.
+ * sched_yield can hand them a whole slice, 16-20 ms at load 20; the poll
+ * budget is checked after every yield, so such a wait pays one slice and
+ * then sleeps on the futex. Rejected (the previous version): a yield over
+ * 200 us turning yielding off for the whole process for 200 ms. Under load
+ * 7-10 from other work (2026-12-01, bench_comm, median of 3-5 blocks) that
+ * left nearly every wait a futex sleep and wake: 1 KiB-64 KiB slot
+ * collectives took 2-4x the CPU per call (8-rank all-to-all at 4 KiB 110-136
+ * vs 27-31 us summed over the ranks; 2-rank all-reduce at 16 KiB 13-15 vs 6-7
+ * us) and 1.5-5x the wall time.
  */
 #include "shm.h"
+
+#include "copy.h"
 
 #include <errno.h>
 #include <linux/futex.h>
@@ -52,18 +58,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SHM_MAGIC     0x4d48534cu /* "LSHM" */
-#define RING_BUDGET   (24u << 20) /* bytes of rings per segment, before the bounds below */
-#define RING_MIN      (64u << 10)
-#define RING_MAX      (1u << 20)
-#define PUB_PIECE     (64u << 10) /* a producer publishes at least every this many bytes */
-#define SPIN_NS       20000L      /* pause-polling before yielding (no peer on this CPU) */
-#define LONG_YIELD_NS 200000L     /* a yield this long means other processes want the core */
-#define NO_YIELD_NS   200000000L  /* ... so sleep on the futex at once for this long */
-#define PAGE          4096u
-#define SLOT_BUDGET   (8u << 20) /* bytes of slots per segment, before the bounds */
-#define SLOT_MIN      (16u << 10)
-#define SLOT_MAX      (256u << 10)
+#define SHM_MAGIC   0x4d48534cu /* "LSHM" */
+#define RING_BUDGET (24u << 20) /* bytes of rings per segment, before the bounds below */
+#define RING_MIN    (64u << 10)
+#define RING_MAX    (1u << 20)
+#define PUB_PIECE   (64u << 10) /* a producer publishes at least every this many bytes */
+#define SPIN_NS     20000L      /* pause-polling before yielding (no peer on this CPU) */
+#define PAGE        4096u
+#define SLOT_BUDGET (8u << 20) /* bytes of slots per segment, before the bounds */
+#define SLOT_MIN    (16u << 10)
+#define SLOT_MAX    (256u << 10)
 
 typedef struct {
     _Atomic uint32_t seq;
@@ -90,7 +94,8 @@ typedef struct {
 typedef struct {
     _Atomic uint64_t arrived;  /* last sequence this member published its slot for */
     _Atomic uint64_t finished; /* last sequence this member finished reading slots of */
-    char pad[48];
+    _Atomic uint64_t reduced;  /* last sequence whose reduced piece it published (two-stage) */
+    char pad[40];
 } slot_ctl;
 
 _Static_assert(sizeof(slot_ctl) == 64, "slot control is one cache line");
@@ -241,8 +246,8 @@ size_t areal_shm_put(areal_shm *s, int j, const void *buf, size_t n) {
         if (k == 0)
             break;
         size_t at = (size_t)head & (s->cap - 1), first = k < s->cap - at ? k : s->cap - at;
-        memcpy(d + at, src + done, first);
-        memcpy(d, src + done + first, k - first);
+        areal_comm_copy(d + at, src + done, first);
+        areal_comm_copy(d, src + done + first, k - first);
         head += k;
         done += k;
         atomic_store_explicit(&c->head, head, memory_order_release);
@@ -266,8 +271,8 @@ static size_t take(areal_shm *s, int j, uint8_t *out, size_t n, int reduce, area
         return 0;
     size_t at = (size_t)tail & (s->cap - 1), first = k < s->cap - at ? k : s->cap - at;
     if (!reduce) {
-        memcpy(out, d + at, first);
-        memcpy(out + first, d, k - first);
+        areal_comm_copy(out, d + at, first);
+        areal_comm_copy(out + first, d, k - first);
     } else if (at % es == 0) {
         /* cap is a multiple of es, so the wrap falls between elements */
         areal_reduce(out, d + at, first / es, t, op);
@@ -278,8 +283,8 @@ static size_t take(areal_shm *s, int j, uint8_t *out, size_t n, int reduce, area
         for (size_t o = 0; o < k; o += sizeof tmp) {
             size_t m = k - o < sizeof tmp ? k - o : sizeof tmp;
             size_t a2 = (at + o) & (s->cap - 1), f2 = m < s->cap - a2 ? m : s->cap - a2;
-            memcpy(tmp, d + a2, f2);
-            memcpy(tmp + f2, d, m - f2);
+            areal_comm_copy(tmp, d + a2, f2);
+            areal_comm_copy(tmp + f2, d, m - f2);
             areal_reduce(out + o, tmp, m / es, t, op);
         }
     }
@@ -307,9 +312,6 @@ static int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000L + ts.tv_nsec;
 }
 
-/* Until when (monotonic ns) this process polls without yielding (see the file comment). */
-static _Atomic int64_t no_yield_until;
-
 /* Records this member's CPU; 1 when another local member last waited on the same one. */
 static int cpu_shared(areal_shm *s) {
     int me = sched_getcpu();
@@ -324,7 +326,7 @@ int areal_shm_wait_until(areal_shm *s, int (*ready)(void *), void *arg, int time
                          long poll_ns) {
     bell *b = &s->bells[s->mine];
     int64_t t0 = now_ns(), spin = s->fits && !cpu_shared(s) ? SPIN_NS : 0;
-    int64_t poll = poll_ns > spin && t0 >= atomic_load(&no_yield_until) ? poll_ns : spin;
+    int64_t poll = poll_ns > spin ? poll_ns : spin;
     for (;;) {
         if (ready(arg))
             return 0;
@@ -338,12 +340,6 @@ int areal_shm_wait_until(areal_shm *s, int (*ready)(void *), void *arg, int time
             continue;
         }
         sched_yield();
-        int64_t after = now_ns();
-        if (after - t0 - el > LONG_YIELD_NS) {
-            /* another process held the core: stop yielding for a while (see above) */
-            atomic_store(&no_yield_until, after + NO_YIELD_NS);
-            break;
-        }
     }
     int64_t left_ns = (int64_t)timeout_ms * 1000000L - (now_ns() - t0);
     if (left_ns <= 0)
@@ -388,14 +384,19 @@ uint64_t areal_shm_slot_next(const areal_shm *s) {
     return atomic_load_explicit(&s->sctl[s->mine].arrived, memory_order_relaxed) + 1;
 }
 
-uint64_t areal_shm_slot_seq(const areal_shm *s, int li, int finished) {
-    const slot_ctl *c = &s->sctl[li];
-    return atomic_load_explicit(finished ? &c->finished : &c->arrived, memory_order_acquire);
+static _Atomic uint64_t *counter(slot_ctl *c, int which) {
+    return which == AREAL_SHM_FINISHED  ? &c->finished
+           : which == AREAL_SHM_REDUCED ? &c->reduced
+                                        : &c->arrived;
 }
 
-void areal_shm_slot_publish(areal_shm *s, uint64_t seq, int finished) {
+uint64_t areal_shm_slot_seq(const areal_shm *s, int li, int which) {
+    return atomic_load_explicit(counter(&s->sctl[li], which), memory_order_acquire);
+}
+
+void areal_shm_slot_publish(areal_shm *s, uint64_t seq, int which) {
     slot_ctl *c = &s->sctl[s->mine];
-    atomic_store_explicit(finished ? &c->finished : &c->arrived, seq, memory_order_release);
+    atomic_store_explicit(counter(c, which), seq, memory_order_release);
     /* pairs with the sleeper's fence in areal_shm_wait_until */
     atomic_thread_fence(memory_order_seq_cst);
     for (int i = 0; i < s->k; i++) {

@@ -21,9 +21,10 @@
  *
  * Slots (one-round collectives for small buffers, pg_small.c): each local
  * member owns two slots of areal_shm_slot_cap() bytes (used by sequence
- * parity) and two counters, `arrived` (the last sequence whose slot content
- * it published) and `finished` (the last sequence whose peers' slots it is
- * done reading). Every member takes part in every slot operation in the
+ * parity) and three counters, `arrived` (the last sequence whose slot content
+ * it published), `reduced` (the two-stage all-reduce: the last sequence whose
+ * reduced piece it published in its slot) and `finished` (the last sequence
+ * whose peers' slots it is done reading). Every member takes part in every slot operation in the
  * same order, so sequence numbers agree; a member may overwrite its slot
  * for sequence q once every member finished q - 2.
  */
@@ -111,15 +112,18 @@ uint8_t *areal_shm_slot(areal_shm *s, int li, uint64_t seq);
 /* The sequence number of this member's next slot operation. */
 uint64_t areal_shm_slot_next(const areal_shm *s);
 
-/* Local member li's `finished` (finished != 0) or `arrived` counter (acquire order). */
-uint64_t areal_shm_slot_seq(const areal_shm *s, int li, int finished);
+/* The slot counters (shm.h's file comment); the values are what callers pass as `which`. */
+enum { AREAL_SHM_ARRIVED = 0, AREAL_SHM_FINISHED = 1, AREAL_SHM_REDUCED = 2 };
+
+/* Local member li's counter `which` (AREAL_SHM_ARRIVED, ...; acquire order). */
+uint64_t areal_shm_slot_seq(const areal_shm *s, int li, int which);
 
 /*
- * Publishes this member's `finished` (finished != 0) or `arrived` counter as
- * seq (release order: the slot's content is visible first) and wakes the
- * members sleeping on their doorbells.
+ * Publishes this member's counter `which` as seq (release order: the slot's
+ * content is visible first) and wakes the members sleeping on their
+ * doorbells.
  */
-void areal_shm_slot_publish(areal_shm *s, uint64_t seq, int finished);
+void areal_shm_slot_publish(areal_shm *s, uint64_t seq, int which);
 
 /*
  * Marks the segment broken by group member `who` (the first caller wins)

@@ -28,6 +28,31 @@
 #define RANK_WRONG     3
 #define RANKS_MAX      16
 
+/*
+ * Checks for a rank function shaped like test_slots.c's and test_coll_bytes.c's:
+ * `me` (the rank), `rc` (its exit code), `e` (an areal_error) and an `out:`
+ * label that frees and returns rc. RANK_CHECK fails the rank as RANK_WRONG
+ * naming the line, RANK_COMM as RANK_COMM_FAIL printing the comm error.
+ * (Prefixed: tests including this header define CHECK macros of their own.)
+ */
+#define RANK_CHECK(cond)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "rank %d: check failed at line %d: %s\n", me, __LINE__, #cond);        \
+            rc = RANK_WRONG;                                                                       \
+            goto out;                                                                              \
+        }                                                                                          \
+    } while (0)
+
+#define RANK_COMM(call)                                                                            \
+    do {                                                                                           \
+        if ((call) != AREAL_OK) {                                                                  \
+            fprintf(stderr, "rank %d: %s\n", me, e.msg);                                           \
+            rc = RANK_COMM_FAIL;                                                                   \
+            goto out;                                                                              \
+        }                                                                                          \
+    } while (0)
+
 typedef int (*rank_fn)(areal_comm *c, void *arg);
 
 static inline areal_comm_config rank_config(int rank, int world, int port, int timeout_ms) {

@@ -8,8 +8,10 @@
  * consumer thread that sleep on their doorbells move 8 MiB intact; a broken
  * mark wakes a sleeper at once; a slot counter published by one member
  * wakes the other sleeping past its polling budget, and the slots of the
- * two members and parities do not overlap; a segment without a valid header
- * is refused.
+ * two members and parities do not overlap, and the `reduced` counter is a
+ * third one; a segment without a valid header is refused. The data paths'
+ * copy (src/copy.h) equals memcpy at every relative alignment and at sizes
+ * around its loop's block and threshold, touching no byte outside.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,6 +25,7 @@
 
 #include <cmocka.h>
 
+#include "../src/copy.h"
 #include "../src/shm.h"
 #include "areal/comm/net.h"
 
@@ -274,6 +277,11 @@ static void slot_counters_wake_sleepers(void **state) {
     t0 = areal_now_ms();
     assert_int_equal(areal_shm_wait_until(p.a, finished_1, p.a, 30, 200000), 1);
     assert_true(areal_now_ms() - t0 >= 29);
+    /* `reduced` is a counter of its own */
+    areal_shm_slot_publish(p.a, 7, AREAL_SHM_REDUCED);
+    assert_int_equal(areal_shm_slot_seq(p.b, 0, AREAL_SHM_REDUCED), 7);
+    assert_int_equal(areal_shm_slot_seq(p.b, 0, AREAL_SHM_ARRIVED), 1);
+    assert_int_equal(areal_shm_slot_seq(p.b, 0, AREAL_SHM_FINISHED), 0);
     pair_close(&p);
 }
 
@@ -298,6 +306,33 @@ static void bad_segments_are_refused(void **state) {
     close(fd);
 }
 
+static void copy_equals_memcpy(void **state) {
+    (void)state;
+    static const size_t sizes[] = {0, 1, 63, 127, 128, 129, 1023, 1024, 1025, 4096 + 17, 200000};
+    size_t cap = 200000 + 256;
+    uint8_t *src = malloc(cap), *dst = malloc(cap), *want = malloc(cap);
+    assert_non_null(src);
+    assert_non_null(dst);
+    assert_non_null(want);
+    for (size_t i = 0; i < cap; i++)
+        src[i] = (uint8_t)(i * 131 + 7);
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        for (size_t so = 0; so < 64; so += 8) {
+            for (size_t d = 0; d < 64; d++) {
+                size_t n = sizes[si];
+                memset(dst, 0xa5, cap);
+                memset(want, 0xa5, cap);
+                areal_comm_copy(dst + d + 64, src + so, n);
+                memcpy(want + d + 64, src + so, n);
+                assert_memory_equal(dst, want, cap);
+            }
+        }
+    }
+    free(src);
+    free(dst);
+    free(want);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(byte_stream_arrives_exactly),
@@ -306,6 +341,7 @@ int main(void) {
         cmocka_unit_test(broken_mark_wakes_sleepers),
         cmocka_unit_test(slot_counters_wake_sleepers),
         cmocka_unit_test(bad_segments_are_refused),
+        cmocka_unit_test(copy_equals_memcpy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
