@@ -172,11 +172,11 @@ static void test_two_grpo_steps(void **state) {
             areal_ppo_terms terms;
             KT_OK(areal_ppo_token_terms(prox_gpu + v.at, B.behav + v.at, B.adv + v.at,
                                         B.mask + v.at, v.T, v.cu64, 2, &ok, w, &terms, KT_ERR));
-            areal_gpu_ppo ppo = {prox_gpu + v.at,
-                                 B.adv + v.at,
-                                 w,
-                                 {terms.clip_lo, terms.clip_hi, terms.c_clip, (float)terms.coef,
-                                  1.0f}};
+            areal_gpu_ppo ppo = {
+                prox_gpu + v.at,
+                B.adv + v.at,
+                w,
+                {terms.clip_lo, terms.clip_hi, terms.c_clip, (float)terms.coef, 1.0f}};
             double l = 0;
             KT_OK(areal_gpu_accum_ppo(g, &v.b, B.tgt + v.at, &ppo, &l, lp_acc + v.at, KT_ERR));
             loss_gpu += l;

@@ -1,5 +1,5 @@
 /*
- * gstate.c - the AdamW state of the GPU model to and from the host
+ * gstate.c - the AdamW state of the GPU model to and from the host, and its vocabulary
  * (areal_gpu_model_moments, areal/gpumodel/model.h): the trainer keeps a host
  * copy of the moments for its checkpoints and resumes a run whose moments
  * were saved by the CPU trainer, so both directions use the model's layout
@@ -28,8 +28,8 @@ int areal_gpu_model_moments(areal_gpu_model *g, bool to_device, float *m, float 
         float *h = i == 0 ? m : v, *d = i == 0 ? g->m1 : g->m2;
         if (to_device) {
             areal_gpu_wlayout_pack(&g->wl, h, host);
-            rc = gpu_cuda(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice), "upload moments",
-                          err);
+            rc =
+                gpu_cuda(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice), "upload moments", err);
         } else {
             rc = gpu_cuda(cudaMemcpy(host, d, bytes, cudaMemcpyDeviceToHost), "download moments",
                           err);
@@ -43,4 +43,8 @@ int areal_gpu_model_moments(areal_gpu_model *g, bool to_device, float *m, float 
     else if (rc == AREAL_OK)
         *step = g->step;
     return rc;
+}
+
+int areal_gpu_model_vocab(const areal_gpu_model *g) {
+    return g->V;
 }

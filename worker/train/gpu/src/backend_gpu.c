@@ -124,8 +124,9 @@ static int gpu_accum(areal_trainer *t, const areal_train_mb *m, const areal_ppo_
 static int gpu_apply(areal_trainer *t, double *grad_norm, double *lr, areal_error *err) {
     gpu_be *b = be(t);
     if (b->g == NULL)
-        return areal_error_set(err, AREAL_EINVAL, -1, "GPU trainer: an optimizer step before any "
-                                                      "micro-batch");
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "GPU trainer: an optimizer step before any "
+                               "micro-batch");
     float *m, *v;
     long *step;
     size_t n;

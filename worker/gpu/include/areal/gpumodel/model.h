@@ -197,6 +197,9 @@ int areal_gpu_decode_step(areal_gpu_model *g, int B, const int32_t *tokens, cons
  */
 int areal_gpu_decode_graphs(areal_gpu_model *g, bool on, areal_error *err);
 
+/* The vocabulary size (the rows of the logits a decode step returns). */
+int areal_gpu_model_vocab(const areal_gpu_model *g);
+
 /* The parameter count of the model's matrices (the 6 N of an MFU estimate: every weight but the
  * embedding table, which is a gather; the LM head counts once, tied or not). */
 double areal_gpu_model_matmul_params(const areal_gpu_model *g);
