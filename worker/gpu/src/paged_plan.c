@@ -50,9 +50,9 @@ static int check(const int32_t *cu, const areal_paged_seq *seqs, int n_seqs,
     return AREAL_OK;
 }
 
-int areal_gpu_paged_plan_make(const int32_t *tokens, const int32_t *cu,
-                              const areal_paged_seq *seqs, int n_seqs, const int32_t *out_rows,
-                              int n_out, const areal_gpu_kv_cfg *kv, areal_gpu_paged_plan *p,
+int areal_gpu_paged_plan_make(const int32_t *tokens, const int32_t *cu, const areal_paged_seq *seqs,
+                              int n_seqs, const int32_t *out_rows, int n_out,
+                              const areal_gpu_kv_cfg *kv, areal_gpu_paged_plan *p,
                               areal_error *err) {
     memset(p, 0, sizeof *p);
     if (tokens == NULL || cu == NULL || seqs == NULL || kv == NULL || (n_out > 0 && !out_rows))

@@ -35,9 +35,9 @@ static void three_sequences(void **st) {
     for (int j = 0; j <= 5; j++)
         assert_int_equal(p.sub_off[j], off[j]);
     /* sub-step rows: (seq, token, position, slot) */
-    const int want[9][4] = {{0, 100, 20, 0},  {1, 200, 0, -1}, {2, 300, 15, -1},
+    const int want[9][4] = {{0, 100, 20, 0}, {1, 200, 0, -1},  {2, 300, 15, -1},
                             {1, 201, 1, 3},  {2, 301, 16, -1}, {1, 202, 2, -1},
-                            {2, 302, 17, 2},  {1, 203, 3, -1},  {1, 204, 4, 1}};
+                            {2, 302, 17, 2}, {1, 203, 3, -1},  {1, 204, 4, 1}};
     for (int i = 0; i < 9; i++) {
         assert_int_equal(p.seq[i], want[i][0]);
         assert_int_equal(p.tok[i], want[i][1]);

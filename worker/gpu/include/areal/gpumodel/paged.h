@@ -32,13 +32,13 @@
 #include "areal/model/paged.h"
 
 typedef struct areal_gpu_paged_plan {
-    int n_sub;     /* decode steps: the longest chunk */
-    int rows;      /* tokens of the step (cu[n_seqs]) */
-    int *sub_off;  /* [n_sub + 1]: sub-step j is rows sub_off[j] .. sub_off[j + 1] of below */
-    int32_t *tok;  /* [rows] the token fed */
-    int32_t *pos;  /* [rows] its position */
-    int32_t *seq;  /* [rows] its sequence */
-    int32_t *slot; /* [rows] index into out_rows whose logits it gives, or -1 */
+    int n_sub;      /* decode steps: the longest chunk */
+    int rows;       /* tokens of the step (cu[n_seqs]) */
+    int *sub_off;   /* [n_sub + 1]: sub-step j is rows sub_off[j] .. sub_off[j + 1] of below */
+    int32_t *tok;   /* [rows] the token fed */
+    int32_t *pos;   /* [rows] its position */
+    int32_t *seq;   /* [rows] its sequence */
+    int32_t *slot;  /* [rows] index into out_rows whose logits it gives, or -1 */
     int32_t *table; /* [rows * max_blocks] the sequence's table, padded with its block 0 */
 } areal_gpu_paged_plan;
 
@@ -51,9 +51,9 @@ typedef struct areal_gpu_paged_plan {
  * covering its last position, a bad or repeated out row; AREAL_ENOMEM. *p
  * empty on failure.
  */
-int areal_gpu_paged_plan_make(const int32_t *tokens, const int32_t *cu,
-                              const areal_paged_seq *seqs, int n_seqs, const int32_t *out_rows,
-                              int n_out, const areal_gpu_kv_cfg *kv, areal_gpu_paged_plan *p,
+int areal_gpu_paged_plan_make(const int32_t *tokens, const int32_t *cu, const areal_paged_seq *seqs,
+                              int n_seqs, const int32_t *out_rows, int n_out,
+                              const areal_gpu_kv_cfg *kv, areal_gpu_paged_plan *p,
                               areal_error *err);
 void areal_gpu_paged_plan_free(areal_gpu_paged_plan *p);
 
