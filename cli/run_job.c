@@ -20,15 +20,16 @@
  * does (kind, apiVersion, spec.allocation, the types and ranges of
  * config.rl); spec.config is handed whole to the trainer (--config), which
  * reads AReaL's keys and the short ones and names any key it does not know.
- * A trainer role of world W (d * t * p) runs W `areal-worker train` ranks
- * (--dp-rank/--dp-size, a rendezvous on a free loopback port; rank 0 drives
- * the rollouts and serves /status on a free port), each given the role's
- * strategy (--layout megatron:d1t2p2, fsdp:d2) so it holds its shard of the
- * model: tensor and pipeline parallelism (and ZeRO-1 over d) for megatron,
- * sharded data parallelism for fsdp (worker/train/trainer_par.h). A rollout
- * pod of t > 1 ranks is one `serve --tp t` (it forks its follower ranks).
- * Not yet: context or expert parallel trainers (refused, naming the
- * dimension).
+ * A trainer role of world W (d * t * p * c) runs W `areal-worker train`
+ * ranks (--dp-rank/--dp-size, a rendezvous on a free loopback port; rank 0
+ * drives the rollouts and serves /status on a free port), each given the
+ * role's strategy (--layout megatron:d1t2p2c1e1, fsdp:d2..., the
+ * (attn:|ffn:) form where etp > 1) so it holds its shard of the model:
+ * tensor, pipeline, context and expert parallelism (and ZeRO-1 over d-c)
+ * for megatron, sharded data parallelism for fsdp
+ * (worker/train/trainer_par.h). A rollout pod of t > 1 ranks is one `serve
+ * --tp t` (it forks its follower ranks). Not yet: context and expert
+ * parallelism together (refused, naming both).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -300,16 +301,23 @@ int cmd_run_job(const char *path, bool resume, const char *job_dir_opt, long tim
             n_servers++;
         } else if (trainer_pod >= 0 && plan.pods[trainer_pod].role != plan.pods[i].role) {
             rc = cli_bad_input("the local run has one trainer role; '%s' is a second", role->name);
-        } else if (role->strategy.cp > 1 || role->strategy.ep > 1) {
-            rc = cli_bad_input("the local trainer does not build %s parallelism yet (c%d e%d); use "
-                               "d, t and p (e.g. \"megatron:d1t2p2\", \"fsdp:d2\")",
-                               role->strategy.cp > 1 ? "context" : "expert", role->strategy.cp,
-                               role->strategy.ep);
+        } else if (role->strategy.cp > 1 && role->strategy.ep > 1) {
+            rc = cli_bad_input("the local trainer does not build context parallelism together "
+                               "with expert parallelism yet (c%d e%d); use one of them",
+                               role->strategy.cp, role->strategy.ep);
         } else if (trainer_pod < 0) {
             trainer_pod = i;
             dp_size = role->world;
-            snprintf(layout, sizeof layout, "%s:d%dt%dp%d", areal_backend_name(role->backend),
-                     role->strategy.dp, role->strategy.tp, role->strategy.pp);
+            const areal_strategy *s = &role->strategy;
+            /* every dimension the trainer builds; etp only has the (attn:|ffn:) form */
+            if (s->etp > 1)
+                snprintf(layout, sizeof layout, "%s:(attn:d%dt%dp%d|ffn:d%dt%dp%de%d)",
+                         areal_backend_name(role->backend), s->dp, s->tp, s->pp, s->edp, s->etp,
+                         s->pp, s->ep);
+            else
+                snprintf(layout, sizeof layout, "%s:d%dt%dp%dc%de%d",
+                         areal_backend_name(role->backend), s->dp, s->tp, s->pp,
+                         s->cp > 1 ? s->cp : 1, s->ep > 1 ? s->ep : 1);
         }
     }
     if (rc == CLI_OK && (n_servers == 0 || trainer_pod < 0))

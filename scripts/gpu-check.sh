@@ -17,7 +17,8 @@
 # The kernels' tests (gpu_test_layers, _vocab, _optim, _gemm, ...),
 # gpu_bench_kernels (GEMM TFLOP/s at the Qwen2 shapes, memory-bound GB/s) and
 # gpu_bench_attention (attention fwd / bwd / fwd+bwd TFLOP/s at 2k and 8k
-# tokens per sequence) run inside make test-gpu / bench-gpu, and so do
+# tokens per sequence, the tensor-core kernels beside the scalar reference;
+# gpu_test_attention checks both families against its CPU reference) run inside make test-gpu / bench-gpu, and so do
 # worker/gpu's gpu_test_model (a training step and decode steps of the tiny
 # Qwen3 / Qwen3-MoE / Qwen2 against the CPU model), gpu_test_ppo (the fused
 # GRPO loss and a PPO training step against worker/rl's CPU loss),

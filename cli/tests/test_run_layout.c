@@ -6,8 +6,10 @@
  * published after each (gathered whole from the shards, sent by the
  * xccl sender of AReaL's default config: shard-direct, each rank sending its slices,
  * worker/train/xccl_shard.h) and the checkpoint is written; the t2 and p2 shard-direct runs
- * follow the same curve as the gathered disk path. A refused layout (context parallelism)
- * fails before any process starts, naming the dimension.
+ * follow the same curve as the gathered disk path. A context-parallel trainer (d1c2) runs
+ * its xccl updates through the gathered path (the shard-direct plan knows tp / pp slices
+ * only), saying so in every progress line. A refused layout (context with expert
+ * parallelism) fails before any process starts, naming the dimensions.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -217,6 +219,53 @@ static void shard_direct_serves_the_policy(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* Every step line of progress.jsonl took the gathered xccl path. */
+static void gathered_every_step(const char *path, int steps) {
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        fail_msg("%s: missing", path);
+    static char line[1 << 16];
+    int seen = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        if (strstr(line, "\"weight_sync_mode\"") == NULL)
+            continue;
+        seen++;
+        if (strstr(line, "\"weight_sync_mode\":\"xccl\"") == NULL ||
+            strstr(line, "\"weight_sync_path\":\"gather\"") == NULL)
+            fail_msg("a step not sent the gathered xccl way: %s", line);
+    }
+    fclose(f);
+    assert_int_equal(seen, steps);
+}
+
+/* megatron:d1c2: two ranks each holding half of every sequence (load-balanced causal
+ * split), xccl updates gathered through rank 0. */
+static void c2_trainer_runs(void **state) {
+    (void)state;
+    char dir[256], job[300], job_dir[300], path[400];
+    const char *t = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(dir, sizeof dir, "%s/areal-runc2-XXXXXX", t);
+    assert_non_null(mkdtemp(dir));
+    snprintf(job, sizeof job, "%s/job.yaml", dir);
+    snprintf(job_dir, sizeof job_dir, "%s/run", dir);
+    write_job(job, "sglang:d1+megatron:d1c2");
+    int status = -1;
+    const char *argv[] = {arealctl(), "run", job, "--job-dir", job_dir, "--timeout", "120", NULL};
+    assert_int_equal(child_run(argv, &status, out, sizeof out, errs, sizeof errs), 0);
+    if (status != 0)
+        fail_msg("arealctl run exited %d:\n%s\n%s", status, out, errs);
+    assert_non_null(strstr(out, "2 trainer rank(s)"));
+    assert_non_null(strstr(out, "done at step 4"));
+    snprintf(path, sizeof path, "%s/recover/step_00000004/MANIFEST.json", job_dir);
+    assert_int_equal(access(path, R_OK), 0);
+    snprintf(path, sizeof path, "%s/progress.jsonl", job_dir);
+    file_has(path, "\"step\":4");
+    gathered_every_step(path, 4);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void cp_trainer_refused(void **state) {
     (void)state;
     char dir[256], job[300], job_dir[300];
@@ -225,12 +274,12 @@ static void cp_trainer_refused(void **state) {
     assert_non_null(mkdtemp(dir));
     snprintf(job, sizeof job, "%s/job.yaml", dir);
     snprintf(job_dir, sizeof job_dir, "%s/run", dir);
-    write_job(job, "sglang:d1+megatron:d1c2");
+    write_job(job, "sglang:d1+megatron:d2c2e2");
     int status = -1;
     const char *argv[] = {arealctl(), "run", job, "--job-dir", job_dir, NULL};
     assert_int_equal(child_run(argv, &status, out, sizeof out, errs, sizeof errs), 0);
     assert_int_equal(status, 2);
-    assert_non_null(strstr(errs, "context parallelism"));
+    assert_non_null(strstr(errs, "context parallelism together with expert parallelism"));
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     assert_int_equal(system(cmd), 0);
@@ -240,6 +289,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(cp_trainer_refused),
         cmocka_unit_test(t2_trainer_runs),
+        cmocka_unit_test(c2_trainer_runs),
         cmocka_unit_test(shard_direct_serves_the_policy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

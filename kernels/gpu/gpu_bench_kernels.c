@@ -4,7 +4,8 @@
  * (forward y = x W^T, input gradient, fp32 weight gradient) against ~989
  * dense bf16 TFLOP/s, and the memory-bound kernels' bytes moved per second
  * against ~4.8 TB/s HBM. Each figure is the median of 20 timed runs (CUDA
- * events) after 3 warm-ups, on random bf16 data. Prints one line per figure;
+ * events) after 3 warm-ups (kbench.h, shared with gpu_bench_attention.c), on
+ * constant small bf16 data. Prints one line per figure;
  * exits 0 without a device (saying so), 1 when a kernel fails.
  */
 #include <stdint.h>
@@ -19,49 +20,17 @@
 #include "areal/kernels/layers.h"
 #include "areal/kernels/optim.h"
 #include "areal/kernels/vocab.h"
+#include "kbench.h"
 
-#define PEAK_TFLOPS 989.0
-#define PEAK_GBS    4800.0
+#define PEAK_TFLOPS KB_PEAK_TFLOPS
+#define PEAK_GBS    KB_PEAK_GBS
 #define WARM        3
 #define ITERS       20
 
-typedef int (*bench_fn)(void *ctx, areal_error *err);
+typedef kb_fn bench_fn;
 
-static int cmpf(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* the median time of fn in ms, or -1 on failure (err says why) */
 static float time_ms(bench_fn fn, void *ctx, areal_error *err) {
-    cudaEvent_t a, b;
-    float t[ITERS];
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    for (int i = 0; i < WARM; i++)
-        if (fn(ctx, err) != AREAL_OK)
-            return -1;
-    for (int i = 0; i < ITERS; i++) {
-        cudaEventRecord(a, NULL);
-        if (fn(ctx, err) != AREAL_OK)
-            return -1;
-        cudaEventRecord(b, NULL);
-        cudaEventSynchronize(b);
-        cudaEventElapsedTime(&t[i], a, b);
-    }
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    qsort(t, ITERS, sizeof t[0], cmpf);
-    return t[ITERS / 2];
-}
-
-static void *dev_rand(size_t bytes) {
-    void *p = NULL;
-    if (cudaMalloc(&p, bytes) != cudaSuccess)
-        return NULL;
-    /* small bf16 / fp32 values: 0x3c3c is bf16 0.0115, 0x3c3c3c3c fp32 0.0115 */
-    cudaMemset(p, 0x3c, bytes);
-    return p;
+    return kb_time_ms(fn, ctx, WARM, ITERS, err);
 }
 
 typedef struct gemm_ctx {
@@ -76,9 +45,9 @@ static int run_gemm(void *c, areal_error *err) {
 
 /* forward, input gradient and weight gradient of y[T,N] = x[T,K] W[N,K]^T */
 static int bench_linear(areal_k_gemm *h, const char *model, const char *name, int T, int N, int K) {
-    uint16_t *x = dev_rand((size_t)T * K * 2), *w = dev_rand((size_t)N * K * 2);
-    uint16_t *y = dev_rand((size_t)T * N * 2);
-    float *dw = dev_rand((size_t)N * K * 4);
+    uint16_t *x = kb_dev((size_t)T * K * 2), *w = kb_dev((size_t)N * K * 2);
+    uint16_t *y = kb_dev((size_t)T * N * 2);
+    float *dw = kb_dev((size_t)N * K * 4);
     if (x == NULL || w == NULL || y == NULL || dw == NULL) {
         printf("gemm %s %s: out of device memory\n", model, name);
         return 1;
@@ -208,9 +177,9 @@ int main(void) {
     const size_t n = (size_t)T * 8960,
                  P = (size_t)256 << 20; /* 1.5B MLP activations; 256M params */
     mem_ctx c = {.n = n, .rows = T, .D = 1536};
-    c.a = dev_rand(P * 2), c.b = dev_rand(n * 2), c.c = dev_rand(n * 2);
-    c.f = dev_rand(P * 4), c.m = dev_rand(P * 4), c.v = dev_rand(P * 4), c.g = dev_rand(P * 4);
-    c.tg = dev_rand((size_t)2048 * 4);
+    c.a = kb_dev(P * 2), c.b = kb_dev(n * 2), c.c = kb_dev(n * 2);
+    c.f = kb_dev(P * 4), c.m = kb_dev(P * 4), c.v = kb_dev(P * 4), c.g = kb_dev(P * 4);
+    c.tg = kb_dev((size_t)2048 * 4);
     if (!c.a || !c.b || !c.c || !c.f || !c.m || !c.v || !c.g || !c.tg) {
         printf("mem: out of device memory\n");
         return 1;

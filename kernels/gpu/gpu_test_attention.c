@@ -1,16 +1,22 @@
 /*
- * gpu_test_attention.c - the flash-style attention (areal/kernels/attention.h)
- * and the paged decode attention (areal/kernels/paged.h) against a
- * double-precision reference written here from the definition (softmax of
- * scale q k^T over the causal keys of the token's own sequence), on the same
- * bf16 inputs: packed sequences of unequal lengths (1 token, shorter than a
- * tile, longer than several strips), GQA (nh / nkv = 1, 2, 7), head sizes
- * 8, 33 (not a multiple of the warp), 64 and 128, and paged caches whose
- * blocks are scattered in the pool.
- * Tolerances: bf16 outputs rtol 2^-8 plus atol 2^-8 * max|ref| (the fp32
- * online softmax reorders the sums; the output is rounded to bf16 once);
- * gradients rtol 2^-7, atol 2^-7 * max|ref| (the backward subtracts, dP -
- * delta, with delta from the bf16-rounded O); lse rtol 1e-5, atol 1e-5.
+ * gpu_test_attention.c - the flash-style attention (areal/kernels/attention.h:
+ * the dispatch, the tensor-core kernels and the scalar ones) and the paged
+ * decode attention (areal/kernels/paged.h) against a double-precision
+ * reference written here from the definition (softmax of scale q k^T over
+ * the causal keys of the token's own sequence), on the same bf16 inputs:
+ * packed sequences of unequal lengths (1 token, shorter than a tile, one
+ * past a 64-row tile, longer than several tiles), GQA (nh / nkv = 1, 2, 6,
+ * 7), head sizes 8, 33 (not a multiple of the warp), 64 and 128 (the tensor
+ * cores' two; run through each kernel family), 160, 256, and paged caches
+ * whose blocks are scattered in the pool.
+ * Tolerances, scalar kernels: bf16 outputs rtol 2^-8 plus atol 2^-8 *
+ * max|ref| (the fp32 online softmax reorders the sums; the output is
+ * rounded to bf16 once); gradients rtol 2^-7, atol 2^-7 * max|ref| (the
+ * backward subtracts, dP - delta, with delta from the bf16-rounded O); lse
+ * rtol 1e-5, atol 1e-5. Tensor-core kernels: twice as wide (out 2^-7,
+ * gradients 2^-6; lse 1e-4), because P and dS are rounded to bf16 as the
+ * A operand of the next mma (FlashAttention-2 does the same) and the
+ * scores go through exp2f / log2f in log2 units.
  * The model's k_attention.c is the same definition on BLAS; the reference is
  * written out again so that a shared mistake cannot hide. Without a device
  * every test is skipped.
@@ -96,7 +102,10 @@ static void ref_attn(const ref_case *c, const int32_t *cu, const float *q, const
     free(P), free(dP), free(o);
 }
 
-static void attn_case(const ref_case *c, uint64_t seed) {
+/* which kernels attn_case runs: the dispatch (tensor cores for hd 64 / 128), or one family */
+typedef enum { ATTN_AUTO, ATTN_TC, ATTN_REF } attn_impl;
+
+static void attn_case(const ref_case *c, uint64_t seed, attn_impl impl) {
     uint64_t s = seed;
     int32_t cu[16];
     cu[0] = 0;
@@ -123,9 +132,23 @@ static void attn_case(const ref_case *c, uint64_t seed) {
     float *dlse = kt_dev((size_t)T * c->nh * 4), *ddelta = kt_dev((size_t)T * c->nh * 4);
     int32_t *dcu = kt_up(cu, sizeof(int32_t) * (c->n_seqs + 1));
     areal_k_attn_shape sh = {T, c->n_seqs, maxL, c->nh, c->nkv, c->hd, 1.0f / sqrtf((float)c->hd)};
-    KT_OK(areal_k_attn_fwd(dout, dlse, dqb, dkb, dvb, dcu, sh, NULL, KT_ERR));
-    KT_OK(areal_k_attn_bwd(ddq, ddk, ddv, ddelta, dgb, dout, dlse, dqb, dkb, dvb, dcu, sh, NULL,
-                           KT_ERR));
+    if (impl == ATTN_TC) {
+        KT_OK(areal_k_attn_tc_fwd(dout, dlse, dqb, dkb, dvb, dcu, sh, NULL, KT_ERR));
+        KT_OK(areal_k_attn_tc_bwd(ddq, ddk, ddv, ddelta, dgb, dout, dlse, dqb, dkb, dvb, dcu, sh,
+                                  NULL, KT_ERR));
+    } else if (impl == ATTN_REF) {
+        KT_OK(areal_k_attn_ref_fwd(dout, dlse, dqb, dkb, dvb, dcu, sh, NULL, KT_ERR));
+        KT_OK(areal_k_attn_ref_bwd(ddq, ddk, ddv, ddelta, dgb, dout, dlse, dqb, dkb, dvb, dcu, sh,
+                                   NULL, KT_ERR));
+    } else {
+        KT_OK(areal_k_attn_fwd(dout, dlse, dqb, dkb, dvb, dcu, sh, NULL, KT_ERR));
+        KT_OK(areal_k_attn_bwd(ddq, ddk, ddv, ddelta, dgb, dout, dlse, dqb, dkb, dvb, dcu, sh, NULL,
+                               KT_ERR));
+    }
+    /* cudaMalloc'd buffers are aligned: the dispatch takes the tensor cores for hd 64 / 128 */
+    const int tc = impl == ATTN_TC || (impl == ATTN_AUTO && (c->hd == 64 || c->hd == 128));
+    const double ot = tc ? 1.0 / 128 : 1.0 / 256, gt = tc ? 1.0 / 64 : 1.0 / 128;
+    const double lt = tc ? 1e-4 : 1e-5;
     float *go = malloc(nq * 4), *gl = malloc((size_t)T * c->nh * 4), *gq = malloc(nq * 4);
     float *gk = malloc(nk * 4), *gv = malloc(nk * 4);
     kt_down_bf16(go, dout, nq);
@@ -133,12 +156,13 @@ static void attn_case(const ref_case *c, uint64_t seed) {
     kt_down_bf16(gq, ddq, nq);
     kt_down_bf16(gk, ddk, nk);
     kt_down_bf16(gv, ddv, nk);
-    printf("attention: %d seqs, T %d, nh %d, nkv %d, hd %d\n", c->n_seqs, T, c->nh, c->nkv, c->hd);
-    assert_int_equal(kt_close("  out", go, out, nq, 1.0 / 256, kt_maxabs(out, nq) / 256), 0);
-    assert_int_equal(kt_close("  lse", gl, lse, (size_t)T * c->nh, 1e-5, 1e-5), 0);
-    assert_int_equal(kt_close("  dq", gq, dq, nq, 1.0 / 128, kt_maxabs(dq, nq) / 128), 0);
-    assert_int_equal(kt_close("  dk", gk, dk, nk, 1.0 / 128, kt_maxabs(dk, nk) / 128), 0);
-    assert_int_equal(kt_close("  dv", gv, dv, nk, 1.0 / 128, kt_maxabs(dv, nk) / 128), 0);
+    printf("attention (%s): %d seqs, T %d, nh %d, nkv %d, hd %d\n", tc ? "tensor cores" : "scalar",
+           c->n_seqs, T, c->nh, c->nkv, c->hd);
+    assert_int_equal(kt_close("  out", go, out, nq, ot, kt_maxabs(out, nq) * ot), 0);
+    assert_int_equal(kt_close("  lse", gl, lse, (size_t)T * c->nh, lt, lt), 0);
+    assert_int_equal(kt_close("  dq", gq, dq, nq, gt, kt_maxabs(dq, nq) * gt), 0);
+    assert_int_equal(kt_close("  dk", gk, dk, nk, gt, kt_maxabs(dk, nk) * gt), 0);
+    assert_int_equal(kt_close("  dv", gv, dv, nk, gt, kt_maxabs(dv, nk) * gt), 0);
     cudaFree(dqb), cudaFree(dkb), cudaFree(dvb), cudaFree(dgb), cudaFree(dout), cudaFree(ddq);
     cudaFree(ddk), cudaFree(ddv), cudaFree(dlse), cudaFree(ddelta), cudaFree(dcu);
     free(qb), free(kb), free(vb), free(gb), free(q), free(k), free(v), free(g), free(out);
@@ -158,7 +182,53 @@ static void test_attention(void **state) {
             {2, 2, 1, 160, mixed},
         };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-        attn_case(&cases[i], 100 + i);
+        attn_case(&cases[i], 100 + i, ATTN_AUTO);
+}
+
+/* the tensor-core kernels' shapes through each family: odd lengths (63, 65:
+ * one short of and one past a 64-row tile), unequal packed sequences, GQA
+ * 1 / 2 / 6 / 7 / 14:2, hd 64 and 128 */
+static const int tc_one[] = {1}, tc_mixed[] = {5, 1, 40, 17}, tc_long[] = {300};
+static const int tc_many[] = {33, 64, 2, 129, 7}, tc_odd[] = {63, 65, 1, 191};
+static const ref_case tc_cases[] = {
+    {1, 1, 1, 64, tc_one},    {4, 2, 1, 64, tc_mixed},  {5, 4, 4, 64, tc_many},
+    {1, 7, 1, 64, tc_long},   {4, 14, 2, 64, tc_odd},   {1, 1, 1, 128, tc_one},
+    {4, 2, 2, 128, tc_odd},   {5, 12, 2, 128, tc_many}, {1, 6, 1, 128, tc_long},
+    {4, 4, 2, 128, tc_mixed},
+};
+
+static void test_attention_tensor_cores(void **state) {
+    (void)state;
+    kt_need_device();
+    for (size_t i = 0; i < sizeof tc_cases / sizeof *tc_cases; i++)
+        attn_case(&tc_cases[i], 200 + i, ATTN_TC);
+}
+
+/* the scalar kernels on the same shapes: the dispatch no longer sends them there */
+static void test_attention_scalar(void **state) {
+    (void)state;
+    kt_need_device();
+    for (size_t i = 0; i < sizeof tc_cases / sizeof *tc_cases; i++)
+        attn_case(&tc_cases[i], 300 + i, ATTN_REF);
+}
+
+/* the tensor cores refuse what they cannot serve, with the reason; the dispatch serves it */
+static void test_tensor_cores_refuse(void **state) {
+    (void)state;
+    kt_need_device();
+    areal_error err;
+    uint16_t *b = kt_dev(4096);
+    int32_t *cu = kt_dev(64);
+    float *f = kt_dev(4096);
+    areal_k_attn_shape hd96 = {4, 1, 4, 2, 2, 96, 1.0f};
+    assert_int_equal(areal_k_attn_tc_fwd(b, f, b, b, b, cu, hd96, NULL, &err), AREAL_EINVAL);
+    printf("%s\n", err.msg);
+    assert_non_null(strstr(err.msg, "hd 96"));
+    areal_k_attn_shape hd64 = {4, 1, 4, 2, 2, 64, 1.0f};
+    assert_int_equal(areal_k_attn_tc_fwd(b + 1, f, b, b, b, cu, hd64, NULL, &err), AREAL_EINVAL);
+    printf("%s\n", err.msg);
+    assert_non_null(strstr(err.msg, "16-byte aligned"));
+    cudaFree(b), cudaFree(cu), cudaFree(f);
 }
 
 /* decode over a paged cache: the reference is the same attention with the query as the last row */
@@ -267,6 +337,9 @@ static void test_bad_input(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_attention_tensor_cores),
+        cmocka_unit_test(test_attention_scalar),
+        cmocka_unit_test(test_tensor_cores_refuse),
         cmocka_unit_test(test_paged),
         cmocka_unit_test(test_bad_input),
     };

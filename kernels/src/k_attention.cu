@@ -1,6 +1,10 @@
 /*
  * k_attention.cu - flash-style causal GQA attention over packed sequences
- * (areal/kernels/attention.h), forward and backward.
+ * (areal/kernels/attention.h), forward and backward: the scalar kernels
+ * (areal_k_attn_ref_fwd / _bwd, every hd up to 256: the reference the
+ * tensor-core kernels of k_attention_tc.cu are tested against, and the
+ * fallback for the shapes those do not serve), and areal_k_attn_fwd / _bwd,
+ * which pick between the two.
  *
  * Work split (the same in all three kernels): a block is one sequence, one
  * head and a strip of 16 rows (4 warps x 4 rows, rows interleaved across
@@ -15,14 +19,17 @@
  * then one kernel for dK/dV (a block owns key rows and loops over the query
  * heads of its KV group, so GQA needs no atomics) and one for dQ.
  *
- * Rejected for now: tensor-core tiles (mma.sync / wmma). They are the road
- * to the bench's TFLOP/s goal, but a scalar kernel that is obviously right is
- * what a faster one is tested against; this is that kernel.
+ * The scalar kernels use no tensor cores on purpose: a kernel that is
+ * obviously right is what the fast one (k_attention_tc.cu, mma.sync tiles)
+ * is tested against; this is that kernel. The dispatch sends hd 64 / 128
+ * with 16-byte aligned buffers to the tensor cores, all else here.
  */
 #include "areal/kernels/attention.h"
+#include "areal/kernels/attention_plan.h"
 
 #include <math.h>
 
+#include "k_attn_common.cuh"
 #include "k_util.cuh"
 
 namespace {
@@ -130,22 +137,6 @@ __global__ void fwd(uint16_t *out, float *lse, const uint16_t *q, const uint16_t
         }
         if (lane == 0)
             lse[t * s.nh + h] = m[r] + logf(l[r]);
-    }
-}
-
-/* delta[t * nh + h] = sum_c dout * out, one warp per (t, h) */
-__global__ void delta_k(float *delta, const uint16_t *dout, const uint16_t *out, size_t rows,
-                        int hd) {
-    const int lane = threadIdx.x & 31;
-    const size_t warps = (size_t)gridDim.x * (blockDim.x >> 5);
-    for (size_t r = (size_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); r < rows;
-         r += warps) {
-        float d = 0.0f;
-        for (int c = lane; c < hd; c += 32)
-            d += kutil::ld(dout, r * hd + c) * kutil::ld(out, r * hd + c);
-        d = warp_sum(d);
-        if (lane == 0)
-            delta[r] = d;
     }
 }
 
@@ -376,9 +367,9 @@ int run_bwd(uint16_t *dq, uint16_t *dk, uint16_t *dv, const float *delta, const 
 
 } // namespace
 
-extern "C" int areal_k_attn_fwd(uint16_t *out, float *lse, const uint16_t *q, const uint16_t *k,
-                                const uint16_t *v, const int32_t *cu, areal_k_attn_shape s,
-                                void *stream, areal_error *err) {
+extern "C" int areal_k_attn_ref_fwd(uint16_t *out, float *lse, const uint16_t *q, const uint16_t *k,
+                                    const uint16_t *v, const int32_t *cu, areal_k_attn_shape s,
+                                    void *stream, areal_error *err) {
     if (s.T == 0 || s.n_seqs == 0 || s.max_len == 0)
         return AREAL_OK;
     int rc = check("areal_k_attn_fwd", out, q, k, v, cu, s, err);
@@ -396,11 +387,11 @@ extern "C" int areal_k_attn_fwd(uint16_t *out, float *lse, const uint16_t *q, co
     return run_fwd<8>(out, lse, q, k, v, cu, s, st, err);
 }
 
-extern "C" int areal_k_attn_bwd(uint16_t *dq, uint16_t *dk, uint16_t *dv, float *delta,
-                                const uint16_t *dout, const uint16_t *out, const float *lse,
-                                const uint16_t *q, const uint16_t *k, const uint16_t *v,
-                                const int32_t *cu, areal_k_attn_shape s, void *stream,
-                                areal_error *err) {
+extern "C" int areal_k_attn_ref_bwd(uint16_t *dq, uint16_t *dk, uint16_t *dv, float *delta,
+                                    const uint16_t *dout, const uint16_t *out, const float *lse,
+                                    const uint16_t *q, const uint16_t *k, const uint16_t *v,
+                                    const int32_t *cu, areal_k_attn_shape s, void *stream,
+                                    areal_error *err) {
     if (s.T == 0 || s.n_seqs == 0 || s.max_len == 0)
         return AREAL_OK;
     int rc = check("areal_k_attn_bwd", q, k, v, dout, cu, s, err);
@@ -411,9 +402,7 @@ extern "C" int areal_k_attn_bwd(uint16_t *dq, uint16_t *dk, uint16_t *dv, float 
     if (rc != AREAL_OK)
         return rc;
     cudaStream_t st = (cudaStream_t)stream;
-    const size_t rows = (size_t)s.T * s.nh;
-    delta_k<<<kutil::blocks_for(rows * 32), kutil::kThreads, 0, st>>>(delta, dout, out, rows, s.hd);
-    rc = kutil::launched("areal_k_attn_bwd (delta)", err);
+    rc = kattn::launch_delta(delta, dout, out, (size_t)s.T * s.nh, s.hd, st, err);
     if (rc != AREAL_OK)
         return rc;
     if (s.hd <= 32)
@@ -423,4 +412,38 @@ extern "C" int areal_k_attn_bwd(uint16_t *dq, uint16_t *dk, uint16_t *dv, float 
     if (s.hd <= 128)
         return run_bwd<4>(dq, dk, dv, delta, dout, lse, q, k, v, cu, s, st, err);
     return run_bwd<8>(dq, dk, dv, delta, dout, lse, q, k, v, cu, s, st, err);
+}
+
+/* the tensor-core kernels serve s with these buffers: hd 64 or 128 (the plan)
+ * and every buffer 16-byte aligned (their tile loads are 16 bytes wide) */
+static bool tc_serves(areal_k_attn_shape s, const void *const *bufs, int n) {
+    areal_k_attn_plan p;
+    areal_error e;
+    areal_error_clear(&e);
+    if (areal_k_attn_plan_make(s, &p, &e) != AREAL_OK || !p.tc)
+        return false;
+    for (int i = 0; i < n; i++)
+        if (bufs[i] == NULL || ((uintptr_t)bufs[i] & 15u) != 0)
+            return false;
+    return true;
+}
+
+extern "C" int areal_k_attn_fwd(uint16_t *out, float *lse, const uint16_t *q, const uint16_t *k,
+                                const uint16_t *v, const int32_t *cu, areal_k_attn_shape s,
+                                void *stream, areal_error *err) {
+    const void *bufs[] = {out, q, k, v};
+    if (tc_serves(s, bufs, 4))
+        return areal_k_attn_tc_fwd(out, lse, q, k, v, cu, s, stream, err);
+    return areal_k_attn_ref_fwd(out, lse, q, k, v, cu, s, stream, err);
+}
+
+extern "C" int areal_k_attn_bwd(uint16_t *dq, uint16_t *dk, uint16_t *dv, float *delta,
+                                const uint16_t *dout, const uint16_t *out, const float *lse,
+                                const uint16_t *q, const uint16_t *k, const uint16_t *v,
+                                const int32_t *cu, areal_k_attn_shape s, void *stream,
+                                areal_error *err) {
+    const void *bufs[] = {dq, dk, dv, dout, q, k, v};
+    if (tc_serves(s, bufs, 7))
+        return areal_k_attn_tc_bwd(dq, dk, dv, delta, dout, out, lse, q, k, v, cu, s, stream, err);
+    return areal_k_attn_ref_bwd(dq, dk, dv, delta, dout, out, lse, q, k, v, cu, s, stream, err);
 }

@@ -41,6 +41,8 @@ static desired_config defaults(const desired_config *cfg) {
         c.default_image = "areal-worker:latest";
     if (c.master_port <= 0)
         c.master_port = AREAL_DEFAULT_MASTER_PORT;
+    if (c.trainer_port <= 0)
+        c.trainer_port = c.master_port + 1;
     return c;
 }
 
@@ -254,11 +256,12 @@ static json_t *child_meta(const json_t *job, const char *name, json_t *labels) {
 
 json_t *desired_service(const json_t *job, const desired_config *cfg) {
     desired_config c = defaults(cfg);
-    return json_pack("{s:s,s:s,s:o,s:{s:s,s:b,s:{s:s},s:[{s:s,s:i,s:i}]}}", "apiVersion", "v1",
-                     "kind", "Service", "metadata", child_meta(job, job_name(job), json_object()),
-                     "spec", "clusterIP", "None", "publishNotReadyAddresses", 1, "selector",
-                     AREAL_LABEL_JOB, job_name(job), "ports", "name", "rendezvous", "port",
-                     c.master_port, "targetPort", c.master_port);
+    return json_pack(
+        "{s:s,s:s,s:o,s:{s:s,s:b,s:{s:s},s:[{s:s,s:i,s:i},{s:s,s:i,s:i}]}}", "apiVersion", "v1",
+        "kind", "Service", "metadata", child_meta(job, job_name(job), json_object()), "spec",
+        "clusterIP", "None", "publishNotReadyAddresses", 1, "selector", AREAL_LABEL_JOB,
+        job_name(job), "ports", "name", "rendezvous", "port", c.master_port, "targetPort",
+        c.master_port, "name", "trainer", "port", c.trainer_port, "targetPort", c.trainer_port);
 }
 
 json_t *desired_trainer_config(const json_t *config) {
@@ -413,8 +416,15 @@ json_t *desired_pod(const json_t *job, const areal_alloc *alloc, const areal_pla
     add_env(env, AREAL_ENV_CONFIG, "/etc/areal/config.json");
     add_env_field(env, AREAL_ENV_POD_NAME, "metadata.name");
     add_env_field(env, AREAL_ENV_POD_IP, "status.podIP");
-    if (!role->inference)
+    if (!role->inference) {
+        /* the role's own group: its rank-0 pod (a colocated role runs in its
+         * anchor's pods, whose first is its rank 0 too) and a port of its own */
+        char trainer[512];
+        snprintf(trainer, sizeof trainer, "%s.%s", plan->pods[role->first_pod].name, job_name(job));
+        add_env(env, AREAL_ENV_TRAINER_ADDR, trainer);
+        add_env_int(env, AREAL_ENV_TRAINER_PORT, c.trainer_port);
         add_env(env, AREAL_ENV_TERMINATION_LOG, AREAL_TERMINATION_LOG_PATH);
+    }
 
     json_t *limits = json_object(), *requests = json_object();
     for (int l = 0; l < 2; l++) {
@@ -474,6 +484,9 @@ json_t *desired_pod(const json_t *job, const areal_alloc *alloc, const areal_pla
         "resources", "limits", limits, "requests", requests, "volumeMounts", mounts, "ports",
         "name", "rendezvous", "containerPort", c.master_port);
     if (!role->inference) {
+        json_array_append_new(
+            json_object_get(container, "ports"),
+            json_pack("{s:s,s:i}", "name", "trainer", "containerPort", c.trainer_port));
         /* the trainer's last words (its final /status) as the termination message:
          * the operator's only view of a step finished after its last poll. Not a
          * volume: the kubelet makes and mounts this file itself. */

@@ -224,22 +224,43 @@ static void start_gang(step_ctx *c) {
 }
 
 /*
+ * Which generation a pod of this job belongs to, by its creation time against
+ * lastRestartTime: the rule the two lagging-cache checks below share.
+ * Creation times, not deletion expectations kept in the operator, because
+ * they are in every pod and survive an operator restart. At second
+ * resolution a pod made in the restart's own second is ambiguous: the new
+ * gang's pods come at least one backoff (>= 1 s) later, so a trainer pod
+ * there is the old gang's, but a server may be recreated with backoff 0, so
+ * a server failure there is taken for a new one (a missed failure would
+ * never restart).
+ */
+typedef enum {
+    GEN_UNKNOWN,        /* no lastRestartTime, or the pod has no creation time */
+    GEN_PREVIOUS,       /* created strictly before the last restart */
+    GEN_RESTART_SECOND, /* created in the last restart's own second */
+    GEN_CURRENT,        /* created after it */
+} pod_gen;
+
+static pod_gen pod_generation(const step_ctx *c, const json_t *pod) {
+    long long last = step_parse_time(step_str(c->old_status, "lastRestartTime", NULL));
+    long long made = step_parse_time(step_str(pod, "metadata", "creationTimestamp"));
+    if (last < 0 || made < 0)
+        return GEN_UNKNOWN;
+    return made < last ? GEN_PREVIOUS : made == last ? GEN_RESTART_SECOND : GEN_CURRENT;
+}
+
+/*
  * True when the gang is Restarting and every pod it still sees was created no
- * later than lastRestartTime: those are the old gang's, seen by a lagging
- * cache. The new gang's pods are created at least one backoff (>= 1 s) after
- * the restart, so at second resolution they are always later. A pod without
- * a creation time is never taken for an old one.
+ * later than lastRestartTime (pod_generation): those are the old gang's, seen
+ * by a lagging cache. A pod without a creation time is never taken for an old
+ * one.
  */
 static bool old_gang_going(const step_ctx *c, const char *phase) {
     if (strcmp(phase, "Restarting") != 0 || c->n_trainer == 0)
         return false;
-    long long last = step_parse_time(step_str(c->old_status, "lastRestartTime", NULL));
-    if (last < 0)
-        return false;
     for (int i = 0; i < c->n_trainer; i++) {
-        long long made =
-            step_parse_time(step_str(c->trainer_pods[i], "metadata", "creationTimestamp"));
-        if (made < 0 || made > last)
+        pod_gen g = pod_generation(c, c->trainer_pods[i]);
+        if (g != GEN_PREVIOUS && g != GEN_RESTART_SECOND)
             return false;
     }
     return true;
@@ -247,30 +268,22 @@ static bool old_gang_going(const step_ctx *c, const char *phase) {
 
 /*
  * A rollout server pod of this generation failed or was lost (restartScope
- * Gang restarts the gang for it). A failed server pod created before the last
- * restart is the failure that restart answered, still in a lagging cache
- * after its deletion was asked for (seen in e2e f_kill_worker: one killed
- * server counted as two restarts, the second on the new gang's first pass).
- * Creation times, as old_gang_going, for the same reason: they survive an
- * operator restart.
+ * Gang restarts the gang for it). A failed server pod created strictly before
+ * the last restart (pod_generation) is the failure that restart answered,
+ * still in a lagging cache after its deletion was asked for (seen in e2e
+ * f_kill_worker: one killed server counted as two restarts, the second on the
+ * new gang's first pass).
  */
 static bool new_server_failure(const step_ctx *c) {
     if (!c->server_failed)
         return false;
-    long long last = step_parse_time(step_str(c->old_status, "lastRestartTime", NULL));
     for (int i = 0; i < c->n_server_pods; i++) {
         const json_t *pod = c->server_pods[i];
         const char *ph = step_str(pod, "status", "phase");
         bool failed = (ph && strcmp(ph, "Failed") == 0) ||
                       (step_pod_lost(c, pod) && !step_pod_going(pod) && !step_pod_terminated(pod));
-        if (!failed)
-            continue;
-        long long made = step_parse_time(step_str(pod, "metadata", "creationTimestamp"));
-        /* strictly before: a pod made in the restart's own second may be the new
-         * generation's (backoff 0), and a missed failure would never restart */
-        if (last >= 0 && made >= 0 && made < last)
-            continue; /* the previous generation's */
-        return true;
+        if (failed && pod_generation(c, pod) != GEN_PREVIOUS)
+            return true;
     }
     return false;
 }

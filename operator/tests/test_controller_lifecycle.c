@@ -82,6 +82,8 @@ static void op_stop(op *o) {
     pthread_join(o->th, NULL);
     controller_free(o->ctl);
     kube_client_free(o->kc);
+    o->ctl = NULL;
+    o->kc = NULL;
 }
 
 static void put_node(fake_api *f, const char *name) {
@@ -91,6 +93,48 @@ static void put_node(fake_api *f, const char *name) {
                           "type", "Ready", "status", "True");
     fake_api_put(f, "nodes", n);
     json_decref(n);
+}
+
+/*
+ * Every test's start: the in-memory API server (graceful pods or not) with
+ * one 8-GPU node "n0", and an operator synced on it. The teardown stops both,
+ * after a failed assertion too (cmocka runs it), so a failure is reported as
+ * itself, with no leaked server or running controller after it.
+ */
+typedef struct world {
+    fake_api *f;
+    op o;
+} world;
+
+static int world_new(void **state, bool graceful) {
+    world *w = calloc(1, sizeof *w);
+    if (w == NULL || (w->f = fake_api_start()) == NULL) {
+        free(w);
+        return -1;
+    }
+    *state = w;
+    if (graceful)
+        fake_api_graceful_pods(w->f, true);
+    put_node(w->f, "n0");
+    op_start(&w->o, w->f);
+    return 0;
+}
+
+static int world_setup(void **state) {
+    return world_new(state, false);
+}
+
+static int world_setup_graceful(void **state) {
+    return world_new(state, true);
+}
+
+static int world_teardown(void **state) {
+    world *w = *state;
+    if (w->o.ctl != NULL)
+        op_stop(&w->o);
+    fake_api_stop(w->f);
+    free(w);
+    return 0;
 }
 
 /* A trainer-only job of one pod ("<name>-trainer-0") of `gpus` GPUs. */
@@ -241,12 +285,8 @@ static void set_spec(fake_api *f, const char *job, const char *field, json_t *va
  * placed. high goes: low is placed.
  */
 static void a_waiting_high_priority_job_is_not_starved(void **state) {
-    (void)state;
-    fake_api *f = fake_api_start();
-    assert_non_null(f);
-    put_node(f, "n0");
-    op o;
-    op_start(&o, f);
+    world *w = *state;
+    fake_api *f = w->f;
     put_job(f, "r1", 4, 0, -1);
     run_job(f, "r1");
     put_job(f, "r2", 4, 0, -1);
@@ -275,19 +315,13 @@ static void a_waiting_high_priority_job_is_not_starved(void **state) {
     WAIT_FOR(scheduled_reason_is(f, "low", "Unschedulable"), "low Unschedulable after high");
     delete_job(f, "high");
     run_job(f, "low");
-    op_stop(&o);
-    fake_api_stop(f);
 }
 
 /* Equal priorities do not hold each other: a younger job that fits is placed
  * while an older one that does not waits. */
 static void equal_priorities_do_not_block(void **state) {
-    (void)state;
-    fake_api *f = fake_api_start();
-    assert_non_null(f);
-    put_node(f, "n0");
-    op o;
-    op_start(&o, f);
+    world *w = *state;
+    fake_api *f = w->f;
     put_job(f, "r1", 4, 0, -1);
     run_job(f, "r1");
     put_job(f, "wide", 8, 0, -1);
@@ -295,8 +329,6 @@ static void equal_priorities_do_not_block(void **state) {
     put_job(f, "small", 4, 0, -1);
     run_job(f, "small");
     assert_true(phase_is(f, "wide", "Pending"));
-    op_stop(&o);
-    fake_api_stop(f);
 }
 
 static int set_progress(json_t *job, void *ud) {
@@ -313,13 +345,8 @@ static int set_progress(json_t *job, void *ud) {
  * released. a resumed waits for room, then is placed again.
  */
 static void suspend_releases_the_gpus_and_resume_replaces(void **state) {
-    (void)state;
-    fake_api *f = fake_api_start();
-    assert_non_null(f);
-    fake_api_graceful_pods(f, true);
-    put_node(f, "n0");
-    op o;
-    op_start(&o, f);
+    world *w = *state;
+    fake_api *f = w->f;
     put_job(f, "a", 8, 0, -1);
     run_job(f, "a");
     assert_int_equal(fake_api_modify(f, "arealjobs", "team/a", set_progress, NULL), 0);
@@ -354,20 +381,14 @@ static void suspend_releases_the_gpus_and_resume_replaces(void **state) {
     WAIT_FOR(terminating(f, "b"), "b's pod deleted");
     fake_api_delete(f, "pods", key);
     run_job(f, "a");
-    op_stop(&o);
-    fake_api_stop(f);
 }
 
 /* ttlSecondsAfterFinished 2: the job is kept about 2 s after it Succeeded,
  * then deleted - by a second operator, the first stopped right after the
  * finish was written (the wait is in the stored status, not in a timer). */
 static void ttl_deletes_the_job_after_an_operator_restart(void **state) {
-    (void)state;
-    fake_api *f = fake_api_start();
-    assert_non_null(f);
-    put_node(f, "n0");
-    op o;
-    op_start(&o, f);
+    world *w = *state;
+    fake_api *f = w->f;
     put_job(f, "t", 4, 0, 2);
     run_job(f, "t");
     kubelet(f, "t", "Succeeded");
@@ -377,8 +398,8 @@ static void ttl_deletes_the_job_after_an_operator_restart(void **state) {
     assert_non_null(
         json_string_value(json_object_get(json_object_get(j, "status"), "completionTime")));
     json_decref(j);
-    op_stop(&o);
-    op_start(&o, f);
+    op_stop(&w->o);
+    op_start(&w->o, f);
     while (areal_mono_s() - done < 0.9) { /* completionTime has second resolution */
         assert_false(job_gone(f, "t"));
         nap();
@@ -386,16 +407,17 @@ static void ttl_deletes_the_job_after_an_operator_restart(void **state) {
     WAIT_FOR(job_gone(f, "t"), "t deleted after its TTL");
     double after = areal_mono_s() - done;
     assert_true(after < 4.0);
-    op_stop(&o);
-    fake_api_stop(f);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(a_waiting_high_priority_job_is_not_starved),
-        cmocka_unit_test(equal_priorities_do_not_block),
-        cmocka_unit_test(suspend_releases_the_gpus_and_resume_replaces),
-        cmocka_unit_test(ttl_deletes_the_job_after_an_operator_restart),
+        cmocka_unit_test_setup_teardown(a_waiting_high_priority_job_is_not_starved, world_setup,
+                                        world_teardown),
+        cmocka_unit_test_setup_teardown(equal_priorities_do_not_block, world_setup, world_teardown),
+        cmocka_unit_test_setup_teardown(suspend_releases_the_gpus_and_resume_replaces,
+                                        world_setup_graceful, world_teardown),
+        cmocka_unit_test_setup_teardown(ttl_deletes_the_job_after_an_operator_restart, world_setup,
+                                        world_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -200,6 +200,10 @@ static void pods_carry_plan_environment_and_overrides(void **state) {
             /* the node selector was honoured by placement */
             assert_string_equal(areal_node_label(&c.nodes[p->node], "gpu"), "h200");
             assert_string_equal(env_value(pod, AREAL_ENV_WORLD_SIZE), "8");
+            /* the trainer group's rendezvous: its rank-0 pod, a port apart from the store's */
+            assert_string_equal(env_value(pod, AREAL_ENV_TRAINER_ADDR), "gsm8k-trainer-0.gsm8k");
+            assert_string_equal(env_value(pod, AREAL_ENV_TRAINER_PORT), "29501");
+            assert_string_equal(env_value(pod, AREAL_ENV_MASTER_PORT), "29500");
             /* the trainer's last words: the kubelet's file, named to the trainer too */
             assert_string_equal(json_string_value(json_object_get(ctr, "terminationMessagePath")),
                                 "/var/run/areal/termination-log");
@@ -212,6 +216,9 @@ static void pods_carry_plan_environment_and_overrides(void **state) {
             /* rollout servers' status is read live; theirs stays the kubelet default */
             assert_null(json_object_get(ctr, "terminationMessagePath"));
             assert_null(env_value(pod, AREAL_ENV_TERMINATION_LOG));
+            assert_null(env_value(pod, AREAL_ENV_TRAINER_ADDR));
+            assert_null(env_value(pod, AREAL_ENV_TRAINER_PORT));
+            assert_int_equal(json_array_size(json_object_get(ctr, "ports")), 1);
             assert_null(json_object_get(ctr, "args"));
             assert_string_equal(json_string_value(json_object_get(ctr, "image")),
                                 "sglang-worker:2");
@@ -229,6 +236,10 @@ static void pods_carry_plan_environment_and_overrides(void **state) {
     assert_string_equal(
         json_string_value(json_object_get(json_object_get(sspec, "selector"), AREAL_LABEL_JOB)),
         "gsm8k");
+    json_t *ports = json_object_get(sspec, "ports");
+    assert_int_equal(json_array_size(ports), 2);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(ports, 0), "port")), 29500);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(ports, 1), "port")), 29501);
     json_decref(svc);
 
     json_t *cm = desired_configmap(job, &a, &plan, &c, &cfg);
@@ -244,6 +255,89 @@ static void pods_carry_plan_environment_and_overrides(void **state) {
     json_decref(cm);
     areal_plan_free(&plan);
     areal_cluster_free(&c);
+    json_decref(job);
+}
+
+/* The trainer's container port named "trainer", or 0. */
+static long trainer_container_port(const json_t *pod) {
+    const json_t *ctr =
+        json_array_get(json_object_get(json_object_get(pod, "spec"), "containers"), 0);
+    size_t i;
+    json_t *port;
+    json_array_foreach(json_object_get(ctr, "ports"), i, port) {
+        if (strcmp(json_string_value(json_object_get(port, "name")), "trainer") == 0)
+            return (long)json_integer_value(json_object_get(port, "containerPort"));
+    }
+    return 0;
+}
+
+/*
+ * A trainer of two ranks on nodes of one GPU: two pods of one rank each, rank
+ * 0 and rank 1 of WORLD_SIZE 2, both naming the rank-0 pod and the group's
+ * port (here a configured one); the master label on rank 0 only. On nodes of
+ * 8 GPUs the same trainer is one pod holding both ranks.
+ */
+static void a_two_rank_trainer_gets_its_ranks_and_rendezvous(void **state) {
+    (void)state;
+    json_t *job = load("{\"metadata\":{\"name\":\"w\",\"namespace\":\"rl\",\"uid\":\"u\"},"
+                       "\"spec\":{\"allocation\":\"sglang:d1+fsdp:d2\"}}");
+    areal_alloc a;
+    assert_int_equal(desired_job_alloc(job, &a, NULL), AREAL_OK);
+    for (int gpus = 1; gpus <= 8; gpus += 7) {
+        areal_job pj;
+        areal_job_init(&pj, "w", &a);
+        areal_cluster c;
+        areal_cluster_init(&c);
+        for (int i = 0; i < 3; i++) {
+            char name[16];
+            snprintf(name, sizeof name, "n%d", i);
+            assert_true(areal_cluster_add_node(&c, name, gpus, 0, NULL) >= 0);
+        }
+        areal_plan plan;
+        areal_error e;
+        assert_int_equal(areal_place(&pj, &c, &plan, &e), AREAL_OK);
+        desired_config cfg = {.master_port = 31000, .trainer_port = 31007};
+        int trainer_pods = 0, ranks_seen = 0;
+        for (int i = 0; i < plan.n_pods; i++) {
+            const areal_role_plan *role = &plan.roles[plan.pods[i].role];
+            json_t *pod = desired_pod(job, &a, &plan, &c, i, &cfg, &e);
+            assert_non_null(pod);
+            if (role->inference) {
+                assert_null(env_value(pod, AREAL_ENV_TRAINER_PORT));
+                assert_int_equal(trainer_container_port(pod), 0);
+                json_decref(pod);
+                continue;
+            }
+            const char *first = env_value(pod, AREAL_ENV_FIRST_RANK);
+            const char *n = env_value(pod, AREAL_ENV_POD_RANKS);
+            assert_int_equal(atoi(first), ranks_seen); /* consecutive slices from rank 0 */
+            assert_int_equal(atoi(n), gpus == 1 ? 1 : 2);
+            ranks_seen += atoi(n);
+            assert_string_equal(env_value(pod, AREAL_ENV_WORLD_SIZE), "2");
+            assert_string_equal(env_value(pod, AREAL_ENV_TRAINER_ADDR), "w-trainer-0.w");
+            assert_string_equal(env_value(pod, AREAL_ENV_MASTER_ADDR), "w-trainer-0.w");
+            assert_string_equal(env_value(pod, AREAL_ENV_TRAINER_PORT), "31007");
+            assert_string_equal(env_value(pod, AREAL_ENV_MASTER_PORT), "31000");
+            assert_int_equal(trainer_container_port(pod), 31007);
+            const char *master = json_string_value(json_object_get(
+                json_object_get(json_object_get(pod, "metadata"), "labels"), AREAL_LABEL_MASTER));
+            if (atoi(first) == 0)
+                assert_string_equal(master, "true");
+            else
+                assert_null(master);
+            trainer_pods++;
+            json_decref(pod);
+        }
+        assert_int_equal(ranks_seen, 2);
+        assert_int_equal(trainer_pods, gpus == 1 ? 2 : 1);
+        json_t *svc = desired_service(job, &cfg);
+        json_t *ports = json_object_get(json_object_get(svc, "spec"), "ports");
+        assert_int_equal(json_integer_value(json_object_get(json_array_get(ports, 1), "port")),
+                         31007);
+        json_decref(svc);
+        areal_plan_free(&plan);
+        areal_cluster_free(&c);
+    }
     json_decref(job);
 }
 
@@ -389,6 +483,7 @@ int main(void) {
         cmocka_unit_test(alloc_takes_rollout_replicas),
         cmocka_unit_test(validate_names_the_field),
         cmocka_unit_test(pods_carry_plan_environment_and_overrides),
+        cmocka_unit_test(a_two_rank_trainer_gets_its_ranks_and_rendezvous),
         cmocka_unit_test(gpu_pods_get_a_memory_backed_dev_shm),
         cmocka_unit_test(plans_are_checked_for_cpu_requests),
         cmocka_unit_test(trainer_config_recovers_by_default),

@@ -194,6 +194,13 @@ static int settle(world *w) {
     return -1;
 }
 
+/* The job placed, the kubelet running every pod, the status caught up: a Running job. */
+static void bring_up(world *w) {
+    settle(w);
+    kubelet_sets(w, "Running", true);
+    settle(w);
+}
+
 static const char *role_kind(const json_t *pod) {
     return json_string_value(json_object_get(
         json_object_get(json_object_get(pod, "metadata"), "labels"), "areal.io/role-kind"));
@@ -948,9 +955,7 @@ static void scale_down_waits_for_each_server_to_stop(void **state) {
     world w;
     world_init(&w, 3);
     set_replicas(&w, 3);
-    settle(&w);
-    kubelet_sets(&w, "Running", true);
-    settle(&w);
+    bring_up(&w);
     assert_int_equal(rollout_pods(&w), 3);
     set_replicas(&w, 1);
     json_t *going = json_deep_copy(w.pods[find_pod(&w, "j-rollout-2")]);
@@ -984,9 +989,7 @@ static void scaling_moves_servers_one_at_a_time_and_never_the_trainer(void **sta
     (void)state;
     world w;
     world_init(&w, 3);
-    settle(&w);
-    kubelet_sets(&w, "Running", true);
-    settle(&w);
+    bring_up(&w);
     assert_string_equal(phase(&w), "Running");
     assert_int_equal(rollout_pods(&w), 2);
     assert_int_equal(json_integer_value(json_object_get(status_of(&w), "rolloutReplicas")), 2);
@@ -1035,9 +1038,7 @@ static void failures_are_handled_per_role(void **state) {
     (void)state;
     world w;
     world_init(&w, 3);
-    settle(&w);
-    kubelet_sets(&w, "Running", true);
-    settle(&w);
+    bring_up(&w);
     char trainer[512], now[512];
     trainer_uids(&w, trainer, sizeof trainer);
     int k = find_pod(&w, "j-rollout-1");
@@ -1098,9 +1099,7 @@ static void a_lost_node_under_servers_replaces_them_only(void **state) {
     (void)state;
     world w;
     world_init(&w, 4);
-    settle(&w);
-    kubelet_sets(&w, "Running", true);
-    settle(&w);
+    bring_up(&w);
     const char *tnode = node_of(w.pods[find_pod(&w, "j-trainer-0")]);
     static char dead[64];
     snprintf(dead, sizeof dead, "%s", node_of(w.pods[find_pod(&w, "j-rollout-0")]));
@@ -1142,9 +1141,7 @@ static void restart_scope_gang_restarts_the_trainer(void **state) {
     world_init(&w, 3);
     json_object_set_new(json_object_get(json_object_get(w.job, "spec"), "failurePolicy"),
                         "restartScope", json_string("Gang"));
-    settle(&w);
-    kubelet_sets(&w, "Running", true);
-    settle(&w);
+    bring_up(&w);
     int k = find_pod(&w, "j-rollout-0");
     json_object_set_new(w.pods[k], "status", json_pack("{s:s}", "phase", "Failed"));
     reconcile_result r = step(&w);
@@ -1172,9 +1169,7 @@ static void a_lagging_failed_server_is_not_a_second_restart(void **state) {
     world_init(&w, 3);
     json_object_set_new(json_object_get(json_object_get(w.job, "spec"), "failurePolicy"),
                         "restartScope", json_string("Gang"));
-    settle(&w);
-    kubelet_sets(&w, "Running", true);
-    settle(&w);
+    bring_up(&w);
     int k = find_pod(&w, "j-rollout-0");
     json_object_set_new(w.pods[k], "status", json_pack("{s:s}", "phase", "Failed"));
     json_t *stale = json_deep_copy(w.pods[k]);
@@ -1251,9 +1246,7 @@ static void a_dead_node_restarts_the_gang_elsewhere(void **state) {
     (void)state;
     world w;
     world_init(&w, 4);
-    settle(&w);
-    kubelet_sets(&w, "Running", true);
-    settle(&w);
+    bring_up(&w);
     assert_string_equal(phase(&w), "Running");
     reconcile_result r;
     static char dead[64];

@@ -6,6 +6,8 @@
  *        areal-worker tokenize|score|generate ...  (the model commands,
  *        areal/model/cmd.h)
  *        areal-worker serve --model DIR ...        (the rollout server, worker_serve.c)
+ *        areal-worker train ...                    (the trainer; in a pod of several
+ *                                                   trainer ranks, the launcher first)
  *        areal-worker --model DIR                  (a rank of an inference role serves)
  */
 #include <stdio.h>
@@ -41,6 +43,15 @@ static int usage_error(const char *why, const char *arg) {
 int main(int argc, char **argv) {
     if (argc > 1 && areal_cmd_is_model(argv[1]))
         return areal_cmd_run(argc - 1, argv + 1, stdout, stderr);
+    if (argc > 1 && areal_cmd_train_wants_ranks(argc - 1, argv + 1)) {
+        /* a trainer pod of several ranks: one `train` process per rank, RANK set.
+         * On SIGTERM rank 0 checkpoints before it exits: the launcher's SIGKILL
+         * waits most of the kubelet's default 30 s grace, not the 5 s it gives
+         * selftest ranks (AREAL_GRACE_MS still wins). */
+        setenv(WORKER_ENV_GRACE_MS, "25000", 0);
+        areal_log_setup();
+        return worker_pod_main(argv);
+    }
     if (argc > 1 && areal_cmd_is_train(argv[1]))
         return areal_cmd_train_run(argc - 1, argv + 1, stdout, stderr);
     if (argc > 1 && strcmp(argv[1], "serve") == 0)

@@ -74,7 +74,7 @@ static int cmp_str(const void *a, const void *b) {
 }
 
 /* Validates the tensors, fills it[] (bytes of each) and sorts it into layout order. */
-static int check_input(const areal_st_out *t, size_t n, item *it, const char *path,
+static int check_input(const areal_st_out *t, size_t n, item *it, const char *path, int streamed,
                        areal_error *err) {
     for (size_t i = 0; i < n; i++) {
         if (t[i].name == NULL || strcmp(t[i].name, "__metadata__") == 0)
@@ -95,7 +95,7 @@ static int check_input(const areal_st_out *t, size_t n, item *it, const char *pa
         if (__builtin_mul_overflow(numel, (uint64_t)areal_dtype_size(t[i].dtype), &it[i].bytes))
             return areal_error_set(err, AREAL_EINVAL, -1, "%s: tensor \"%s\": too large", path,
                                    t[i].name);
-        if (it[i].bytes > 0 && t[i].data == NULL)
+        if (it[i].bytes > 0 && t[i].data == NULL && !streamed)
             return areal_error_set(err, AREAL_EINVAL, -1, "%s: tensor \"%s\": no data", path,
                                    t[i].name);
     }
@@ -156,8 +156,9 @@ static int write_all(FILE *f, const void *p, size_t n) {
     return n == 0 || fwrite(p, 1, n, f) == n ? 0 : -1;
 }
 
-int areal_st_write(const char *path, const areal_st_out *t, size_t n, const char *const *meta_kv,
-                   size_t n_meta, areal_error *err) {
+/* areal_st_write, or its streamed form when fill is not NULL. */
+static int write_file(const char *path, const areal_st_out *t, size_t n, const char *const *meta_kv,
+                      size_t n_meta, areal_st_fill_fn fill, void *ctx, areal_error *err) {
     for (size_t i = 0; i < n_meta; i++) {
         if (meta_kv[2 * i] == NULL || meta_kv[2 * i + 1] == NULL)
             return areal_error_set(err, AREAL_EINVAL, -1, "%s: metadata pair %zu has a NULL", path,
@@ -178,7 +179,7 @@ int areal_st_write(const char *path, const areal_st_out *t, size_t n, const char
         rc = areal_error_set(err, AREAL_ENOMEM, -1, "%s: no memory", path);
         goto out;
     }
-    rc = check_input(t, n, it, path, err);
+    rc = check_input(t, n, it, path, fill != NULL, err);
     if (rc != AREAL_OK)
         goto out;
     if (build_header(it, n, meta_kv, n_meta, &h) != AREAL_OK) {
@@ -195,11 +196,17 @@ int areal_st_write(const char *path, const areal_st_out *t, size_t n, const char
     for (int i = 0; i < 8; i++)
         len8[i] = (uint8_t)((uint64_t)h.len >> (8 * i));
     int bad = write_all(f, len8, 8) || write_all(f, h.data, h.len);
-    for (size_t i = 0; i < n && !bad; i++)
-        bad = write_all(f, it[i].t->data, (size_t)it[i].bytes);
-    if (fclose(f) != 0 || bad) {
+    for (size_t i = 0; i < n && !bad && rc == AREAL_OK; i++) {
+        const void *data = it[i].t->data;
+        if (fill != NULL)
+            rc = fill(ctx, (size_t)(it[i].t - t), &data, err);
+        if (rc == AREAL_OK)
+            bad = write_all(f, data, (size_t)it[i].bytes);
+    }
+    if (fclose(f) != 0 || bad || rc != AREAL_OK) {
         remove(tmp);
-        rc = areal_error_set(err, AREAL_EIO, -1, "%s: write failed: %s", tmp, strerror(errno));
+        if (rc == AREAL_OK)
+            rc = areal_error_set(err, AREAL_EIO, -1, "%s: write failed: %s", tmp, strerror(errno));
         goto out;
     }
     if (rename(tmp, path) != 0) {
@@ -212,4 +219,15 @@ out:
     areal_buf_free(&h);
     free(tmp);
     return rc;
+}
+
+int areal_st_write(const char *path, const areal_st_out *t, size_t n, const char *const *meta_kv,
+                   size_t n_meta, areal_error *err) {
+    return write_file(path, t, n, meta_kv, n_meta, NULL, NULL, err);
+}
+
+int areal_st_write_stream(const char *path, const areal_st_out *t, size_t n,
+                          const char *const *meta_kv, size_t n_meta, areal_st_fill_fn fill,
+                          void *ctx, areal_error *err) {
+    return write_file(path, t, n, meta_kv, n_meta, fill, ctx, err);
 }

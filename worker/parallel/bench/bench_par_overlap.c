@@ -28,10 +28,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "areal/parallel/overlap.h"
-#include "../tests/par_test_util.h"
+#include "bench_ranks.h"
 
 #define BO_SEQS  8
 #define BO_LEN   64
@@ -79,18 +78,6 @@ static int bo_loss_fn(void *ctx, int mb, const float *logits, int T, int V, floa
     return AREAL_OK;
 }
 
-static double cpu_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static double wall_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 static int bo_rank(areal_comm *c, void *arg) {
     const bo_case *K = arg;
     int rank = areal_comm_rank(c), rc = 0;
@@ -101,7 +88,6 @@ static int bo_rank(areal_comm *c, void *arg) {
     areal_adamw st = {0};
     pt_layout Lm = {.name = "bench", .dp = K->dp, .tp = 1, .pp = 1, .synth = BO_CFG};
     const pt_layout *L = &Lm; /* for PT_CHECK */
-    openblas_set_num_threads(1);
     areal_strategy s = areal_strategy_single();
     s.dp = K->dp, s.edp = 0;
     areal_role_plan role;
@@ -144,7 +130,7 @@ static int bo_rank(areal_comm *c, void *arg) {
     double best = INFINITY, cpu = 0;
     long early = 0, done = 0;
     for (int step = 0; step <= BO_STEPS; step++) {
-        double w0 = wall_now(), c0 = cpu_now(), loss = 0, norm = 0;
+        double w0 = wall_s(), c0 = cpu_s(), loss = 0, norm = 0;
         areal_model_zero_grad(&m);
         PT_CHECK("1f1b",
                  areal_par_pipe_1f1b(&m, NULL, bs, BO_MB, bo_loss_fn, &bl, &loss, &e) == AREAL_OK);
@@ -158,7 +144,7 @@ static int bo_rank(areal_comm *c, void *arg) {
             areal_par_clip(m.grads, m.n_params, norm, 1.0);
             areal_adamw_step(&st, &PT_ADAMW, PT_LR, m.params, m.grads, NULL);
         }
-        double w = wall_now() - w0, cs = cpu_now() - c0;
+        double w = wall_s() - w0, cs = cpu_s() - c0;
         if (step == 0)
             continue; /* warm-up */
         best = w < best ? w : best;
@@ -199,7 +185,7 @@ int main(void) {
         for (int d = 2; d <= 4; d *= 2)
             for (int ov = 0; ov < 2; ov++) {
                 bo_case K = {.dp = d, .zero1 = z, .overlap = ov, .bucket = bucket};
-                int rc = pt_ranks_run(d, 120000, bo_rank, &K);
+                int rc = bench_ranks_run(d, false, bo_rank, &K);
                 if (rc != 0) {
                     fprintf(stderr, "bench_par_overlap: d%d %s failed (%d)\n", d,
                             ov ? "overlapped" : "after", rc);

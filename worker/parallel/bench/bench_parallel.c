@@ -51,7 +51,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 
 #include "areal/clock.h"
@@ -59,6 +58,7 @@
 #include "areal/parallel/ep.h"
 #include "areal/parallel/vpp.h"
 #include "../tests/par_test_util.h"
+#include "bench_ranks.h"
 #include "timed_coll.h"
 
 enum { K_DP, K_Z1, K_TP, K_PP, K_VPP, K_CP, K_EP, K_COUNT };
@@ -93,12 +93,6 @@ typedef struct job {
     char dense[1024], moe[1024]; /* the models' config.json */
     rank_out *out;               /* [n], shared */
 } job;
-
-static double cpu_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* ---- the batch and its loss: mean token NLL, targets in each micro-batch's own token order */
 
@@ -546,13 +540,12 @@ static int run_config(job *J, int reps, result *res) {
     memset(res, 0, sizeof *res);
     res->kind = J->kind, res->n = J->n, res->tokens = J->z.seqs * J->z.seq_len;
     size_t bytes = sizeof(rank_out) * (size_t)J->n;
-    J->out = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (J->out == MAP_FAILED)
+    J->out = bench_shared_new(bytes);
+    if (J->out == NULL)
         return -1;
     for (int rep = 0; rep < reps; rep++) {
         memset(J->out, 0, bytes);
-        int rc = J->pods ? ranks_run_opts(J->n, 1, 0, 120000, bench_rank, J)
-                         : pt_ranks_run(J->n, 120000, bench_rank, J);
+        int rc = bench_ranks_run(J->n, J->pods, bench_rank, J);
         double wall = 0, cpu = 0, wait = 0;
         for (int r = 0; r < J->n; r++) {
             const rank_out *o = &J->out[r];
@@ -563,7 +556,7 @@ static int run_config(job *J, int reps, result *res) {
         if (rc != 0) {
             fprintf(stderr, "bench_parallel: %s on %d ranks failed (exit %d)\n", KIND_NAME[J->kind],
                     J->n, rc);
-            munmap(J->out, bytes);
+            bench_shared_free(J->out, bytes);
             return -1;
         }
         double st = wall / J->z.steps, vb = 0, bal = 0;
@@ -600,7 +593,7 @@ static int run_config(job *J, int reps, result *res) {
         res->reps++;
     }
     res->ok = 1;
-    munmap(J->out, bytes);
+    bench_shared_free(J->out, bytes);
     return 0;
 }
 
@@ -736,7 +729,6 @@ int main(int argc, char **argv) {
         z.hidden = 32, z.seq_len = 16, z.vocab = 96;
     int reps = smoke ? 1 : env_int("AREAL_BENCH_PAR_REPEAT", 2, 1, MAX_REP);
     int maxn = smoke ? 2 : env_int("AREAL_BENCH_PAR_MAX", 8, 1, 8);
-    openblas_set_num_threads(1);
     static job J;
     J.z = z;
     J.pods = smoke ? 0 : env_int("AREAL_BENCH_PAR_SHM", 0, 0, 1);

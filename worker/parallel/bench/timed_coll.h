@@ -16,12 +16,7 @@
 #include <time.h>
 
 #include "areal/comm/coll.h"
-
-static inline double wall_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+#include "bench_ranks.h"
 
 /*
  * ---- the pp group under a stopwatch. Every call is forwarded; send, recv

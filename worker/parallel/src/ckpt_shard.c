@@ -147,13 +147,25 @@ static int finish(const char *dir, const char *config_json, const char *layout, 
     return rc;
 }
 
-int areal_par_ckpt_save_shards(const char *dir, const char *config_json, const char *layout,
-                               const areal_model *m, const areal_adamw *adam,
-                               const areal_par_zero1 *z, areal_coll *world, int dp_rank,
-                               int edp_rank, areal_error *err) {
-    if ((adam == NULL) == (z == NULL))
-        return areal_error_set(err, AREAL_EINVAL, -1,
-                               "checkpoint: give exactly one optimizer state (AdamW or ZeRO-1)");
+/*
+ * The moments of flat range [lo, hi) of m's buffer (mv, vv: its first
+ * element's) where it meets tensor i, as pieces of that tensor.
+ */
+static void add_range(plist *l, const areal_model *m, size_t i, size_t lo, size_t hi,
+                      const float *mv, const float *vv) {
+    size_t off = m->offset[i], n = numel(&m->specs[i]);
+    size_t a = off > lo ? off : lo, b = off + n < hi ? off + n : hi;
+    if (b <= a)
+        return;
+    add_piece(l, m->specs[i].name, 1, &m->slices[i], a - off, b - off, mv + (a - lo));
+    add_piece(l, m->specs[i].name, 2, &m->slices[i], a - off, b - off, vv + (a - lo));
+}
+
+/* m's parameters (the owners') and one optimizer state: adam, z or o's pieces. */
+static int save_model(const char *dir, const char *config_json, const char *layout,
+                      const areal_model *m, const areal_adamw *adam, const areal_par_zero1 *z,
+                      const areal_par_overlap *o, areal_coll *world, int dp_rank, int edp_rank,
+                      areal_error *err) {
     plist l = {0};
     for (size_t i = 0; i < m->n_specs; i++) {
         const char *name = m->specs[i].name;
@@ -167,12 +179,12 @@ int areal_par_ckpt_save_shards(const char *dir, const char *config_json, const c
             add_piece(&l, name, 1, sl, 0, n, adam->m + off);
             add_piece(&l, name, 2, sl, 0, n, adam->v + off);
         }
-        if (z != NULL && counts) { /* this rank's flat range, where it meets tensor i */
-            size_t lo = off > z->lo ? off : z->lo, hi = off + n < z->hi ? off + n : z->hi;
-            if (hi > lo) {
-                add_piece(&l, name, 1, sl, lo - off, hi - off, z->adam.m + (lo - z->lo));
-                add_piece(&l, name, 2, sl, lo - off, hi - off, z->adam.v + (lo - z->lo));
-            }
+        if (z != NULL && counts) /* this rank's flat range, where it meets tensor i */
+            add_range(&l, m, i, z->lo, z->hi, z->adam.m, z->adam.v);
+        for (size_t k = 0; o != NULL && counts && k < o->nb; k++) { /* its piece of each bucket */
+            size_t lo, hi;
+            areal_par_overlap_piece(o, k, &lo, &hi);
+            add_range(&l, m, i, lo, hi, o->adam.m + o->b[k].goff, o->adam.v + o->b[k].goff);
         }
     }
     int rank = world != NULL ? areal_coll_rank(world) : 0;
@@ -180,8 +192,28 @@ int areal_par_ckpt_save_shards(const char *dir, const char *config_json, const c
     int rc = l.oom ? areal_error_set(err, AREAL_ENOMEM, -1, "checkpoint: out of memory")
                    : write_shard(dir, rank, size, layout, &l, err);
     free(l.v);
-    return finish(dir, config_json, layout, adam != NULL ? adam->step : z->adam.step, world, rc,
-                  err);
+    long step = adam != NULL ? adam->step : z != NULL ? z->adam.step : o->adam.step;
+    return finish(dir, config_json, layout, step, world, rc, err);
+}
+
+int areal_par_ckpt_save_shards(const char *dir, const char *config_json, const char *layout,
+                               const areal_model *m, const areal_adamw *adam,
+                               const areal_par_zero1 *z, areal_coll *world, int dp_rank,
+                               int edp_rank, areal_error *err) {
+    if ((adam == NULL) == (z == NULL))
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "checkpoint: give exactly one optimizer state (AdamW or ZeRO-1)");
+    return save_model(dir, config_json, layout, m, adam, z, NULL, world, dp_rank, edp_rank, err);
+}
+
+int areal_par_ckpt_save_shards_overlap(const char *dir, const char *config_json, const char *layout,
+                                       const areal_par_overlap *o, areal_coll *world, int dp_rank,
+                                       int edp_rank, areal_error *err) {
+    if (!o->zero1)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "checkpoint: the overlapped reducer is plain DP (its moments are "
+                               "the step's AdamW: save that with areal_par_ckpt_save_shards)");
+    return save_model(dir, config_json, layout, o->m, NULL, NULL, o, world, dp_rank, edp_rank, err);
 }
 
 int areal_par_ckpt_save_shards_fsdp(const char *dir, const char *config_json, const char *layout,

@@ -38,8 +38,7 @@ int areal_par_ep_reduce_grads(areal_model *m, const areal_par_ep_groups *g, area
     return AREAL_OK;
 }
 
-/* Whether this rank counts parameter i in the norm (each distinct element once in the world). */
-static int counts(const areal_model *m, const areal_par_ep_groups *g, size_t i) {
+int areal_par_ep_counts(const areal_model *m, const areal_par_ep_groups *g, size_t i) {
     const areal_model_shard *s = &m->shard;
     if (is_expert(m, i)) /* distinct over (etp, ep, pp), replicated over edp */
         return areal_par_rank(g->edp) == 0;
@@ -62,7 +61,7 @@ int areal_par_ep_grad_norm(const areal_model *m, const areal_par_ep_groups *g, d
                            areal_error *err) {
     double acc = 0;
     for (size_t i = 0; i < m->n_specs; i++) {
-        if (!counts(m, g, i))
+        if (!areal_par_ep_counts(m, g, i))
             continue;
         const float *gr = m->grads + m->offset[i];
         for (size_t x = 0, n = numel(&m->specs[i]); x < n; x++)

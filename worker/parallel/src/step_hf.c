@@ -1,7 +1,8 @@
 /*
  * step_hf.c - a parallel step's state as whole HF tensors (see step.h):
  * gathered for weight sync, HF saves and checkpoints, set from them on a
- * resume, for any layout.
+ * resume, for any layout (context and expert parallelism included: the cp
+ * replicas write nothing, the experts are written by their edp rank 0).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,55 @@ static int bad_which(int which, areal_error *err) {
                            which);
 }
 
+/* A flat range [lo, hi) of a ZeRO-1 rank's moments and where its first element lives. */
+typedef struct mrange {
+    size_t lo, hi;
+    float *m, *v;
+} mrange;
+
+/* A ZeRO-1 rank's moment ranges (one, or the overlapped reducer's one per bucket; caller frees). */
+static mrange *zero1_ranges(areal_par_step *s, size_t *n) {
+    areal_par_overlap *o = s->overlap;
+    *n = o != NULL ? o->nb : 1;
+    mrange *r = calloc(*n ? *n : 1, sizeof *r);
+    if (r == NULL)
+        return NULL;
+    if (o == NULL) {
+        r[0] = (mrange){s->z.lo, s->z.hi, s->z.adam.m, s->z.adam.v};
+        return r;
+    }
+    for (size_t k = 0; k < o->nb; k++) {
+        areal_par_overlap_piece(o, k, &r[k].lo, &r[k].hi);
+        r[k].m = o->adam.m + o->b[k].goff;
+        r[k].v = o->adam.v + o->b[k].goff;
+    }
+    return r;
+}
+
+/*
+ * ZeRO-1 moment `which` of the local tensor at [a, a + ln): to tmp (ln
+ * floats, zero where another rank holds it) when put is 0, from tmp when 1.
+ */
+static int zero1_moments(areal_par_step *s, int which, size_t a, size_t ln, float *tmp, int put,
+                         areal_error *err) {
+    size_t n;
+    mrange *r = zero1_ranges(s, &n);
+    if (r == NULL)
+        return areal_error_set(err, AREAL_ENOMEM, -1, "parallel step: no memory");
+    for (size_t k = 0; k < n; k++) {
+        size_t lo = r[k].lo > a ? r[k].lo : a, hi = r[k].hi < a + ln ? r[k].hi : a + ln;
+        float *src = which == AREAL_PAR_EXP_AVG ? r[k].m : r[k].v; /* src[0]: flat r[k].lo */
+        for (size_t x = lo; x < hi; x++) {
+            if (put)
+                src[x - r[k].lo] = tmp[x - a];
+            else
+                tmp[x - a] = src[x - r[k].lo];
+        }
+    }
+    free(r);
+    return AREAL_OK;
+}
+
 /* This rank's buffer of state `which` over m's local parameters, flat index `base` first. */
 static const float *local_state(areal_par_step *s, int which, size_t *base) {
     *base = 0;
@@ -55,8 +105,13 @@ int areal_par_step_get_tensor(areal_par_step *s, areal_coll *world, const areal_
     memset(out, 0, sizeof(float) * n);
     areal_model *m = s->m;
     int j = areal_model_find(m, hf->name);
-    int dp0 = areal_par_rank(s->g.dp) == 0;
-    if (j >= 0 && areal_par_counts(m, (size_t)j)) {
+    /* one writer per element: ep.h's owners under dispatch; else the tp x pp owner on dp
+     * rank 0 of cp rank 0 (the cp ranks hold replicas) */
+    int ep = s->ep != NULL;
+    int dp0 = ep || (areal_par_rank(s->g.dp) == 0 && areal_par_rank(s->cp.cp) == 0);
+    int owns = j >= 0 &&
+               (ep ? areal_par_ep_counts(m, &s->ep->g, (size_t)j) : areal_par_counts(m, (size_t)j));
+    if (owns) {
         const areal_tensor_spec *loc = &m->specs[j];
         size_t ln = numel(loc), a = m->offset[j], base = 0;
         const float *src = local_state(s, which, &base);
@@ -64,17 +119,18 @@ int areal_par_step_get_tensor(areal_par_step *s, areal_coll *world, const areal_
         if (!zero1_moment && dp0) {
             slice_put(out, src + a, hf, m->slices != NULL ? &m->slices[j] : NULL);
         } else if (zero1_moment) {
-            /* the elements of the tensor in this rank's range [lo, hi), zero elsewhere */
+            /* the elements of the tensor in this rank's range(s), zero elsewhere */
             float *tmp = calloc(ln ? ln : 1, sizeof(float));
             if (tmp == NULL)
                 return areal_error_set(err, AREAL_ENOMEM, -1,
                                        "parallel step: no memory for %s (%zu floats)", hf->name,
                                        ln);
-            size_t lo = s->z.lo > a ? s->z.lo : a, hi = s->z.hi < a + ln ? s->z.hi : a + ln;
-            for (size_t x = lo; x < hi; x++)
-                tmp[x - a] = src[x - base];
-            slice_put(out, tmp, hf, m->slices != NULL ? &m->slices[j] : NULL);
+            int rc = zero1_moments(s, which, a, ln, tmp, 0, err);
+            if (rc == AREAL_OK)
+                slice_put(out, tmp, hf, m->slices != NULL ? &m->slices[j] : NULL);
             free(tmp);
+            if (rc != AREAL_OK)
+                return rc;
         }
     }
     if (world == NULL || areal_coll_size(world) < 2)
@@ -111,9 +167,7 @@ int areal_par_step_set_tensor(areal_par_step *s, const areal_tensor_spec *hf, in
         memcpy(tmp, whole, sizeof(float) * ln);
     else
         areal_tensor_slice_copy(tmp, whole, hf, sl);
-    size_t lo = s->z.lo > a ? s->z.lo : a, hi = s->z.hi < a + ln ? s->z.hi : a + ln;
-    for (size_t x = lo; x < hi; x++)
-        dst[x - base] = tmp[x - a];
+    int rc = zero1_moments(s, which, a, ln, tmp, 1, err);
     free(tmp);
-    return AREAL_OK;
+    return rc;
 }

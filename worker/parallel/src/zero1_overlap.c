@@ -119,3 +119,24 @@ int areal_par_overlap_zero1_step(areal_par_overlap *o, const areal_par_groups *g
         areal_adamw_step(&o->adam, cfg, lr, o->pshard, o->gshard, pool);
     return gather_params(o, err);
 }
+
+void areal_par_overlap_piece(const areal_par_overlap *o, size_t k, size_t *lo, size_t *hi) {
+    piece(&o->b[k], (size_t)areal_par_rank(o->dp), lo, hi);
+}
+
+int areal_par_overlap_load(areal_par_overlap *o, const areal_adamw *full, areal_error *err) {
+    if (!o->zero1 || full->n != o->m->n_params)
+        return areal_error_set(
+            err, AREAL_EINVAL, -1, "dp overlap: optimizer state of %zu parameters for a %s of %zu",
+            full->n, o->zero1 ? "model" : "plain-DP reducer (not ZeRO-1)", o->m->n_params);
+    memset(o->adam.m, 0, sizeof(float) * o->adam.n);
+    memset(o->adam.v, 0, sizeof(float) * o->adam.n);
+    for (size_t k = 0; k < o->nb; k++) {
+        size_t lo, hi;
+        areal_par_overlap_piece(o, k, &lo, &hi);
+        memcpy(o->adam.m + o->b[k].goff, full->m + lo, sizeof(float) * (hi - lo));
+        memcpy(o->adam.v + o->b[k].goff, full->v + lo, sizeof(float) * (hi - lo));
+    }
+    o->adam.step = full->step;
+    return AREAL_OK;
+}

@@ -1,7 +1,8 @@
 /*
  * cp_test_util.h - the loss of the context-parallel tests: par_test_util.h's
  * mean token NLL on a shard (areal/parallel/cp.h), each token's target and
- * reference logits row looked up by its index in the micro-batch.
+ * reference logits row looked up by its index in the micro-batch (the
+ * step's shard, areal_par_step_cp_shard: the step cuts them, step.h).
  */
 #ifndef CP_TEST_UTIL_H
 #define CP_TEST_UTIL_H
@@ -13,7 +14,8 @@
 typedef struct cp_loss {
     const pt_batch *b;
     const pt_mb *mbs;
-    const areal_par_cp_shard *sh;
+    const areal_par_step *ps;     /* the step whose shards the logits are of, or NULL: */
+    const areal_par_cp_shard *sh; /* the caller's own shards (test_par_seed's cp x ep) */
     long n_total;
     const float *ref_logits;
     double logits_err;
@@ -22,7 +24,11 @@ typedef struct cp_loss {
 static inline int cp_loss_fn(void *ctx, int mb, const float *logits, int T, int V, float *dlogits,
                              double *loss, areal_error *err) {
     cp_loss *L = ctx;
-    const int32_t *gidx = L->sh[mb].t.gidx;
+    const areal_par_cp_shard *sh = L->ps != NULL ? areal_par_step_cp_shard(L->ps, mb) : &L->sh[mb];
+    if (sh == NULL || sh->b.n_tokens != T)
+        return areal_error_set(err, AREAL_EINVAL, -1, "cp test loss: no shard for micro-batch %d",
+                               mb);
+    const int32_t *gidx = sh->t.gidx;
     int tok0 = L->mbs[mb].tok0;
     int32_t *tg = calloc((size_t)T + 1, sizeof(int32_t));
     float *logp = malloc(sizeof(float) * (size_t)T), *dlogp = malloc(sizeof(float) * (size_t)T);

@@ -5,7 +5,8 @@
  * reference step and error measures it uses): the data is split over the
  * whole dp group (the ep ranks hold different tokens), the experts' slots
  * travel by all-to-all(v), expert gradients are summed over edp and the rest
- * over dp. Each rank checks its logits, loss, grad norm, summed gradients and
+ * over dp, all through areal/parallel/step.h's areal_par_step_ep (the
+ * trainer's step). Each rank checks its logits, loss, grad norm, summed gradients and
  * updated weights against the reference at PT_TOL (see par_test_util.h for
  * why 1e-5 in fp32 holds: the layouts only reassociate sums), and the
  * router's load exactly: the rows each of its experts received, summed over
@@ -103,8 +104,7 @@ static inline int ep_rank(areal_comm *c, void *arg) {
     areal_model ref = {0}, m = {0};
     areal_coll *gs[AREAL_GROUP_KIND_COUNT] = {0};
     float *ref_logits = NULL, *ref_grads = NULL;
-    areal_adamw st = {0};
-    areal_par_ep disp;
+    areal_par_step ps = {0};
     int64_t *ref_load = NULL, *load = NULL;
     long load_wrong = 0;
     pt_batch b;
@@ -131,11 +131,6 @@ static inline int ep_rank(areal_comm *c, void *arg) {
     PT_CHECK("shard", areal_par_ep_shard_of(&ref.cfg, &eg, &sh, &e) == AREAL_OK);
     PT_CHECK("shard model", pt_model(L, &sh, &m, &e) == AREAL_OK);
     ep_tie_router(EL, &m);
-    PT_CHECK("dispatcher", areal_par_ep_init(&disp, &eg, &e) == AREAL_OK);
-    disp.load = load;
-    areal_par_bind(&m, &g);
-    areal_par_ep_bind(&m, &disp);
-
     int D = areal_par_size(g.dp), d = areal_par_rank(g.dp), nmb = L->n_mb;
     int s0 = d * PT_SEQS / D, s1 = (d + 1) * PT_SEQS / D;
     pt_mb mbs[PT_MAX_MB];
@@ -149,26 +144,22 @@ static inline int ep_rank(areal_comm *c, void *arg) {
     }
     PT_CHECK("token count", areal_par_global_count(g.dp, local, &n_total, &e) == AREAL_OK);
     ep_loss pl = {.b = &b, .mbs = mbs, .n_total = n_total, .ref_logits = ref_logits};
-    PT_CHECK("1f1b",
-             areal_par_pipe_1f1b(&m, g.pp, bs, nmb, ep_loss_fn, &pl, &loss, &e) == AREAL_OK);
-    float lv[2] = {(float)loss, 0};
-    lv[1] = (float)(loss - (double)lv[0]);
-    if (D > 1)
-        PT_CHECK("loss sum",
-                 areal_coll_all_reduce(g.dp, lv, 2, AREAL_DT_F32, AREAL_SUM, &e) == AREAL_OK);
-    loss = (double)lv[0] + (double)lv[1];
-    PT_CHECK("partial grads", areal_par_reduce_partial_grads(&m, &g, &e) == AREAL_OK);
-    PT_CHECK("tied embedding", areal_par_reduce_tied_embed(&m, &g, &e) == AREAL_OK);
-    PT_CHECK("ep grads", areal_par_ep_reduce_grads(&m, &eg, &e) == AREAL_OK);
+    /* the step itself: areal/parallel/step.h with token dispatch (areal_par_step_ep), the
+     * trainer's; the data group is the dp group that holds the ep ranks */
+    PT_CHECK("step init",
+             areal_par_step_init(&ps, AREAL_PAR_ADAMW, &g, eg.dp, &m, NULL, NULL, &e) == AREAL_OK);
+    PT_CHECK("step ep", areal_par_step_ep(&ps, &eg, &e) == AREAL_OK);
+    areal_par_ep *disp = ps.ep;
+    disp->load = load;
+    PT_CHECK("step grads",
+             areal_par_step_grads(&ps, bs, nmb, ep_loss_fn, &pl, &loss, &e) == AREAL_OK);
     const char *gworst = "-", *worst = "-";
     double ge = pt_tensors_err(&m, m.grads, &ref, ref_grads, &gworst);
-    PT_CHECK("grad norm", areal_par_ep_grad_norm(&m, &eg, &norm, &e) == AREAL_OK);
-    areal_par_clip(m.grads, m.n_params, norm, max_norm);
-    PT_CHECK("adamw", areal_adamw_init(&st, m.n_params, &e) == AREAL_OK);
-    areal_adamw_step(&st, &PT_ADAMW, PT_LR, m.params, m.grads, NULL);
+    PT_CHECK("step apply",
+             areal_par_step_apply(&ps, &PT_ADAMW, PT_LR, max_norm, &norm, &e) == AREAL_OK);
 
     /* the empty experts of the whole layout: summed over every rank of the stage */
-    float emp = (float)disp.empty;
+    float emp = (float)disp->empty;
     if (areal_par_size(eg.tp_dp_cp) > 1)
         PT_CHECK("empty count", areal_coll_all_reduce(eg.tp_dp_cp, &emp, 1, AREAL_DT_F32, AREAL_SUM,
                                                       &e) == AREAL_OK);
@@ -191,7 +182,7 @@ static inline int ep_rank(areal_comm *c, void *arg) {
            "%.1e), grad norm %.6f (%.1e), grads %.1e (%s), weights %.1e (%s), rows in %ld, empty "
            "experts %ld (stage %.0f), load mismatches %ld",
            L->name, rank, sh.tp_rank, sh.tp, sh.etp_rank, sh.etp, sh.ep_rank, sh.ep, sh.pp_stage,
-           sh.pp, d, D, loss, le, norm, ne, ge, gworst, we, worst, disp.rows_in, disp.empty,
+           sh.pp, d, D, loss, le, norm, ne, ge, gworst, we, worst, disp->rows_in, disp->empty,
            (double)emp, load_wrong);
     if (last)
         printf(", logits %.1e", pl.logits_err);
@@ -208,7 +199,7 @@ static inline int ep_rank(areal_comm *c, void *arg) {
 out:
     free(ref_load);
     free(load);
-    areal_adamw_free(&st);
+    areal_par_step_free(&ps);
     areal_model_free(&m);
     for (int k = 0; k < AREAL_GROUP_KIND_COUNT; k++)
         areal_coll_destroy(gs[k]);

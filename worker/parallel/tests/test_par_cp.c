@@ -8,8 +8,10 @@
  * over dp-cp; one training step equals one process (par_test_util.h: the
  * model, batch, reference step and the 1e-5 tolerance, which holds because
  * the layout only reassociates sums: the attention's softmax and the
- * gradient sums run in another order). Layouts: c2, c4, and c2 composed with
- * dp, pp and tp (d2 p2 t2 c2, 16 ranks).
+ * gradient sums run in another order). The step is areal/parallel/step.h's
+ * (areal_par_step_cp: the trainer's), which cuts the whole micro-batches
+ * itself. Layouts: c2, c4, and c2 composed with dp, pp and tp (d2 p2 t2 c2,
+ * 16 ranks).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -32,8 +34,7 @@ static int cp_rank(areal_comm *c, void *arg) {
     areal_model ref = {0}, m = {0};
     areal_coll *gs[AREAL_GROUP_KIND_COUNT] = {0};
     float *ref_logits = NULL, *ref_grads = NULL;
-    areal_adamw st = {0};
-    areal_par_cp_shard sh[PT_MAX_MB] = {0};
+    areal_par_step ps = {0};
     pt_batch b;
     double ref_loss = 0, ref_norm = 0, max_norm = 0, loss = 0, norm = 0;
     PT_CHECK("reference model", pt_model(L, NULL, &ref, &e) == AREAL_OK);
@@ -51,51 +52,45 @@ static int cp_rank(areal_comm *c, void *arg) {
     areal_model_shard shd;
     PT_CHECK("shard", areal_par_shard_of(&ref.cfg, &g, &shd, &e) == AREAL_OK);
     PT_CHECK("shard model", pt_model(L, &shd, &m, &e) == AREAL_OK);
-    areal_par_bind(&m, &g);
 
+    /* this dp slice's whole micro-batches, the same on every cp rank: the step cuts them */
     int D = areal_par_size(g.dp), d = areal_par_rank(g.dp), nmb = CL->n_mb;
     int C = areal_par_size(cpg), r = areal_par_rank(cpg);
     int s0 = d * PT_SEQS / D, s1 = (d + 1) * PT_SEQS / D;
     pt_mb mbs[PT_MAX_MB];
     areal_batch bs[PT_MAX_MB];
-    long local = 0, n_total = 0;
+    long local = 0, n_total = 0, whole = 0;
     for (int i = 0; i < nmb; i++) {
         pt_mb_make(&mbs[i], &b, s0 + i * (s1 - s0) / nmb, s0 + (i + 1) * (s1 - s0) / nmb);
-        PT_CHECK("cp shard", areal_par_cp_shard_make(&mbs[i].b, C, r, &sh[i], &e) == AREAL_OK);
-        bs[i] = sh[i].b;
+        bs[i] = mbs[i].b;
+        whole += bs[i].n_tokens;
         for (int t = 0; t < bs[i].n_tokens; t++)
-            local += b.targets[mbs[i].tok0 + sh[i].t.gidx[t]] >= 0;
+            local += b.targets[mbs[i].tok0 + t] >= 0;
     }
-    areal_par_cp cpx = {.cp = cpg, .shards = sh, .n_shards = nmb};
-    areal_par_cp_bind(&m, &cpx);
-    PT_CHECK("token count", areal_par_global_count(dpcp, local, &n_total, &e) == AREAL_OK);
-    cp_loss pl = {.b = &b, .mbs = mbs, .sh = sh, .n_total = n_total, .ref_logits = ref_logits};
-    PT_CHECK("1f1b",
-             areal_par_pipe_1f1b(&m, g.pp, bs, nmb, cp_loss_fn, &pl, &loss, &e) == AREAL_OK);
-    float lv[2] = {(float)loss, 0};
-    lv[1] = (float)(loss - (double)lv[0]);
-    if (areal_par_size(dpcp) > 1)
-        PT_CHECK("loss sum",
-                 areal_coll_all_reduce(dpcp, lv, 2, AREAL_DT_F32, AREAL_SUM, &e) == AREAL_OK);
-    loss = (double)lv[0] + (double)lv[1];
-    PT_CHECK("partial grads", areal_par_reduce_partial_grads(&m, &g, &e) == AREAL_OK);
-    PT_CHECK("tied embedding", areal_par_reduce_tied_embed(&m, &g, &e) == AREAL_OK);
-    PT_CHECK("dp-cp grads", areal_par_dp_reduce_grads(&m, dpcp, 1000, &e) == AREAL_OK);
+    /* the cp ranks share the slice: its count over dp is the global one */
+    PT_CHECK("token count", areal_par_global_count(g.dp, local, &n_total, &e) == AREAL_OK);
+    /* the step itself: areal/parallel/step.h with context parallelism, the trainer's */
+    PT_CHECK("step init",
+             areal_par_step_init(&ps, AREAL_PAR_ADAMW, &g, dpcp, &m, NULL, NULL, &e) == AREAL_OK);
+    ps.bucket = 1000;
+    PT_CHECK("step cp", areal_par_step_cp(&ps, cpg, &e) == AREAL_OK);
+    cp_loss pl = {.b = &b, .mbs = mbs, .ps = &ps, .n_total = n_total, .ref_logits = ref_logits};
+    PT_CHECK("step grads",
+             areal_par_step_grads(&ps, bs, nmb, cp_loss_fn, &pl, &loss, &e) == AREAL_OK);
+    /* the shards really are shards: this rank ran about 1 / c of its slice's tokens */
+    PT_CHECK("sharded", C == 1 || (ps.tokens_run < whole && ps.tokens_run * C > whole / 2));
     const char *gworst = "-", *worst = "-";
     double ge = pt_tensors_err(&m, m.grads, &ref, ref_grads, &gworst);
-    PT_CHECK("grad norm",
-             areal_par_grad_norm(&m, m.grads, 0, m.n_params, &g, NULL, &norm, &e) == AREAL_OK);
-    areal_par_clip(m.grads, m.n_params, norm, max_norm);
-    PT_CHECK("adamw", areal_adamw_init(&st, m.n_params, &e) == AREAL_OK);
-    areal_adamw_step(&st, &PT_ADAMW, PT_LR, m.params, m.grads, NULL);
+    PT_CHECK("step apply",
+             areal_par_step_apply(&ps, &PT_ADAMW, PT_LR, max_norm, &norm, &e) == AREAL_OK);
 
     double le = fabs(loss - ref_loss) / fabs(ref_loss), ne = fabs(norm - ref_norm) / ref_norm;
     double we = pt_tensors_err(&m, m.params, &ref, ref.params, &worst);
     int last = shd.pp_stage == shd.pp - 1;
     printf("%-8s rank %2d (cp %d/%d tp %d/%d pp %d/%d dp %d/%d, %d tokens): loss %.6f (rel err "
            "%.1e), grad norm %.6f (%.1e), grads %.1e (%s), weights %.1e (%s)",
-           CL->name, rank, r, C, shd.tp_rank, shd.tp, shd.pp_stage, shd.pp, d, D, bs[0].n_tokens,
-           loss, le, norm, ne, ge, gworst, we, worst);
+           CL->name, rank, r, C, shd.tp_rank, shd.tp, shd.pp_stage, shd.pp, d, D,
+           (int)ps.tokens_run, loss, le, norm, ne, ge, gworst, we, worst);
     if (last)
         printf(", logits %.1e", pl.logits_err);
     printf("\n");
@@ -106,9 +101,7 @@ static int cp_rank(areal_comm *c, void *arg) {
         rc = RANK_WRONG;
     }
 out:
-    for (int i = 0; i < PT_MAX_MB; i++)
-        areal_par_cp_shard_free(&sh[i]);
-    areal_adamw_free(&st);
+    areal_par_step_free(&ps);
     areal_model_free(&m);
     for (int k = 0; k < AREAL_GROUP_KIND_COUNT; k++)
         areal_coll_destroy(gs[k]);

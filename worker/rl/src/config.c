@@ -38,6 +38,7 @@ void areal_rl_config_defaults(areal_rl_config *c) {
     a->optimizer.lr_scheduler = AREAL_SCHED_CONSTANT;
     a->optimizer.warmup_steps_proportion = 0.001;
     a->optimizer.gradient_clipping = 1.0;
+    a->vpp = 1;
     a->group_size = 1;
     a->ppo_n_minibatches = 4;
     a->eps_clip = 0.2;

@@ -48,6 +48,7 @@ const cfg_field cfg_fields[] = {
     {"actor.group_size", K_INT, O(actor.group_size), 0, 1, 1 << 20, NULL},
     {"actor.mb_spec.max_tokens_per_mb", K_LONG_NULL0, O(actor.max_tokens_per_mb), 0, 1, LBIG, NULL},
     {"actor.mb_spec.n_mbs", K_INT, O(actor.n_mbs), 0, 1, 1 << 20, NULL},
+    {"actor.megatron.virtual_pipeline_parallel_size", K_LONG, O(actor.vpp), 0, 1, LBIG, NULL},
     {"actor.optimizer", K_SECTION, 0, 0, 0, 0, NULL},
     {"actor.optimizer.type", K_BUF, O(actor.optimizer.type), 0, 0, 0, OPTIMIZERS},
     {"actor.optimizer.lr", K_DOUBLE, O(actor.optimizer.lr), 0, 0, 10, NULL},

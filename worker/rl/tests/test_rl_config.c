@@ -317,6 +317,7 @@ static void nulls_and_sections(void **st) {
     areal_error err;
     const char *y =
         "actor:\n  rejection_sampling: {level: sequence, action: clamp, upper: 2.0}\n"
+        "  megatron: {virtual_pipeline_parallel_size: 2}\n"
         "  reward_norm: {mean_level: group, std_level: null, group_size: 8}\n"
         "  adv_norm: null\n  eps_clip_higher: 0.28\n  importance_sampling_level: sequence\n"
         "valid_dataset: null\n"
@@ -324,6 +325,7 @@ static void nulls_and_sections(void **st) {
         "total_train_steps: null\n";
     if (parse(y, &c, &err) != AREAL_OK)
         fail_msg("%s", err.msg);
+    assert_int_equal(c.actor.vpp, 2); /* read (the trainer refuses it by name) */
     assert_true(c.actor.rejection_sampling.enabled);
     assert_int_equal(c.actor.rejection_sampling.level, AREAL_RS_SEQUENCE);
     /* AReaL: clamp without a lower bound clamps at 0 */

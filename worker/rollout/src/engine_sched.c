@@ -492,6 +492,13 @@ void *eng_scheduler(void *arg) {
                 e->cmd_model = NULL; /* a shallow copy: the caller keeps the buffers */
                 e->cmd = CMD_NONE;
                 pthread_cond_broadcast(&e->cmd_cv);
+                /* the flags served above retired requests: answer them before the next
+                 * pass (going back to the top dropped them: no on_done, never freed) */
+                if (done != NULL) {
+                    pthread_mutex_unlock(&e->mu);
+                    deliver(e, done);
+                    pthread_mutex_lock(&e->mu);
+                }
                 continue;
             }
         }

@@ -351,9 +351,17 @@ void areal_rollout_server_stop(areal_rollout_server *s) {
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->ctl, NULL);
-    srv_peer_stop(s);             /* the streams hold lent models: before the engine goes */
-    areal_engine_destroy(s->eng); /* aborts what is left: on_done answers (or drops) them */
-    areal_http_stop(s->http);
+    srv_peer_stop(s); /* the streams hold lent models: before the engine goes */
+    /* HTTP stops before the engine is freed, so no handler can submit to a freed
+     * engine; the engine is drained first so a request arriving in between gets
+     * ESTOPPED (503) and what is live ends with abort, answered while HTTP still
+     * runs. Rejected: destroying the engine first (the old order), which left a
+     * window where a new /generate reached freed memory. */
+    areal_engine_drain(s->eng, true);
+    for (int i = 0; i < 100 && atomic_load(&s->open_gens) > 0; i++)
+        sleep_ms(20);
+    areal_http_stop(s->http); /* answers still pending are dropped through the hub */
+    areal_engine_destroy(s->eng);
     srv_weights_free(s);
     areal_tokenizer_free(s->tok);
     metrics_registry_free(s->reg);

@@ -63,10 +63,11 @@ typedef struct et_slot {
     int done_calls, tokens;
     int abort_at;  /* on_token: abort own rid when this many tokens are out (-1 never) */
     int stop_at;   /* on_token: return 1 at this position (-1 never) */
-    int signal_at; /* on_token: raise `signalled` at this many tokens, then sleep hold_ms
-                    * (so that the test thread's pause / swap / stop lands mid-request) */
+    int signal_at; /* on_token: raise `signalled` at this many tokens, wait until the test
+                    * thread has seen it (et_wait_signal), then sleep hold_ms, so that the
+                    * test thread's pause / swap / stop lands mid-request */
     int hold_ms;
-    bool signalled;
+    bool signalled, seen;
     areal_engine *e;
     char rid[64];
     int32_t *ids; /* the request's tokens (owned by the test) */
@@ -89,8 +90,13 @@ static inline void et_coll_init(et_coll *c, int n, areal_engine *e) {
     c->slots = calloc((size_t)n, sizeof *c->slots);
     assert_non_null(c->slots);
     for (int i = 0; i < n; i++) {
-        c->slots[i] = (et_slot){
-            .c = c, .id = i, .abort_at = -1, .stop_at = -1, .signal_at = -1, .hold_ms = 30, .e = e};
+        c->slots[i] = (et_slot){.c = c,
+                                .id = i,
+                                .abort_at = -1,
+                                .stop_at = -1,
+                                .signal_at = -1,
+                                .hold_ms = 100,
+                                .e = e};
         snprintf(c->slots[i].rid, sizeof c->slots[i].rid, "r%d", i);
     }
 }
@@ -125,6 +131,17 @@ static inline int et_on_token(void *user, const areal_engine_token *t) {
     if (s->signal_at >= 0 && out >= s->signal_at && !s->signalled) {
         s->signalled = hold = true;
         pthread_cond_broadcast(&s->c->cv);
+        /* The hold starts once the test thread is awake, not at the signal: under
+         * heavy load (ASan, load 26) waking it took longer than a fixed hold and
+         * the request finished before the pause it was meant to meet; the failed
+         * assertion then jumped over et_coll_free and LSan reported the results'
+         * buffers (allocated in req_new) as leaked. Bounded: a test that never
+         * waits for the signal is held 10 s, not forever. */
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_sec += 10;
+        while (!s->seen && pthread_cond_timedwait(&s->c->cv, &s->c->mu, &dl) == 0) {
+        }
     }
     pthread_mutex_unlock(&s->c->mu);
     if (hold)
@@ -159,6 +176,8 @@ static inline void et_wait_signal(et_slot *s) {
             pthread_mutex_unlock(&s->c->mu);
             fail_msg("timed out waiting for request %d's tokens", s->id);
         }
+    s->seen = true; /* on_token's hold_ms starts now: act at once */
+    pthread_cond_broadcast(&s->c->cv);
     pthread_mutex_unlock(&s->c->mu);
 }
 

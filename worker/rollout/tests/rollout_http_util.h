@@ -3,13 +3,19 @@
  * model directories made from the fixtures (the reference Qwen2 weights, or
  * those weights scaled, as "new weights" of the same architecture, with the
  * fixture tokenizer), an in-process server, a libcurl client with JSON
- * bodies, and the reference the server is checked against: areal_generate
- * (the `areal-worker generate` path) on the same prompt.
+ * bodies (also posted from a thread, for the calls that block until a
+ * trainer sends), the reference the server is checked against:
+ * areal_generate (the `areal-worker generate` path) on the same prompt, and
+ * the check the weight-update tests make after each update (greedy outputs
+ * of one prompt equal the reference on the expected weights, and the
+ * expected weight_version). rt_setup_dirs / rt_teardown_dirs: the fixture
+ * pair most of these tests share (the reference weights and those x 1.5).
  */
 #ifndef ROLLOUT_HTTP_UTIL_H
 #define ROLLOUT_HTTP_UTIL_H
 
 #include <jansson.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -246,6 +252,94 @@ static inline int rt_reference(const char *dir, const int32_t *prompt, int n, in
     areal_gen_out_free(&g);
     areal_model_free(&m);
     return k;
+}
+
+/* ---- a request posted from a thread (rt_async_start, then rt_async_wait) ---------- */
+
+typedef struct rt_async {
+    int port;
+    const char *path;
+    const char *body; /* borrowed: lives until rt_async_wait returns */
+    rt_resp r;        /* the answer, after rt_async_wait (caller rt_frees it) */
+    pthread_t t;
+} rt_async;
+
+static inline void *rt_async_main(void *arg) {
+    rt_async *a = arg;
+    a->r = rt_req(NULL, a->port, a->path, a->body);
+    return NULL;
+}
+
+/* POSTs body to path on port from a new thread (body NULL: a GET). */
+static inline void rt_async_start(rt_async *a, int port, const char *path, const char *body) {
+    a->port = port;
+    a->path = path;
+    a->body = body;
+    assert_int_equal(pthread_create(&a->t, NULL, rt_async_main, a), 0);
+}
+
+/* Joins the thread of rt_async_start; the answer is then in a->r. */
+static inline void rt_async_wait(rt_async *a) {
+    pthread_join(a->t, NULL);
+}
+
+/* ---- after a weight update ---------------------------------------------------------- */
+
+/* the weight-update tests' prompt (6 ids) */
+#define RT_WSYNC_PROMPT                                                                            \
+    { 9, 4, 33, 71, 2, 58 }
+
+/*
+ * The ids of a greedy /generate of 16 new tokens (ignore_eos) of the
+ * weight-update tests' prompt on port (at most cap); its meta_info
+ * weight_version into version (vcap bytes) when version is not NULL.
+ */
+static inline int rt_greedy(int port, int32_t *got, int cap, char *version, size_t vcap) {
+    static const int32_t prompt[] = RT_WSYNC_PROMPT;
+    char *ids = rt_ids_json(prompt, 6);
+    rt_resp r = rt_post(port, "/generate",
+                        "{\"input_ids\":%s,\"sampling_params\":{\"max_new_tokens\":16,"
+                        "\"temperature\":0,\"ignore_eos\":true}}",
+                        ids);
+    free(ids);
+    assert_int_equal(r.code, 200);
+    int n = rt_output_ids(r.json, got, cap);
+    if (version != NULL) {
+        const char *v = json_string_value(
+            json_object_get(json_object_get(r.json, "meta_info"), "weight_version"));
+        snprintf(version, vcap, "%s", v ? v : "");
+    }
+    rt_free(&r);
+    return n;
+}
+
+/*
+ * Fails the test unless rt_greedy on port equals the reference greedy
+ * outputs of the weights in model_dir and the server says weight_version
+ * is version.
+ */
+static inline void rt_outputs_are(int port, const char *model_dir, const char *version) {
+    static const int32_t prompt[] = RT_WSYNC_PROMPT;
+    int32_t want[64], got[512];
+    int nw = rt_reference(model_dir, prompt, 6, 16, want);
+    char v[128];
+    assert_int_equal(rt_greedy(port, got, 512, v, sizeof v), nw);
+    assert_memory_equal(got, want, (size_t)nw * 4);
+    assert_string_equal(v, version);
+}
+
+/* ---- the fixture pair: curl's globals, the reference weights and those x 1.5 -------- */
+
+static inline void rt_setup_dirs(char *dir, char *dir_new, size_t cap) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    rt_model_dir(dir, cap, 1.0f);
+    rt_model_dir(dir_new, cap, 1.5f);
+}
+
+static inline void rt_teardown_dirs(const char *dir, const char *dir_new) {
+    rt_rmdir(dir);
+    rt_rmdir(dir_new);
+    curl_global_cleanup();
 }
 
 static inline double rt_now(void) {

@@ -175,6 +175,11 @@ static void weight_swap_mid_run(void **state) {
     et_coll c;
     et_coll_init(&c, 2 * n, e);
     c.slots[0].signal_at = 3;
+    /* both models made before the requests run: loading them between the signal and the
+     * swap let the requests finish first on a loaded machine */
+    areal_model other;
+    et_load(&other, "ref-qwen3");
+    perturbed(e, &next, 0.95f);
     for (int i = 0; i < n; i++) {
         make_prompt(&c.slots[i], 40 + (uint64_t)i, 10 + i, V);
         areal_engine_params p = et_greedy(60);
@@ -182,13 +187,10 @@ static void weight_swap_mid_run(void **state) {
     }
     et_wait_signal(&c.slots[0]);
     /* the wrong architecture is refused and the old weights keep serving */
-    areal_model other;
-    et_load(&other, "ref-qwen3");
     areal_error err;
     assert_int_equal(areal_engine_swap_model(e, &other, "bad", true, &err), AREAL_EINVAL);
     assert_non_null(strstr(err.msg, "architecture") ? err.msg : strstr(err.msg, "tensor"));
     areal_model_free(&other);
-    perturbed(e, &next, 0.95f);
     if (areal_engine_swap_model(e, &next, "v2", true, &err) != AREAL_OK)
         fail_msg("%s", err.msg);
     assert_int_equal(c.n_done, n); /* abort_live: everything ended before the swap */

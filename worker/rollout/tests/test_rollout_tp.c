@@ -14,7 +14,8 @@
  * siblings' tables share the leader's blocks), update_weights_from_disk to
  * other weights (then equal to a t = 1 server started on them) and to a bad
  * directory (every rank keeps the old weights), and at the engine level a
- * load that only the follower fails (the vote: no rank switches alone). Failures: a killed follower
+ * load that only the follower fails (the vote: no rank switches alone; a
+ * request aborted in the same scheduler pass still gets its on_done). Failures: a killed follower
  * makes requests end and /health fail within the group deadline; a killed
  * leader makes the follower return an error within it. t = 4 over 2
  * key/value heads is refused with a message naming the heads (the training
@@ -246,6 +247,85 @@ static int load_shard0(const char *dir, areal_model *m) {
     return areal_model_load_shard(m, dir, &sh, NULL, &e) == AREAL_OK ? 0 : -1;
 }
 
+/*
+ * A request aborted in the very scheduler pass that serves a swap the
+ * follower cannot load still gets its on_done (ABORT). The failed-load path
+ * once went back to the top of the loop with that pass's finished requests
+ * undelivered: never answered, never freed. To land both in one pass, the
+ * request's on_token (on the scheduler thread, inside the step) aborts its own
+ * request, lets this thread start the swap, and holds the step 300 ms, so the
+ * swap is pending when the pass that serves the abort begins.
+ */
+typedef struct abort_swap {
+    areal_engine *e;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool go;
+    areal_engine_result *res;
+} abort_swap;
+
+static int as_on_token(void *user, const areal_engine_token *t) {
+    abort_swap *a = user;
+    if (t->position != 1)
+        return 0;
+    areal_engine_abort(a->e, "abort-beside-swap");
+    pthread_mutex_lock(&a->mu);
+    a->go = true;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+    struct timespec hold = {0, 300 * 1000000L};
+    nanosleep(&hold, NULL);
+    return 0;
+}
+
+static void as_on_done(void *user, areal_engine_result *res) {
+    abort_swap *a = user;
+    pthread_mutex_lock(&a->mu);
+    a->res = res;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* Waits up to 10 s for *flag (a bool) or *ptr (non-NULL), whichever is given. */
+static void as_wait(abort_swap *a, const bool *flag, areal_engine_result *const *ptr) {
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += 10;
+    pthread_mutex_lock(&a->mu);
+    while (!(flag ? *flag : *ptr != NULL) && pthread_cond_timedwait(&a->cv, &a->mu, &dl) == 0) {
+    }
+    pthread_mutex_unlock(&a->mu);
+}
+
+static void aborted_beside_a_failed_swap(areal_engine *e, areal_model *next) {
+    abort_swap a = {.e = e, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    int32_t ids[64];
+    int n = 0;
+    prompt(3, ids, &n);
+    areal_engine_request r = {.input_ids = ids,
+                              .n_input = n,
+                              .rid = "abort-beside-swap",
+                              .on_done = as_on_done,
+                              .on_token = as_on_token,
+                              .user = &a};
+    areal_engine_params_default(&r.params);
+    r.params.max_new_tokens = MAX_NEW;
+    r.params.temperature = 0;
+    r.params.ignore_eos = true;
+    areal_error err;
+    CHECK(areal_engine_submit(e, &r, &err) == AREAL_OK, "submit: %s", err.msg);
+    as_wait(&a, &a.go, NULL);
+    CHECK(a.go, "the request's second token never came");
+    int rc = areal_engine_swap_model_dir(e, next, "/nonexistent-tp-dir", "bad", false, &err);
+    CHECK(rc == AREAL_EINVAL, "the swap the follower cannot load: %d %s", rc, err.msg);
+    as_wait(&a, NULL, &a.res);
+    CHECK(a.res != NULL, "the request aborted beside the failed swap never got its on_done");
+    if (a.res != NULL)
+        CHECK(a.res->samples[0].finish == AREAL_FINISH_ABORT, "finish %d, want ABORT",
+              a.res->samples[0].finish);
+    areal_engine_result_free(a.res);
+}
+
 /* A swap whose directory rank 0 never reads (its model comes from elsewhere) and the
  * follower cannot load: the vote keeps every rank on the old weights. */
 static int vote_leader(areal_coll *g, const tp_case *tc) {
@@ -263,6 +343,7 @@ static int vote_leader(areal_coll *g, const tp_case *tc) {
     }
     int32_t before[MAX_NEW], after[MAX_NEW], fresh[MAX_NEW];
     CHECK(engine_greedy(e, before) == 0, "greedy before");
+    aborted_beside_a_failed_swap(e, &next);
     int rc = areal_engine_swap_model_dir(e, &next, "/nonexistent-tp-dir", "bad", false, &err);
     CHECK(rc == AREAL_EINVAL && strstr(err.msg, "tp rank 1") != NULL,
           "a load only the follower failed: %d %s", rc, err.msg);

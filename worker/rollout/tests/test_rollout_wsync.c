@@ -25,64 +25,14 @@ static char dir[128], dir_new[128];
 
 static int setup(void **state) {
     (void)state;
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    rt_model_dir(dir, sizeof dir, 1.0f);
-    rt_model_dir(dir_new, sizeof dir_new, 1.5f);
+    rt_setup_dirs(dir, dir_new, sizeof dir);
     return 0;
 }
 
 static int teardown(void **state) {
     (void)state;
-    rt_rmdir(dir);
-    rt_rmdir(dir_new);
-    curl_global_cleanup();
+    rt_teardown_dirs(dir, dir_new);
     return 0;
-}
-
-typedef struct post {
-    int port;
-    const char *path;
-    char *body;
-    rt_resp r;
-    pthread_t t;
-} post;
-
-static void *post_main(void *arg) {
-    post *p = arg;
-    p->r = rt_req(NULL, p->port, p->path, p->body);
-    return NULL;
-}
-
-static void post_start(post *p, int port, const char *path, char *body) {
-    p->port = port;
-    p->path = path;
-    p->body = body;
-    assert_int_equal(pthread_create(&p->t, NULL, post_main, p), 0);
-}
-
-static void post_wait(post *p) {
-    pthread_join(p->t, NULL);
-}
-
-static const int32_t prompt[] = {9, 4, 33, 71, 2, 58};
-#define NP 6
-
-static void outputs_are(int port, const char *model_dir, const char *version) {
-    int32_t want[64], got[512];
-    int nw = rt_reference(model_dir, prompt, NP, 16, want);
-    char *ids = rt_ids_json(prompt, NP);
-    rt_resp r = rt_post(port, "/generate",
-                        "{\"input_ids\":%s,\"sampling_params\":{\"max_new_tokens\":16,"
-                        "\"temperature\":0,\"ignore_eos\":true}}",
-                        ids);
-    free(ids);
-    assert_int_equal(r.code, 200);
-    assert_int_equal(rt_output_ids(r.json, got, 512), nw);
-    assert_memory_equal(got, want, (size_t)nw * 4);
-    assert_string_equal(
-        json_string_value(json_object_get(json_object_get(r.json, "meta_info"), "weight_version")),
-        version);
-    rt_free(&r);
 }
 
 typedef struct weights {
@@ -117,16 +67,16 @@ static int bucket(areal_wsync *ws, const int ports[2], const areal_wsync_tensor 
     areal_error e;
     assert_int_equal(areal_wsync_bucket_json(t, n, "update_weight_group", true, NULL, &json, &e),
                      0);
-    post p[2];
+    rt_async p[2];
     for (int i = 0; i < 2; i++)
-        post_start(&p[i], ports[i], "/update_weights_from_distributed", json);
+        rt_async_start(&p[i], ports[i], "/update_weights_from_distributed", json);
     if (send)
         assert_int_equal(areal_wsync_send(ws, t, n, &e), 0);
     else
         areal_wsync_close(ws); /* the sender dies with the bucket announced */
     int ok = 0;
     for (int i = 0; i < 2; i++) {
-        post_wait(&p[i]);
+        rt_async_wait(&p[i]);
         ok += p[i].r.code == 200 && json_is_true(json_object_get(p[i].r.json, "success"));
         if (msgs)
             snprintf(msgs[i], 512, "%s", p[i].r.body);
@@ -161,7 +111,7 @@ static areal_wsync *join_both(const int ports[2]) {
     areal_wsync *ws = NULL;
     areal_error e;
     assert_int_equal(areal_wsync_listen("127.0.0.1", 0, &ws, &e), 0);
-    post p[2];
+    rt_async p[2];
     char *body[2];
     for (int i = 0; i < 2; i++) {
         assert_true(asprintf(&body[i],
@@ -169,12 +119,12 @@ static areal_wsync *join_both(const int ports[2]) {
                              "\"rank_offset\":%d,\"world_size\":3,\"group_name\":"
                              "\"update_weight_group\",\"backend\":\"nccl\"}",
                              areal_wsync_port(ws), 1 + i) > 0);
-        post_start(&p[i], ports[i], "/init_weights_update_group", body[i]);
+        rt_async_start(&p[i], ports[i], "/init_weights_update_group", body[i]);
     }
     if (areal_wsync_join(ws, 3, "update_weight_group", 20000, &e) != 0)
         fail_msg("%s", e.msg);
     for (int i = 0; i < 2; i++) {
-        post_wait(&p[i]);
+        rt_async_wait(&p[i]);
         if (p[i].r.code != 200)
             fail_msg("server %d: %s", i, p[i].r.body);
         rt_free(&p[i].r);
@@ -282,7 +232,7 @@ static void peer_pull_takes_in_memory_weights(int port_a, const weights *fresh) 
     assert_non_null(strstr(r.body, "broke after"));
     assert_non_null(strstr(r.body, "version 0 keeps serving"));
     rt_free(&r);
-    outputs_are(pc, dir, "0");
+    rt_outputs_are(pc, dir, "0");
     /* a peer that is not there */
     r = rt_post(pc, "/update_weights_from_peer", "{\"url\":\"http://127.0.0.1:%d\"}", f.port);
     assert_int_equal(r.code, 400);
@@ -294,7 +244,7 @@ static void peer_pull_takes_in_memory_weights(int port_a, const weights *fresh) 
         fail_msg("%s", r.body);
     assert_string_equal(json_string_value(json_object_get(r.json, "weight_version")), "3");
     rt_free(&r);
-    outputs_are(pc, dir_new, "3");
+    rt_outputs_are(pc, dir_new, "3");
     rt_free(&body);
     areal_rollout_server_stop(c);
 }
@@ -309,12 +259,12 @@ static void two_servers_take_buckets_of_any_size(void **state) {
     weights_load(&old, dir);
     /* buckets smaller than one tensor: one tensor per bucket, the swap at the last */
     update(ws, ports, &fresh, 1);
-    outputs_are(ports[0], dir_new, "1");
-    outputs_are(ports[1], dir_new, "1");
+    rt_outputs_are(ports[0], dir_new, "1");
+    rt_outputs_are(ports[1], dir_new, "1");
     /* one bucket larger than all: back to the old weights */
     update(ws, ports, &old, (size_t)1 << 30);
-    outputs_are(ports[0], dir, "2");
-    outputs_are(ports[1], dir, "2");
+    rt_outputs_are(ports[0], dir, "2");
+    rt_outputs_are(ports[1], dir, "2");
 
     /* wrong shapes: received (the group stays in step) and refused; version 2 serves */
     areal_wsync_tensor bad = fresh.t[1];
@@ -327,18 +277,18 @@ static void two_servers_take_buckets_of_any_size(void **state) {
     assert_non_null(strstr(msgs[0], "version 2 keeps serving"));
     /* a half-sent update that then fails also leaves version 2 */
     assert_int_equal(bucket(ws, ports, fresh.t, 1, true, NULL), 2);
-    outputs_are(ports[0], dir, "2");
+    rt_outputs_are(ports[0], dir, "2");
     /* the sender dies after announcing a bucket: the servers say so, version 2 serves */
     assert_int_equal(bucket(ws, ports, fresh.t + 1, 2, false, msgs), 0);
     assert_non_null(strstr(msgs[1], "receiving the bucket failed"));
     assert_non_null(strstr(msgs[1], "version 2 keeps serving"));
-    outputs_are(ports[0], dir, "2");
-    outputs_are(ports[1], dir, "2");
+    rt_outputs_are(ports[0], dir, "2");
+    rt_outputs_are(ports[1], dir, "2");
     /* a new group and a full update still work after the failures */
     ws = join_both(ports);
     update(ws, ports, &fresh, 4096);
-    outputs_are(ports[0], dir_new, "3");
-    outputs_are(ports[1], dir_new, "3");
+    rt_outputs_are(ports[0], dir_new, "3");
+    rt_outputs_are(ports[1], dir_new, "3");
     peer_pull_takes_in_memory_weights(ports[0], &fresh);
     areal_wsync_close(ws);
     weights_free(&fresh);

@@ -16,7 +16,6 @@
  * The plan itself: every tensor covered once, replicas (tp norms, dp copies)
  * sent by the lowest rank, one root per bucket.
  */
-#include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -59,9 +58,7 @@ static void moe_dir(char *d, size_t cap, float scale) {
 
 static int setup(void **state) {
     (void)state;
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    rt_model_dir(dir, sizeof dir, 1.0f);
-    rt_model_dir(dir_new, sizeof dir_new, 1.5f);
+    rt_setup_dirs(dir, dir_new, sizeof dir);
     moe_dir(moe, sizeof moe, 1.0f);
     moe_dir(moe_new, sizeof moe_new, 1.5f);
     char p[300];
@@ -77,11 +74,9 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     (void)state;
-    rt_rmdir(dir);
-    rt_rmdir(dir_new);
     rt_rmdir(moe);
     rt_rmdir(moe_new);
-    curl_global_cleanup();
+    rt_teardown_dirs(dir, dir_new);
     return 0;
 }
 
@@ -210,27 +205,6 @@ static int update(const int ports[2], const char *d, layout l, size_t bucket, co
     return rc;
 }
 
-static const int32_t prompt[] = {9, 4, 33, 71, 2, 58};
-#define NP 6
-
-static void outputs_are(int port, const char *model_dir, const char *version) {
-    int32_t want[64], got[512];
-    int nw = rt_reference(model_dir, prompt, NP, 16, want);
-    char *ids = rt_ids_json(prompt, NP);
-    rt_resp r = rt_post(port, "/generate",
-                        "{\"input_ids\":%s,\"sampling_params\":{\"max_new_tokens\":16,"
-                        "\"temperature\":0,\"ignore_eos\":true}}",
-                        ids);
-    free(ids);
-    assert_int_equal(r.code, 200);
-    assert_int_equal(rt_output_ids(r.json, got, 512), nw);
-    assert_memory_equal(got, want, (size_t)nw * 4);
-    assert_string_equal(
-        json_string_value(json_object_get(json_object_get(r.json, "meta_info"), "weight_version")),
-        version);
-    rt_free(&r);
-}
-
 static void plan_covers_once_with_one_root_per_bucket(void **state) {
     (void)state;
     areal_error e;
@@ -284,12 +258,12 @@ static void t2_and_p2_trainers_update_two_servers(void **state) {
     char msg[1024] = "";
     /* t2, buckets smaller than one slice: one slice per bucket */
     update(ports, dir_new, T2, 1, "t2-small", -1, msg, sizeof msg);
-    outputs_are(ports[0], dir_new, "t2-small");
-    outputs_are(ports[1], dir_new, "t2-small");
+    rt_outputs_are(ports[0], dir_new, "t2-small");
+    rt_outputs_are(ports[1], dir_new, "t2-small");
     /* p2, buckets larger than all: one per stage; back to the old weights */
     update(ports, dir, P2, (size_t)1 << 30, "p2-big", -1, msg, sizeof msg);
-    outputs_are(ports[0], dir, "p2-big");
-    outputs_are(ports[1], dir, "p2-big");
+    rt_outputs_are(ports[0], dir, "p2-big");
+    rt_outputs_are(ports[1], dir, "p2-big");
     /* t2, rank 1 dies after its first bucket (its second one announced): the update is
      * dropped, p2-big serves, and the trainer's error says which bucket of which root */
     assert_int_not_equal(update(ports, dir_new, T2, 512, "t2-dead", 1, msg, sizeof msg), 0);
@@ -297,12 +271,12 @@ static void t2_and_p2_trainers_update_two_servers(void **state) {
         fail_msg("%s", msg);
     if (strstr(msg, "bucket") == NULL || strstr(msg, "(root 1)") == NULL)
         fail_msg("the error names the bucket and its root: %s", msg);
-    outputs_are(ports[0], dir, "p2-big");
-    outputs_are(ports[1], dir, "p2-big");
+    rt_outputs_are(ports[0], dir, "p2-big");
+    rt_outputs_are(ports[1], dir, "p2-big");
     /* and a whole update works again after the failure: p2, mid-sized buckets */
     update(ports, dir_new, P2, 4096, "p2-mid", -1, msg, sizeof msg);
-    outputs_are(ports[0], dir_new, "p2-mid");
-    outputs_are(ports[1], dir_new, "p2-mid");
+    rt_outputs_are(ports[0], dir_new, "p2-mid");
+    rt_outputs_are(ports[1], dir_new, "p2-mid");
 
     /* a bucket naming src_rank but not the slices is refused, naming the field */
     rt_resp r = rt_post(ports[0], "/update_weights_from_distributed",
@@ -313,23 +287,9 @@ static void t2_and_p2_trainers_update_two_servers(void **state) {
     assert_non_null(strstr(r.body, "slice_dims is missing"));
     assert_non_null(strstr(r.body, "version p2-mid keeps serving"));
     rt_free(&r);
-    outputs_are(ports[0], dir_new, "p2-mid");
+    rt_outputs_are(ports[0], dir_new, "p2-mid");
     areal_rollout_server_stop(a);
     areal_rollout_server_stop(b);
-}
-
-/* The ids of a greedy /generate on port. */
-static int greedy(int port, int32_t *got, int cap) {
-    char *ids = rt_ids_json(prompt, NP);
-    rt_resp r = rt_post(port, "/generate",
-                        "{\"input_ids\":%s,\"sampling_params\":{\"max_new_tokens\":16,"
-                        "\"temperature\":0,\"ignore_eos\":true}}",
-                        ids);
-    free(ids);
-    assert_int_equal(r.code, 200);
-    int n = rt_output_ids(r.json, got, cap);
-    rt_free(&r);
-    return n;
 }
 
 static void e2_trainer_updates_moe_servers(void **state) {
@@ -357,32 +317,20 @@ static void e2_trainer_updates_moe_servers(void **state) {
     int ports[2] = {areal_rollout_server_port(a), areal_rollout_server_port(b)};
     char msg[1024] = "";
     int32_t before[64], after[64], fresh[64];
-    int nb = greedy(ports[0], before, 64);
+    int nb = rt_greedy(ports[0], before, 64, NULL, 0);
     assert_int_equal(update(ports, moe_new, E2, 256, "e2", -1, msg, sizeof msg), 0);
-    outputs_are(ports[0], moe_new, "e2");
-    outputs_are(ports[1], moe_new, "e2");
+    rt_outputs_are(ports[0], moe_new, "e2");
+    rt_outputs_are(ports[1], moe_new, "e2");
     /* and equal to a server started on the new weights (which differ from the old) */
     areal_rollout_server *c = rt_server(moe_new, "x");
-    int na = greedy(ports[1], after, 64), nf = greedy(areal_rollout_server_port(c), fresh, 64);
+    int na = rt_greedy(ports[1], after, 64, NULL, 0),
+        nf = rt_greedy(areal_rollout_server_port(c), fresh, 64, NULL, 0);
     assert_int_equal(na, nf);
     assert_memory_equal(after, fresh, (size_t)na * 4);
     assert_true(na != nb || memcmp(after, before, (size_t)na * 4) != 0);
     areal_rollout_server_stop(c);
     areal_rollout_server_stop(a);
     areal_rollout_server_stop(b);
-}
-
-typedef struct bucket_post {
-    int port;
-    char *body;
-    rt_resp r;
-    pthread_t t;
-} bucket_post;
-
-static void *bucket_post_main(void *arg) {
-    bucket_post *p = arg;
-    p->r = rt_req(NULL, p->port, "/update_weights_from_distributed", p->body);
-    return NULL;
 }
 
 /*
@@ -398,19 +346,20 @@ static rt_resp hand_bucket(areal_wsync *w, int port, const areal_tensor_spec *sp
     areal_wsync_tensor t[2] = {
         {.name = sp->name, .dtype = AREAL_DT_F32, .ndim = 2, .shape = shape, .data = data},
         {.name = sp->name, .dtype = AREAL_DT_F32, .ndim = 2, .shape = shape, .data = data}};
-    bucket_post bp = {.port = port};
-    assert_true(asprintf(&bp.body,
+    char *body = NULL;
+    assert_true(asprintf(&body,
                          "{\"names\":[\"%s\",\"%s\"],\"dtypes\":[\"float32\",\"float32\"],"
                          "\"shapes\":[[2,%lld],[2,%lld]],\"group_name\":\"update_weight_group\","
                          "\"src_rank\":0,\"n_senders\":1,\"slice_dims\":[0,0],"
                          "\"slice_offsets\":[0,%lld],\"full_shapes\":[[%lld,%lld],[%lld,%lld]]}",
                          sp->name, sp->name, (long long)cols, (long long)cols, (long long)off2,
                          (long long)full0, (long long)cols, (long long)full0, (long long)cols) > 0);
-    assert_int_equal(pthread_create(&bp.t, NULL, bucket_post_main, &bp), 0);
+    rt_async bp;
+    rt_async_start(&bp, port, "/update_weights_from_distributed", body);
     areal_error e;
     assert_int_equal(areal_wsync_send(w, t, 2, &e), 0);
-    pthread_join(bp.t, NULL);
-    free(bp.body);
+    rt_async_wait(&bp);
+    free(body);
     free(data);
     return bp.r;
 }
@@ -455,7 +404,7 @@ static void bad_slices_are_refused_naming_the_field(void **state) {
     if (strstr(r.body, "does not fit inside full shape") == NULL)
         fail_msg("%s", r.body);
     rt_free(&r);
-    outputs_are(port, dir, "7");
+    rt_outputs_are(port, dir, "7");
     free(specs);
     areal_wsync_close(w);
     areal_rollout_server_stop(a);

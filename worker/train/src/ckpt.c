@@ -20,6 +20,7 @@
 #include "areal/model/safetensors.h"
 #include "areal/train/ckpt.h"
 #include "areal/train/hf_save.h"
+#include "areal/parallel/ckpt_shard.h"
 
 #define PATH_CAP 4096
 
@@ -78,10 +79,52 @@ static int hash_file(const char *path, uint64_t *h, uint64_t *size) {
     return bad ? -1 : 0;
 }
 
-/* Files of a checkpoint relative to its directory (the manifest lists exactly these). */
-static const char *const ckpt_files[] = {"model/config.json", "model/model.safetensors",
-                                         "optim.safetensors", "state.json"};
-#define N_FILES (sizeof ckpt_files / sizeof *ckpt_files)
+/* Files each form must have (the manifest lists these and every other file it holds). */
+static const char *const gathered_files[] = {"model/config.json", "model/model.safetensors",
+                                             "optim.safetensors", "state.json"};
+static const char *const sharded_files[] = {AREAL_CKPT_SHARDS "/index.json",
+                                            AREAL_CKPT_SHARDS "/config.json", "state.json"};
+#define N_OF(a) (sizeof a / sizeof *a)
+
+static json_t *u64s(uint64_t v);
+
+/* Adds to man every regular file under dir/rel (rel "" at the top), hashed; -1 on a failure. */
+static int manifest_walk(const char *dir, const char *rel, json_t *man, char *bad, size_t cap) {
+    char path[PATH_CAP + 1024];
+    snprintf(path, sizeof path, "%s%s%s", dir, rel[0] ? "/" : "", rel);
+    DIR *d = opendir(path);
+    if (d == NULL) {
+        snprintf(bad, cap, "%s", path);
+        return -1;
+    }
+    struct dirent *e;
+    int rc = 0;
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        char sub[512], full[PATH_CAP + 1024];
+        snprintf(sub, sizeof sub, "%s%s%s", rel, rel[0] ? "/" : "", e->d_name);
+        snprintf(full, sizeof full, "%s/%s", dir, sub);
+        struct stat st;
+        uint64_t h, size;
+        if (lstat(full, &st) != 0) {
+            snprintf(bad, cap, "%s", full);
+            rc = -1;
+        } else if (S_ISDIR(st.st_mode)) {
+            rc = manifest_walk(dir, sub, man, bad, cap);
+        } else if (strcmp(sub, "MANIFEST.json") == 0) {
+            continue;
+        } else if (hash_file(full, &h, &size) != 0) {
+            snprintf(bad, cap, "%s", full);
+            rc = -1;
+        } else {
+            json_object_set_new(man, sub,
+                                json_pack("{s:o,s:o}", "size", u64s(size), "fnv1a64", u64s(h)));
+        }
+    }
+    closedir(d);
+    return rc;
+}
 
 static int write_json(const char *path, json_t *doc, areal_error *err) {
     if (json_dump_file(doc, path, JSON_INDENT(2) | JSON_SORT_KEYS) != 0)
@@ -107,58 +150,25 @@ static json_t *state_json(const areal_ckpt_state *st) {
                      (json_int_t)c->accepted, "rejected", (json_int_t)c->rejected);
 }
 
-int areal_ckpt_save(const char *root, const areal_ckpt_tensors *t, const areal_ckpt_state *st,
-                    areal_error *err) {
-    char dir[PATH_CAP], tmp[PATH_CAP + 8], path[PATH_CAP + 64];
-    snprintf(dir, sizeof dir, "%s/step_%08ld", root, st->step);
-    snprintf(tmp, sizeof tmp, "%s.tmp", dir);
+int areal_ckpt_begin(const char *root, long step, char *tmp, size_t cap, areal_error *err) {
+    char sub[PATH_CAP + 64];
+    snprintf(tmp, cap, "%s/step_%08ld.tmp", root, step);
     if (mkdir_p(root) != 0)
         return areal_error_set(err, AREAL_EIO, -1, "%s: cannot create (%s)", root, strerror(errno));
     rm_rf(tmp);
-    if (mkdir(tmp, 0755) != 0)
+    snprintf(sub, sizeof sub, "%s/" AREAL_CKPT_SHARDS, tmp);
+    if (mkdir(tmp, 0755) != 0 || mkdir(sub, 0755) != 0)
         return areal_error_set(err, AREAL_EIO, -1, "%s: cannot create (%s)", tmp, strerror(errno));
-    snprintf(path, sizeof path, "%s/model", tmp);
-    int rc = areal_hf_save(t->model, t->model_src, path, err);
-    if (rc == AREAL_OK) {
-        int64_t shape[1] = {(int64_t)t->n};
-        areal_st_out o[2] = {{"exp_avg", AREAL_DT_F32, 1, shape, t->exp_avg},
-                             {"exp_avg_sq", AREAL_DT_F32, 1, shape, t->exp_avg_sq}};
-        snprintf(path, sizeof path, "%s/optim.safetensors", tmp);
-        rc = areal_st_write(path, o, 2, NULL, 0, err);
-    }
-    if (rc == AREAL_OK) {
-        json_t *doc = state_json(st);
-        snprintf(path, sizeof path, "%s/state.json", tmp);
-        rc = doc ? write_json(path, doc, err)
-                 : areal_error_set(err, AREAL_ENOMEM, -1, "no memory for state.json");
-        json_decref(doc);
-    }
-    json_t *man = json_object();
-    for (size_t i = 0; rc == AREAL_OK && i < N_FILES; i++) {
-        uint64_t h, size;
-        snprintf(path, sizeof path, "%s/%s", tmp, ckpt_files[i]);
-        if (hash_file(path, &h, &size) != 0)
-            rc = areal_error_set(err, AREAL_EIO, -1, "%s: cannot read back", path);
-        else
-            json_object_set_new(man, ckpt_files[i],
-                                json_pack("{s:o,s:o}", "size", u64s(size), "fnv1a64", u64s(h)));
-    }
-    if (rc == AREAL_OK) {
-        snprintf(path, sizeof path, "%s/MANIFEST.json", tmp);
-        rc = write_json(path, man, err);
-    }
-    json_decref(man);
-    if (rc == AREAL_OK) {
-        rm_rf(dir);
-        if (rename(tmp, dir) != 0)
-            rc =
-                areal_error_set(err, AREAL_EIO, -1, "%s: cannot rename (%s)", tmp, strerror(errno));
-    }
-    if (rc != AREAL_OK) {
-        rm_rf(tmp);
-        return rc;
-    }
-    /* keep the two newest */
+    return AREAL_OK;
+}
+
+void areal_ckpt_abort(const char *tmp) {
+    rm_rf(tmp);
+}
+
+/* All but the two newest step_N directories under root removed. */
+static void prune(const char *root) {
+    char path[PATH_CAP + 64];
     DIR *d = opendir(root);
     long steps[256];
     int n = 0;
@@ -180,7 +190,63 @@ int areal_ckpt_save(const char *root, const areal_ckpt_tensors *t, const areal_c
             rm_rf(path);
         }
     }
+}
+
+int areal_ckpt_commit(const char *root, const char *tmp, const areal_ckpt_state *st,
+                      areal_error *err) {
+    char dir[PATH_CAP], path[PATH_CAP + 64], bad[PATH_CAP + 1024];
+    snprintf(dir, sizeof dir, "%s/step_%08ld", root, st->step);
+    snprintf(path, sizeof path, "%s/" AREAL_CKPT_SHARDS, tmp);
+    rmdir(path); /* the gathered form leaves it empty */
+    json_t *doc = state_json(st);
+    snprintf(path, sizeof path, "%s/state.json", tmp);
+    int rc = doc ? write_json(path, doc, err)
+                 : areal_error_set(err, AREAL_ENOMEM, -1, "no memory for state.json");
+    json_decref(doc);
+    json_t *man = json_object();
+    if (rc == AREAL_OK && man == NULL)
+        rc = areal_error_set(err, AREAL_ENOMEM, -1, "no memory for the manifest");
+    if (rc == AREAL_OK && manifest_walk(tmp, "", man, bad, sizeof bad) != 0)
+        rc = areal_error_set(err, AREAL_EIO, -1, "%s: cannot read back", bad);
+    if (rc == AREAL_OK) {
+        snprintf(path, sizeof path, "%s/MANIFEST.json", tmp);
+        rc = write_json(path, man, err);
+    }
+    json_decref(man);
+    if (rc == AREAL_OK) {
+        rm_rf(dir);
+        if (rename(tmp, dir) != 0)
+            rc =
+                areal_error_set(err, AREAL_EIO, -1, "%s: cannot rename (%s)", tmp, strerror(errno));
+    }
+    if (rc != AREAL_OK) {
+        rm_rf(tmp);
+        return rc;
+    }
+    prune(root);
     return AREAL_OK;
+}
+
+int areal_ckpt_save(const char *root, const areal_ckpt_tensors *t, const areal_ckpt_state *st,
+                    areal_error *err) {
+    char tmp[PATH_CAP + 16], path[PATH_CAP + 64];
+    int rc = areal_ckpt_begin(root, st->step, tmp, sizeof tmp, err);
+    if (rc != AREAL_OK)
+        return rc;
+    snprintf(path, sizeof path, "%s/model", tmp);
+    rc = areal_hf_save(t->model, t->model_src, path, err);
+    if (rc == AREAL_OK) {
+        int64_t shape[1] = {(int64_t)t->n};
+        areal_st_out o[2] = {{"exp_avg", AREAL_DT_F32, 1, shape, t->exp_avg},
+                             {"exp_avg_sq", AREAL_DT_F32, 1, shape, t->exp_avg_sq}};
+        snprintf(path, sizeof path, "%s/optim.safetensors", tmp);
+        rc = areal_st_write(path, o, 2, NULL, 0, err);
+    }
+    if (rc != AREAL_OK) {
+        rm_rf(tmp);
+        return rc;
+    }
+    return areal_ckpt_commit(root, tmp, st, err);
 }
 
 static uint64_t get_u64(json_t *o, const char *k, int *ok) {
@@ -200,42 +266,38 @@ static long get_l(json_t *o, const char *k, int *ok) {
     return (long)json_integer_value(v);
 }
 
-/* Verifies and loads one checkpoint directory; err names the file on refusal. */
-static int load_one(const char *dir, const areal_ckpt_tensors *t, areal_ckpt_state *st,
-                    areal_error *err) {
-    char path[PATH_CAP + 64];
-    snprintf(path, sizeof path, "%s/MANIFEST.json", dir);
-    json_error_t je;
-    json_t *man = json_load_file(path, 0, &je);
-    if (!json_is_object(man)) {
-        json_decref(man);
-        return areal_error_set(err, AREAL_EINVAL, -1,
-                               "%s: missing or not JSON (an unfinished save?)", path);
-    }
-    int rc = AREAL_OK;
-    for (size_t i = 0; rc == AREAL_OK && i < N_FILES; i++) {
-        json_t *ent = json_object_get(man, ckpt_files[i]);
+/* Every file the manifest lists: present, of its size and hash; err names the first that is not. */
+static int verify_files(const char *dir, json_t *man, areal_error *err) {
+    const char *k;
+    json_t *ent;
+    char path[PATH_CAP + 600];
+    json_object_foreach(man, k, ent) {
         int ok = 1;
         uint64_t want_size = get_u64(ent, "size", &ok), want_h = get_u64(ent, "fnv1a64", &ok);
         uint64_t h = 0, size = 0;
-        snprintf(path, sizeof path, "%s/%s", dir, ckpt_files[i]);
+        snprintf(path, sizeof path, "%s/%s", dir, k);
         if (!ok)
-            rc = areal_error_set(err, AREAL_EINVAL, -1, "%s/MANIFEST.json: no entry for %s", dir,
-                                 ckpt_files[i]);
-        else if (hash_file(path, &h, &size) != 0)
-            rc = areal_error_set(err, AREAL_EINVAL, -1, "%s: missing or unreadable", path);
-        else if (size != want_size)
-            rc =
-                areal_error_set(err, AREAL_EINVAL, -1,
-                                "%s: %" PRIu64 " bytes, the manifest says %" PRIu64 " (truncated?)",
-                                path, size, want_size);
-        else if (h != want_h)
-            rc = areal_error_set(err, AREAL_EINVAL, -1,
-                                 "%s: contents differ from the manifest's hash (corrupted)", path);
+            return areal_error_set(err, AREAL_EINVAL, -1,
+                                   "%s/MANIFEST.json: the entry for %s has no size or hash", dir,
+                                   k);
+        if (hash_file(path, &h, &size) != 0)
+            return areal_error_set(err, AREAL_EINVAL, -1, "%s: missing or unreadable", path);
+        if (size != want_size)
+            return areal_error_set(err, AREAL_EINVAL, -1,
+                                   "%s: %" PRIu64 " bytes, the manifest says %" PRIu64
+                                   " (truncated?)",
+                                   path, size, want_size);
+        if (h != want_h)
+            return areal_error_set(err, AREAL_EINVAL, -1,
+                                   "%s: contents differ from the manifest's hash (corrupted)",
+                                   path);
     }
-    json_decref(man);
-    if (rc != AREAL_OK)
-        return rc;
+    return AREAL_OK;
+}
+
+static int read_state(const char *dir, areal_ckpt_state *out, areal_error *err) {
+    char path[PATH_CAP + 64];
+    json_error_t je;
     snprintf(path, sizeof path, "%s/state.json", dir);
     json_t *s = json_load_file(path, 0, &je);
     int ok = s != NULL;
@@ -261,6 +323,51 @@ static int load_one(const char *dir, const areal_ckpt_tensors *t, areal_ckpt_sta
     if (!ok)
         return areal_error_set(err, AREAL_EINVAL, -1, "%s: a field is missing or not an integer",
                                path);
+    *out = x;
+    return AREAL_OK;
+}
+
+int areal_ckpt_verify(const char *dir, areal_ckpt_state *st, areal_ckpt_format *fmt,
+                      areal_error *err) {
+    char path[PATH_CAP + 64];
+    snprintf(path, sizeof path, "%s/MANIFEST.json", dir);
+    json_error_t je;
+    json_t *man = json_load_file(path, 0, &je);
+    if (!json_is_object(man)) {
+        json_decref(man);
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "%s: missing or not JSON (an unfinished save?)", path);
+    }
+    /* the form: a sharded checkpoint lists shards/ files (a shard's index among them) */
+    bool sharded = false;
+    const char *k;
+    json_t *ent;
+    json_object_foreach(man, k, ent) sharded =
+        sharded || strncmp(k, AREAL_CKPT_SHARDS "/", sizeof AREAL_CKPT_SHARDS) == 0;
+    const char *const *need = sharded ? sharded_files : gathered_files;
+    size_t n_need = sharded ? N_OF(sharded_files) : N_OF(gathered_files);
+    int rc = AREAL_OK;
+    for (size_t i = 0; rc == AREAL_OK && i < n_need; i++)
+        if (json_object_get(man, need[i]) == NULL)
+            rc = areal_error_set(err, AREAL_EINVAL, -1,
+                                 "%s/%s: missing (the manifest does not list it: a truncated %s "
+                                 "checkpoint)",
+                                 dir, need[i], sharded ? "sharded" : "gathered");
+    if (rc == AREAL_OK)
+        rc = verify_files(dir, man, err);
+    json_decref(man);
+    if (rc == AREAL_OK)
+        rc = read_state(dir, st, err);
+    st->format = sharded ? AREAL_CKPT_SHARDED : AREAL_CKPT_GATHERED;
+    if (rc == AREAL_OK && fmt != NULL)
+        *fmt = (areal_ckpt_format)st->format;
+    return rc;
+}
+
+/* The gathered form's tensors into t. */
+static int load_gathered(const char *dir, const areal_ckpt_tensors *t, areal_error *err) {
+    char path[PATH_CAP + 64];
+    int rc;
     /* weights: through the model core's loader, which validates shapes against the config */
     snprintf(path, sizeof path, "%s/model", dir);
     areal_model m;
@@ -288,16 +395,54 @@ static int load_one(const char *dir, const areal_ckpt_tensors *t, areal_ckpt_sta
     if (rc == AREAL_OK)
         rc = areal_st_read_f32(&f, b, t->exp_avg_sq, t->n, err);
     areal_st_close(&f);
-    if (rc == AREAL_OK) {
+    if (rc == AREAL_OK)
         memcpy(t->model->params, m.params, m.n_params * sizeof *m.params);
-        *st = x;
-    }
     areal_model_free(&m);
     return rc;
 }
 
-int areal_ckpt_load(const char *root, const areal_ckpt_tensors *t, areal_ckpt_state *st, char *used,
-                    size_t cap, areal_ckpt_log log, void *log_ctx, areal_error *err) {
+/* A layout's sharded form into the one-process trainer's whole model and moments. */
+static int load_sharded(const char *dir, const areal_ckpt_tensors *t, areal_error *err) {
+    char path[PATH_CAP + 64];
+    snprintf(path, sizeof path, "%s/" AREAL_CKPT_SHARDS, dir);
+    areal_model m; /* a scratch whole model: a failed load leaves the trainer's untouched */
+    int rc = areal_model_init_shard(&m, &t->model->cfg, &t->model->shard, NULL, err);
+    if (rc != AREAL_OK)
+        return rc;
+    areal_adamw a;
+    rc = areal_par_ckpt_load_shards(path, &m, &a, err);
+    if (rc == AREAL_OK && (m.n_params != t->model->n_params || a.n != t->n))
+        rc = areal_error_set(err, AREAL_EINVAL, -1,
+                             "%s: %zu parameters, the trainer's model has %zu", path, m.n_params,
+                             t->model->n_params);
+    if (rc == AREAL_OK) {
+        memcpy(t->model->params, m.params, sizeof(float) * m.n_params);
+        memcpy(t->exp_avg, a.m, sizeof(float) * t->n);
+        memcpy(t->exp_avg_sq, a.v, sizeof(float) * t->n);
+    }
+    areal_adamw_free(&a);
+    areal_model_free(&m);
+    return rc;
+}
+
+/* Verifies and loads one checkpoint directory; err names the file on refusal. */
+static int load_one(const char *dir, const areal_ckpt_tensors *t, areal_ckpt_state *st,
+                    areal_error *err) {
+    areal_ckpt_state x;
+    areal_ckpt_format fmt;
+    int rc = areal_ckpt_verify(dir, &x, &fmt, err);
+    if (rc == AREAL_OK)
+        rc = fmt == AREAL_CKPT_SHARDED ? load_sharded(dir, t, err) : load_gathered(dir, t, err);
+    if (rc == AREAL_OK)
+        *st = x;
+    return rc;
+}
+
+/* Tries each checkpoint under root, newest first, until try succeeds (see areal_ckpt_load). */
+typedef int (*try_fn)(void *ctx, const char *dir, areal_error *err);
+
+static int newest(const char *root, try_fn try, void *ctx, char *used, size_t cap,
+                  areal_ckpt_log log, void *log_ctx, areal_error *err) {
     DIR *d = opendir(root);
     if (d == NULL)
         return areal_error_set(err, AREAL_ERANGE, -1, "%s: no checkpoints", root);
@@ -323,7 +468,7 @@ int areal_ckpt_load(const char *root, const areal_ckpt_tensors *t, areal_ckpt_st
         char dir[PATH_CAP];
         snprintf(dir, sizeof dir, "%s/step_%08ld", root, steps[i]);
         areal_error e1;
-        int rc = load_one(dir, t, st, &e1);
+        int rc = try(ctx, dir, &e1);
         if (rc == AREAL_OK) {
             if (used)
                 snprintf(used, cap, "%s", dir);
@@ -342,4 +487,32 @@ int areal_ckpt_load(const char *root, const areal_ckpt_tensors *t, areal_ckpt_st
         }
     }
     return areal_error_set(err, AREAL_ERANGE, -1, "%s: no valid checkpoint", root);
+}
+
+typedef struct load_ctx {
+    const areal_ckpt_tensors *t;
+    areal_ckpt_state *st;
+    areal_ckpt_format *fmt;
+} load_ctx;
+
+static int try_load(void *ctx, const char *dir, areal_error *err) {
+    load_ctx *c = ctx;
+    return load_one(dir, c->t, c->st, err);
+}
+
+static int try_verify(void *ctx, const char *dir, areal_error *err) {
+    load_ctx *c = ctx;
+    return areal_ckpt_verify(dir, c->st, c->fmt, err);
+}
+
+int areal_ckpt_load(const char *root, const areal_ckpt_tensors *t, areal_ckpt_state *st, char *used,
+                    size_t cap, areal_ckpt_log log, void *log_ctx, areal_error *err) {
+    load_ctx c = {t, st, NULL};
+    return newest(root, try_load, &c, used, cap, log, log_ctx, err);
+}
+
+int areal_ckpt_find(const char *root, areal_ckpt_state *st, areal_ckpt_format *fmt, char *used,
+                    size_t cap, areal_ckpt_log log, void *log_ctx, areal_error *err) {
+    load_ctx c = {NULL, st, fmt};
+    return newest(root, try_verify, &c, used, cap, log, log_ctx, err);
 }

@@ -24,6 +24,7 @@
 #include "areal/train/dp.h"
 #include "areal/train/hf_save.h"
 #include "areal/train/job_config.h"
+#include "areal/train/pod_rank.h"
 #include "areal/train/tiny.h"
 #include "areal/train/train_loop.h"
 #include "areal/train/trainer_http.h"
@@ -33,6 +34,26 @@
 
 bool areal_cmd_is_train(const char *name) {
     return name != NULL && (strcmp(name, "train") == 0 || strcmp(name, "tiny") == 0);
+}
+
+bool areal_cmd_train_wants_ranks(int argc, char **argv) {
+    static const char *const own[] = {"--rank",    "--dp-rank", "--world",
+                                      "--dp-size", "--master",  "--dp-master",
+                                      "--help",    "-h",        "--version"};
+    if (argc < 1 || argv[0] == NULL || strcmp(argv[0], "train") != 0)
+        return false;
+    for (int i = 1; i < argc; i++)
+        for (size_t k = 0; k < sizeof own / sizeof own[0]; k++)
+            if (strcmp(argv[i], own[k]) == 0)
+                return false;
+    areal_train_pod_env env = areal_train_pod_env_read();
+    if (env.rank != NULL && env.rank[0] != '\0')
+        return false;
+    if (env.world == NULL || env.world[0] == '\0' || env.pod_ranks == NULL)
+        return false;
+    char *end = NULL;
+    long n = strtol(env.pod_ranks, &end, 10);
+    return end != env.pod_ranks && *end == '\0' && n > 1;
 }
 
 static bool num(const char *s, double lo, double hi, double *out) {
@@ -75,7 +96,7 @@ static const char train_help[] =
     "           [--eta E] [--lr LR] [--eval-every N] [--eval-n N] [--ckpt-every N] [--seed S]\n"
     "           [--max-operand M] [--rollout-workers N] [--reward math|exact]\n"
     "           [--http-port P] [--http-host H] [--dp-rank R --dp-size N --dp-master HOST:PORT]\n"
-    "           [--layout L] [--rank R --world N --master HOST:PORT]\n"
+    "           [--layout L [--no-overlap]] [--rank R --world N --master HOST:PORT]\n"
     "           [--weight-update-mode disk|xccl] [--weight-bucket-mb MB] [--xccl-host ADDR]\n"
     "           [--max-concurrent N]\n"
     "The trainer role: asynchronous GRPO against SGLang-API rollout servers, weights synced\n"
@@ -94,12 +115,20 @@ static const char train_help[] =
     "  --dp-rank R, --dp-size N, --dp-master HOST:PORT   data-parallel trainer ranks: rank 0\n"
     "                  hosts the rendezvous at HOST:PORT and drives the rollouts (and HTTP),\n"
     "                  ranks > 0 train their share of each batch (no --servers needed)\n"
+    "  --rank, --world, --master in a job's pod: from its environment when none is given\n"
+    "                  (RANK, else AREAL_POD_FIRST_RANK of a one-rank pod; WORLD_SIZE;\n"
+    "                  AREAL_TRAINER_ADDR:AREAL_TRAINER_PORT, hosted by rank 0); a pod of\n"
+    "                  several ranks runs one process per rank (worker/train/README.md)\n"
     "  --layout L      split the model over the ranks by the trainer's strategy L\n"
     "                  (megatron:d1t2p2, fsdp:d2; default: the trainer component of env\n"
     "                  AREAL_ALLOCATION named by AREAL_ROLE, when both are set): each rank\n"
     "                  holds its shard and trains its data slice; N = d*t*p ranks, given as\n"
     "                  --rank R --world N --master HOST:PORT (the --dp-* flags' other names);\n"
-    "                  without it N ranks replicate the model (data parallelism)\n"
+    "                  without it N ranks replicate the model (data parallelism); a\n"
+    "                  layout's recover checkpoints are per rank (each rank its shard and\n"
+    "                  optimizer share) and resume in any other layout\n"
+    "  --no-overlap    megatron dN: sum the gradients over dp after the backward instead of\n"
+    "                  bucket by bucket during it (ZeRO-1's reduce-scatter; the default)\n"
     "  --weight-update-mode M   rollout.weight_update_mode: disk (HF safetensors under the job\n"
     "                  dir, /update_weights_from_disk) or xccl (buckets of --weight-bucket-mb MB,\n"
     "                  default 1024, broadcast over a comm-runtime group whose rank 0 is this\n"
@@ -286,9 +315,11 @@ static int run_dp(areal_train_job *job, int rank, int size, const char *master,
     bool local = strcmp(host, "127.0.0.1") == 0 || strcmp(host, "localhost") == 0;
     areal_comm *comm = NULL;
     areal_pg *dp = NULL;
-    int rc = areal_train_dp_join(rank, size, host, (int)port, local ? "127.0.0.1" : NULL,
-                                 local ? "127.0.0.1" : (pod_ip && pod_ip[0] ? pod_ip : NULL),
-                                 600000, &comm, &dp, e);
+    /* in a pod: listen on its IP only (pods of the e2e simulator share the host's
+     * network, so every address would take the port from another job's trainer) */
+    const char *ip = pod_ip && pod_ip[0] ? pod_ip : NULL;
+    int rc = areal_train_dp_join(rank, size, host, (int)port, local ? "127.0.0.1" : ip,
+                                 local ? "127.0.0.1" : ip, 600000, &comm, &dp, e);
     char what[160] = "DP";
     if (rc == AREAL_OK && lay != NULL) {
         lay->comm = comm;
@@ -299,6 +330,14 @@ static int run_dp(areal_train_job *job, int rank, int size, const char *master,
         snprintf(line, sizeof line, "rank %d of %d splits the model by %s (its shard only)", rank,
                  size, what);
         log_line(x, line);
+        if (rank == 0 && lay->backend == AREAL_BACKEND_MEGATRON && lay->s.dp > 1) {
+            snprintf(line, sizeof line,
+                     lay->no_overlap
+                         ? "data-parallel gradient sum after the backward (--no-overlap)"
+                         : "data-parallel gradient sum overlapped with the backward (ZeRO-1 "
+                           "reduce-scatter per bucket; --no-overlap turns it off)");
+            log_line(x, line);
+        }
     }
     areal_trainer_http *http = NULL;
     if (rc == AREAL_OK && rank == 0 && http_host != NULL)
@@ -373,6 +412,7 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
     areal_task_reward_kind reward = AREAL_TASK_REWARD_DEFAULT;
     const char *http_host = NULL, *http_port = getenv("AREAL_TRAINER_HTTP_PORT");
     const char *dp_master = NULL, *layout = NULL;
+    bool no_overlap = false; /* --no-overlap: megatron dN's dp sum after the backward */
     nflag f[F_N] = {
         [F_STEPS] = {"--steps", 1, 1e7, 300, false},
         [F_BATCH] = {"--batch", 1, 4096, 32, false},
@@ -451,6 +491,9 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
         } else if (strcmp(argv[i], "--no-discover") == 0) {
             discover = false;
             continue;
+        } else if (strcmp(argv[i], "--no-overlap") == 0) {
+            no_overlap = true;
+            continue;
         }
         for (int k = 0; k < F_N && r == 0; k++)
             if ((r = num_flag(argc, argv, &i, f[k].name, f[k].lo, f[k].hi, &f[k].val, err)) > 0)
@@ -507,6 +550,7 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
         model = cfg.actor.path;
     int dp_rank = (int)f[F_DP_RANK].val, dp_size = (int)f[F_DP_SIZE].val;
     areal_train_layout lay;
+    areal_train_pod_rank pod_rank = {0};
     bool split = false;
     char role_layout[256];
     if (layout == NULL && role_component(role_layout, sizeof role_layout))
@@ -517,6 +561,7 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
             areal_rl_config_free(&cfg);
             return 2;
         }
+        lay.no_overlap = no_overlap;
         int W = areal_train_layout_world(&lay);
         if (!f[F_DP_SIZE].set)
             dp_size = W;
@@ -529,6 +574,36 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
             return 2;
         }
         split = W > 1; /* one rank: the whole model, the single-process trainer */
+        /* A job's pod: no rank flags, so the pod's environment says which rank this
+         * process is and where the group meets (areal/train/pod_rank.h). */
+        bool rank_flags = f[F_DP_RANK].set || f[F_DP_SIZE].set || dp_master != NULL;
+        areal_train_pod_env penv = areal_train_pod_env_read();
+        if (!rank_flags && areal_train_pod_rank_parse(&penv, W, &pod_rank, &e) != AREAL_OK) {
+            areal_print_line(err, "areal-worker train: %s", e.msg);
+            areal_rl_config_free(&cfg);
+            return 2;
+        }
+        if (pod_rank.in_pod && pod_rank.launch) {
+            /* areal-worker routes this case to its pod launcher; a library caller did not */
+            areal_print_line(err,
+                             "areal-worker train: the pod holds ranks %d..%d (env %s, %s) and "
+                             "env %s is unset: start it as `areal-worker train ...`, whose pod "
+                             "launcher runs one process per rank with RANK set",
+                             pod_rank.first, pod_rank.first + pod_rank.n - 1, AREAL_ENV_FIRST_RANK,
+                             AREAL_ENV_POD_RANKS, AREAL_ENV_RANK);
+            areal_rl_config_free(&cfg);
+            return 2;
+        }
+        if (pod_rank.in_pod && W > 1) {
+            dp_rank = pod_rank.rank;
+            dp_size = pod_rank.world;
+            dp_master = pod_rank.master;
+            char line[512];
+            snprintf(line, sizeof line,
+                     "rank %d of %d (the pod's ranks %d..%d), the trainer group meets at %s",
+                     dp_rank, dp_size, pod_rank.first, pod_rank.first + pod_rank.n - 1, dp_master);
+            log_line(&x, line);
+        }
     }
     if (dp_rank >= dp_size || (dp_size > 1 && dp_master == NULL)) {
         areal_print_line(err,

@@ -15,15 +15,29 @@
 
 #include "areal/model/pool.h"
 #include "areal/rl/pack.h"
+#include "areal/train/ckpt.h"
 #include "areal/train/dp.h"
+#include "areal/train/hf_save.h"
 #include "areal/train/train_optim.h"
 #include "areal/train/trainer_par.h"
+#include "areal/train/trainer_par_ckpt.h"
 #include "areal/train/xccl_shard.h"
 
-/* CMD_GATHER_OPTIM: a layout's checkpoint - every rank joins the moments' gather to rank 0;
- * CMD_GATHER_PARAMS: the parameters' (a deferred gather, trainer.h); CMD_WSYNC: a
- * shard-direct weight update (xccl_shard.h), its message following */
-enum { CMD_STOP = 0, CMD_STEP = 1, CMD_GATHER_OPTIM = 2, CMD_GATHER_PARAMS = 3, CMD_WSYNC = 4 };
+/* CMD_GATHER_OPTIM: every rank joins the gather of the parameters and moments to rank 0 (a
+ * test's or a diagnostic's look at the whole state); CMD_GATHER_PARAMS: the parameters' (a
+ * deferred gather, trainer.h); CMD_WSYNC: a shard-direct weight update (xccl_shard.h), its
+ * message following; CMD_CKPT: a layout's checkpoint, every rank writing its shard into
+ * the directory the message names (trainer_par_ckpt.h); CMD_HF_SAVE: a layout's HF export
+ * to the directory the message names, every rank joining the streamed gather */
+enum {
+    CMD_STOP = 0,
+    CMD_STEP = 1,
+    CMD_GATHER_OPTIM = 2,
+    CMD_GATHER_PARAMS = 3,
+    CMD_WSYNC = 4,
+    CMD_CKPT = 5,
+    CMD_HF_SAVE = 6
+};
 
 typedef struct wbuf {
     uint8_t *p;
@@ -213,23 +227,61 @@ int areal_train_dp_stop(areal_pg *dp, areal_error *err) {
     return rc;
 }
 
-/* A layout's state: version and step from rank 0; after a resume (rank 0's adam step > 0) its
- * whole parameters and moments, each rank taking its part (trainer_par.h). */
+/* Every rank: rc agreed over dp (a rank that failed fails them all; the others name it). */
+static int agree(areal_pg *dp, int rc, const char *what, areal_error *err) {
+    int32_t bad = rc != AREAL_OK;
+    if (dp == NULL || areal_pg_size(dp) < 2)
+        return rc;
+    areal_error e2;
+    int r = areal_pg_all_reduce(dp, &bad, 1, AREAL_DT_I32, AREAL_SUM, rc == AREAL_OK ? err : &e2);
+    if (rc != AREAL_OK)
+        return rc;
+    if (r != AREAL_OK)
+        return r;
+    return bad > 0
+               ? areal_error_set(err, AREAL_EIO, -1, "%s: %d other rank(s) failed", what, (int)bad)
+               : AREAL_OK;
+}
+
+/* A layout's state: version and step from rank 0; after a resume (t->resume_dir on rank 0)
+ * every rank loads its own part of that checkpoint, then the parameters are gathered to
+ * rank 0's whole copy (or marked stale where the gather is deferred). */
 static int sync_par(areal_pg *dp, areal_trainer *t, areal_error *err) {
     float *m, *v;
     long *adam_step;
     size_t n;
     areal_train_optim_state(t->opt, &m, &v, &adam_step, &n);
-    int64_t s[4] = {*adam_step, t->version, t->step, t->defer_gather};
-    int rc = dp != NULL ? areal_pg_broadcast(dp, s, 4, AREAL_DT_I64, 0, err) : AREAL_OK;
+    char dir[4096] = {0};
+    int64_t s[5] = {*adam_step, t->version, t->step, t->defer_gather, 0};
+    if (t->resume_dir != NULL) {
+        snprintf(dir, sizeof dir, "%s", t->resume_dir);
+        s[4] = 1 + (int64_t)t->resume_fmt;
+    }
+    bool multi = dp != NULL && areal_pg_size(dp) > 1;
+    int rc = multi ? areal_pg_broadcast(dp, s, 5, AREAL_DT_I64, 0, err) : AREAL_OK;
+    if (rc == AREAL_OK && multi && s[4] != 0)
+        rc = areal_pg_broadcast(dp, dir, sizeof dir / 4, AREAL_DT_I32, 0, err);
     if (rc != AREAL_OK)
         return rc;
     t->version = (long)s[1];
     t->step = (long)s[2];
     t->defer_gather = s[3] != 0; /* rank 0's choice: every rank skips the gather, or none */
-    if (s[0] == 0) /* a fresh start: every rank loaded its shard of the initial model */
+    *adam_step = (long)s[0];
+    if (s[4] == 0) /* a fresh start: every rank loaded its shard of the initial model */
         return AREAL_OK;
-    return areal_train_par_scatter(t->par, t->model.params, m, v, (long)s[0], err);
+    dir[sizeof dir - 1] = '\0';
+    char sub[4200];
+    snprintf(sub, sizeof sub, "%s/%s", dir, AREAL_CKPT_SHARDS);
+    rc = s[4] - 1 == AREAL_CKPT_SHARDED
+             ? areal_train_par_load(t->par, sub, err)
+             : areal_train_par_load_gathered(t->par, dir, (long)s[0], err);
+    rc = agree(dp, rc, "resume", err);
+    if (rc == AREAL_OK && t->defer_gather)
+        t->whole_stale = true;
+    else if (rc == AREAL_OK) /* rank 0's whole copy: what weight sync reads */
+        rc = areal_train_par_gather(t->par, AREAL_PAR_PARAMS,
+                                    t->model.n_params > 0 ? t->model.params : NULL, err);
+    return rc;
 }
 
 int areal_train_dp_sync_state(areal_pg *dp, areal_trainer *t, areal_error *err) {
@@ -294,9 +346,22 @@ static int follow_one(const areal_train_job *job, areal_pg *dp, areal_trainer *t
     if (h[0] == CMD_GATHER_PARAMS && t->par != NULL)
         return areal_train_par_gather(t->par, AREAL_PAR_PARAMS, NULL, err);
     if (h[0] == CMD_GATHER_OPTIM && t->par != NULL) {
-        rc = areal_train_par_gather(t->par, AREAL_PAR_EXP_AVG, NULL, err);
+        rc = areal_train_par_gather(t->par, AREAL_PAR_PARAMS, NULL, err);
+        if (rc == AREAL_OK)
+            rc = areal_train_par_gather(t->par, AREAL_PAR_EXP_AVG, NULL, err);
         return rc == AREAL_OK ? areal_train_par_gather(t->par, AREAL_PAR_EXP_AVG_SQ, NULL, err)
                               : rc;
+    }
+    if ((h[0] == CMD_CKPT || h[0] == CMD_HF_SAVE) && t->par != NULL) {
+        char dir[4100] = {0};
+        if (h[1] < 1 || h[1] > 4096)
+            return areal_error_set(err, AREAL_EINVAL, -1, "DP rank %d: a malformed %s header",
+                                   areal_pg_rank(dp), h[0] == CMD_CKPT ? "checkpoint" : "HF save");
+        rc = areal_pg_recv(dp, dir, words((size_t)h[1]), AREAL_DT_I32, 0, err);
+        if (rc != AREAL_OK)
+            return rc;
+        return h[0] == CMD_CKPT ? areal_train_par_save(t->par, dir, err)
+                                : areal_train_par_hf_save(t->par, dir, err);
     }
     if (h[0] != CMD_STEP || h[1] < 8 || h[1] > (int64_t)1 << 40)
         return areal_error_set(err, AREAL_EINVAL, -1, "DP rank %d: a malformed share header",
@@ -452,23 +517,56 @@ int areal_train_dp_join(int rank, int size, const char *host, int port, const ch
     return rc;
 }
 
-int areal_train_dp_gather_optim(areal_pg *dp, areal_trainer *t, areal_error *err) {
+int areal_train_dp_gather_state(areal_pg *dp, areal_trainer *t, float *params, float *m, float *v,
+                                long *adam_step, areal_error *err) {
     if (t->par == NULL)
-        return AREAL_OK;
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "gather: the trainer has no layout (its state is whole already)");
     int rc = AREAL_OK;
     for (int r = 1; dp != NULL && rc == AREAL_OK && r < areal_pg_size(dp); r++)
         rc = send_msg(dp, r, CMD_GATHER_OPTIM, NULL, err);
-    float *m, *v;
-    long *adam_step;
-    size_t n;
-    areal_train_optim_state(t->opt, &m, &v, &adam_step, &n);
+    if (rc == AREAL_OK)
+        rc = areal_train_par_gather(t->par, AREAL_PAR_PARAMS, params, err);
     if (rc == AREAL_OK)
         rc = areal_train_par_gather(t->par, AREAL_PAR_EXP_AVG, m, err);
     if (rc == AREAL_OK)
         rc = areal_train_par_gather(t->par, AREAL_PAR_EXP_AVG_SQ, v, err);
-    if (rc == AREAL_OK)
+    if (rc == AREAL_OK && adam_step != NULL)
         *adam_step = areal_par_step_adam(areal_train_par_step(t->par))->step;
     return rc;
+}
+
+/* Rank 0: command cmd with path dir to every follower. */
+static int post_path(areal_pg *dp, int64_t cmd, const char *dir, areal_error *err) {
+    size_t n = strlen(dir) + 1;
+    if (n > 4096)
+        return areal_error_set(err, AREAL_EINVAL, -1, "%s: a path of %zu bytes (at most 4095)", dir,
+                               n - 1);
+    int rc = AREAL_OK;
+    for (int r = 1; dp != NULL && rc == AREAL_OK && r < areal_pg_size(dp); r++) {
+        wbuf b = {0};
+        put(&b, dir, n);
+        rc = send_msg(dp, r, cmd, &b, err);
+        free(b.p);
+    }
+    return rc;
+}
+
+int areal_train_dp_save_shards(areal_pg *dp, areal_trainer *t, const char *dir, areal_error *err) {
+    if (t->par == NULL)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "sharded checkpoint: the trainer has no layout (use ckpt.h's "
+                               "gathered form)");
+    int rc = post_path(dp, CMD_CKPT, dir, err);
+    return rc == AREAL_OK ? areal_train_par_save(t->par, dir, err) : rc;
+}
+
+int areal_train_dp_hf_save(areal_pg *dp, areal_trainer *t, const char *model_dir, const char *dst,
+                           areal_error *err) {
+    if (t->par == NULL)
+        return areal_hf_save(&t->model, model_dir, dst, err);
+    int rc = post_path(dp, CMD_HF_SAVE, dst, err);
+    return rc == AREAL_OK ? areal_train_par_hf_save(t->par, dst, err) : rc;
 }
 
 int areal_train_dp_whole(areal_pg *dp, areal_trainer *t, areal_error *err) {

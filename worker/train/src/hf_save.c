@@ -87,7 +87,32 @@ static void remove_flat_dir(const char *dir) {
     rmdir(dir);
 }
 
-int areal_hf_save(const areal_model *m, const char *src_dir, const char *dst, areal_error *err) {
+/* What writes the weights into the directory: m whole, or a stream of tensors. */
+typedef struct weights {
+    const areal_model *m;
+    const areal_tensor_spec *ts;
+    size_t n;
+    areal_st_fill_fn fill;
+    void *ctx;
+} weights;
+
+static int write_weights(const weights *w, const char *dir, areal_error *err) {
+    if (w->m != NULL)
+        return areal_hf_save_weights(w->m, dir, err);
+    areal_st_out *t = calloc(w->n ? w->n : 1, sizeof *t);
+    char path[4200];
+    if (t == NULL)
+        return areal_error_set(err, AREAL_ENOMEM, -1, "no memory to save %s", dir);
+    for (size_t i = 0; i < w->n; i++)
+        t[i] = (areal_st_out){w->ts[i].name, AREAL_DT_F32, w->ts[i].ndim, w->ts[i].shape, NULL};
+    static const char *const pt_meta[] = {"format", "pt"}; /* areal_checkpoint_write's */
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    int rc = areal_st_write_stream(path, t, w->n, pt_meta, 1, w->fill, w->ctx, err);
+    free(t);
+    return rc;
+}
+
+static int save_dir(const weights *w, const char *src_dir, const char *dst, areal_error *err) {
     char tmp[4096], from[4352], to[4352];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", dst) >= (int)sizeof tmp)
         return areal_error_set(err, AREAL_EINVAL, -1, "%s: path too long", dst);
@@ -109,7 +134,7 @@ int areal_hf_save(const areal_model *m, const char *src_dir, const char *dst, ar
     if (d != NULL)
         closedir(d);
     if (rc == AREAL_OK)
-        rc = areal_hf_save_weights(m, tmp, err);
+        rc = write_weights(w, tmp, err);
     if (rc == AREAL_OK) {
         remove_flat_dir(dst);
         if (rename(tmp, dst) != 0)
@@ -119,4 +144,15 @@ int areal_hf_save(const areal_model *m, const char *src_dir, const char *dst, ar
     if (rc != AREAL_OK)
         remove_flat_dir(tmp);
     return rc;
+}
+
+int areal_hf_save(const areal_model *m, const char *src_dir, const char *dst, areal_error *err) {
+    weights w = {m, NULL, 0, NULL, NULL};
+    return save_dir(&w, src_dir, dst, err);
+}
+
+int areal_hf_save_stream(const areal_tensor_spec *ts, size_t n, areal_st_fill_fn fill, void *ctx,
+                         const char *src_dir, const char *dst, areal_error *err) {
+    weights w = {NULL, ts, n, fill, ctx};
+    return save_dir(&w, src_dir, dst, err);
 }

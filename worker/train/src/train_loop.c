@@ -34,7 +34,9 @@
 #include "areal/train/trainer.h"
 #include "areal/train/warmup.h"
 #include "areal/train/xccl.h"
+#include "areal/train/train_ckpt.h"
 #include "areal/train/trainer_par.h"
+#include "areal/train/trainer_par_ckpt.h"
 #include "areal/train/xccl_shard.h"
 #include "loop_status.h"
 
@@ -181,7 +183,8 @@ static int sync_disk(const areal_train_job *job, areal_trainer *t, areal_rollout
     double t0 = now_s();
     char rel[PATH_MAX], abs_dir[PATH_MAX], old[PATH_MAX + 32];
     snprintf(rel, sizeof rel, "%s/weight_update_v%ld", job->job_dir, version);
-    int rc = areal_hf_save(&t->model, job->model_dir, rel, err);
+    /* a layout streams it, one gathered tensor at a time (no whole copy on rank 0) */
+    int rc = areal_train_dp_hf_save(job->dp, t, job->model_dir, rel, err);
     if (rc != AREAL_OK)
         return rc;
     if (realpath(rel, abs_dir) == NULL)
@@ -302,13 +305,15 @@ static int sync_weights(const areal_train_job *job, areal_xccl *xc, areal_xccl_s
             t->version, e.msg);
         memset(ws, 0, sizeof *ws);
     }
+    if (!xc) { /* disk: hf_save writes float32; a layout's is streamed, never whole */
+        ws->bytes =
+            (t->par != NULL ? areal_train_par_numel(t->par) : t->model.n_params) * sizeof(float);
+        return sync_disk(job, t, ctl, t->version, &ws->seconds, err);
+    }
     int rc = areal_train_dp_whole(job->dp, t, err);
     if (rc != AREAL_OK)
         return rc;
-    if (xc)
-        return areal_xccl_update(xc, ctl, &t->model, t->version, true, ws, err);
-    ws->bytes = t->model.n_params * sizeof(float); /* hf_save writes float32 */
-    return sync_disk(job, t, ctl, t->version, &ws->seconds, err);
+    return areal_xccl_update(xc, ctl, &t->model, t->version, true, ws, err);
 }
 
 static int open_xccl(const areal_train_job *job, areal_rollout_ctl *ctl, areal_xccl **xc,
@@ -328,25 +333,14 @@ static int save_ckpt(const areal_train_job *job, areal_trainer *t, areal_rollout
                      long step, areal_error *err) {
     char root[PATH_MAX];
     snprintf(root, sizeof root, "%s/recover", job->job_dir);
-    float *m, *v;
-    long *adam_step;
-    size_t n;
-    int rc = areal_train_dp_whole(job->dp, t, err); /* a deferred gather's parameters */
-    if (rc == AREAL_OK)
-        rc = areal_train_dp_gather_optim(job->dp, t, err); /* a layout's moments, whole */
-    if (rc != AREAL_OK)
-        return rc;
-    areal_train_optim_state(t->opt, &m, &v, &adam_step, &n);
-    areal_ckpt_tensors ts = {&t->model, job->model_dir, m, v, n};
     areal_ckpt_state st;
     memset(&st, 0, sizeof st);
     st.step = step;
     st.version = t->version;
-    st.adam_step = *adam_step;
     st.data_index = step * job->cfg->rollout.consumer_batch_size;
     st.rng = (uint64_t)job->cfg->seed;
     st.counters = areal_rollout_ctl_counters(ctl);
-    return areal_ckpt_save(root, &ts, &st, err);
+    return areal_train_ckpt_save(job->dp, t, job->model_dir, root, &st, err);
 }
 
 static void ckpt_log(void *ctx, const char *line) {
@@ -415,24 +409,19 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
     if (rc == AREAL_OK)
         rc = budget_tokens(&l, cfg, &t, err);
     long step = 0;
+    char used[PATH_MAX]; /* the resumed checkpoint (t.resume_dir points here) */
     if (rc == AREAL_OK && job->resume) {
-        char root[PATH_MAX], used[PATH_MAX];
+        char root[PATH_MAX];
         snprintf(root, sizeof root, "%s/recover", job->job_dir);
-        float *m, *v;
-        long *adam_step;
-        size_t n;
-        areal_train_optim_state(t.opt, &m, &v, &adam_step, &n);
-        areal_ckpt_tensors ts = {&t.model, job->model_dir, m, v, n};
         areal_ckpt_state st;
         areal_error e2;
-        int lr = areal_ckpt_load(root, &ts, &st, used, sizeof used, ckpt_log, (void *)job, &e2);
+        int lr =
+            areal_train_ckpt_resume(&t, root, &st, used, sizeof used, ckpt_log, (void *)job, &e2);
         if (lr == AREAL_OK) {
             step = st.step;
-            t.version = st.version;
-            t.step = st.adam_step;
-            *adam_step = st.adam_step;
             rc = areal_task_seek(&l.task, st.data_index, err);
-            say(job, "resumed from %s: step %ld, version %ld", used, step, t.version);
+            say(job, "resumed from %s (%s): step %ld, version %ld", used,
+                t.resume_fmt == AREAL_CKPT_SHARDED ? "sharded" : "gathered", step, t.version);
         } else if (lr == AREAL_ERANGE) {
             say(job, "no checkpoint under %s: starting fresh", root);
         } else {
@@ -442,10 +431,9 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
         }
     }
     bool multi = job->dp != NULL && areal_pg_size(job->dp) > 1;
-    /* shard-direct weight updates (xccl_shard.h): a megatron t/p layout in xccl mode; rank 0's
-     * choice travels with the state, so every rank defers the per-step gather, or none */
-    t.defer_gather = t.par != NULL && areal_train_par_sharded(t.par) &&
-                     strcmp(cfg->rollout.weight_update_mode, "xccl") == 0;
+    /* t.defer_gather (areal_trainer_init_par's): no per-step gather to rank 0 where nothing
+     * reads a whole copy - disk updates (streamed, areal_train_dp_hf_save) and shard-direct
+     * xccl updates (xccl_shard.h); rank 0's choice travels with the state (sync_state) */
     if (rc == AREAL_OK && (multi || t.par != NULL)) /* the ranks start from this (resumed) state */
         rc = areal_train_dp_sync_state(job->dp, &t, err);
     areal_rollout_ctl *ctl = NULL;

@@ -136,17 +136,36 @@ int areal_trainer_init_par(areal_trainer *t, const char *model_dir, const areal_
                            long total_steps, areal_pool *pool, const areal_train_layout *l,
                            areal_error *err) {
     memset(t, 0, sizeof *t);
+    if (cfg->actor.vpp > 1)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "actor.megatron.virtual_pipeline_parallel_size is %ld: the trainer "
+                               "does not build the interleaved (virtual) pipeline yet; set it to "
+                               "1 or null",
+                               cfg->actor.vpp);
     const areal_optimizer_config *o = &cfg->actor.optimizer;
     areal_adamw_cfg ac = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay};
     int rc = areal_train_par_create(l, model_dir, &ac, pool, &t->par, err);
     bool root = areal_comm_rank(l->comm) == 0;
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", model_dir);
-    if (rc == AREAL_OK) /* the whole policy on rank 0 (the gather's target), its config elsewhere */
-        rc = root ? areal_model_load(&t->model, model_dir, pool, err)
-                  : areal_model_config_load(path, &t->model.cfg, err);
+    /* Rank 0 holds a whole copy of the parameters only where an xccl update sends it whole
+     * (the gathered path: no shard-direct plan, or its catch-up and fallback); elsewhere, and
+     * on every other rank, the config alone. Disk updates stream the gathered tensors into
+     * the file (areal_train_dp_hf_save), checkpoints are per rank (trainer_par_ckpt.h). No
+     * whole gradients (the shard trains) and no whole moments: the optimizer here is only the
+     * schedule. And no per-step gather where nothing reads the copy (defer_gather). */
+    bool xccl = strcmp(cfg->rollout.weight_update_mode, "xccl") == 0;
     if (rc == AREAL_OK)
-        rc = make_optim(t, cfg, total_steps, root ? t->model.n_params : 0, err);
+        rc = root && xccl ? areal_model_load(&t->model, model_dir, pool, err)
+                          : areal_model_config_load(path, &t->model.cfg, err);
+    if (rc == AREAL_OK)
+        t->defer_gather = !xccl || areal_train_par_sharded(t->par);
+    if (rc == AREAL_OK && t->model.grads != NULL) {
+        free(t->model.grads);
+        t->model.grads = NULL;
+    }
+    if (rc == AREAL_OK)
+        rc = make_optim(t, cfg, total_steps, 0, err);
     if (rc == AREAL_OK && cfg->actor.kl_ctl > 0)
         rc = load_ref(t, model_dir, cfg, pool, err);
     if (rc != AREAL_OK) {

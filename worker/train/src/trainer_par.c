@@ -1,7 +1,8 @@
 /*
  * trainer_par.c - the trainer's state under a layout (see trainer_par.h):
  * groups, the shard loaded from the HF checkpoint, the parallel step, and the
- * gather / scatter of whole HF tensors through world rank 0.
+ * gather of whole HF tensors through world rank 0 (weight sync; checkpoints are per rank,
+ * trainer_par_ckpt.c).
  */
 #include "areal/train/trainer_par.h"
 
@@ -11,7 +12,9 @@
 
 #include "areal/comm/role_groups.h"
 #include "areal/model/checkpoint.h"
+#include "areal/parallel/ep.h"
 #include "areal/parallel/groups.h"
+#include "trainer_par_internal.h"
 
 struct areal_train_par {
     areal_train_layout l;
@@ -29,6 +32,7 @@ struct areal_train_par {
     int n_slices;
     areal_model_shard mine;    /* megatron: the shard loaded */
     areal_model_shard *shards; /* megatron, world > 1: every world rank's (the wsync plan's) */
+    char model_dir[4096];      /* the initial model (its config.json goes into checkpoints) */
 };
 
 static size_t numel(const areal_tensor_spec *t) {
@@ -52,17 +56,17 @@ int areal_train_layout_parse(const char *s, areal_train_layout *out, areal_error
                                "layout '%s': backend %s is not a trainer's (fsdp or megatron)", s,
                                areal_backend_name(c->backend));
     const areal_strategy *st = &c->strategy;
-    const char *missing = c->hybrid     ? "the (attn:|ffn:) hybrid form"
-                          : st->cp > 1  ? "context parallelism (c > 1)"
-                          : st->ep > 1  ? "expert parallelism (e > 1)"
-                          : st->etp > 1 ? "expert tensor parallelism"
-                          : c->backend == AREAL_BACKEND_FSDP && st->tp > 1
-                              ? "fsdp with t > 1 (use megatron)"
+    bool fsdp = c->backend == AREAL_BACKEND_FSDP;
+    const char *missing = fsdp && st->tp > 1   ? "fsdp with t > 1 (use megatron)"
+                          : fsdp && st->cp > 1 ? "fsdp with c > 1 (use megatron)"
+                          : st->cp > 1 && st->ep > 1
+                              ? "context parallelism (c > 1) together with expert parallelism "
+                                "(e > 1)"
                               : NULL;
     if (missing != NULL)
         return areal_error_set(err, AREAL_EINVAL, -1,
-                               "layout '%s': the trainer does not build %s yet; use d, t and p "
-                               "(megatron:dNtNpN, fsdp:dN)",
+                               "layout '%s': the trainer does not build %s yet; use megatron's "
+                               "d, t, p, c, or d, t, p, e (with etp from the (attn:|ffn:) form)",
                                s, missing);
     out->backend = c->backend;
     out->s = *st;
@@ -113,7 +117,10 @@ static int load_fsdp(areal_train_par *p, const char *dir, areal_error *err) {
 /* Megatron: the shard of the groups, vocab-parallel logits where the vocabulary divides. */
 static int load_shard(areal_train_par *p, const char *dir, areal_pool *pool, areal_error *err) {
     areal_model_shard sh;
-    int rc = areal_par_shard_of(&p->cfg, &p->g, &sh, err);
+    /* under expert parallelism: the rank's experts (ep) and their etp slice, for dispatch */
+    areal_par_ep_groups eg = areal_par_ep_groups_of(p->gs);
+    int rc = p->l.s.ep > 1 ? areal_par_ep_shard_of(&p->cfg, &eg, &sh, err)
+                           : areal_par_shard_of(&p->cfg, &p->g, &sh, err);
     if (rc != AREAL_OK)
         return rc;
     if (sh.tp > 1 && p->cfg.vocab_size % sh.tp == 0) {
@@ -171,14 +178,15 @@ int areal_train_par_create(const areal_train_layout *l, const char *model_dir,
     int W = areal_train_layout_world(l), world = areal_comm_world(l->comm);
     if (W != world)
         return areal_error_set(err, AREAL_EINVAL, -1,
-                               "layout d%dt%dp%d needs %d trainer ranks, the world has %d (start "
-                               "one rank per GPU of the layout)",
-                               l->s.dp, l->s.tp, l->s.pp, W, world);
+                               "layout d%dt%dp%dc%d needs %d trainer ranks, the world has %d "
+                               "(start one rank per GPU of the layout)",
+                               l->s.dp, l->s.tp, l->s.pp, l->s.cp > 0 ? l->s.cp : 1, W, world);
     areal_train_par *p = calloc(1, sizeof *p);
     if (p == NULL)
         return areal_error_set(err, AREAL_ENOMEM, -1, "no memory for the trainer's layout");
     p->l = *l;
     p->adamw = *adamw;
+    snprintf(p->model_dir, sizeof p->model_dir, "%s", model_dir);
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", model_dir);
     int rc = areal_model_config_load(path, &p->cfg, err);
@@ -214,10 +222,32 @@ int areal_train_par_create(const areal_train_layout *l, const char *model_dir,
     }
     if (rc == AREAL_OK && !fsdp && world > 1)
         rc = shard_map(p, world, err);
-    areal_par_optim kind = fsdp ? AREAL_PAR_FSDP : l->s.dp > 1 ? AREAL_PAR_ZERO1 : AREAL_PAR_ADAMW;
+    /*
+     * The step's kind and data group: ZeRO-1 over dp-cp (Megatron's distributed optimizer;
+     * the cp ranks hold parts of the same sequences, so the token count, the loss and the
+     * gradients are summed over dp-cp); plain AdamW under expert dispatch (ZeRO-1's
+     * reduce-scatter over dp would sum different experts' gradients), the data group then
+     * the dp group holding the ep ranks (they hold different sequences).
+     */
+    bool cp = l->s.cp > 1, ep = l->s.ep > 1;
+    areal_coll *data = cp ? p->gs[AREAL_GROUP_DP_CP] : p->g.dp;
+    areal_par_optim kind = fsdp                              ? AREAL_PAR_FSDP
+                           : !ep && areal_par_size(data) > 1 ? AREAL_PAR_ZERO1
+                                                             : AREAL_PAR_ADAMW;
     if (rc == AREAL_OK)
-        rc = areal_par_step_init(&p->step, kind, &p->g, p->g.dp, fsdp ? NULL : &p->shard, p->fsdp,
+        rc = areal_par_step_init(&p->step, kind, &p->g, data, fsdp ? NULL : &p->shard, p->fsdp,
                                  pool, err);
+    if (rc == AREAL_OK && cp)
+        rc = areal_par_step_cp(&p->step, p->gs[AREAL_GROUP_CP], err);
+    if (rc == AREAL_OK && ep) {
+        areal_par_ep_groups eg = areal_par_ep_groups_of(p->gs);
+        rc = areal_par_step_ep(&p->step, &eg, err);
+    }
+    p->step.bucket = l->dp_bucket;
+    /* dp 1: nothing to overlap, no change; ep: experts are summed over edp, not the
+     * data group, so the step refuses the overlap there */
+    if (rc == AREAL_OK && !fsdp && !ep && !l->no_overlap)
+        rc = areal_par_step_overlap(&p->step, err);
     if (rc != AREAL_OK) {
         areal_train_par_free(p);
         return rc;
@@ -265,41 +295,11 @@ int areal_train_par_gather(areal_train_par *p, int which, float *dst, areal_erro
     return rc;
 }
 
-int areal_train_par_scatter(areal_train_par *p, const float *params, const float *m, const float *v,
-                            long adam_step, areal_error *err) {
-    bool root = areal_coll_rank(p->world) == 0, multi = areal_coll_size(p->world) > 1;
-    size_t most = 1, off = 0;
-    for (size_t i = 0; i < p->n_hf; i++)
-        most = numel(&p->hf[i]) > most ? numel(&p->hf[i]) : most;
-    float *buf = malloc(sizeof(float) * most);
-    int rc =
-        buf == NULL ? areal_error_set(err, AREAL_ENOMEM, -1, "no memory for a tensor") : AREAL_OK;
-    const float *src[3] = {params, m, v};
-    static const int which[3] = {AREAL_PAR_PARAMS, AREAL_PAR_EXP_AVG, AREAL_PAR_EXP_AVG_SQ};
-    for (size_t i = 0; rc == AREAL_OK && i < p->n_hf; i++) {
-        size_t n = numel(&p->hf[i]);
-        for (int k = 0; rc == AREAL_OK && k < 3; k++) {
-            if (root)
-                memcpy(buf, src[k] + off, sizeof(float) * n);
-            if (multi)
-                rc = areal_coll_broadcast(p->world, buf, n, AREAL_DT_F32, 0, err);
-            if (rc == AREAL_OK)
-                rc = areal_par_step_set_tensor(&p->step, &p->hf[i], which[k], buf, err);
-        }
-        off += n;
-    }
-    free(buf);
-    int64_t st = adam_step;
-    if (rc == AREAL_OK && multi)
-        rc = areal_coll_broadcast(p->world, &st, 1, AREAL_DT_I64, 0, err);
-    if (rc == AREAL_OK)
-        areal_par_step_adam(&p->step)->step = (long)st;
-    return rc;
-}
-
 bool areal_train_par_sharded(const areal_train_par *p) {
+    /* the plan (wsync_shard.h) knows tp and pp slices only: cp replicas and ep's expert
+     * ranges take the gathered path (weight_sync_path "gather") */
     return p != NULL && p->shards != NULL && p->l.backend == AREAL_BACKEND_MEGATRON &&
-           (p->l.s.tp > 1 || p->l.s.pp > 1);
+           (p->l.s.tp > 1 || p->l.s.pp > 1) && p->l.s.cp <= 1 && p->l.s.ep <= 1;
 }
 
 int areal_train_par_wsync_plan(const areal_train_par *p, size_t bucket_bytes,
@@ -324,4 +324,11 @@ int areal_train_par_wsync_plan(const areal_train_par *p, size_t bucket_bytes,
         l[i] = p->shard.params + p->shard.offset[i];
     *local = l;
     return AREAL_OK;
+}
+
+areal_train_par_parts areal_train_par_parts_of(areal_train_par *p) {
+    areal_train_par_parts v = {
+        &p->l, &p->step, p->fsdp,     &p->shard, p->world, p->g.dp, p->gs[AREAL_GROUP_EDP],
+        p->hf, p->n_hf,  p->model_dir};
+    return v;
 }

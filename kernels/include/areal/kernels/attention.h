@@ -10,13 +10,19 @@
  * a query limited to its own sequence and to j <= i. nh % nkv == 0 (GQA:
  * query head h reads KV head h / (nh / nkv)). hd <= 256.
  *
- * Why our own kernel and not cuDNN's SDPA: cuDNN's fused attention is only
+ * Why our own kernels and not cuDNN's SDPA: cuDNN's fused attention is only
  * reachable through its graph API (the C++ cudnn-frontend, not in the
  * registry's wheels, or several hundred lines of backend descriptors per
- * graph), and its varlen ("ragged") support needs padded batch offsets.
- * This kernel is the correctness anchor the GPU model needs first; a
- * tensor-core version (wmma/mma tiles) is the next step for the bench's
- * TFLOP/s goal and must match it.
+ * graph), and its varlen ("ragged") support needs padded batch offsets
+ * (k_attention_tc.cu's top comment has the whole case).
+ *
+ * Three pairs: areal_k_attn_fwd / _bwd pick the kernels (what callers use);
+ * areal_k_attn_tc_* are the tensor-core kernels (bf16 mma.sync, fp32
+ * accumulation, FlashAttention-2 style; hd 64 and 128 with 16-byte aligned
+ * buffers only, see attention_plan.h); areal_k_attn_ref_* the scalar ones
+ * (any hd up to 256: the reference and the fallback). All three compute the
+ * same function and share lse and delta conventions, so a forward of one and
+ * a backward of another agree.
  *
  * Types: q, k, v, out, dout, dq, dk, dv are bf16 bit patterns (uint16_t);
  * lse and the scratch are fp32; cu (int32, n_seqs + 1 entries) is a device
@@ -46,7 +52,8 @@ typedef struct areal_k_attn_shape {
 } areal_k_attn_shape;
 
 /* out = softmax(scale q k^T, causal, per sequence) v; lse[t * nh + h] = the
- * natural log of the softmax's denominator (with the max folded in). */
+ * natural log of the softmax's denominator (with the max folded in). The
+ * tensor-core kernels where they serve s and the buffers, else the scalar. */
 int areal_k_attn_fwd(uint16_t *out, float *lse, const uint16_t *q, const uint16_t *k,
                      const uint16_t *v, const int32_t *cu, areal_k_attn_shape s, void *stream,
                      areal_error *err);
@@ -57,6 +64,25 @@ int areal_k_attn_bwd(uint16_t *dq, uint16_t *dk, uint16_t *dv, float *delta, con
                      const uint16_t *out, const float *lse, const uint16_t *q, const uint16_t *k,
                      const uint16_t *v, const int32_t *cu, areal_k_attn_shape s, void *stream,
                      areal_error *err);
+
+/* the tensor-core kernels alone: as above, but AREAL_EINVAL (naming the
+ * reason) when hd is not 64 or 128 or a buffer is not 16-byte aligned */
+int areal_k_attn_tc_fwd(uint16_t *out, float *lse, const uint16_t *q, const uint16_t *k,
+                        const uint16_t *v, const int32_t *cu, areal_k_attn_shape s, void *stream,
+                        areal_error *err);
+int areal_k_attn_tc_bwd(uint16_t *dq, uint16_t *dk, uint16_t *dv, float *delta,
+                        const uint16_t *dout, const uint16_t *out, const float *lse,
+                        const uint16_t *q, const uint16_t *k, const uint16_t *v, const int32_t *cu,
+                        areal_k_attn_shape s, void *stream, areal_error *err);
+
+/* the scalar kernels alone (any hd in 1..256) */
+int areal_k_attn_ref_fwd(uint16_t *out, float *lse, const uint16_t *q, const uint16_t *k,
+                         const uint16_t *v, const int32_t *cu, areal_k_attn_shape s, void *stream,
+                         areal_error *err);
+int areal_k_attn_ref_bwd(uint16_t *dq, uint16_t *dk, uint16_t *dv, float *delta,
+                         const uint16_t *dout, const uint16_t *out, const float *lse,
+                         const uint16_t *q, const uint16_t *k, const uint16_t *v, const int32_t *cu,
+                         areal_k_attn_shape s, void *stream, areal_error *err);
 
 #ifdef __cplusplus
 }

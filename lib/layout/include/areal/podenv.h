@@ -34,6 +34,24 @@
 #define AREAL_ENV_MASTER_ADDR      "MASTER_ADDR" /* host name of the trainer's rank-0 pod */
 #define AREAL_ENV_MASTER_PORT      "MASTER_PORT" /* the rendezvous store's port */
 
+/*
+ * Training pods only: the rendezvous of the role's own trainer group (the
+ * ranks that split or replicate the model), apart from the job's store on
+ * MASTER_PORT (where rollout servers register): TRAINER_ADDR is the host name
+ * of the role's rank-0 pod (for the job's first trainer role, MASTER_ADDR),
+ * TRAINER_PORT the port its rank 0 hosts the group's store on, at its POD_IP.
+ * A trainer pod holds ranks AREAL_POD_FIRST_RANK .. + AREAL_POD_RANKS - 1 of
+ * WORLD_SIZE: one rank per pod is that rank; a pod of several ranks starts one
+ * process per rank (the pod launcher, RANK set for each). Rank 0 alone
+ * serves /status, hosts the job's store, writes the termination log and talks
+ * to the rollout servers. Rejected: one store on MASTER_PORT for both - the
+ * job's store lives as long as the trainer's rank 0 wants servers to find it,
+ * the group's is the comm runtime's own (areal/comm/comm.h hosts it), and
+ * keeping them apart needs no change to either.
+ */
+#define AREAL_ENV_TRAINER_ADDR "AREAL_TRAINER_ADDR"
+#define AREAL_ENV_TRAINER_PORT "AREAL_TRAINER_PORT"
+
 /* Trainer containers: where the trainer's rank 0 writes its final /status when it
  * stops, the container's terminationMessagePath (policy File), so the operator
  * reads the last step of a job shorter than its poll period from the pod status. */
@@ -41,5 +59,7 @@
 #define AREAL_TERMINATION_LOG_PATH "/var/run/areal/termination-log"
 
 #define AREAL_DEFAULT_MASTER_PORT 29500
+/* The trainer group's port when none is given: the job store's + 1. */
+#define AREAL_DEFAULT_TRAINER_PORT (AREAL_DEFAULT_MASTER_PORT + 1)
 
 #endif

@@ -40,7 +40,10 @@
 typedef struct desired_config {
     const char *scheduler_name; /* pods name it as their scheduler; default "areal-operator" */
     const char *default_image;  /* when the job gives none; default "areal-worker:latest" */
-    int master_port;            /* the trainer's rendezvous port; default 29500 */
+    int master_port;            /* the job store's port (MASTER_PORT); default 29500 */
+    /* the port of a training role's own group (AREAL_TRAINER_PORT, areal/podenv.h);
+     * default master_port + 1 */
+    int trainer_port;
     /* Set for the pods of a plan without the trainer (a rollout server): the
      * trainer's rank-0 pod, for MASTER_ADDR; NULL: the plan's own rank 0. */
     const char *master_pod;

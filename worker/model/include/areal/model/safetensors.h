@@ -103,4 +103,19 @@ typedef struct areal_st_out {
 int areal_st_write(const char *path, const areal_st_out *t, size_t n, const char *const *meta_kv,
                    size_t n_meta, areal_error *err);
 
+/* Gives tensor t[i]'s bytes (*data, valid until the next call) to a streamed write. */
+typedef int (*areal_st_fill_fn)(void *ctx, size_t i, const void **data, areal_error *err);
+
+/*
+ * As areal_st_write, the same bytes on disk, but each tensor's data asked
+ * for through fill (t[i].data unused) just before it is written, in the
+ * file's layout order (dtype rank descending, then name), so a caller that
+ * produces the tensors one at a time (a gather over ranks) holds one at a
+ * time. Stops at the first error (fill's is returned as it is); the caller
+ * learns from its own count which tensors were asked for.
+ */
+int areal_st_write_stream(const char *path, const areal_st_out *t, size_t n,
+                          const char *const *meta_kv, size_t n_meta, areal_st_fill_fn fill,
+                          void *ctx, areal_error *err);
+
 #endif

@@ -36,6 +36,7 @@
 #include "areal/model/optim.h"
 #include "areal/parallel/dp.h"
 #include "areal/parallel/fsdp.h"
+#include "areal/parallel/overlap.h"
 
 /*
  * Writes this rank's shard of m (its parameters) and of its optimizer
@@ -52,6 +53,17 @@ int areal_par_ckpt_save_shards(const char *dir, const char *config_json, const c
                                const areal_model *m, const areal_adamw *adam,
                                const areal_par_zero1 *z, areal_coll *world, int dp_rank,
                                int edp_rank, areal_error *err);
+
+/*
+ * As areal_par_ckpt_save_shards with the overlapped ZeRO-1 reducer o
+ * (overlap.h; its model o->m): the parameters as above, the moments as the
+ * pieces of o's per-bucket ranges - the same saved form as one contiguous
+ * range, so the reader needs no knowledge of the buckets. AREAL_EINVAL
+ * when o is not ZeRO-1; errors as above.
+ */
+int areal_par_ckpt_save_shards_overlap(const char *dir, const char *config_json, const char *layout,
+                                       const areal_par_overlap *o, areal_coll *world, int dp_rank,
+                                       int edp_rank, areal_error *err);
 
 /* As areal_par_ckpt_save_shards for the fully sharded state f (its ranges, moments included). */
 int areal_par_ckpt_save_shards_fsdp(const char *dir, const char *config_json, const char *layout,

@@ -85,6 +85,15 @@ void areal_par_ep_bind(areal_model *m, areal_par_ep *d);
 int areal_par_ep_reduce_grads(areal_model *m, const areal_par_ep_groups *g, areal_error *err);
 
 /*
+ * Whether this rank counts parameter i of m (each distinct element once in
+ * the world): expert tensors on edp rank 0 (distinct over ep, etp, pp),
+ * dense ones on dp-cp rank 0, a tensor-parallel slice on every tp rank, a
+ * replicated tensor on tp rank 0, the tied embedding on the first stage. The
+ * norm's rule, and the one owner that writes a whole HF tensor (step.h).
+ */
+int areal_par_ep_counts(const areal_model *m, const areal_par_ep_groups *g, size_t i);
+
+/*
  * The global L2 norm of m->grads (after areal_par_ep_reduce_grads) over every
  * distinct element: counted as the header says, summed over tp_dp_cp and
  * pp in fp32, accumulated in double per rank.

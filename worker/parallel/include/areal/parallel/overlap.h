@@ -115,6 +115,24 @@ int areal_par_overlap_zero1_step(areal_par_overlap *o, const areal_par_groups *g
                                  const areal_adamw_cfg *cfg, double lr, double max_norm,
                                  double *norm, areal_pool *pool, areal_error *err);
 
+/*
+ * ZeRO-1: this rank's flat range [*lo, *hi) of bucket k (empty past the
+ * bucket's end); its moments are o->adam's floats from o->b[k].goff on.
+ * This is what ckpt_shard.h's areal_par_ckpt_save_shards_overlap writes:
+ * the same saved form as areal_par_zero1's one range (pieces of HF
+ * tensors), so either reads the other's checkpoints and any layout reads
+ * both.
+ */
+void areal_par_overlap_piece(const areal_par_overlap *o, size_t k, size_t *lo, size_t *hi);
+
+/*
+ * ZeRO-1: takes this rank's pieces of `full` (AdamW state over all of the
+ * model's local parameters, e.g. areal_par_ckpt_load_shards') into o's
+ * moments, and its step; the pads stay zero. AREAL_EINVAL when o is not
+ * ZeRO-1 or full is not of the model's parameter count.
+ */
+int areal_par_overlap_load(areal_par_overlap *o, const areal_adamw *full, areal_error *err);
+
 /* Waits whatever is still queued, unsets m's hook, frees o. */
 void areal_par_overlap_free(areal_par_overlap *o);
 

@@ -23,12 +23,27 @@
  * gradient before it is clipped; areal_par_step_grpo runs both with
  * worker/rl's decoupled PPO loss.
  *
- * The data group is the one the batch is split over (the layout's dp group,
- * or NULL where every rank sees the same tokens, e.g. expert parallelism
- * carved out of dp): the loss's token count and the gradients are summed
+ * The data group is the one the tokens are split over (the layout's dp
+ * group; dp-cp under context parallelism, whose ranks hold parts of each
+ * sequence; NULL where every rank sees the same tokens, e.g. the replicated
+ * expert dispatch): the loss's token count and the gradients are summed
  * over it. Rejected: one entry point per layout kind (the trainer would
  * branch per kind again) and a step that owns the model (the tests load
  * synthetic weights into the shard, the trainer HF checkpoints).
+ *
+ * Two compositions are switched on after init, before the first call:
+ *   areal_par_step_cp   context parallelism (cp.h): every call takes the
+ *                       whole micro-batches of the rank's dp slice (the same
+ *                       on every cp rank) and cuts each into this rank's
+ *                       load-balanced causal shard itself, so the caller
+ *                       never handles shards; the GRPO data are gathered to
+ *                       the shard's tokens, the recomputed logprobs come back
+ *                       in whole micro-batch order on every rank;
+ *   areal_par_step_ep   expert parallelism with all-to-all token dispatch
+ *                       (ep.h): the dispatcher bound to the shard, expert
+ *                       gradients summed over edp and the rest over dp-cp,
+ *                       ep.h's norm. The ep ranks hold different tokens, so
+ *                       the data group is the dp group that contains them.
  */
 #ifndef AREAL_PARALLEL_STEP_H
 #define AREAL_PARALLEL_STEP_H
@@ -40,7 +55,9 @@
 #include "areal/error.h"
 #include "areal/model/model.h"
 #include "areal/model/optim.h"
+#include "areal/parallel/cp.h"
 #include "areal/parallel/dp.h"
+#include "areal/parallel/ep.h"
 #include "areal/parallel/fsdp.h"
 #include "areal/parallel/groups.h"
 #include "areal/parallel/overlap.h"
@@ -65,10 +82,16 @@ typedef struct areal_par_step {
     areal_par_zero1 z;    /* ZERO1 (owned) */
     size_t bucket;        /* plain dp gradient buckets in floats (0: dp.h's default) */
     areal_pool *pool;     /* borrowed, nullable */
-    /* ADAMW over a data group of 2+: the gradient's dp sum overlapped with the backward
-     * (areal_par_step_overlap; NULL: after it). Owned; s must not move while set (the
-     * model's hook points here). */
+    /* ADAMW / ZERO1 over a data group of 2+: the gradient's dp sum overlapped with the
+     * backward (areal_par_step_overlap; NULL: after it; ZERO1's moments are then its
+     * pieces, z unused). Owned; s must not move while set (the model's hook points here). */
     areal_par_overlap *overlap;
+    /* areal_par_step_cp: the cp group (cp.cp NULL: none); during a call, the shards of its
+     * micro-batches (the attention hook matches them). The model's hook points here. */
+    areal_par_cp cp;
+    areal_par_ep *ep; /* areal_par_step_ep: the token dispatcher (owned; NULL: none) */
+    long tokens_run;  /* tokens this rank's model trained on, summed over grads calls (a cp
+                         shard's, not its micro-batch's: what a test checks the split by) */
 } areal_par_step;
 
 /*
@@ -87,13 +110,46 @@ void areal_par_step_free(areal_par_step *s);
  * Overlaps the data group's gradient sum with the backward from the next
  * areal_par_step_grads on (overlap.h: buckets of s->bucket floats queued as
  * the backward completes them; the tp / ep partial and tied sums still run
- * after it). ADAMW only, and only where the data group has 2+ ranks (else
- * nothing to overlap: AREAL_OK, no change); ZeRO-1's overlapped pieces are
- * not what ckpt_shard.h saves, so AREAL_EINVAL for ZERO1 / FSDP. The same
- * step within 1e-6 relative (the buckets' own sums; test_par_dp d2-overlap).
- * AREAL_ENOMEM.
+ * after it). ADAMW: each bucket all-reduced; ZERO1: each bucket
+ * reduce-scattered, the moments then live in o's per-bucket pieces (the
+ * one-range state s->z is freed; ckpt_shard.h's
+ * areal_par_ckpt_save_shards_overlap saves them in the same form, and
+ * areal_par_overlap_load takes them back), so call it before any step or
+ * load (AREAL_EINVAL once ZeRO-1's step is not 0). Only where the data
+ * group has 2+ ranks (else nothing to overlap: AREAL_OK, no change);
+ * AREAL_EINVAL for FSDP. The same step within 1e-6 relative (the buckets'
+ * own sums; test_par_dp d2-overlap, test_par_overlap). AREAL_ENOMEM.
  */
 int areal_par_step_overlap(areal_par_step *s, areal_error *err);
+
+/*
+ * Context parallelism over cp (borrowed, outliving s) from the next call on
+ * (see the header): the model's attention bound to the shards the step makes
+ * (s must not move after). s's data group must be the dp-cp group (the
+ * token count, the loss and the gradients are summed over it; ZeRO-1 shards
+ * over it, as Megatron's distributed optimizer does over DP x CP). cp NULL or
+ * of one rank: no change. AREAL_EINVAL for FSDP (its layer-by-layer forward
+ * takes no shard) or with areal_par_step_ep (not composed yet).
+ */
+int areal_par_step_cp(areal_par_step *s, areal_coll *cp, areal_error *err);
+
+/*
+ * Expert parallelism with token dispatch over g (copied; its groups
+ * borrowed, outliving s) from the next call on: the dispatcher made, bound
+ * to the shard (made with areal_par_ep_shard_of, s must not move after), the
+ * gradients reduced and the norm counted as ep.h says. ADAMW only (ZeRO-1's
+ * reduce-scatter over dp would sum different experts' gradients; FSDP holds
+ * no shard), not overlapped, not with areal_par_step_cp: AREAL_EINVAL naming
+ * which. AREAL_ENOMEM, areal_par_ep_init's error.
+ */
+int areal_par_step_ep(areal_par_step *s, const areal_par_ep_groups *g, areal_error *err);
+
+/*
+ * During a call under areal_par_step_cp: micro-batch mb's shard (its tokens'
+ * indices in the micro-batch, t.gidx, are what a loss function maps its
+ * targets through); NULL without context parallelism or outside a call.
+ */
+const areal_par_cp_shard *areal_par_step_cp_shard(const areal_par_step *s, int mb);
 
 /* The vocabulary split of this rank's logits (tp NULL: whole rows). */
 areal_par_vocab areal_par_step_vocab(const areal_par_step *s);
@@ -113,7 +169,9 @@ int areal_par_step_logprobs(areal_par_step *s, const areal_batch *mbs,
 
 /*
  * Zeroes the gradients and runs the forward and backward of mbs[0..n_mb)
- * with loss_fn (pipe.h's contract); *loss (nullable) the loss summed over
+ * with loss_fn (pipe.h's contract; under areal_par_step_cp it is called with
+ * the shard's logits, T its tokens, areal_par_step_cp_shard(s, mb) their
+ * indices); *loss (nullable) the loss summed over
  * micro-batches and the data group, on every rank. Then the tp / ep
  * partial and tied-embedding reductions and (ADAMW) the data group's
  * gradient sum, so m->grads is the whole batch's gradient of the rank's
@@ -143,7 +201,10 @@ typedef struct areal_par_step_out {
  * micro-batches mbs[0..n_mb) with their data pmbs (borrowed), the token
  * count summed over the data group, then grads and apply as above.
  * out->stats are the last stage's, broadcast over pp (counts, sums and
- * extremes; fp32 on the wire). Errors as above.
+ * extremes; fp32 on the wire). Under areal_par_step_cp the stats are this
+ * cp rank's tokens', and the sequence-level options (opts->sequence_level,
+ * sequence-level rejection) are refused (AREAL_EINVAL): a shard holds parts
+ * of sequences. Errors as above.
  */
 int areal_par_step_grpo(areal_par_step *s, const areal_batch *mbs, const areal_par_ppo_mb *pmbs,
                         int n_mb, const areal_ppo_loss_opts *opts, float temperature,

@@ -134,8 +134,10 @@ typedef struct areal_actor_config {
     double temperature;     /* logprob temperature, default 1.0 */
     long max_tokens_per_mb; /* mb_spec.max_tokens_per_mb; 0 = unbounded (AReaL None) */
     int n_mbs;              /* mb_spec.n_mbs, minimum micro-batches, default 1 */
-    long max_new_tokens;    /* actor.max_new_tokens, default 1024 (overlong penalty) */
-    bool dynamic_sampling;  /* drop groups whose rewards are all equal (DAPO); default false */
+    long vpp; /* megatron.virtual_pipeline_parallel_size, default 1; the trainer refuses > 1
+                 (the interleaved schedule is worker/parallel's, not the trainer's yet) */
+    long max_new_tokens;   /* actor.max_new_tokens, default 1024 (overlong penalty) */
+    bool dynamic_sampling; /* drop groups whose rewards are all equal (DAPO); default false */
 } areal_actor_config;
 
 /* AReaL's GenerationHyperparameters (gconfig). */

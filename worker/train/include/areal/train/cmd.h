@@ -25,6 +25,16 @@
 /* Whether `name` is one of these commands. */
 bool areal_cmd_is_train(const char *name);
 
+/*
+ * Whether `train` argv (argv[0] = "train") runs in a job's pod that holds
+ * several trainer ranks (AREAL_POD_RANKS > 1, WORLD_SIZE set) while this
+ * process is none of them yet (RANK unset) and no flag says otherwise
+ * (--rank/--world/--master and their --dp-* names, --help, --version): then
+ * the caller starts one process per rank with RANK set (the pod launcher),
+ * each running `train` as given (areal/train/pod_rank.h).
+ */
+bool areal_cmd_train_wants_ranks(int argc, char **argv);
+
 /* Runs the command argv[0]. */
 int areal_cmd_train_run(int argc, char **argv, FILE *out, FILE *err);
 

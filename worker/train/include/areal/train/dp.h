@@ -47,17 +47,42 @@ int areal_train_dp_stop(areal_pg *dp, areal_error *err);
 
 /*
  * Every rank: rank 0's weights, AdamW moments, adam step, version and step to all. Under a
- * layout (t->par): version and step, and after a resume rank 0's whole state, each rank
- * taking its part (trainer_par.h); dp may then be NULL (a layout of one rank).
+ * layout (t->par): version and step, and after a resume (rank 0's t->resume_dir, its form
+ * t->resume_fmt) every rank loads its own part of that checkpoint (trainer_par_ckpt.h: the
+ * sharded form from any layout, or the gathered one tensor by tensor), a failure on any
+ * rank failing all of them; dp may then be NULL (a layout of one rank).
  */
 int areal_train_dp_sync_state(areal_pg *dp, areal_trainer *t, areal_error *err);
 
 /*
- * Rank 0 under a layout, before a checkpoint: tells the followers to join, then gathers the
- * AdamW moments' whole tensors into t->opt's state and its step (what ckpt.c writes). A no-op
- * without a layout. dp NULL: one rank. The send's or the gather's error.
+ * Rank 0 under a layout: tells the followers to join, then gathers the whole
+ * state - parameters, AdamW moments (whole-model buffer order, n_params
+ * floats each, nullable: gathered and dropped) and the AdamW step - tensor by
+ * tensor. For tests and diagnostics only: checkpoints are per rank
+ * (areal_train_dp_save_shards) and hold no whole copy. AREAL_EINVAL without a
+ * layout; the send's or the gather's error.
  */
-int areal_train_dp_gather_optim(areal_pg *dp, areal_trainer *t, areal_error *err);
+int areal_train_dp_gather_state(areal_pg *dp, areal_trainer *t, float *params, float *m, float *v,
+                                long *adam_step, areal_error *err);
+
+/*
+ * Rank 0 under a layout: tells the followers to write their shards into dir
+ * (an existing directory every rank sees, e.g. areal_ckpt_begin's shards/),
+ * and writes its own (trainer_par_ckpt.h); returns once every shard and the
+ * index exist. AREAL_EINVAL without a layout; the send's or the save's error.
+ */
+int areal_train_dp_save_shards(areal_pg *dp, areal_trainer *t, const char *dir, areal_error *err);
+
+/*
+ * Rank 0: the policy as a HF model directory dst (hf_save.h; model_dir's
+ * small files). Under a layout the followers are told to join and the whole
+ * tensors are gathered one at a time and streamed into the file
+ * (areal_train_par_hf_save: bounded memory, no whole copy); otherwise rank
+ * 0's whole model is written. Errors as areal_hf_save's, the send's or the
+ * gather's.
+ */
+int areal_train_dp_hf_save(areal_pg *dp, areal_trainer *t, const char *model_dir, const char *dst,
+                           areal_error *err);
 
 /*
  * Rank 0 of a layout whose per-step gather is deferred (trainer.h's

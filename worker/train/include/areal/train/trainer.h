@@ -70,9 +70,9 @@ typedef struct areal_trainer {
     areal_pg *dp;     /* data-parallel group, NULL for one rank */
     areal_model *ref; /* frozen reference policy (owned); NULL when kl_ctl == 0 */
     /* A layout's shard and step (trainer_par.h, owned), NULL for one process / replicated DP.
-     * With it, `model` is the whole policy gathered after each step (unless defer_gather) on world
-     * rank 0 (what weight sync, HF saves and checkpoints read) and only its config elsewhere, and
-     * dp is the layout's data group. */
+     * With it, `model` is the whole policy's parameters gathered after each step (unless
+     * defer_gather) on world rank 0 in xccl mode (what the gathered update reads), only its
+     * config elsewhere and in disk mode, and dp is the layout's data group. */
     struct areal_train_par *par;
     /* With par: skip the per-step gather (the weight update goes shard-direct, xccl_shard.h);
      * whole_stale then says rank 0's `model` lags the shards until areal_train_dp_whole. */
@@ -84,6 +84,10 @@ typedef struct areal_trainer {
     float *dlogits;   /* the CPU backend's [T, V] scratch of one micro-batch */
     size_t dlogits_n; /* its floats */
     void *gpu_dp;     /* nullable areal_ncclpg *: the GPU model's DP group (areal_train_gpu_dp) */
+    /* With par, rank 0, before areal_train_dp_sync_state: the checkpoint to resume (borrowed,
+     * NULL: a fresh start) and its form (an areal_ckpt_format). */
+    const char *resume_dir;
+    int resume_fmt;
 } areal_trainer;
 
 /*
@@ -104,8 +108,11 @@ struct areal_train_layout;
 /*
  * As areal_trainer_init, split by layout l (trainer_par.h; every rank of l's
  * world calls it alike: a collective): this rank loads its shard of dir, world
- * rank 0 also the whole policy (t->model, the gather's target) with whole
- * AdamW moments as a checkpoint's staging (t->opt); the reference policy
+ * rank 0 also the whole policy's parameters when cfg's weight_update_mode is
+ * xccl (t->model, the gathered update's source; no gradients, no moments:
+ * disk updates stream, checkpoints are per rank, trainer_par_ckpt.h), else
+ * its config only, as every other rank; t->defer_gather set where no whole
+ * copy is read after each step; t->opt keeps only the schedule; the reference policy
  * (kl_ctl > 0) whole on every rank. Returns as areal_trainer_init, or
  * trainer_par.h's errors.
  */

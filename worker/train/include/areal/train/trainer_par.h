@@ -9,27 +9,45 @@
  * Every rank of one data slice (a dp index: its tp x pp ranks) trains the
  * same sequences; rank 0 sends each rank its slice's share (dp.h).
  *
- * The seam to weight sync, HF saves and checkpoints: after every step the
- * ranks gather the policy's whole HF tensors to rank 0 (areal_train_par_gather
- * into rank 0's whole model), so the existing sender (wsync_send.c, xccl.c),
- * hf_save.c and ckpt.c read it unchanged; checkpoints gather the AdamW moments
- * the same way (areal_train_par_gather_optim) into rank 0's optimizer state,
- * and a resume scatters them back (areal_train_par_scatter), so the one
- * checkpoint format serves every layout and a checkpoint of one layout resumes
- * in any other, exactly. Rejected for now: per-rank shard files
- * (ckpt_shard.h) - exact too, but a second format the single-process resume
- * could not read. A megatron t/p layout in xccl mode skips the per-step
- * gather (trainer.h's defer_gather): its weight update goes shard-direct
- * (xccl_shard.h) and rank 0 gathers only for a checkpoint, a catch-up or the
- * gathered fallback (dp.h's areal_train_dp_whole). Rank 0 still holds a whole
- * copy of the parameters (and at a checkpoint of the moments) besides its
- * shard: the memory limit that remains.
+ * The seam to weight sync and HF saves: after every step the ranks gather
+ * the policy's whole HF tensors to rank 0, tensor by tensor
+ * (areal_train_par_gather into rank 0's whole parameters), so the existing
+ * sender (wsync_send.c, xccl.c) and hf_save.c (the disk update's HF
+ * safetensors the servers load with update_weights_from_disk) read it
+ * unchanged. A megatron t/p layout in xccl mode skips the per-step gather
+ * (trainer.h's defer_gather): its weight update goes shard-direct
+ * (xccl_shard.h) and rank 0 gathers only for a catch-up or the gathered
+ * fallback (dp.h's areal_train_dp_whole). Rank 0's whole copy is the
+ * parameters only (no gradients, no moments), and only weight sync needs it.
  *
- * Scope: data, tensor (vocab-parallel logits when the vocabulary divides) and
- * pipeline parallelism for megatron: (ZeRO-1 when dp > 1), data parallelism
- * for fsdp: (sharded parameters, gradients and moments). Context and expert
- * parallelism, fsdp with t > 1, and vpp are refused with an error naming
- * what is missing.
+ * Checkpoints do not pass through it: every rank writes its own weight
+ * slices and optimizer share (trainer_par_ckpt.h over ckpt_shard.h, the
+ * layout recorded) and reads any layout's back, and the older gathered form
+ * (whole moments on rank 0, what layouts wrote before) still loads into any
+ * layout, tensor by tensor. Rejected: the gather-to-rank-0 checkpoint that
+ * came first (three whole-model buffers resident on rank 0 for it, and every
+ * byte through one rank).
+ *
+ * The data-parallel gradient sum of megatron dN is overlapped with the
+ * backward (overlap.h: ZeRO-1's reduce-scatter bucket by bucket, its moments
+ * in per-bucket pieces that ckpt_shard.h saves in the same form) unless the
+ * layout says no_overlap (areal-worker train --no-overlap).
+ *
+ * Scope: data, tensor (vocab-parallel logits when the vocabulary divides),
+ * pipeline, context and expert parallelism for megatron: (ZeRO-1 over dp-cp
+ * when it has 2+ ranks; plain AdamW under expert parallelism), data
+ * parallelism for fsdp: (sharded parameters, gradients and moments). Context
+ * parallelism: every cp rank of a data slice receives the slice's whole
+ * sequences and the step cuts each micro-batch into the rank's load-balanced
+ * causal shard (step.h's areal_par_step_cp); the token count, loss and
+ * gradients are summed over dp-cp. Expert parallelism (e, etp from the
+ * (attn:|ffn:) form): each rank loads only its experts (and their etp
+ * slice), the ep ranks are carved out of dp and hold different sequences,
+ * tokens go to their experts by all-to-all (areal_par_step_ep). Both take
+ * the gathered weight-sync path (areal_train_par_sharded is false: the
+ * shard-direct plan knows tp / pp slices only). Refused with an error
+ * naming what is missing: c > 1 with e > 1, fsdp with t > 1 or c > 1; vpp
+ * is not carried by the layout or the job config yet.
  */
 #ifndef AREAL_TRAIN_TRAINER_PAR_H
 #define AREAL_TRAIN_TRAINER_PAR_H
@@ -50,17 +68,20 @@ typedef struct areal_train_layout {
     areal_backend backend; /* AREAL_BACKEND_FSDP or AREAL_BACKEND_MEGATRON */
     areal_strategy s;      /* complete (areal_alloc_parse's) */
     areal_comm *comm;      /* borrowed: the trainer's world, of s's world size */
+    bool no_overlap;       /* megatron dN: the dp reduction after the backward, not during it */
+    size_t dp_bucket;      /* megatron dN: gradient bucket in floats (0: dp.h's default) */
 } areal_train_layout;
 
 /*
  * Parses a layout "fsdp:d2", "megatron:d1t2p2" (one training component of the
- * allocation grammar, lib/layout/alloc.h) into *out (comm NULL). AREAL_EINVAL
- * naming the string and what is wrong (a rollout backend, several components,
- * a dimension the trainer does not build: cp, ep, fsdp t > 1).
+ * allocation grammar, lib/layout/alloc.h, the (attn:|ffn:) hybrid form
+ * included) into *out (comm NULL). AREAL_EINVAL naming the string and what is
+ * wrong (a rollout backend, several components, a combination the trainer
+ * does not build: c > 1 with e > 1, fsdp with t > 1 or c > 1).
  */
 int areal_train_layout_parse(const char *s, areal_train_layout *out, areal_error *err);
 
-/* The layout's world size (dp * tp * pp). */
+/* The layout's world size (dp * tp * pp * cp; ep adds no ranks). */
 int areal_train_layout_world(const areal_train_layout *l);
 
 typedef struct areal_train_par areal_train_par;
@@ -94,25 +115,18 @@ int areal_train_par_slice_of(const areal_train_par *p, int r);
 /*
  * Every rank: the policy's whole HF tensors (which: AREAL_PAR_PARAMS, or a
  * moment) gathered to world rank 0 into dst (rank 0's whole model's params
- * for parameters, its optimizer's moments otherwise: cfg's
+ * for parameters; a test's buffer for a moment: cfg's
  * areal_model_expected_tensors order, which is the whole model's buffer
- * order); dst is ignored on other ranks (NULL). A collective.
+ * order), one tensor of scratch at a time; dst is ignored on other ranks
+ * (NULL). A collective.
  */
 int areal_train_par_gather(areal_train_par *p, int which, float *dst, areal_error *err);
 
 /*
- * Every rank: rank 0's whole state src (parameters, exp_avg, exp_avg_sq in
- * the whole model's buffer order; ignored elsewhere) broadcast tensor by
- * tensor and each rank's part set, and the AdamW step `adam_step` (rank 0's)
- * set everywhere. A collective.
- */
-int areal_train_par_scatter(areal_train_par *p, const float *params, const float *m, const float *v,
-                            long adam_step, areal_error *err);
-
-/*
  * Whether the layout's weight update can go shard-direct (wsync_shard.h):
- * megatron with t > 1 or p > 1 on more than one rank. Elsewhere (fsdp,
- * d-only, one process) the gather through rank 0 stays the path.
+ * megatron with t > 1 or p > 1 on more than one rank, without c or e.
+ * Elsewhere (fsdp, d-only, cp, ep, one process) the gather through rank 0
+ * stays the path.
  */
 bool areal_train_par_sharded(const areal_train_par *p);
 
