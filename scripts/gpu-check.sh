@@ -21,7 +21,13 @@
 # gpu_test_attention checks both families against its CPU reference) run inside make test-gpu / bench-gpu, and so do
 # worker/gpu's gpu_test_model (a training step and decode steps of the tiny
 # Qwen3 / Qwen3-MoE / Qwen2 against the CPU model), gpu_test_ppo (the fused
-# GRPO loss and a PPO training step against worker/rl's CPU loss) and
+# GRPO loss and a PPO training step against worker/rl's CPU loss),
+# gpu_test_grpo (the trainer's GPU backend's calls: two GRPO steps of two
+# micro-batches each against the CPU trainer's arithmetic - prints the
+# losses, grad norms and the worst update difference per step),
+# gpu_test_paged (the rollout engine's GPU step under an engine-like
+# schedule against the CPU engine's step - prints the logits error, the
+# greedy tokens checked and how long free-running GPU greedy agrees) and
 # gpu_bench_model (training tokens/s and MFU at the 0.5B and 1.5B shapes at
 # 8k and 16k tokens, decode tokens/s at batch 1/32/256 and HBM fraction): one
 # run prints every figure of issue 17's Bench; the benchmark step's time

@@ -94,7 +94,13 @@ closure kube "kube yaml base"
 closure operator "operator kube layout yaml http base"
 closure http "http base"
 closure rl "rl yaml base"
-closure rollout "rollout model comm layout yaml http base"
+# where the GPU model is built (nvcc + cuBLASLt), the engine's GPU step puts it in rollout's
+# closure (worker/rollout/module.mk); elsewhere the closure is the CPU one
+if make -s --no-print-directory print-closure C=gpumodel >/dev/null 2>&1; then
+    closure rollout "rollout comm layout yaml http gpumodel model kernels base"
+else
+    closure rollout "rollout model comm layout yaml http base"
+fi
 closure "layout comm model" "comm layout yaml model base"
 closure e2e "e2e kube layout yaml base"
 

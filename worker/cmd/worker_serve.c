@@ -212,6 +212,7 @@ int worker_serve_job(int argc, char **argv, const char *job_model, const worker_
     areal_backend_choice bk = areal_rollout_backend(&denv);
     if (bk.warn && areal_device_pod_leader()) /* GPUs asked for and not usable: once per pod */
         areal_print_line(stderr, "areal-worker serve: %s", bk.why);
+    cfg.gpu = bk.kind == AREAL_BACKEND_GPU;
 
     areal_rollout_server *s = NULL;
     if (areal_rollout_server_start(&cfg, &s, &e) != AREAL_OK) {
@@ -221,6 +222,8 @@ int worker_serve_job(int argc, char **argv, const char *job_model, const worker_
         worker_tp_reap(fpids, (int)tp, 5000);
         return e.code == AREAL_EIO || e.code == AREAL_EINVAL ? 2 : 1;
     }
+    if (areal_rollout_server_backend_note(s)[0] != '\0')
+        areal_print_line(stderr, "areal-worker serve: %s", areal_rollout_server_backend_note(s));
     int port = areal_rollout_server_port(s);
     char addr[300];
     snprintf(addr, sizeof addr, "%s:%d", advertise, port);

@@ -8,8 +8,16 @@ train_DIR    := worker/train
 train_DEPS   := model rl comm http parallel
 train_PKGS   := libcurl jansson
 train_LIBS   := -lpthread
-# the backend seam (src/backend.c) names what a GPU build lacks (kernels/module.mk sets AREAL_CUBLASLT)
-train_CFLAGS += $(if $(AREAL_CUBLASLT),-DAREAL_HAVE_GPUMODEL=1)
+# The backend seam (areal/train/backend.h): where the GPU model is built (kernels/module.mk sets
+# AREAL_CUBLASLT, worker/gpu/module.mk declares gpumodel) the trainer's GPU step (gpu/src:
+# backend_gpu.c, the NCCL DP adapter gpu_dp.c) joins its archive and gpumodel its closure;
+# elsewhere neither exists and src/backend.c says why the step stays on the CPU.
+ifneq ($(AREAL_CUBLASLT),)
+train_DEPS    += gpumodel
+train_CFLAGS  += -DAREAL_HAVE_GPUMODEL=1
+train_GPU_SRC := $(wildcard worker/train/gpu/src/*.c)
+train_GPU_INC := worker/train/gpu/include
+endif
 train_TEST_DEPS := trainref testutil
 
 # trainref: a reference SGLang-API server over the model core, on the kube

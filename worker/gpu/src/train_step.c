@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include "areal/kernels/optim.h"
+#include "areal/kernels/vocab.h"
 #include "ginternal.h"
 
 /* the batch's rules (areal_batch_check's, plus the plan's limits); *max_len its longest */
@@ -132,19 +133,28 @@ static int upload_ppo(areal_gpu_model *g, const areal_batch *b, const int32_t *t
     return AREAL_OK;
 }
 
-/* zero the gradients, forward, head (its loss: ppo or the cross-entropy), backward, clip, AdamW */
-static int run_step(areal_gpu_model *g, const areal_batch *b, int max_len,
-                    const areal_k_ppo_cfg *ppo, const areal_gpu_step_cfg *cfg, areal_error *err) {
+/* forward, head (its loss: ppo or the cross-entropy) and backward, adding into the gradients */
+static int run_fwd_bwd(areal_gpu_model *g, const areal_batch *b, int max_len,
+                       const areal_k_ppo_cfg *ppo, areal_error *err) {
+    int T = b->n_tokens;
+    g->T_run = T;
+    TRY(gpu_train_fwd(g, T, b->n_seqs, max_len, err));
+    TRY(gpu_head_fwd_bwd(g, T, ppo, err));
+    return gpu_train_bwd(g, T, b->n_seqs, max_len, err);
+}
+
+static int zero_grads(areal_gpu_model *g, areal_error *err) {
+    return gpu_cuda(
+        cudaMemsetAsync(g->grads, 0, g->wl.n_elems * sizeof(float), (cudaStream_t)g->stream),
+        "zero the gradients", err);
+}
+
+/* the DP reduction, the global norm, the clip factor and AdamW on the gradients */
+static int run_apply(areal_gpu_model *g, const areal_gpu_step_cfg *cfg, areal_error *err) {
     const areal_gpu_plan *p = &g->plan;
     char *r = g->arena;
     cudaStream_t st = (cudaStream_t)g->stream;
-    int T = b->n_tokens;
-    g->T_run = T;
     size_t n = g->wl.n_elems;
-    TRY(gpu_cuda(cudaMemsetAsync(g->grads, 0, n * sizeof(float), st), "zero the gradients", err));
-    TRY(gpu_train_fwd(g, T, b->n_seqs, max_len, err));
-    TRY(gpu_head_fwd_bwd(g, T, ppo, err));
-    TRY(gpu_train_bwd(g, T, b->n_seqs, max_len, err));
     TRY(gpu_dp_reduce(g, err)); /* on the DP group's stream, ordered by events */
     double *acc = (double *)AREAL_GPU_P(r, p->acc);
     float *scale = A32(r, p->scale), *norm = A32(r, p->norm);
@@ -158,7 +168,16 @@ static int run_step(areal_gpu_model *g, const areal_batch *b, int max_len,
     return AREAL_OK;
 }
 
-/* the step's fp32 [T] results at plan offsets `lp` and `loss` (NONE: skip) and the norm */
+/* zero the gradients, forward, head, backward, clip, AdamW */
+static int run_step(areal_gpu_model *g, const areal_batch *b, int max_len,
+                    const areal_k_ppo_cfg *ppo, const areal_gpu_step_cfg *cfg, areal_error *err) {
+    TRY(zero_grads(g, err));
+    TRY(run_fwd_bwd(g, b, max_len, ppo, err));
+    return run_apply(g, cfg, err);
+}
+
+/* the step's fp32 [T] results at plan offsets `lp` and `loss` (NULL: skip) and the norm (NULL:
+ * skip) */
 static int download(areal_gpu_model *g, int T, float *lp, float *loss, float *gn,
                     areal_error *err) {
     const areal_gpu_plan *p = &g->plan;
@@ -170,7 +189,7 @@ static int download(areal_gpu_model *g, int T, float *lp, float *loss, float *gn
     if (rc == AREAL_OK && loss != NULL)
         rc = gpu_cuda(cudaMemcpyAsync(loss, A32(r, p->tok_loss), bytes, cudaMemcpyDeviceToHost, st),
                       "download the token losses", err);
-    if (rc == AREAL_OK)
+    if (rc == AREAL_OK && gn != NULL)
         rc = gpu_cuda(cudaMemcpyAsync(gn, A32(r, p->norm), sizeof *gn, cudaMemcpyDeviceToHost, st),
                       "download the norm", err);
     if (rc == AREAL_OK)
@@ -231,4 +250,85 @@ int areal_gpu_train_step_ppo(areal_gpu_model *g, const areal_batch *b, const int
     }
     free(buf);
     return rc;
+}
+
+/* ---- the same step in pieces, for a trainer that accumulates micro-batches
+ * (areal/gpumodel/model.h) */
+
+int areal_gpu_zero_grad(areal_gpu_model *g, areal_error *err) {
+    return zero_grads(g, err);
+}
+
+int areal_gpu_accum_ppo(areal_gpu_model *g, const areal_batch *b, const int32_t *targets,
+                        const areal_gpu_ppo *ppo, double *loss, float *logprob, areal_error *err) {
+    int max_len = 0, n_targets = 0, n_rows = 0;
+    TRY(check_batch(g, b, targets, &max_len, err));
+    TRY(upload_ppo(g, b, targets, ppo, &n_rows, err));
+    TRY(upload_batch(g, b, targets, &n_targets, err));
+    TRY(run_fwd_bwd(g, b, max_len, &ppo->k, err));
+    int T = b->n_tokens;
+    float *buf = malloc(sizeof(float) * 2 * (size_t)T);
+    if (buf == NULL)
+        return areal_error_set(err, AREAL_ENOMEM, -1, "no memory for %d token losses", T);
+    int rc = download(g, T, buf, buf + T, NULL, err);
+    if (rc == AREAL_OK) {
+        double sum = 0;
+        for (int t = 0; t < T; t++)
+            sum += buf[T + t];
+        if (loss != NULL)
+            *loss = sum;
+        if (logprob != NULL)
+            for (int t = 0; t < T; t++)
+                logprob[t] = targets[t] >= 0 ? buf[t] : 0.0f;
+    }
+    free(buf);
+    return rc;
+}
+
+int areal_gpu_apply(areal_gpu_model *g, const areal_gpu_step_cfg *cfg, double *grad_norm,
+                    areal_error *err) {
+    if (cfg == NULL)
+        return areal_error_set(err, AREAL_EINVAL, -1, "GPU apply: NULL step settings");
+    TRY(run_apply(g, cfg, err));
+    float gn = 0;
+    const areal_gpu_plan *p = &g->plan;
+    cudaStream_t st = (cudaStream_t)g->stream;
+    int rc = gpu_cuda(
+        cudaMemcpyAsync(&gn, A32(g->arena, p->norm), sizeof gn, cudaMemcpyDeviceToHost, st),
+        "download the norm", err);
+    if (rc == AREAL_OK)
+        rc = gpu_cuda(cudaStreamSynchronize(st), "the optimizer step", err);
+    if (rc == AREAL_OK && grad_norm != NULL)
+        *grad_norm = gn;
+    return rc;
+}
+
+int areal_gpu_logprobs(areal_gpu_model *g, const areal_batch *b, const int32_t *targets, float temp,
+                       float *logprob, areal_error *err) {
+    if (!(temp > 0.0f) || logprob == NULL)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "GPU logprobs: temperature %g must be > 0 and logprob non-NULL",
+                               (double)temp);
+    int max_len = 0, n_targets = 0;
+    TRY(check_batch(g, b, targets, &max_len, err));
+    TRY(upload_batch(g, b, targets, &n_targets, err));
+    int T = b->n_tokens;
+    g->T_run = T;
+    TRY(gpu_train_fwd(g, T, b->n_seqs, max_len, err));
+    const areal_gpu_plan *p = &g->plan;
+    char *r = g->arena;
+    uint16_t *lnf = A16(r, p->lnf), *logits = A16(r, p->logits);
+    for (int r0 = 0; r0 < T; r0 += p->chunk) { /* the LM head as the step's, without a backward */
+        int C = T - r0 < p->chunk ? T - r0 : p->chunk;
+        TRY(gpu_lin_fwd(g, logits, lnf + (size_t)r0 * g->H, g->wl.lm_head, AREAL_GPU_NONE, C, g->H,
+                        g->V, 0.0f, err));
+        TRY(areal_k_logprob_fwd(A32(r, p->logprob) + r0, NULL, A32(r, p->logz) + r0, logits,
+                                (size_t)g->V, AI(r, p->target) + r0, (size_t)C, g->V, temp,
+                                g->stream, err));
+    }
+    TRY(download(g, T, logprob, NULL, NULL, err));
+    for (int t = 0; t < T; t++)
+        if (targets[t] < 0)
+            logprob[t] = 0.0f;
+    return AREAL_OK;
 }

@@ -58,6 +58,8 @@ static int check_config(const areal_engine_config *c, areal_error *err) {
 }
 
 static void free_engine_parts(areal_engine *e) {
+    if (e->be != NULL && e->be->release != NULL)
+        e->be->release(e);
     areal_paged_kv_free(&e->kv);
     kvb_free(&e->blocks);
     areal_pool_destroy(e->pool);
@@ -169,6 +171,14 @@ int areal_engine_create(areal_model *model, const areal_engine_config *cfg, area
     if (e->tp != NULL) /* the training forward's reduction points, over the server's group */
         areal_model_set_reduce(e->model, eng_tp_reduce, e->tp);
     e->mcfg = model->cfg;
+    e->be = &eng_cpu_backend;
+    if (c->gpu && (rc = eng_gpu_attach(e, err)) != AREAL_OK) {
+        e->model->pool = model->pool;
+        free(e->model);
+        free_engine_parts(e);
+        free(e);
+        return rc;
+    }
     if (e->tp != NULL && (rc = eng_tp_hello(e, err)) != AREAL_OK) {
         e->model->pool = model->pool;
         free(e->model);

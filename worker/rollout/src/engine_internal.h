@@ -86,6 +86,16 @@ typedef struct eng_lent {
     struct eng_lent *next;
 } eng_lent;
 
+/* The engine's model backend (areal/rollout/backend.h): the one call of a step that touches
+ * the model. step runs the planned step e->batch[0..nb) already packed into e->step_tok, e->cu,
+ * e->pseq and e->out_rows[0..n_out), writing e->logits (areal_model_step_paged's contract), on
+ * the scheduler thread outside mu; release frees be_state (NULL: none). */
+typedef struct eng_backend {
+    const char *name;
+    int (*step)(areal_engine *e, int nb, int n_out, areal_error *err);
+    void (*release)(areal_engine *e);
+} eng_backend;
+
 typedef enum eng_cmd { CMD_NONE, CMD_PAUSE, CMD_CONTINUE, CMD_FLUSH, CMD_SWAP } eng_cmd;
 
 struct areal_engine {
@@ -139,7 +149,17 @@ struct areal_engine {
     areal_paged_seq *pseq;   /* [max_running] */
     int32_t *out_rows;       /* [max_running + SCORE_ROWS] */
     float *logits, *scratch; /* [(max_running + SCORE_ROWS) * V], [2 V] */
+    const eng_backend *be;   /* eng_cpu_backend, or the GPU's (eng_gpu_attach) */
+    void *be_state;
 };
+
+/* ---- backend.c / gpu/src/engine_gpu.c: the step's backend */
+/* Today's step: areal_model_step_paged on the CPU model and e->kv. */
+extern const eng_backend eng_cpu_backend;
+/* Moves e's steps onto the GPU model (a copy of e->model's weights, a paged cache of
+ * e->blocks' geometry, CUDA graphs where the model has no MoE layer); re-uploads the weights
+ * at the first step after each swap. AREAL_EINVAL with the reason where it cannot. */
+int eng_gpu_attach(areal_engine *e, areal_error *err);
 
 /* Prompt-scoring rows per step at most (bounds the logits buffer). */
 #define SCORE_ROWS 64

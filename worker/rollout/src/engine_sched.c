@@ -399,8 +399,7 @@ static int run_step(areal_engine *e, int nb, int *fin, int32_t *matched, int *n_
     areal_error err;
     int rc = e->tp != NULL ? eng_tp_step(e, nb, &err) : AREAL_OK;
     if (rc == AREAL_OK)
-        rc = areal_model_step_paged(e->model, &e->kv, e->step_tok, cu, e->pseq, nb, e->out_rows,
-                                    n_out, e->logits, &err);
+        rc = e->be->step(e, nb, n_out, &err);
     if (rc != AREAL_OK && e->tp != NULL)
         eng_tp_fail(e, &err); /* a follower died or hung: its partner ranks cannot go on */
     if (rc != AREAL_OK) {     /* else only ENOMEM gets here: the plan is valid by construction */

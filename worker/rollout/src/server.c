@@ -217,11 +217,25 @@ static int load_engine(areal_rollout_server *s, areal_error *err) {
                               .n_eos_token_ids = n_eos,
                               .weight_version = s->cfg.weight_version,
                               .disable_prefix_cache = s->cfg.disable_prefix_cache,
-                              .no_prepack = s->cfg.no_prepack};
+                              .no_prepack = s->cfg.no_prepack,
+                              .gpu = s->cfg.gpu};
     rc = areal_engine_create(&m, &ec, &s->eng, err);
+    if (rc != AREAL_OK && ec.gpu) { /* the GPU refused (or failed): today's CPU engine, and why */
+        snprintf(s->backend_note, sizeof s->backend_note,
+                 "rollout: the engine stays on the CPU: %s", err->msg);
+        ec.gpu = false;
+        rc = areal_engine_create(&m, &ec, &s->eng, err);
+    } else if (rc == AREAL_OK && ec.gpu) {
+        snprintf(s->backend_note, sizeof s->backend_note,
+                 "rollout: the engine runs on the GPU model");
+    }
     if (rc != AREAL_OK)
         areal_model_free(&m);
     return rc;
+}
+
+const char *areal_rollout_server_backend_note(const areal_rollout_server *s) {
+    return s->backend_note;
 }
 
 int areal_rollout_server_start(const areal_rollout_server_config *cfg, areal_rollout_server **out,

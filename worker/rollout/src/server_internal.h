@@ -50,6 +50,7 @@ typedef struct wgroup {
 
 struct areal_rollout_server {
     areal_rollout_server_config cfg;
+    char backend_note[AREAL_ERROR_MSG_MAX + 64]; /* areal_rollout_server_backend_note */
     char model_dir[4096], host[64], advertise[256], served_name[256];
     areal_engine *eng;
     areal_tokenizer *tok;

@@ -223,10 +223,10 @@ static void do_init_group(areal_rollout_server *s, areal_http_exchange *x,
     if (rc != AREAL_OK) {
         areal_comm_destroy(g->comm);
         memset(g, 0, sizeof *g);
-        json_decref(j);
         fail(x, 400, "cannot join weight-update group %s at %s:%d as rank %d of %d: %s", name,
              cc.store_host, cc.store_port, rank, world,
              rc == AREAL_ENOMEM ? "out of memory" : e.msg);
+        json_decref(j); /* after the message: name and the store's host are j's strings */
         return;
     }
     snprintf(g->name, sizeof g->name, "%s", name);

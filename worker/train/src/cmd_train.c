@@ -658,6 +658,7 @@ static int cmd_train(int argc, char **argv, FILE *out, FILE *err) {
     job.ckpt_every = (int)cfg.recover.freq_steps;
     job.resume = resume;
     job.rollout_workers = (int)f[F_WORKERS].val;
+    job.gpu = bk.kind == AREAL_BACKEND_GPU;
     /* the address servers reach this trainer at: the pod's IP in a job */
     job.xccl.host = xhost ? xhost : getenv("POD_IP");
     job.xccl.bucket_bytes = (size_t)(f[F_BUCKET].val * 1048576.0);

@@ -21,6 +21,7 @@
 
 #include "areal/model/pool.h"
 #include "areal/model/tokenizer.h"
+#include "areal/train/backend.h"
 #include "areal/train/ckpt.h"
 #include "areal/train/discover.h"
 #include "areal/train/dp.h"
@@ -397,6 +398,13 @@ int areal_train_run(const areal_train_job *job, areal_train_result *res, areal_e
                                           err)
                  : areal_trainer_init(&t, job->model_dir, cfg, total_steps, pool, job->dp, err);
         have_trainer = rc == AREAL_OK;
+    }
+    if (rc == AREAL_OK && job->gpu) { /* refused: one line, and today's CPU step */
+        areal_error ge;
+        if (areal_trainer_use_gpu(&t, &ge) == AREAL_OK)
+            say(job, "trainer: the step runs on the GPU model");
+        else
+            say(job, "trainer: the step stays on the CPU: %s", ge.msg);
     }
     if (rc == AREAL_OK)
         rc = budget_tokens(&l, cfg, &t, err);

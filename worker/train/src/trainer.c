@@ -29,6 +29,7 @@
 #include "areal/rl/advantage.h"
 #include "areal/rl/loss.h"
 #include "areal/rl/pack.h"
+#include "areal/train/backend.h"
 #include "areal/train/train_optim.h"
 #include "areal/train/trainer.h"
 #include "areal/train/trainer_par.h"
@@ -127,6 +128,7 @@ int areal_trainer_init(areal_trainer *t, const char *model_dir, const areal_rl_c
     t->actor = cfg->actor;
     t->group_size = cfg->gconfig.n_samples > 0 ? cfg->gconfig.n_samples : 1;
     t->dp = dp;
+    t->ops = &areal_train_cpu_ops;
     return AREAL_OK;
 }
 
@@ -174,10 +176,14 @@ int areal_trainer_init_par(areal_trainer *t, const char *model_dir, const areal_
     t->actor = cfg->actor;
     t->group_size = cfg->gconfig.n_samples > 0 ? cfg->gconfig.n_samples : 1;
     t->dp = areal_train_par_data_pg(t->par);
+    t->ops = &areal_train_cpu_ops;
     return AREAL_OK;
 }
 
 void areal_trainer_free(areal_trainer *t) {
+    if (t->ops != NULL && t->ops->release != NULL)
+        t->ops->release(t);
+    free(t->dlogits);
     areal_train_par_free(t->par);
     if (t->ref != NULL)
         areal_model_free(t->ref);
@@ -295,10 +301,14 @@ static void mb_gather(const packed *p, mb *m) {
     }
 }
 
+static const areal_train_backend_ops *ops_of(const areal_trainer *t);
+
 /* logp [T] of the micro-batch's targets under model's weights; keeps acts when keep != NULL. */
 static int forward_logp(areal_trainer *t, areal_model *model, mb *m, float *logp, areal_acts *keep,
                         areal_error *err) {
     areal_batch b = {m->tok, m->cu32, m->T, m->n};
+    if (model == &t->model && keep == NULL) /* the policy: its backend's (the GPU's or below) */
+        return ops_of(t)->logprobs(t, &b, m->tgt, logp, err);
     areal_acts a;
     int rc = areal_model_forward(model, &b, &a, err);
     if (rc != AREAL_OK)
@@ -310,6 +320,76 @@ static int forward_logp(areal_trainer *t, areal_model *model, mb *m, float *logp
     else
         areal_acts_free(&a);
     return AREAL_OK;
+}
+
+/* ---- the CPU backend (areal/train/backend.h): the CPU model, areal/rl's loss, train_optim */
+
+static int cpu_logprobs(areal_trainer *t, const areal_batch *b, const int32_t *targets, float *logp,
+                        areal_error *err) {
+    areal_acts a;
+    int rc = areal_model_forward(&t->model, b, &a, err);
+    if (rc != AREAL_OK)
+        return rc;
+    areal_token_logprobs(t->model.pool, a.logits, a.T, a.V, targets, (float)t->actor.temperature,
+                         logp, NULL);
+    areal_acts_free(&a);
+    return AREAL_OK;
+}
+
+static int cpu_zero_grad(areal_trainer *t, areal_error *err) {
+    (void)err;
+    areal_model_zero_grad(&t->model);
+    return AREAL_OK;
+}
+
+static int cpu_accum(areal_trainer *t, const areal_train_mb *m, const areal_ppo_loss_opts *opts,
+                     float *logp, float *dlogp, double *loss, areal_ppo_loss_stats *s1,
+                     areal_error *err) {
+    areal_acts a;
+    int rc = areal_model_forward(&t->model, &m->b, &a, err);
+    if (rc != AREAL_OK)
+        return rc;
+    float temp = (float)t->actor.temperature;
+    int T = m->b.n_tokens;
+    areal_token_logprobs(t->model.pool, a.logits, a.T, a.V, m->targets, temp, logp, NULL);
+    rc = areal_ppo_actor_loss(logp, m->prox, m->old, m->adv, m->mask, T, m->cu64, m->b.n_seqs, opts,
+                              loss, dlogp, s1, err);
+    size_t need = (size_t)T * (size_t)a.V;
+    if (rc == AREAL_OK && need > t->dlogits_n) {
+        float *dl = realloc(t->dlogits, need * sizeof *dl);
+        if (dl == NULL)
+            rc = areal_error_set(err, AREAL_ENOMEM, -1, "no memory for dlogits");
+        else
+            t->dlogits = dl, t->dlogits_n = need;
+    }
+    if (rc == AREAL_OK) {
+        areal_token_logprobs_backward(t->model.pool, a.logits, a.T, a.V, m->targets, temp, dlogp,
+                                      NULL, t->dlogits);
+        rc = areal_model_backward(&t->model, &a, t->dlogits, err);
+    }
+    areal_acts_free(&a);
+    return rc;
+}
+
+static int cpu_apply(areal_trainer *t, double *grad_norm, double *lr, areal_error *err) {
+    if (t->dp != NULL && areal_pg_size(t->dp) > 1) {
+        /* AReaL's engine scale multiplied by dp_size, so the average is the global mean */
+        int rc = areal_pg_all_reduce(t->dp, t->model.grads, t->model.n_params, AREAL_DT_F32,
+                                     AREAL_AVG, err);
+        if (rc != AREAL_OK)
+            return rc;
+    }
+    *grad_norm = areal_train_optim_clip(t->model.grads, t->model.n_params, t->grad_clip);
+    *lr = areal_train_optim_step(t->opt, t->model.params, t->model.grads, t->model.pool);
+    return AREAL_OK;
+}
+
+const areal_train_backend_ops areal_train_cpu_ops = {"cpu",     cpu_logprobs, cpu_zero_grad,
+                                                     cpu_accum, cpu_apply,    NULL};
+
+/* a trainer set up field by field (tests) has no ops: today's CPU step */
+static const areal_train_backend_ops *ops_of(const areal_trainer *t) {
+    return t->ops != NULL ? t->ops : &areal_train_cpu_ops;
 }
 
 static int mb_alloc(mb *m, int n_seqs, int T) {
@@ -553,9 +633,8 @@ int areal_trainer_step(areal_trainer *t, const areal_group *g, int n, areal_step
     packed p;
     mb m;
     int *all, *mb_of;
-    float *dlogits = NULL;
     int rc = batch_setup(t, g, n, &p, &m, &all, &mb_of, err);
-    int V = t->model.cfg.vocab_size, n_mbs = 0;
+    int n_mbs = 0;
 
     /* 1. proximal logprobs with the weights before this step (recompute_logprob), and the
      * reference policy's (kl_ctl > 0) on the same micro-batches */
@@ -635,48 +714,29 @@ int areal_trainer_step(areal_trainer *t, const areal_group *g, int n, areal_step
                 n_valid_global += p.mask_f[tk] != 0;
         if (multi && (rc = dp_sum(t->dp, &n_valid_global, 1, err)) != AREAL_OK)
             break;
-        areal_model_zero_grad(&t->model);
+        rc = ops_of(t)->zero_grad(t, err);
         for (int k = 0; rc == AREAL_OK && k < n_mbs; k++) {
             m.n = 0;
             for (int i = 0; i < ns; i++)
                 if (mb_of[i] == k)
                     m.sel[m.n++] = sel[i];
             mb_gather(&p, &m);
-            areal_acts a;
-            rc = forward_logp(t, &t->model, &m, m.logp, &a, err);
-            if (rc != AREAL_OK)
-                break;
             long n_valid_mb = areal_ppo_count_valid(m.mask, m.T);
             opts.scale = areal_ppo_mb_scale(n_valid_mb, (long)n_valid_global, dp_size);
+            areal_train_mb in = {
+                {m.tok, m.cu32, m.T, m.n}, m.tgt, m.prox, m.old, m.adv, m.mask, m.cu64};
             double loss = 0;
             areal_ppo_loss_stats s1;
-            rc = areal_ppo_actor_loss(m.logp, m.prox, m.old, m.adv, m.mask, m.T, m.cu64, m.n, &opts,
-                                      &loss, m.dlogp, &s1, err);
+            rc = ops_of(t)->accum(t, &in, &opts, m.logp, m.dlogp, &loss, &s1, err);
             if (rc == AREAL_OK) {
                 st.loss += loss;
                 areal_ppo_loss_stats_add(&ls, &s1);
-                float *dl = realloc(dlogits, (size_t)m.T * (size_t)V * sizeof *dl);
-                if (dl == NULL) {
-                    rc = areal_error_set(err, AREAL_ENOMEM, -1, "no memory for dlogits");
-                } else {
-                    dlogits = dl;
-                    areal_token_logprobs_backward(t->model.pool, a.logits, a.T, a.V, m.tgt,
-                                                  (float)t->actor.temperature, m.dlogp, NULL,
-                                                  dlogits);
-                    rc = areal_model_backward(&t->model, &a, dlogits, err);
-                }
             }
-            areal_acts_free(&a);
         }
-        if (rc == AREAL_OK && multi) {
-            /* AReaL's engine scale multiplied by dp_size, so the average is the global mean */
-            rc = areal_pg_all_reduce(t->dp, t->model.grads, t->model.n_params, AREAL_DT_F32,
-                                     AREAL_AVG, err);
-        }
+        if (rc == AREAL_OK)
+            rc = ops_of(t)->apply(t, &st.grad_norm, &st.lr, err);
         if (rc != AREAL_OK)
             break;
-        st.grad_norm = areal_train_optim_clip(t->model.grads, t->model.n_params, t->grad_clip);
-        st.lr = areal_train_optim_step(t->opt, t->model.params, t->model.grads, t->model.pool);
         t->step++;
     }
     /* the seam to weight sync, HF saves and checkpoints: the whole policy on world rank 0 */
@@ -697,7 +757,9 @@ int areal_trainer_step(areal_trainer *t, const areal_group *g, int n, areal_step
     }
     if (t->model.grads != NULL)
         areal_model_zero_grad(&t->model);
-    free(dlogits);
+    free(t->dlogits); /* as before the seam: the [T, V] scratch lives for one step */
+    t->dlogits = NULL;
+    t->dlogits_n = 0;
     free(all);
     free(mb_of);
     mb_free(&m);

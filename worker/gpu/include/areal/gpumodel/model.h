@@ -64,6 +64,11 @@ int areal_gpu_model_randomize(areal_gpu_model *g, uint64_t seed, float a, areal_
  * m->n_params floats in m's layout, back to the host. Synchronises. */
 int areal_gpu_model_download(areal_gpu_model *g, float *params, float *grads, areal_error *err);
 
+/* The AdamW moments and step count, in m's layout (m->n_params floats each): to_device copies
+ * m, v and *step into the model (a resumed run), else the model's into them. Synchronises. */
+int areal_gpu_model_moments(areal_gpu_model *g, bool to_device, float *m, float *v, long *step,
+                            areal_error *err);
+
 /* The training step's settings: AdamW (its step field is ignored: the model counts), and the
  * clipping norm (<= 0: none). */
 typedef struct areal_gpu_step_cfg {
@@ -115,6 +120,35 @@ int areal_gpu_train_step_ppo(areal_gpu_model *g, const areal_batch *b, const int
                              areal_gpu_step_out *out, float *logprob, areal_error *err);
 
 /*
+ * The PPO step in pieces, for a trainer that accumulates the gradients of
+ * several micro-batches before one optimizer step (areal/train/backend.h):
+ * areal_gpu_zero_grad, then areal_gpu_accum_ppo per micro-batch (forward,
+ * the fused PPO head and backward, *adding* into the gradients: every weight
+ * gradient kernel accumulates), then areal_gpu_apply (the DP reduction when
+ * set, the global norm, clipping and AdamW, as areal_gpu_train_step_ppo's
+ * end). areal_gpu_train_step_ppo is zero + accum + apply on one batch.
+ * accum: *loss (NULL: not wanted) = sum_t coef w_t pg_t of this micro-batch,
+ * logprob as areal_gpu_train_step_ppo's; synchronises. apply: *grad_norm the
+ * global norm before clipping (NULL: not wanted); synchronises.
+ */
+int areal_gpu_zero_grad(areal_gpu_model *g, areal_error *err);
+int areal_gpu_accum_ppo(areal_gpu_model *g, const areal_batch *b, const int32_t *targets,
+                        const areal_gpu_ppo *ppo, double *loss, float *logprob, areal_error *err);
+int areal_gpu_apply(areal_gpu_model *g, const areal_gpu_step_cfg *cfg, double *grad_norm,
+                    areal_error *err);
+
+/*
+ * The log-probabilities of targets under the current weights without a
+ * backward (the trainer's proximal / recomputed logprobs): the training
+ * forward on b, then the LM head chunk by chunk and the vocabulary
+ * log-softmax at temperature temp (> 0). logprob[t] is 0 where targets[t]
+ * is -1; at least one row needs a target. The gradients are untouched.
+ * Synchronises.
+ */
+int areal_gpu_logprobs(areal_gpu_model *g, const areal_batch *b, const int32_t *targets, float temp,
+                       float *logprob, areal_error *err);
+
+/*
  * Data-parallel gradient reduction on a communication group's own stream.
  * all_reduce_mean(ctx, buf, n, err) must enqueue on `stream` (the group's
  * CUDA stream, e.g. areal_ncclpg_stream) the mean of buf's n fp32 device
@@ -162,6 +196,9 @@ int areal_gpu_decode_step(areal_gpu_model *g, int B, const int32_t *tokens, cons
  * Synchronises; drops the graphs captured so far.
  */
 int areal_gpu_decode_graphs(areal_gpu_model *g, bool on, areal_error *err);
+
+/* The vocabulary size (the rows of the logits a decode step returns). */
+int areal_gpu_model_vocab(const areal_gpu_model *g);
 
 /* The parameter count of the model's matrices (the 6 N of an MFU estimate: every weight but the
  * embedding table, which is a gather; the LM head counts once, tied or not). */

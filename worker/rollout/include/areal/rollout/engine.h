@@ -124,6 +124,11 @@ typedef struct areal_engine_config {
     /* serve without the packed twin of the linear weights (areal_model_infer_pack): saves
      * one copy of them, at ~0.6x the decode speed; the same tokens and logprobs either way */
     bool no_prepack;
+    /* run the forward on the GPU model (areal/rollout/backend.h: the server's choice); refused
+     * by areal_engine_create with AREAL_EINVAL and the reason where it cannot (a build without
+     * the GPU model, tensor_parallel > 1, a model the GPU model does not run): the caller logs
+     * it and creates a CPU engine instead */
+    bool gpu;
 } areal_engine_config;
 
 /* SGLang's sampling_params plus the logprob options of /generate. */

@@ -42,6 +42,10 @@ typedef struct areal_rollout_server_config {
     int comm_timeout_ms;        /* weight-update group deadlines; 0: 60000 */
     bool disable_prefix_cache;  /* engine's disable_prefix_cache (SGLang's --disable-radix-cache) */
     bool no_prepack;            /* engine's no_prepack (--no-prepack) */
+    /* the engine on the GPU model (engine's gpu; areal_rollout_backend's choice): where the
+     * engine refuses it, the server starts a CPU engine and areal_rollout_server_backend_note
+     * says why */
+    bool gpu;
 } areal_rollout_server_config;
 
 /*
@@ -53,6 +57,10 @@ int areal_rollout_server_start(const areal_rollout_server_config *cfg, areal_rol
                                areal_error *err);
 
 int areal_rollout_server_port(const areal_rollout_server *s);
+
+/* One line about the engine's backend when cfg.gpu was asked: that the engine runs on the GPU,
+ * or why it stayed on the CPU; "" when the GPU was not asked. Valid while s lives. */
+const char *areal_rollout_server_backend_note(const areal_rollout_server *s);
 
 /* The weight version now serving, copied into buf[0..cap). */
 void areal_rollout_server_version(areal_rollout_server *s, char *buf, size_t cap);

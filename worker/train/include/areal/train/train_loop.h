@@ -53,6 +53,9 @@ typedef struct areal_train_job {
     /* nullable: the trainer split by a layout over dp's ranks (trainer_par.h); NULL:
      * replicated data parallelism (or one process) */
     const struct areal_train_layout *layout;
+    /* the trainer's step on the GPU model (areal_train_backend chose it; areal_trainer_use_gpu):
+     * where that is refused, the loop logs the reason once and trains on the CPU */
+    bool gpu;
     /* nullable: the registered rollout servers replace `servers` once one registers, and
      * those behind the policy are caught up between steps (discover.h) */
     struct areal_discover *discover;

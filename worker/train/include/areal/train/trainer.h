@@ -77,6 +77,13 @@ typedef struct areal_trainer {
     /* With par: skip the per-step gather (the weight update goes shard-direct, xccl_shard.h);
      * whole_stale then says rank 0's `model` lags the shards until areal_train_dp_whole. */
     bool defer_gather, whole_stale;
+    /* The step's model backend (areal/train/backend.h): areal_train_cpu_ops unless
+     * areal_trainer_use_gpu moved it; be_state is the backend's (owned, released at free). */
+    const struct areal_train_backend_ops *ops;
+    void *be_state;
+    float *dlogits;   /* the CPU backend's [T, V] scratch of one micro-batch */
+    size_t dlogits_n; /* its floats */
+    void *gpu_dp;     /* nullable areal_ncclpg *: the GPU model's DP group (areal_train_gpu_dp) */
     /* With par, rank 0, before areal_train_dp_sync_state: the checkpoint to resume (borrowed,
      * NULL: a fresh start) and its form (an areal_ckpt_format). */
     const char *resume_dir;
