@@ -161,12 +161,11 @@ static void add_range(plist *l, const areal_model *m, size_t i, size_t lo, size_
     add_piece(l, m->specs[i].name, 2, &m->slices[i], a - off, b - off, vv + (a - lo));
 }
 
-/* m's parameters (the owners') and one optimizer state: adam, z or o's pieces. */
-static int save_model(const char *dir, const char *config_json, const char *layout,
-                      const areal_model *m, const areal_adamw *adam, const areal_par_zero1 *z,
-                      const areal_par_overlap *o, areal_coll *world, int dp_rank, int edp_rank,
-                      areal_error *err) {
-    plist l = {0};
+/* m's parameters (the owners') and one optimizer state (adam, z or o's pieces) onto l. */
+static void add_model(plist *lp, const areal_model *m, const areal_adamw *adam,
+                      const areal_par_zero1 *z, const areal_par_overlap *o, int dp_rank,
+                      int edp_rank) {
+    plist l = *lp;
     for (size_t i = 0; i < m->n_specs; i++) {
         const char *name = m->specs[i].name;
         int expert = strstr(name, "mlp.experts.") != NULL, counts = areal_par_counts(m, i);
@@ -187,13 +186,41 @@ static int save_model(const char *dir, const char *config_json, const char *layo
             add_range(&l, m, i, lo, hi, o->adam.m + o->b[k].goff, o->adam.v + o->b[k].goff);
         }
     }
+    *lp = l;
+}
+
+/* This rank's pieces in l written, then finish (l freed). */
+static int save_list(const char *dir, const char *config_json, const char *layout, plist *lp,
+                     long step, areal_coll *world, areal_error *err) {
+    plist l = *lp;
     int rank = world != NULL ? areal_coll_rank(world) : 0;
     int size = world != NULL ? areal_coll_size(world) : 1;
     int rc = l.oom ? areal_error_set(err, AREAL_ENOMEM, -1, "checkpoint: out of memory")
                    : write_shard(dir, rank, size, layout, &l, err);
     free(l.v);
-    long step = adam != NULL ? adam->step : z != NULL ? z->adam.step : o->adam.step;
     return finish(dir, config_json, layout, step, world, rc, err);
+}
+
+/* m's parameters (the owners') and one optimizer state: adam, z or o's pieces. */
+static int save_model(const char *dir, const char *config_json, const char *layout,
+                      const areal_model *m, const areal_adamw *adam, const areal_par_zero1 *z,
+                      const areal_par_overlap *o, areal_coll *world, int dp_rank, int edp_rank,
+                      areal_error *err) {
+    plist l = {0};
+    add_model(&l, m, adam, z, o, dp_rank, edp_rank);
+    long step = adam != NULL ? adam->step : z != NULL ? z->adam.step : o->adam.step;
+    return save_list(dir, config_json, layout, &l, step, world, err);
+}
+
+int areal_par_ckpt_save_shards_chunks(const char *dir, const char *config_json, const char *layout,
+                                      const areal_model *const *ms, const areal_adamw *const *adams,
+                                      int n, areal_coll *world, int dp_rank, areal_error *err) {
+    if (n < 1)
+        return areal_error_set(err, AREAL_EINVAL, -1, "checkpoint: %d model chunks", n);
+    plist l = {0};
+    for (int c = 0; c < n; c++)
+        add_model(&l, ms[c], adams[c], NULL, NULL, dp_rank, dp_rank);
+    return save_list(dir, config_json, layout, &l, adams[0]->step, world, err);
 }
 
 int areal_par_ckpt_save_shards(const char *dir, const char *config_json, const char *layout,

@@ -9,7 +9,9 @@
 
 #include "areal/model/heads.h"
 #include "areal/parallel/reduce.h"
+#include "areal/parallel/vpp.h"
 #include "step_cp.h"
+#include "step_vpp.h"
 
 int areal_par_step_init(areal_par_step *s, areal_par_optim kind, const areal_par_groups *g,
                         areal_coll *data, areal_model *m, areal_par_fsdp *f, areal_pool *pool,
@@ -122,6 +124,7 @@ void areal_par_step_free(areal_par_step *s) {
         free(s->overlap);
     }
     free(s->ep);
+    areal_par_step_vpp_free(s);
     areal_adamw_free(&s->adam);
     areal_par_zero1_free(&s->z);
     memset(s, 0, sizeof *s);
@@ -170,6 +173,13 @@ static int lp_fn(void *ctx, int mb, const float *logits, int T, int V, float *dl
     return AREAL_OK;
 }
 
+/* The interleaved schedule's loss function: the logprobs, a zero loss gradient. */
+static int lp_vpp_fn(void *ctx, int mb, const float *logits, int T, int V, float *dlogits,
+                     double *loss, areal_error *err) {
+    memset(dlogits, 0, sizeof(float) * (size_t)T * (size_t)V);
+    return lp_fn(ctx, mb, logits, T, V, dlogits, loss, err);
+}
+
 int areal_par_step_logprobs(areal_par_step *s, const areal_batch *mbs,
                             const int32_t *const *targets, int n_mb, float temperature,
                             float *const *logp, areal_error *err) {
@@ -192,6 +202,9 @@ int areal_par_step_logprobs(areal_par_step *s, const areal_batch *mbs,
         }
         free(lp.buf);
         areal_par_step_cp_end(s, run);
+    } else if (s->chunks != NULL) {
+        rc = areal_par_pipe_interleaved(s->chunks, s->vpp, s->g.pp, mbs, n_mb, lp_vpp_fn, &c, NULL,
+                                        err);
     } else {
         rc = areal_par_pipe_forward(s->m, s->g.pp, mbs, n_mb, lp_fn, &c, err);
     }
@@ -225,6 +238,19 @@ static int grads_run(areal_par_step *s, const areal_batch *mbs, int n_mb, areal_
     if (s->kind == AREAL_PAR_FSDP) {
         /* zeroes, reduce-scatters and sums over dp itself (fsdp.h) */
         rc = areal_par_fsdp_forward_backward(s->fsdp, mbs, n_mb, loss_fn, loss_ctx, &l, err);
+    } else if (s->chunks != NULL) {
+        /* each chunk's sums in chunk order: every rank of a group has the same chunks */
+        for (int c = 0; c < s->vpp; c++)
+            areal_model_zero_grad(s->chunks[c]);
+        rc = areal_par_pipe_interleaved(s->chunks, s->vpp, s->g.pp, mbs, n_mb, loss_fn, loss_ctx,
+                                        &l, err);
+        for (int c = 0; rc == AREAL_OK && c < s->vpp; c++) {
+            rc = areal_par_reduce_partial_grads(s->chunks[c], &s->g, err);
+            if (rc == AREAL_OK)
+                rc = areal_par_reduce_tied_embed(s->chunks[c], &s->g, err);
+            if (rc == AREAL_OK)
+                rc = areal_par_dp_reduce_grads(s->chunks[c], s->data, s->bucket, err);
+        }
     } else {
         areal_model_zero_grad(s->m);
         rc = areal_par_pipe_1f1b(s->m, s->g.pp, mbs, n_mb, loss_fn, loss_ctx, &l, err);
@@ -267,6 +293,16 @@ int areal_par_step_apply(areal_par_step *s, const areal_adamw_cfg *cfg, double l
         return areal_par_overlap_zero1_step(s->overlap, &s->g, cfg, lr, mn, norm, s->pool, err);
     if (s->kind == AREAL_PAR_ZERO1)
         return areal_par_zero1_step(&s->z, s->m, &s->g, cfg, lr, mn, norm, s->pool, err);
+    if (s->chunks != NULL) {
+        int rc = areal_par_vpp_grad_norm(s->chunks, s->vpp, &s->g, norm, err);
+        for (int c = 0; rc == AREAL_OK && c < s->vpp; c++) {
+            areal_model *m = s->chunks[c];
+            areal_par_clip(m->grads, m->n_params, *norm, mn);
+            areal_adamw_step(areal_par_step_chunk_adam(s, c), cfg, lr, m->params, m->grads,
+                             s->pool);
+        }
+        return rc;
+    }
     areal_model *m = s->m;
     int rc = s->ep != NULL
                  ? areal_par_ep_grad_norm(m, &s->ep->g, norm, err)

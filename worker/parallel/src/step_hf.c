@@ -84,12 +84,13 @@ static int zero1_moments(areal_par_step *s, int which, size_t a, size_t ln, floa
     return AREAL_OK;
 }
 
-/* This rank's buffer of state `which` over m's local parameters, flat index `base` first. */
-static const float *local_state(areal_par_step *s, int which, size_t *base) {
+/* This rank's buffer of state `which` over chunk c's local parameters, flat index `base` first. */
+static const float *local_state(areal_par_step *s, int c, int which, size_t *base) {
     *base = 0;
     if (which == AREAL_PAR_PARAMS)
-        return s->m->params;
-    const areal_adamw *a = s->kind == AREAL_PAR_ZERO1 ? &s->z.adam : &s->adam;
+        return areal_par_step_chunk(s, c)->params;
+    const areal_adamw *a =
+        s->kind == AREAL_PAR_ZERO1 ? &s->z.adam : areal_par_step_chunk_adam(s, c);
     if (s->kind == AREAL_PAR_ZERO1)
         *base = s->z.lo;
     return which == AREAL_PAR_EXP_AVG ? a->m : a->v;
@@ -103,34 +104,37 @@ int areal_par_step_get_tensor(areal_par_step *s, areal_coll *world, const areal_
         return areal_par_fsdp_get_tensor(s->fsdp, hf->name, which, out, err);
     size_t n = numel(hf);
     memset(out, 0, sizeof(float) * n);
-    areal_model *m = s->m;
-    int j = areal_model_find(m, hf->name);
-    /* one writer per element: ep.h's owners under dispatch; else the tp x pp owner on dp
-     * rank 0 of cp rank 0 (the cp ranks hold replicas) */
-    int ep = s->ep != NULL;
-    int dp0 = ep || (areal_par_rank(s->g.dp) == 0 && areal_par_rank(s->cp.cp) == 0);
-    int owns = j >= 0 &&
-               (ep ? areal_par_ep_counts(m, &s->ep->g, (size_t)j) : areal_par_counts(m, (size_t)j));
-    if (owns) {
-        const areal_tensor_spec *loc = &m->specs[j];
-        size_t ln = numel(loc), a = m->offset[j], base = 0;
-        const float *src = local_state(s, which, &base);
-        int zero1_moment = s->kind == AREAL_PAR_ZERO1 && which != AREAL_PAR_PARAMS;
-        if (!zero1_moment && dp0) {
-            slice_put(out, src + a, hf, m->slices != NULL ? &m->slices[j] : NULL);
-        } else if (zero1_moment) {
-            /* the elements of the tensor in this rank's range(s), zero elsewhere */
-            float *tmp = calloc(ln ? ln : 1, sizeof(float));
-            if (tmp == NULL)
-                return areal_error_set(err, AREAL_ENOMEM, -1,
-                                       "parallel step: no memory for %s (%zu floats)", hf->name,
-                                       ln);
-            int rc = zero1_moments(s, which, a, ln, tmp, 0, err);
-            if (rc == AREAL_OK)
-                slice_put(out, tmp, hf, m->slices != NULL ? &m->slices[j] : NULL);
-            free(tmp);
-            if (rc != AREAL_OK)
-                return rc;
+    /* under vpp each chunk is looked at: the tensor lives in at most one owning chunk */
+    for (int c = 0; c < areal_par_step_n_chunks(s); c++) {
+        areal_model *m = areal_par_step_chunk(s, c);
+        int j = areal_model_find(m, hf->name);
+        /* one writer per element: ep.h's owners under dispatch; else the tp x pp owner on dp
+         * rank 0 of cp rank 0 (the cp ranks hold replicas) */
+        int ep = s->ep != NULL;
+        int dp0 = ep || (areal_par_rank(s->g.dp) == 0 && areal_par_rank(s->cp.cp) == 0);
+        int owns = j >= 0 && (ep ? areal_par_ep_counts(m, &s->ep->g, (size_t)j)
+                                 : areal_par_counts(m, (size_t)j));
+        if (owns) {
+            const areal_tensor_spec *loc = &m->specs[j];
+            size_t ln = numel(loc), a = m->offset[j], base = 0;
+            const float *src = local_state(s, c, which, &base);
+            int zero1_moment = s->kind == AREAL_PAR_ZERO1 && which != AREAL_PAR_PARAMS;
+            if (!zero1_moment && dp0) {
+                slice_put(out, src + a, hf, m->slices != NULL ? &m->slices[j] : NULL);
+            } else if (zero1_moment) {
+                /* the elements of the tensor in this rank's range(s), zero elsewhere */
+                float *tmp = calloc(ln ? ln : 1, sizeof(float));
+                if (tmp == NULL)
+                    return areal_error_set(err, AREAL_ENOMEM, -1,
+                                           "parallel step: no memory for %s (%zu floats)", hf->name,
+                                           ln);
+                int rc = zero1_moments(s, which, a, ln, tmp, 0, err);
+                if (rc == AREAL_OK)
+                    slice_put(out, tmp, hf, m->slices != NULL ? &m->slices[j] : NULL);
+                free(tmp);
+                if (rc != AREAL_OK)
+                    return rc;
+            }
         }
     }
     if (world == NULL || areal_coll_size(world) < 2)
@@ -138,19 +142,34 @@ int areal_par_step_get_tensor(areal_par_step *s, areal_coll *world, const areal_
     return areal_coll_all_reduce(world, out, n, AREAL_DT_F32, AREAL_SUM, err);
 }
 
+static int set_in_chunk(areal_par_step *s, int c, const areal_tensor_spec *hf, int which,
+                        const float *whole, areal_error *err);
+
 int areal_par_step_set_tensor(areal_par_step *s, const areal_tensor_spec *hf, int which,
                               const float *whole, areal_error *err) {
     if (which != AREAL_PAR_PARAMS && which != AREAL_PAR_EXP_AVG && which != AREAL_PAR_EXP_AVG_SQ)
         return bad_which(which, err);
     if (s->kind == AREAL_PAR_FSDP)
         return areal_par_fsdp_set_tensor(s->fsdp, hf->name, which, whole, err);
-    areal_model *m = s->m;
+    int n = areal_par_step_n_chunks(s);
+    for (int c = 0; c < n - 1; c++) { /* vpp: every chunk holding it (a tied copy too) */
+        int rc = set_in_chunk(s, c, hf, which, whole, err);
+        if (rc != AREAL_OK)
+            return rc;
+    }
+    return set_in_chunk(s, n - 1, hf, which, whole, err);
+}
+
+/* areal_par_step_set_tensor on chunk c (a tensor it lacks skipped). */
+static int set_in_chunk(areal_par_step *s, int c, const areal_tensor_spec *hf, int which,
+                        const float *whole, areal_error *err) {
+    areal_model *m = areal_par_step_chunk(s, c);
     int j = areal_model_find(m, hf->name);
     if (j < 0)
         return AREAL_OK;
     const areal_tensor_spec *loc = &m->specs[j];
     size_t ln = numel(loc), a = m->offset[j], base = 0;
-    float *dst = (float *)local_state(s, which, &base);
+    float *dst = (float *)local_state(s, c, which, &base);
     const areal_tensor_slice *sl = m->slices != NULL ? &m->slices[j] : NULL;
     if (s->kind != AREAL_PAR_ZERO1 || which == AREAL_PAR_PARAMS) {
         if (sl == NULL || sl->dim < 0)

@@ -26,8 +26,48 @@ static const char SYNTH8[] =
     "\"rms_norm_eps\":1e-06,\"rope_scaling\":null,\"rope_theta\":10000.0,"
     "\"tie_word_embeddings\":true,\"torch_dtype\":\"float32\",\"vocab_size\":96}";
 
+/* A layout and how it runs: the schedule's own calls, or the shared step (step.h). */
+typedef struct vpp_case {
+    pt_layout L;
+    int step; /* areal_par_step_vpp: the trainer's calls, the recompute and the HF tensors */
+} vpp_case;
+
+/*
+ * Through the step: every HF tensor gathered over the chunks equals the one
+ * process's updated weight, and a moment set from whole tensors reads back
+ * (set and get both look in every chunk). The worst relative error.
+ */
+static double step_tensors_err(areal_par_step *ps, areal_coll *world, const areal_model *ref,
+                               areal_error *e) {
+    double worst = 0;
+    for (size_t i = 0; i < ref->n_specs; i++) {
+        const areal_tensor_spec *t = &ref->specs[i];
+        size_t n = (size_t)t->shape[0] * (t->ndim == 2 ? (size_t)t->shape[1] : 1);
+        float *w = malloc(sizeof(float) * n), *v = malloc(sizeof(float) * n);
+        int rc = w == NULL || v == NULL
+                     ? AREAL_ENOMEM
+                     : areal_par_step_get_tensor(ps, world, t, AREAL_PAR_PARAMS, w, e);
+        double x = rc == AREAL_OK ? pt_rel_err(w, ref->params + ref->offset[i], n) : INFINITY;
+        for (size_t k = 0; rc == AREAL_OK && k < n; k++)
+            w[k] = (float)(i + 1) + (float)k * 1e-3f;
+        if (rc == AREAL_OK)
+            rc = areal_par_step_set_tensor(ps, t, AREAL_PAR_EXP_AVG_SQ, w, e);
+        if (rc == AREAL_OK)
+            rc = areal_par_step_get_tensor(ps, world, t, AREAL_PAR_EXP_AVG_SQ, v, e);
+        double y = rc == AREAL_OK ? pt_rel_err(v, w, n) : INFINITY;
+        x = y > x || isnan(y) ? y : x;
+        worst = x > worst || isnan(x) ? x : worst;
+        free(w);
+        free(v);
+    }
+    return worst;
+}
+
 static int vpp_rank(areal_comm *c, void *arg) {
-    const pt_layout *L = arg;
+    const vpp_case *vc = arg;
+    const pt_layout *L = &vc->L;
+    areal_par_step ps = {0};
+    double lpe = 0, te = 0;
     int rank = areal_comm_rank(c), rc = 0;
     areal_error e = {0};
     areal_model ref = {0}, ch[VPP];
@@ -76,11 +116,22 @@ static int vpp_rank(areal_comm *c, void *arg) {
     pl.vocab.Vl = ref.cfg.vocab_size;
     PT_CHECK("grpo loss", pt_grpo_layout(&grpo, &b, mbs, nmb, NULL, &e) == AREAL_OK);
     pl.ppo = &grpo.par;
-    PT_CHECK("interleaved", areal_par_pipe_interleaved(chunks, VPP, g.pp, bs, nmb, pt_loss_fn, &pl,
-                                                       &loss, &e) == AREAL_OK);
-    for (int k = 0; k < VPP; k++)
-        PT_CHECK("tied embedding", areal_par_reduce_tied_embed(&ch[k], &g, &e) == AREAL_OK);
-    PT_CHECK("grad norm", areal_par_vpp_grad_norm(chunks, VPP, &g, &norm, &e) == AREAL_OK);
+    if (vc->step) {
+        /* the trainer's calls: recompute, forward-backward with its sums, the update */
+        PT_CHECK("step init", areal_par_step_init(&ps, AREAL_PAR_ADAMW, &g, g.dp, &ch[0], NULL,
+                                                  NULL, &e) == AREAL_OK);
+        PT_CHECK("step vpp", areal_par_step_vpp(&ps, chunks, VPP, &e) == AREAL_OK &&
+                                 areal_par_step_n_chunks(&ps) == VPP);
+        lpe = pt_check_recompute(&ps, &b, mbs, bs, nmb, &grpo, &e);
+        PT_CHECK("step grads",
+                 areal_par_step_grads(&ps, bs, nmb, pt_loss_fn, &pl, &loss, &e) == AREAL_OK);
+    } else {
+        PT_CHECK("interleaved", areal_par_pipe_interleaved(chunks, VPP, g.pp, bs, nmb, pt_loss_fn,
+                                                           &pl, &loss, &e) == AREAL_OK);
+        for (int k = 0; k < VPP; k++)
+            PT_CHECK("tied embedding", areal_par_reduce_tied_embed(&ch[k], &g, &e) == AREAL_OK);
+        PT_CHECK("grad norm", areal_par_vpp_grad_norm(chunks, VPP, &g, &norm, &e) == AREAL_OK);
+    }
     double ge = 0, we = 0;
     const char *gworst = "-", *worst = "-";
     for (int k = 0; k < VPP; k++) {
@@ -88,9 +139,19 @@ static int vpp_rank(areal_comm *c, void *arg) {
         double x = pt_tensors_err(&ch[k], ch[k].grads, &ref, ref_grads, &w1);
         if (x > ge || isnan(x))
             ge = x, gworst = w1;
+    }
+    if (vc->step)
+        PT_CHECK("step apply",
+                 areal_par_step_apply(&ps, &PT_ADAMW, PT_LR, max_norm, &norm, &e) == AREAL_OK);
+    for (int k = 0; k < VPP; k++) {
+        const char *w1 = "-";
+        double x;
+        if (vc->step)
+            goto weights;
         areal_par_clip(ch[k].grads, ch[k].n_params, norm, max_norm);
         PT_CHECK("adamw", areal_adamw_init(&st[k], ch[k].n_params, &e) == AREAL_OK);
         areal_adamw_step(&st[k], &PT_ADAMW, PT_LR, ch[k].params, ch[k].grads, NULL);
+    weights:
         x = pt_tensors_err(&ch[k], ch[k].params, &ref, ref.params, &w1);
         if (x > we || isnan(x))
             we = x, worst = w1;
@@ -103,6 +164,16 @@ static int vpp_rank(areal_comm *c, void *arg) {
            last ? "" : "\n");
     if (last)
         printf(", logits %.1e\n", pl.logits_err);
+    if (vc->step) {
+        te = step_tensors_err(&ps, g.pp, &ref, &e);
+        printf("%-8s rank %d: through the step: recompute %.1e, HF tensors %.1e\n", L->name, rank,
+               lpe, te);
+    }
+    if (!(lpe <= PT_TOL) || !(te <= PT_TOL)) {
+        fprintf(stderr, "%s rank %d: the step's recompute or HF tensors differ (%s)\n", L->name,
+                rank, e.msg);
+        rc = RANK_WRONG;
+    }
     if (!(le <= PT_TOL) || !(ne <= PT_TOL) || !(we <= PT_TOL) || !(ge <= PT_GRAD_TOL) ||
         !(pl.logits_err <= PT_TOL)) {
         fprintf(stderr, "%s rank %d: differs from one process (tolerance %g)\n", L->name, rank,
@@ -110,6 +181,7 @@ static int vpp_rank(areal_comm *c, void *arg) {
         rc = RANK_WRONG;
     }
 out:
+    areal_par_step_free(&ps);
     pt_grpo_free(&grpo);
     for (int k = 0; k < VPP; k++) {
         areal_adamw_free(&st[k]);
@@ -124,7 +196,13 @@ out:
 }
 
 static int vpp_run(const pt_layout *L) {
-    return pt_ranks_run(L->pp, 30000, vpp_rank, (void *)L);
+    vpp_case vc = {*L, 0};
+    return pt_ranks_run(L->pp, 30000, vpp_rank, &vc);
+}
+
+static int vpp_step_run(const pt_layout *L) {
+    vpp_case vc = {*L, 1};
+    return pt_ranks_run(L->pp, 30000, vpp_rank, &vc);
 }
 
 /* The synthetic 4-layer model, tied: virtual stages 0..3 on ranks 0,1,0,1. */
@@ -132,6 +210,13 @@ static void p2_vpp2(void **state) {
     (void)state;
     pt_layout L = {.name = "p2v2", .dp = 1, .tp = 1, .pp = 2, .n_mb = 4};
     assert_int_equal(vpp_run(&L), 0);
+}
+
+/* The same through the shared step (step.h's areal_par_step_vpp): what the trainer runs. */
+static void p2_vpp2_step(void **state) {
+    (void)state;
+    pt_layout L = {.name = "p2v2-step", .dp = 1, .tp = 1, .pp = 2, .n_mb = 4};
+    assert_int_equal(vpp_step_run(&L), 0);
 }
 
 /* 8 layers over p4 x vpp 2, 8 micro-batches: the steady state on every rank. */
@@ -176,10 +261,8 @@ static void bubble_fractions(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(p2_vpp2),
-        cmocka_unit_test(p4_vpp2),
-        cmocka_unit_test(p4_vpp2_m4),
-        cmocka_unit_test(bubble_fractions),
+        cmocka_unit_test(p2_vpp2),    cmocka_unit_test(p2_vpp2_step),     cmocka_unit_test(p4_vpp2),
+        cmocka_unit_test(p4_vpp2_m4), cmocka_unit_test(bubble_fractions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

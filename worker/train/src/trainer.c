@@ -136,15 +136,28 @@ int areal_trainer_init_par(areal_trainer *t, const char *model_dir, const areal_
                            long total_steps, areal_pool *pool, const areal_train_layout *l,
                            areal_error *err) {
     memset(t, 0, sizeof *t);
-    if (cfg->actor.vpp > 1)
+    /* the interleaved schedule runs a multiple of p micro-batches (Megatron refuses others):
+     * a stated count must be one; the default minimum (1) is rounded up at the cut */
+    long vpp = cfg->actor.vpp;
+    int np = l->s.pp;
+    if (vpp > 1 && cfg->actor.n_mbs > 1 && cfg->actor.n_mbs % np != 0)
         return areal_error_set(err, AREAL_EINVAL, -1,
-                               "actor.megatron.virtual_pipeline_parallel_size is %ld: the trainer "
-                               "does not build the interleaved (virtual) pipeline yet; set it to "
-                               "1 or null",
-                               cfg->actor.vpp);
+                               "actor.mb_spec.n_mbs is %d: the interleaved pipeline "
+                               "(actor.megatron.virtual_pipeline_parallel_size %ld) runs a "
+                               "multiple of p = %d micro-batches; set it to a multiple of %d",
+                               cfg->actor.n_mbs, vpp, np, np);
+    if (vpp > 64)
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "actor.megatron.virtual_pipeline_parallel_size is %ld: at most 64 "
+                               "chunks per rank",
+                               vpp);
+    areal_train_layout lv = *l;
+    lv.vpp = vpp > 1 ? (int)vpp : 0;
     const areal_optimizer_config *o = &cfg->actor.optimizer;
     areal_adamw_cfg ac = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay};
-    int rc = areal_train_par_create(l, model_dir, &ac, pool, &t->par, err);
+    int rc = areal_train_par_create(&lv, model_dir, &ac, pool, &t->par, err);
+    if (rc != AREAL_OK)
+        return rc; /* before any use of the world (a refused layout may have none) */
     bool root = areal_comm_rank(l->comm) == 0;
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", model_dir);
@@ -439,14 +452,33 @@ static int cut(const areal_trainer *t, const packed *p, const int *sel, int n, i
         lens[i] = p->cu[sel[i] + 1] - p->cu[sel[i]];
     int least = t->actor.n_mbs > 0 ? (t->actor.n_mbs < n ? t->actor.n_mbs : n) : 1;
     int rc = areal_pack_ffd(lens, n, t->actor.max_tokens_per_mb, least, mb_of, n_mbs, err);
-    bool agree = t->par == NULL || t->dp == NULL || areal_pg_size(t->dp) < 2;
-    while (rc == AREAL_OK && !agree) {
-        int32_t v[2] = {*n_mbs, -*n_mbs}; /* the most and minus the least */
-        rc = areal_pg_all_reduce(t->dp, v, 2, AREAL_DT_I32, AREAL_MAX, err);
-        agree = v[0] == -v[1];
-        if (rc == AREAL_OK && !agree && *n_mbs < v[0])
-            rc = areal_pack_ffd(lens, n, t->actor.max_tokens_per_mb, v[0] < n ? v[0] : n, mb_of,
-                                n_mbs, err);
+    /* the interleaved pipeline's multiple (1: none); the count only grows, bounded by n */
+    int q = t->par != NULL ? areal_train_par_mb_multiple(t->par) : 1;
+    for (;;) {
+        bool agree = t->par == NULL || t->dp == NULL || areal_pg_size(t->dp) < 2;
+        while (rc == AREAL_OK && !agree) {
+            int32_t v[2] = {*n_mbs, -*n_mbs}; /* the most and minus the least */
+            rc = areal_pg_all_reduce(t->dp, v, 2, AREAL_DT_I32, AREAL_MAX, err);
+            agree = v[0] == -v[1];
+            if (rc == AREAL_OK && !agree && *n_mbs < v[0])
+                rc = areal_pack_ffd(lens, n, t->actor.max_tokens_per_mb, v[0] < n ? v[0] : n, mb_of,
+                                    n_mbs, err);
+        }
+        if (rc != AREAL_OK || *n_mbs % q == 0)
+            break;
+        int want = (*n_mbs + q - 1) / q * q;
+        if (want > n) {
+            rc = areal_error_set(err, AREAL_EINVAL, -1,
+                                 "actor.megatron.virtual_pipeline_parallel_size: the interleaved "
+                                 "pipeline runs a multiple of p = %d micro-batches, but this "
+                                 "minibatch has %d sequences cut into %d; give each PPO "
+                                 "minibatch at least %d sequences (fewer "
+                                 "actor.ppo_n_minibatches) or raise "
+                                 "actor.mb_spec.max_tokens_per_mb",
+                                 q, n, *n_mbs, want);
+            break;
+        }
+        rc = areal_pack_ffd(lens, n, t->actor.max_tokens_per_mb, want, mb_of, n_mbs, err);
     }
     free(lens);
     return rc;

@@ -24,7 +24,9 @@ struct areal_train_par {
     areal_model_config cfg;
     areal_tensor_spec *hf; /* the whole model's tensors, in its buffer order */
     size_t n_hf;
-    areal_model shard;    /* megatron: the rank's shard */
+    areal_model shard;    /* megatron: the rank's shard (vpp > 1: its chunk 0) */
+    areal_model *more;    /* vpp > 1: chunks 1 .. vpp-1 (virtual stages c*p + r) */
+    areal_model **chunks; /* vpp > 1: [vpp], chunks[0] = &shard */
     areal_par_fsdp *fsdp; /* fsdp: the rank's ranges */
     areal_par_step step;
     areal_adamw_cfg adamw;
@@ -82,6 +84,10 @@ void areal_train_par_free(areal_train_par *p) {
         return;
     areal_par_step_free(&p->step);
     areal_par_fsdp_free(p->fsdp);
+    for (int c = 1; p->more != NULL && c < p->l.vpp; c++)
+        areal_model_free(&p->more[c - 1]);
+    free(p->more);
+    free(p->chunks);
     areal_model_free(&p->shard);
     for (int k = 0; k < AREAL_GROUP_KIND_COUNT; k++)
         areal_coll_destroy(p->gs[k]);
@@ -135,6 +141,30 @@ static int load_shard(areal_train_par *p, const char *dir, areal_pool *pool, are
     return areal_model_load_shard(&p->shard, dir, &sh, pool, err);
 }
 
+/*
+ * The interleaved pipeline: chunk c of pp rank r is virtual stage c*p + r of
+ * p*vpp (vpp.h), each loaded from the HF checkpoint as a shard of its own.
+ */
+static int load_chunks(areal_train_par *p, const char *dir, areal_pool *pool, areal_error *err) {
+    int vpp = p->l.vpp, np = areal_par_size(p->g.pp), r = areal_par_rank(p->g.pp);
+    p->more = calloc((size_t)vpp - 1, sizeof *p->more);
+    p->chunks = calloc((size_t)vpp, sizeof *p->chunks);
+    if (p->more == NULL || p->chunks == NULL)
+        return areal_error_set(err, AREAL_ENOMEM, -1, "no memory for %d model chunks", vpp);
+    int rc = AREAL_OK;
+    for (int c = 0; rc == AREAL_OK && c < vpp; c++) {
+        areal_model_shard sh;
+        areal_model *m = c == 0 ? &p->shard : &p->more[c - 1];
+        rc = areal_model_shard_stage(&p->cfg, c * np + r, np * vpp, &sh, err);
+        if (rc == AREAL_OK)
+            rc = areal_model_load_shard(m, dir, &sh, pool, err);
+        if (rc == AREAL_OK && c == 0)
+            p->mine = sh;
+        p->chunks[c] = m;
+    }
+    return rc;
+}
+
 /* Every world rank's data slice, all-gathered (rank 0 routes the batch by it). */
 static int slice_map(areal_train_par *p, int world, areal_error *err) {
     p->n_slices = areal_par_size(p->g.dp);
@@ -175,6 +205,14 @@ int areal_train_par_create(const areal_train_layout *l, const char *model_dir,
                            const areal_adamw_cfg *adamw, areal_pool *pool, areal_train_par **out,
                            areal_error *err) {
     *out = NULL;
+    if (l->vpp > 1 && (l->backend != AREAL_BACKEND_MEGATRON || l->s.pp < 2 || l->s.tp > 1 ||
+                       l->s.cp > 1 || l->s.ep > 1))
+        return areal_error_set(err, AREAL_EINVAL, -1,
+                               "actor.megatron.virtual_pipeline_parallel_size is %d: the "
+                               "interleaved pipeline needs a megatron layout with p > 1 and "
+                               "(built so far) t1, c1, e1 (d allowed); set it to 1 or use such a "
+                               "layout",
+                               l->vpp);
     int W = areal_train_layout_world(l), world = areal_comm_world(l->comm);
     if (W != world)
         return areal_error_set(err, AREAL_EINVAL, -1,
@@ -217,10 +255,14 @@ int areal_train_par_create(const areal_train_layout *l, const char *model_dir,
         rc = areal_par_fsdp_create(&p->cfg, p->g.dp, pool, &p->fsdp, err);
         if (rc == AREAL_OK)
             rc = load_fsdp(p, model_dir, err);
+    } else if (rc == AREAL_OK && l->vpp > 1) {
+        rc = load_chunks(p, model_dir, pool, err);
     } else if (rc == AREAL_OK) {
         rc = load_shard(p, model_dir, pool, err);
     }
-    if (rc == AREAL_OK && !fsdp && world > 1)
+    /* vpp: no shard map, so the weight sync takes the gathered path (the plan knows one
+     * stage per rank) */
+    if (rc == AREAL_OK && !fsdp && world > 1 && l->vpp <= 1)
         rc = shard_map(p, world, err);
     /*
      * The step's kind and data group: ZeRO-1 over dp-cp (Megatron's distributed optimizer;
@@ -229,16 +271,19 @@ int areal_train_par_create(const areal_train_layout *l, const char *model_dir,
      * reduce-scatter over dp would sum different experts' gradients), the data group then
      * the dp group holding the ep ranks (they hold different sequences).
      */
-    bool cp = l->s.cp > 1, ep = l->s.ep > 1;
+    bool cp = l->s.cp > 1, ep = l->s.ep > 1, vpp = l->vpp > 1;
     areal_coll *data = cp ? p->gs[AREAL_GROUP_DP_CP] : p->g.dp;
-    areal_par_optim kind = fsdp                              ? AREAL_PAR_FSDP
-                           : !ep && areal_par_size(data) > 1 ? AREAL_PAR_ZERO1
-                                                             : AREAL_PAR_ADAMW;
+    /* vpp: plain AdamW per chunk (ZeRO-1's range is over one shard's buffer) */
+    areal_par_optim kind = fsdp                                      ? AREAL_PAR_FSDP
+                           : !ep && !vpp && areal_par_size(data) > 1 ? AREAL_PAR_ZERO1
+                                                                     : AREAL_PAR_ADAMW;
     if (rc == AREAL_OK)
         rc = areal_par_step_init(&p->step, kind, &p->g, data, fsdp ? NULL : &p->shard, p->fsdp,
                                  pool, err);
     if (rc == AREAL_OK && cp)
         rc = areal_par_step_cp(&p->step, p->gs[AREAL_GROUP_CP], err);
+    if (rc == AREAL_OK && vpp)
+        rc = areal_par_step_vpp(&p->step, p->chunks, l->vpp, err);
     if (rc == AREAL_OK && ep) {
         areal_par_ep_groups eg = areal_par_ep_groups_of(p->gs);
         rc = areal_par_step_ep(&p->step, &eg, err);
@@ -246,7 +291,7 @@ int areal_train_par_create(const areal_train_layout *l, const char *model_dir,
     p->step.bucket = l->dp_bucket;
     /* dp 1: nothing to overlap, no change; ep: experts are summed over edp, not the
      * data group, so the step refuses the overlap there */
-    if (rc == AREAL_OK && !fsdp && !ep && !l->no_overlap)
+    if (rc == AREAL_OK && !fsdp && !ep && !vpp && !l->no_overlap)
         rc = areal_par_step_overlap(&p->step, err);
     if (rc != AREAL_OK) {
         areal_train_par_free(p);
@@ -266,6 +311,10 @@ areal_pg *areal_train_par_data_pg(areal_train_par *p) {
 
 const areal_adamw_cfg *areal_train_par_adamw(const areal_train_par *p) {
     return &p->adamw;
+}
+
+int areal_train_par_mb_multiple(const areal_train_par *p) {
+    return p->l.vpp > 1 ? p->l.s.pp : 1;
 }
 
 int areal_train_par_slices(const areal_train_par *p) {

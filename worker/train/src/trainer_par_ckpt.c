@@ -52,6 +52,8 @@ static char *config_text(const char *model_dir, areal_error *err) {
 static void layout_name(const areal_train_layout *l, char *out, size_t cap) {
     if (l->backend == AREAL_BACKEND_FSDP)
         snprintf(out, cap, "fsdp:d%d", l->s.dp);
+    else if (l->vpp > 1)
+        snprintf(out, cap, "megatron:d%dt%dp%d vpp%d", l->s.dp, l->s.tp, l->s.pp, l->vpp);
     else
         snprintf(out, cap, "megatron:d%dt%dp%d", l->s.dp, l->s.tp, l->s.pp);
 }
@@ -67,14 +69,21 @@ int areal_train_par_save(areal_train_par *p, const char *dir, areal_error *err) 
      * group (dp, or dp x cp) - or of edp for experts (ckpt_shard.h) */
     areal_coll *data = s->data != NULL ? s->data : v.dp;
     int rc, dp = areal_par_rank(data), edp = v.edp != NULL ? areal_par_rank(v.edp) : dp;
-    if (s->kind == AREAL_PAR_FSDP)
+    if (s->kind == AREAL_PAR_FSDP) {
         rc = areal_par_ckpt_save_shards_fsdp(dir, cfg, name, v.fsdp, v.world, err);
-    else if (s->kind == AREAL_PAR_ZERO1 && s->overlap != NULL)
+    } else if (s->chunks != NULL) { /* vpp: every chunk's pieces in the rank's one file */
+        const areal_adamw *ad[64];
+        for (int c = 0; c < s->vpp; c++)
+            ad[c] = areal_par_step_chunk_adam(s, c);
+        rc = areal_par_ckpt_save_shards_chunks(
+            dir, cfg, name, (const areal_model *const *)s->chunks, ad, s->vpp, v.world, dp, err);
+    } else if (s->kind == AREAL_PAR_ZERO1 && s->overlap != NULL) {
         rc = areal_par_ckpt_save_shards_overlap(dir, cfg, name, s->overlap, v.world, dp, edp, err);
-    else
+    } else {
         rc = areal_par_ckpt_save_shards(
             dir, cfg, name, v.shard, s->kind == AREAL_PAR_ADAMW ? &s->adam : NULL,
             s->kind == AREAL_PAR_ZERO1 ? &s->z : NULL, v.world, dp, edp, err);
+    }
     free(cfg);
     return rc;
 }
@@ -84,6 +93,14 @@ int areal_train_par_load(areal_train_par *p, const char *dir, areal_error *err) 
     areal_par_step *s = v.step;
     if (s->kind == AREAL_PAR_FSDP)
         return areal_par_ckpt_load_shards_fsdp(dir, v.fsdp, err);
+    for (int c = 1; s->chunks != NULL && c < s->vpp; c++) { /* vpp: chunks 1..; 0 below */
+        areal_adamw full;
+        int rc = areal_par_ckpt_load_shards(dir, s->chunks[c], &full, err);
+        if (rc != AREAL_OK)
+            return rc;
+        areal_adamw_free(&s->cadam[c]);
+        s->cadam[c] = full;
+    }
     /* the moments of the whole local shard for a moment (2x the shard: never the model's) */
     areal_adamw full;
     int rc = areal_par_ckpt_load_shards(dir, v.shard, &full, err);
@@ -161,6 +178,8 @@ int areal_train_par_load_gathered(areal_train_par *p, const char *dir, long adam
     }
     if (rc == AREAL_OK)
         areal_par_step_adam(v.step)->step = adam_step;
+    for (int c = 1; rc == AREAL_OK && c < areal_par_step_n_chunks(v.step); c++)
+        areal_par_step_chunk_adam(v.step, c)->step = adam_step;
     free(buf);
     areal_st_close(&f);
     areal_checkpoint_close(&ck);

@@ -93,14 +93,16 @@ typedef struct result {
  */
 typedef struct fixture {
     char model[400];
+    int n_mbs; /* actor.mb_spec.n_mbs for every run on it, the reference's too (0: g_cfg's) */
     areal_group tmpl[NG];
     result r[2];
 } fixture;
 
 /* 0: the project's tiny Qwen2 (vocabulary 53: t2 keeps whole logit rows); 1: worker/model's
  * Qwen3 fixture (vocabulary 96: t2 splits the logits by vocabulary, qk-norm partial sums);
- * 2: worker/model's tiny Qwen3-MoE (4 experts, top 2, one MoE and one dense layer) */
-#define NFX 3
+ * 2: worker/model's tiny Qwen3-MoE (4 experts, top 2, one MoE and one dense layer); 3: the tiny
+ * Qwen2 with 4 layers (p2 x vpp 2: one layer a virtual stage) */
+#define NFX 4
 static fixture g_fx[NFX];
 static char g_root[300];
 static areal_rl_config g_cfg;
@@ -221,6 +223,7 @@ typedef struct run {
     int no_overlap;   /* --no-overlap: megatron dN's dp sum after the backward */
     int hf_check;     /* after the last step: the HF export equals the gathered state */
     int xccl;         /* weight_update_mode xccl (rank 0 keeps a whole copy), else disk */
+    int vpp;          /* actor.megatron.virtual_pipeline_parallel_size (0: unset) */
 } run;
 
 /* The reference a run is checked against: a resume across dp sizes keeps the writer's. */
@@ -289,7 +292,7 @@ static int rank0(const run *R, areal_train_layout *lay, areal_pg *pg, areal_trai
     /* overlapped over the data group (dp, or dp-cp), except under expert dispatch (edp sums) */
     int cp = lay->s.cp > 1 ? lay->s.cp : 1;
     bool want_overlap = lay->backend == AREAL_BACKEND_MEGATRON && lay->s.dp * cp > 1 &&
-                        lay->s.ep <= 1 && !R->no_overlap;
+                        lay->s.ep <= 1 && !R->no_overlap && R->vpp < 2;
     if (areal_train_par_overlapped(t.par) != want_overlap) {
         fprintf(stderr, "%s: overlapped %d, want %d\n", R->layout,
                 (int)areal_train_par_overlapped(t.par), (int)want_overlap);
@@ -481,6 +484,10 @@ static int par_rank(areal_comm *c, void *arg) {
     lay.no_overlap = R->no_overlap != 0;
     if (R->xccl) /* this forked rank's copy of the config: rank 0 keeps a whole copy */
         snprintf(g_cfg.rollout.weight_update_mode, sizeof g_cfg.rollout.weight_update_mode, "xccl");
+    if (R->vpp > 0) /* this forked rank's copy of the config */
+        g_cfg.actor.vpp = R->vpp;
+    if (g_fx[R->fx].n_mbs > 0)
+        g_cfg.actor.n_mbs = g_fx[R->fx].n_mbs;
     lay.dp_bucket = 4096; /* many buckets: ZeRO-1's pieces cut tensors, and most launch early */
     int W = areal_comm_world(c), ranks[64];
     for (int r = 0; r < W; r++)
@@ -528,7 +535,11 @@ static int run_layout(const run *R) {
 static void reference(fixture *fx, result *r) {
     areal_error e;
     areal_trainer t;
+    int n_mbs = g_cfg.actor.n_mbs;
+    if (fx->n_mbs > 0)
+        g_cfg.actor.n_mbs = fx->n_mbs;
     assert_int_equal(areal_trainer_init(&t, fx->model, &g_cfg, STEPS, NULL, NULL, &e), AREAL_OK);
+    g_cfg.actor.n_mbs = n_mbs; /* the trainer keeps its copy */
     for (int s = 0; s < STEPS; s++) {
         areal_group g[NG];
         batch_copy(fx, r->order, g);
@@ -598,6 +609,17 @@ static int setup(void **state) {
     assert_int_equal(areal_tiny_create(g_fx[0].model, &tc, &e), AREAL_OK);
     snprintf(g_fx[1].model, sizeof g_fx[1].model, "%s", PT_FIX "ref-qwen3");
     snprintf(g_fx[2].model, sizeof g_fx[2].model, "%s", PT_FIX "ref-qwen3-moe");
+    snprintf(g_fx[3].model, sizeof g_fx[3].model, "%s/model4", g_root);
+    assert_int_equal(mkdir(g_fx[3].model, 0755), 0);
+    tc.num_layers = 4;
+    assert_int_equal(areal_tiny_create(g_fx[3].model, &tc, &e), AREAL_OK);
+    /* 8 micro-batches (of the batch's 16 sequences for the recompute, one sequence each of a
+     * minibatch's 8): a multiple of p = 2 already, so vpp's rounding keeps the reference's
+     * micro-batches. Measured: with the default count (3 of 8, 5 of 16) vpp rounds to 4 and
+     * 6, another composition and so another sgemm rounding, which 3 steps at lr 1e-2 grow
+     * to 2e-5 on this 4-layer model; with 6 plain p2 and vpp both end at 1.6e-5 (the
+     * composition, not the schedule); with 8 both are under 3e-6 */
+    g_fx[3].n_mbs = 8;
     cfg_make(&g_cfg);
     for (int f = 0; f < NFX; f++)
         fixture_make(&g_fx[f]);
@@ -622,51 +644,83 @@ static int teardown(void **state) {
 
 static void fsdp_d2(void **st) {
     (void)st;
-    run R = {"fsdp:d2", 0, 0, STEPS, NULL, NULL, 0, 0, 0, 1, 0};
+    run R = {"fsdp:d2", 0, 0, STEPS, NULL, NULL, 0, 0, 0, 1, 0, 0};
     assert_int_equal(run_layout(&R), 0);
 }
 
 static void megatron_t2(void **st) {
     (void)st;
-    run R = {"megatron:d1t2", 0, 0, STEPS, NULL, NULL, 0, 0, 0, 1, 0};
+    run R = {"megatron:d1t2", 0, 0, STEPS, NULL, NULL, 0, 0, 0, 1, 0, 0};
     assert_int_equal(run_layout(&R), 0);
 }
 
 static void megatron_t2_vocab(void **st) {
     (void)st;
-    run R = {"megatron:d1t2", 1, 0, STEPS, NULL, NULL, 0, 0, 0, 0, 0};
+    run R = {"megatron:d1t2", 1, 0, STEPS, NULL, NULL, 0, 0, 0, 0, 0, 0};
     assert_int_equal(run_layout(&R), 0);
 }
 
 static void megatron_p2(void **st) {
     (void)st;
-    run R = {"megatron:d1p2", 0, 0, STEPS, NULL, NULL, 0, 0, 0, 0, 0};
+    run R = {"megatron:d1p2", 0, 0, STEPS, NULL, NULL, 0, 0, 0, 0, 0, 0};
     assert_int_equal(run_layout(&R), 0);
 }
 
 static void megatron_d2_zero1(void **st) {
     (void)st;
-    run R = {"megatron:d2", 0, 0, STEPS, NULL, NULL, 0, 0, 0, 1, 1};
+    run R = {"megatron:d2", 0, 0, STEPS, NULL, NULL, 0, 0, 0, 1, 1, 0};
     assert_int_equal(run_layout(&R), 0);
 }
 
 static void megatron_d1t2p2(void **st) {
     (void)st;
-    run R = {"megatron:d1t2p2", 0, 0, STEPS, NULL, NULL, 0, 0, 0, 1, 1};
+    run R = {"megatron:d1t2p2", 0, 0, STEPS, NULL, NULL, 0, 0, 0, 1, 1, 0};
     assert_int_equal(run_layout(&R), 0);
+}
+
+/*
+ * The interleaved pipeline: p2 x vpp 2 on the 4-layer model, rank r holding layers r and
+ * 2 + r (virtual stages r, 2 + r), micro-batches rounded up to a multiple of 2; xccl, so the
+ * weight sync gathers the chunks' tensors (the gathered path) and the HF export is checked.
+ * Within TOL as p2: the same sums in another order (the interleaved order changes no
+ * per-element arithmetic; the loss and norm sums over micro-batches and stages do).
+ */
+static void megatron_p2_vpp2(void **st) {
+    (void)st;
+    run R = {"megatron:d1p2", 3, 0, STEPS, NULL, NULL, 0, 0, 0, 1, 1, 2};
+    assert_int_equal(run_layout(&R), 0);
+}
+
+/* vpp 2 inside two data slices: plain AdamW per chunk, each chunk's gradient summed over dp. */
+static void megatron_d2p2_vpp2(void **st) {
+    (void)st;
+    run R = {"megatron:d2p2", 3, 0, STEPS, NULL, NULL, 0, 0, 0, 0, 0, 2};
+    assert_int_equal(run_layout(&R), 0);
+}
+
+/* p2 x vpp 2 writes its per-rank checkpoint (both chunks' pieces in each rank's one file);
+ * t2 resumes it for the last step. */
+static void resume_p2v2_to_t2(void **st) {
+    (void)st;
+    char root[400];
+    snprintf(root, sizeof root, "%s/recover-vpp", g_root);
+    run A = {"megatron:d1p2", 3, 0, STEPS - 1, root, NULL, 0, 1, 0, 0, 0, 2};
+    assert_int_equal(run_layout(&A), 0);
+    run B = {"megatron:d1t2", 3, STEPS - 1, 1, NULL, root, 0, 1, 0, 0, 0, 0};
+    assert_int_equal(run_layout(&B), 0);
 }
 
 /* Context parallelism: each sequence cut into 4 chunks, rank r holding chunks r and 3 - r. */
 static void megatron_c2(void **st) {
     (void)st;
-    run R = {"megatron:d1c2", 0, 0, STEPS, NULL, NULL, 0, 0, 0, 0, 0};
+    run R = {"megatron:d1c2", 0, 0, STEPS, NULL, NULL, 0, 0, 0, 0, 0, 0};
     assert_int_equal(run_layout(&R), 0);
 }
 
 /* cp inside two data slices: ZeRO-1 over the dp-cp group of 4. */
 static void megatron_d2c2(void **st) {
     (void)st;
-    run R = {"megatron:d2c2", 0, 0, STEPS, NULL, NULL, 0, 0, 0, 0, 0};
+    run R = {"megatron:d2c2", 0, 0, STEPS, NULL, NULL, 0, 0, 0, 0, 0, 0};
     assert_int_equal(run_layout(&R), 0);
 }
 
@@ -674,21 +728,21 @@ static void megatron_d2c2(void **st) {
  * over the ep group (carved out of dp: the two ranks hold different sequences). */
 static void megatron_e2(void **st) {
     (void)st;
-    run R = {"megatron:d2e2", 2, 0, STEPS, NULL, NULL, 0, 0, 0, 0, 0};
+    run R = {"megatron:d2e2", 2, 0, STEPS, NULL, NULL, 0, 0, 0, 0, 0, 0};
     assert_int_equal(run_layout(&R), 0);
 }
 
 /* e2 inside t2 with etp 1: each tp pair dispatches halves of its tokens, edp 2. */
 static void megatron_e2t2_etp1(void **st) {
     (void)st;
-    run R = {"megatron:d2t2e2", 2, 0, STEPS, NULL, NULL, 0, 0, 0, 0, 0};
+    run R = {"megatron:d2t2e2", 2, 0, STEPS, NULL, NULL, 0, 0, 0, 0, 0, 0};
     assert_int_equal(run_layout(&R), 0);
 }
 
 /* etp 2 (the hybrid form's ffn t): each expert split over the tp pair. */
 static void megatron_e2t2_etp2(void **st) {
     (void)st;
-    run R = {"megatron:(attn:d2t2|ffn:t2e2)", 2, 0, STEPS, NULL, NULL, 0, 0, 0, 0, 0};
+    run R = {"megatron:(attn:d2t2|ffn:t2e2)", 2, 0, STEPS, NULL, NULL, 0, 0, 0, 0, 0, 0};
     assert_int_equal(run_layout(&R), 0);
 }
 
@@ -696,7 +750,7 @@ static void megatron_e2t2_etp2(void **st) {
  * dispatch inside each of the two pipeline stages. */
 static void megatron_hybrid(void **st) {
     (void)st;
-    run R = {"megatron:(attn:d2p2t2|ffn:d2p2e2)", 2, 0, STEPS, NULL, NULL, 0, 0, 0, 0, 0};
+    run R = {"megatron:(attn:d2p2t2|ffn:d2p2e2)", 2, 0, STEPS, NULL, NULL, 0, 0, 0, 0, 0, 0};
     assert_int_equal(run_layout(&R), 0);
 }
 
@@ -706,9 +760,9 @@ static void resume_e2_to_d2t2(void **st) {
     (void)st;
     char root[400];
     snprintf(root, sizeof root, "%s/recover-ep", g_root);
-    run A = {"megatron:d2e2", 2, 0, STEPS - 1, root, NULL, 0, 0, 0, 0, 0};
+    run A = {"megatron:d2e2", 2, 0, STEPS - 1, root, NULL, 0, 0, 0, 0, 0, 0};
     assert_int_equal(run_layout(&A), 0);
-    run B = {"megatron:d2t2", 2, STEPS - 1, 1, NULL, root, 0, 0, 0, 0, 0};
+    run B = {"megatron:d2t2", 2, STEPS - 1, 1, NULL, root, 0, 0, 0, 0, 0, 0};
     assert_int_equal(run_layout(&B), 0);
 }
 
@@ -718,9 +772,9 @@ static void resume_e2_to_d2t2(void **st) {
 static void resume_pair(const char *a, const char *b, int ref, const char *tag) {
     char root[400];
     snprintf(root, sizeof root, "%s/recover-%s", g_root, tag);
-    run A = {a, 0, 0, STEPS - 1, root, NULL, 0, ref, 0, 0, 0};
+    run A = {a, 0, 0, STEPS - 1, root, NULL, 0, ref, 0, 0, 0, 0};
     assert_int_equal(run_layout(&A), 0);
-    run B = {b, 0, STEPS - 1, 1, NULL, root, 0, ref, 0, 0, 0};
+    run B = {b, 0, STEPS - 1, 1, NULL, root, 0, ref, 0, 0, 0, 0};
     assert_int_equal(run_layout(&B), 0);
 }
 
@@ -773,7 +827,7 @@ static void resume_gathered_to_fsdp_d2(void **st) {
     if (areal_train_ckpt_save(NULL, &t, fx->model, root, &cs, &e) != AREAL_OK)
         fail_msg("%s", e.msg);
     areal_trainer_free(&t);
-    run B = {"fsdp:d2", 0, STEPS - 1, 1, NULL, root, 0, 2, 0, 0, 0};
+    run B = {"fsdp:d2", 0, STEPS - 1, 1, NULL, root, 0, 2, 0, 0, 0, 0};
     assert_int_equal(run_layout(&B), 0);
 }
 
@@ -783,7 +837,7 @@ static void resume_sharded_to_one_process(void **st) {
     (void)st;
     char root[400], used[600];
     snprintf(root, sizeof root, "%s/recover-d2one", g_root);
-    run A = {"megatron:d2", 0, 0, STEPS - 1, root, NULL, 0, 2, 0, 0, 0};
+    run A = {"megatron:d2", 0, 0, STEPS - 1, root, NULL, 0, 2, 0, 0, 0, 0};
     assert_int_equal(run_layout(&A), 0);
     const fixture *fx = &g_fx[0];
     const result *r = &fx->r[1];
@@ -828,7 +882,7 @@ static void truncated_is_refused(void **st) {
     (void)st;
     char root[400], idx[700], seen[1024] = {0}, used[600];
     snprintf(root, sizeof root, "%s/recover-cut", g_root);
-    run A = {"megatron:d2", 0, 0, 1, root, NULL, 0, 2, 0, 0, 0};
+    run A = {"megatron:d2", 0, 0, 1, root, NULL, 0, 2, 0, 0, 0, 0};
     assert_int_equal(run_layout(&A), 0);
     snprintf(idx, sizeof idx, "%s/step_00000001/" AREAL_CKPT_SHARDS "/index.json", root);
     assert_int_equal(unlink(idx), 0);
@@ -859,21 +913,21 @@ static void truncated_is_refused(void **st) {
 /* overlapped ZeRO-1 under a pipeline: the tied / partial sums in buckets launched late */
 static void megatron_d2p2_overlap(void **st) {
     (void)st;
-    run R = {"megatron:d2p2", 0, 0, STEPS, NULL, NULL, 0, 0, 0, 0, 0};
+    run R = {"megatron:d2p2", 0, 0, STEPS, NULL, NULL, 0, 0, 0, 0, 0, 0};
     assert_int_equal(run_layout(&R), 0);
 }
 
 /* --no-overlap: the dp reduction after the backward, the same steps */
 static void megatron_d2_zero1_no_overlap(void **st) {
     (void)st;
-    run R = {"megatron:d2", 0, 0, STEPS, NULL, NULL, 0, 0, 1, 0, 0};
+    run R = {"megatron:d2", 0, 0, STEPS, NULL, NULL, 0, 0, 1, 0, 0, 0};
     assert_int_equal(run_layout(&R), 0);
 }
 
 /* The check's own negative: weights that were never gathered differ from one process. */
 static void unsynced_caught(void **st) {
     (void)st;
-    run R = {"megatron:d1t2", 0, 0, STEPS, NULL, NULL, 1, 0, 0, 0, 0};
+    run R = {"megatron:d1t2", 0, 0, STEPS, NULL, NULL, 1, 0, 0, 0, 0, 0};
     assert_int_equal(run_layout(&R), RANK_WRONG);
 }
 
@@ -892,13 +946,22 @@ static void layout_errors(void **st) {
     assert_int_equal(areal_train_layout_parse("sglang:d1+fsdp:d2", &l, &e), AREAL_EINVAL);
     assert_int_equal(areal_train_layout_parse("megatron:d2t2p2", &l, &e), AREAL_OK);
     assert_int_equal(areal_train_layout_world(&l), 8);
-    /* the interleaved pipeline is refused by name, before any collective */
+    /* the interleaved pipeline: a stated micro-batch count that is not a multiple of p, and a
+     * layout it is not built for, refused by name before any collective */
     areal_rl_config c = g_cfg;
     c.actor.vpp = 2;
+    c.actor.n_mbs = 3;
     areal_trainer t;
-    assert_int_equal(areal_trainer_init_par(&t, g_fx[0].model, &c, STEPS, NULL, &l, &e),
+    assert_int_equal(areal_trainer_init_par(&t, g_fx[3].model, &c, STEPS, NULL, &l, &e),
+                     AREAL_EINVAL);
+    assert_non_null(strstr(e.msg, "actor.mb_spec.n_mbs is 3"));
+    assert_non_null(strstr(e.msg, "multiple of p = 2"));
+    c.actor.n_mbs = 1;
+    assert_int_equal(areal_train_layout_parse("megatron:d1t2", &l, &e), AREAL_OK);
+    assert_int_equal(areal_trainer_init_par(&t, g_fx[3].model, &c, STEPS, NULL, &l, &e),
                      AREAL_EINVAL);
     assert_non_null(strstr(e.msg, "virtual_pipeline_parallel_size is 2"));
+    assert_non_null(strstr(e.msg, "p > 1"));
 }
 
 int main(void) {
@@ -914,7 +977,9 @@ int main(void) {
         cmocka_unit_test(unsynced_caught),       cmocka_unit_test(megatron_c2),
         cmocka_unit_test(megatron_d2c2),         cmocka_unit_test(megatron_e2),
         cmocka_unit_test(megatron_e2t2_etp1),    cmocka_unit_test(megatron_e2t2_etp2),
-        cmocka_unit_test(resume_e2_to_d2t2),     cmocka_unit_test(megatron_hybrid),
+        cmocka_unit_test(megatron_p2_vpp2),      cmocka_unit_test(megatron_d2p2_vpp2),
+        cmocka_unit_test(resume_p2v2_to_t2),     cmocka_unit_test(resume_e2_to_d2t2),
+        cmocka_unit_test(megatron_hybrid),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

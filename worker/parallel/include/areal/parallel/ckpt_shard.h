@@ -65,6 +65,19 @@ int areal_par_ckpt_save_shards_overlap(const char *dir, const char *config_json,
                                        const areal_par_overlap *o, areal_coll *world, int dp_rank,
                                        int edp_rank, areal_error *err);
 
+/*
+ * As areal_par_ckpt_save_shards for a rank holding n model chunks (the
+ * interleaved pipeline, step.h's areal_par_step_vpp): ms[c] with its plain
+ * AdamW state adams[c], every chunk's pieces in the rank's one shard file
+ * (the pieces name their HF tensors, so the reader needs no knowledge of
+ * chunks; each chunk reads back with areal_par_ckpt_load_shards). No expert
+ * parallelism (the owners are dp rank 0's). The step recorded: adams[0]'s.
+ * AREAL_EINVAL (n < 1); errors as above.
+ */
+int areal_par_ckpt_save_shards_chunks(const char *dir, const char *config_json, const char *layout,
+                                      const areal_model *const *ms, const areal_adamw *const *adams,
+                                      int n, areal_coll *world, int dp_rank, areal_error *err);
+
 /* As areal_par_ckpt_save_shards for the fully sharded state f (its ranges, moments included). */
 int areal_par_ckpt_save_shards_fsdp(const char *dir, const char *config_json, const char *layout,
                                     areal_par_fsdp *f, areal_coll *world, areal_error *err);

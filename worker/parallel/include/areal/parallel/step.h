@@ -90,8 +90,13 @@ typedef struct areal_par_step {
      * micro-batches (the attention hook matches them). The model's hook points here. */
     areal_par_cp cp;
     areal_par_ep *ep; /* areal_par_step_ep: the token dispatcher (owned; NULL: none) */
-    long tokens_run;  /* tokens this rank's model trained on, summed over grads calls (a cp
-                         shard's, not its micro-batch's: what a test checks the split by) */
+    /* areal_par_step_vpp: the rank's model chunks (chunks[0] == m; the array owned, the
+     * chunks borrowed) and the moments of chunks 1.. (cadam[0] unused: chunk 0's are adam) */
+    int vpp;
+    areal_model **chunks;
+    areal_adamw *cadam;
+    long tokens_run; /* tokens this rank's model trained on, summed over grads calls (a cp
+                        shard's, not its micro-batch's: what a test checks the split by) */
 } areal_par_step;
 
 /*
@@ -143,6 +148,32 @@ int areal_par_step_cp(areal_par_step *s, areal_coll *cp, areal_error *err);
  * which. AREAL_ENOMEM, areal_par_ep_init's error.
  */
 int areal_par_step_ep(areal_par_step *s, const areal_par_ep_groups *g, areal_error *err);
+
+/*
+ * The interleaved pipeline (vpp.h) from the next call on: chunks[0..vpp)
+ * are this rank's model chunks (borrowed, outliving s; chunks[0] the shard
+ * s was initialised with, chunk c virtual stage c*p + r of p*vpp), each
+ * bound to s's groups, with AdamW moments of their own (zero). logprobs,
+ * grads (the interleaved 1F1B, then the partial, tied and data-group sums
+ * chunk by chunk, in one order on every rank), apply (vpp.h's norm over
+ * every chunk, each chunk clipped and stepped) and the HF tensors (each
+ * looked up in every chunk) then cover every chunk; n_mb must be a multiple
+ * of p (AREAL_EINVAL from the schedule). The proximal-logprob recompute
+ * runs the interleaved forward-backward with a zero loss gradient (vpp.c
+ * has no forward-only schedule yet): the same logprobs at a backward's
+ * extra cost, and zero gradients that the next grads call zeroes anyway.
+ * ADAMW only, not overlapped, not with cp or ep (AREAL_EINVAL naming which;
+ * ZeRO-1's ranges are over one shard's buffer); vpp < 2: no change.
+ * AREAL_ENOMEM, areal_adamw_init's error.
+ */
+int areal_par_step_vpp(areal_par_step *s, areal_model *const *chunks, int vpp, areal_error *err);
+
+/* Chunk c of the rank (c < max(vpp, 1); chunk 0 is s->m) and its moments. */
+areal_model *areal_par_step_chunk(const areal_par_step *s, int c);
+areal_adamw *areal_par_step_chunk_adam(areal_par_step *s, int c);
+
+/* The number of model chunks this rank holds (1 without areal_par_step_vpp). */
+int areal_par_step_n_chunks(const areal_par_step *s);
 
 /*
  * During a call under areal_par_step_cp: micro-batch mb's shard (its tokens'

@@ -46,8 +46,13 @@
  * tokens go to their experts by all-to-all (areal_par_step_ep). Both take
  * the gathered weight-sync path (areal_train_par_sharded is false: the
  * shard-direct plan knows tp / pp slices only). Refused with an error
- * naming what is missing: c > 1 with e > 1, fsdp with t > 1 or c > 1; vpp
- * is not carried by the layout or the job config yet.
+ * naming what is missing: c > 1 with e > 1, fsdp with t > 1 or c > 1.
+ * The interleaved pipeline (vpp > 1, from the job config's
+ * actor.megatron.virtual_pipeline_parallel_size): each rank loads its vpp
+ * chunks (virtual stages c*p + r of p*vpp), trains them with step.h's
+ * areal_par_step_vpp (plain AdamW per chunk, no ZeRO-1, no overlap),
+ * checkpoints every chunk into its one shard file, and takes the gathered
+ * weight-sync path; megatron d, p only so far (t, c, e refused by name).
  */
 #ifndef AREAL_TRAIN_TRAINER_PAR_H
 #define AREAL_TRAIN_TRAINER_PAR_H
@@ -70,6 +75,8 @@ typedef struct areal_train_layout {
     areal_comm *comm;      /* borrowed: the trainer's world, of s's world size */
     bool no_overlap;       /* megatron dN: the dp reduction after the backward, not during it */
     size_t dp_bucket;      /* megatron dN: gradient bucket in floats (0: dp.h's default) */
+    int vpp; /* megatron p > 1: virtual pipeline chunks per rank (0, 1: none; the job config's
+                actor.megatron.virtual_pipeline_parallel_size, set by areal_trainer_init_par) */
 } areal_train_layout;
 
 /*
@@ -107,6 +114,9 @@ areal_pg *areal_train_par_data_pg(areal_train_par *p);
 
 /* The AdamW configuration given at create. */
 const areal_adamw_cfg *areal_train_par_adamw(const areal_train_par *p);
+
+/* What a minibatch's micro-batch count must be a multiple of: p under vpp > 1, else 1. */
+int areal_train_par_mb_multiple(const areal_train_par *p);
 
 /* Data slices (the layout's dp) and world rank r's slice. */
 int areal_train_par_slices(const areal_train_par *p);
