@@ -155,6 +155,47 @@ static void rank1_main(int port, const char *d, layout l, size_t bucket, int die
 }
 
 /*
+ * Rank 1 as a fresh process: fork, then at once exec this binary with
+ * --rank1 (main below runs rank1_main). Why not fork alone: the servers'
+ * threads are running here, and a child forked from a threaded process
+ * inherits whatever lock another thread held at that moment; under ASan the
+ * child hung in its first malloc on the allocator's mutex (seen in CI
+ * rehearsals, the parent then failing with "rank 1 never published its
+ * address"). Between fork and exec the child calls only execv and _exit.
+ */
+static pid_t spawn_rank1(int port, const char *d, layout l, size_t bucket, int die_after) {
+    char a[5][300];
+    snprintf(a[0], sizeof a[0], "%d", port);
+    snprintf(a[1], sizeof a[1], "%s", d);
+    snprintf(a[2], sizeof a[2], "%d", (int)l);
+    snprintf(a[3], sizeof a[3], "%zu", bucket);
+    snprintf(a[4], sizeof a[4], "%d", die_after);
+    char *argv[] = {"test_rollout_wsync_shard", "--rank1", a[0], a[1], a[2], a[3], a[4], NULL};
+    pid_t pid = fork();
+    if (pid == 0) {
+        execv("/proc/self/exe", argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* The exec'd rank 1: the configuration its layout needs, from d, then rank1_main. */
+static int rank1_exec_main(char **argv) {
+    int port = atoi(argv[2]), l = atoi(argv[4]), die_after = atoi(argv[6]);
+    size_t bucket = (size_t)strtoull(argv[5], NULL, 10);
+    const char *d = argv[3];
+    char p[400];
+    areal_error e;
+    snprintf(p, sizeof p, "%s/config.json", d);
+    if (areal_model_config_load(p, l == E2 ? &cfg_moe : &cfg, &e) != 0) {
+        fprintf(stderr, "rank 1: %s\n", e.msg);
+        return 2;
+    }
+    rank1_main(port, d, (layout)l, bucket, die_after); /* exits */
+    return 2;
+}
+
+/*
  * One update of the weights in d under `version` in layout l, through the
  * trainer's call (areal_wsync_join_servers, areal_wsync_update_sharded).
  * Returns its result; msg gets the error.
@@ -168,10 +209,8 @@ static int update(const int ports[2], const char *d, layout l, size_t bucket, co
         fail_msg("%s", e.msg);
     areal_wsync *w = NULL;
     assert_int_equal(areal_wsync_listen("127.0.0.1", 0, &w, &e), 0);
-    pid_t pid = fork();
+    pid_t pid = spawn_rank1(areal_wsync_port(w), d, l, bucket, die_after);
     assert_true(pid >= 0);
-    if (pid == 0)
-        rank1_main(areal_wsync_port(w), d, l, bucket, die_after);
     char addr[2][64];
     const char *addrs[2] = {addr[0], addr[1]};
     for (int i = 0; i < 2; i++)
@@ -410,8 +449,10 @@ static void bad_slices_are_refused_naming_the_field(void **state) {
     areal_rollout_server_stop(a);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
+    if (argc == 7 && strcmp(argv[1], "--rank1") == 0)
+        return rank1_exec_main(argv);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(plan_covers_once_with_one_root_per_bucket),
         cmocka_unit_test(t2_and_p2_trainers_update_two_servers),
