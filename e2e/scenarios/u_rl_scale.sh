@@ -19,14 +19,26 @@ NS=e2e-u
 STEPS=120
 fresh_namespace $NS
 k() { kubectl -n $NS "$@"; }
-trap 'rl_cleanup $NS $JOB-trainer-0 $JOB-rollout-0 $JOB-rollout-1 $JOB-rollout-2' EXIT
+cleanup() {
+    if [ "${ok:-0}" != 1 ]; then
+        operator_pod_logs
+        k get pods,aj -o wide 2>&1 || true
+        for p in $JOB-trainer-0 $JOB-rollout-0 $JOB-rollout-1 $JOB-rollout-2; do
+            echo "--- $p"
+            pod_log $NS $p 2>/dev/null | grep -v '^{' | tail -n 15
+        done
+        keep_operator_logs
+        helm uninstall "$REL" -n "$OPNS" >/dev/null 2>&1 || true
+    fi
+}
+trap cleanup EXIT
 t0=$SECONDS
 rl_setup $NS e2e-u-system
 rl_apply $NS $STEPS 1
 t1=$SECONDS
 wait_until 60 pods_running $NS $JOB 2 || fail "the job's 2 pods did not run: $(k get pods -o wide 2>&1)"
 wait_until 90 step_at_least 3 || fail "training did not reach step 3: $(trainer_log $NS | grep -v '^{' | tail -n 5)"
-wait_registered $NS 10 0
+wait_until 10 server_joined $NS 0 || fail "the trainer did not discover rollout-0: $(trainer_log $NS | grep -v '^{' | tail -n 5)"
 pass "training at step $(last_step) $((SECONDS - t1)) s after apply; the trainer discovered rollout-0 through the job's store"
 trainer_uid=$(pod_uid $NS $JOB-trainer-0)
 
@@ -34,7 +46,8 @@ trainer_uid=$(pod_uid $NS $JOB-trainer-0)
 ts=$(date +%s.%N)
 k scale aj $JOB --replicas=3 >/dev/null || fail "kubectl scale --replicas=3"
 at_scale=$(last_step)
-wait_registered $NS 60 1 2
+both_joined() { server_joined $NS 1 && server_joined $NS 2; }
+wait_until 60 both_joined || fail "rollout-1 and rollout-2 did not join: $(trainer_log $NS | grep -F 'rollout server' | tail -n 8)"
 up_s=$(python3 -c "import time; print('%.1f' % (time.time() - $ts))")
 pass "scale-up latency: $up_s s from kubectl scale --replicas=3 to both new servers registered and serving the current version (step $at_scale -> $(last_step))"
 trainer_log $NS | grep -F "rollout server $JOB-rollout-" | grep -F "registered" | while read -r l; do pass "trainer: $l"; done
