@@ -283,12 +283,16 @@ bench: $(BENCH_BINS) $(addprefix $(BUILD)/rel/,$(PROGRAMS))
 	@for s in $(BENCH_SCRIPTS); do echo "== $$s"; BUILD=$(BUILD)/rel $$s || exit 1; done
 
 # libFuzzer targets are built by clang with their own flags from the sources of the
-# closure of what they name (no archives: the whole program is instrumented).
+# closure of what they name (no archives: the whole program is instrumented), plus
+# the closure's nvcc objects where CUDA was found (the release ones: device code
+# is not instrumented either way). Rejected: a CPU-only closure for the fuzzers
+# (stripping NAME_GPU_SRC and the AREAL_HAVE_* flags): it would fuzz a program
+# other than the one that ships, and the sanitized tests link the same objects.
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
               -fno-sanitize-recover=all
 FUZZ_BINS := $(addprefix $(BUILD)/fuzz/,$(foreach f,$(FUZZ_SRC),$(call bin_name,$(f))))
 define fuzz_rule
-$(BUILD)/fuzz/$(call bin_name,$(1)): $(1) $(foreach c,$(call closure_of,$(2)),$($(c)_SRC)) | $(DEPS_OK)
+$(BUILD)/fuzz/$(call bin_name,$(1)): $(1) $(foreach c,$(call closure_of,$(2)),$($(c)_SRC) $($(c)_EXTRA_OBJS_rel)) | $(DEPS_OK)
 	@scripts/install-deps.sh fuzz
 	@mkdir -p $$(dir $$@)
 	$$(FUZZ_CC) $$(FUZZ_FLAGS) $$(call cflags_of,$(2)) -o $$@ $$^ $$(call libs_of,$(2))
