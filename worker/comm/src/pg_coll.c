@@ -18,12 +18,15 @@
  * or a chain pipelined in 256 KiB segments (large). All-to-all(v): every
  * block in flight at once in one poll loop over all members (measured 1.4-2x
  * faster on loopback than n-1 pairwise steps), except when every member
- * shares this rank's memory segment: then n-1 pairwise steps, one ring pair
- * at a time (measured 1.6-2x faster at 64 MiB on 4 local ranks than all
- * rings at once, which spreads the copies over every ring and misses cache). Rejected for now:
+ * shares this rank's memory segment: then rounds through the slots (below),
+ * and n-1 pairwise steps, one ring pair at a time, only for a block too large
+ * for them (pairwise was measured 1.6-2x faster at 64 MiB on 4 local ranks
+ * than all rings at once, which spreads the copies over every ring and misses
+ * cache). Rejected for now:
  * Rabenseifner's recursive halving (the ring moves the same bytes; latency
  * matters little at the sizes where it would win on CPUs).
  */
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,8 +53,14 @@
  * to the slot size. All-to-all at 256 KiB on 4 and 8 ranks: slots 754 / 2025 us, pairwise rings 664
  * / 1905 (when the slots took send buffers up to 64 KiB; with copy.h and the rounds, 2026-12-01,
  * load 15-18, all ranks' CPU per call, rings / slot rounds: 256 KiB on 8 ranks 1170-1250 / 310-430
- * us (two rounds), on 4 ranks 362 / 132, on 2 ranks 86 / 42; 1 MiB on 8 ranks in four rounds
- * 2980-3180 against the rings' 2330-2650, hence two rounds at most).
+ * us (two rounds), on 4 ranks 362 / 132, on 2 ranks 86 / 42. A later reading of "1 MiB on 8
+ * ranks in four rounds 2980-3180 against the rings' 2330-2650" had kept two rounds at most, but
+ * four pieces are a header short of a 128 KiB block, so that run paid four slot rounds and the
+ * rings. With no round limit, on the idle VM (2026-12-02, all ranks' CPU per call, two rounds +
+ * rings / slot rounds only; wall time in ratios to OpenMPI in worker/comm/README.md): 8 ranks 1
+ * MiB 1680-1850 / 555-770 us, 4 MiB 5260-5650 / 3230-4950, 16 MiB 16100-29200 / 11800-15100; 4
+ * ranks 1 MiB 540-620 / 210-320; 2 ranks 64 MiB 15700 / 9600-11300; 4 ranks at 64-256 MiB within
+ * the machine's noise either way. So every block of an all-local group takes the slots.
  * All-reduce with 3+ members: one round up to 16 KiB, then the two-stage
  * slot form (each member reduces 1/n and copies the rest: two
  * synchronisations, each input byte read once) up to the slot size; with 2
@@ -76,7 +85,9 @@ static size_t slot_ar2_bytes(int n) {
 }
 
 #define SLOT_MOVE_BYTES (256u << 10)
-#define SLOT_A2A_ROUNDS 2 /* all-to-all blocks of up to this many slot pieces take the slots */
+/* all-to-all blocks of up to this many slot pieces take the slots: any block (32 KiB pieces x
+ * INT_MAX is 64 TiB); the pairwise rings after the rounds stay for a larger one */
+#define SLOT_A2A_ROUNDS INT_MAX
 
 /* 1 when an operation whose slot content is `bytes` (<= lim) goes through the slots. */
 static int use_slots(const areal_pg *g, size_t bytes, size_t lim) {
@@ -413,8 +424,8 @@ static int a2a(areal_pg *g, const char *opn, const uint8_t *in, const size_t *sc
             rn[j] = j == me ? 0 : rc_[j] * es;
         }
         if (areal_pg_all_local(g)) {
-            /* small blocks in one round through the slots, then the rest one ring pair at
-             * a time: every pair in flight at once thrashes the cache */
+            /* every block through the slots in rounds; a block beyond SLOT_A2A_ROUNDS
+             * pieces one ring pair at a time: every pair in flight at once thrashes the cache */
             int64_t dl = deadline_of(g);
             rc = areal_pg_small_a2a(g, opn, sb, sn, rb, rn, areal_pg_small_block(g),
                                     SLOT_A2A_ROUNDS, dl, err);

@@ -31,7 +31,7 @@
 #define AR2_BYTES  (256u << 10) /* all-reduce, 3+ members: two stages below, the ring above */
 #define MOVE_BYTES (256u << 10) /* gathered/scattered total, broadcast */
 #define SLOT_BYTES (256u << 10) /* the slot size up to 16 local members (shm.c) */
-#define A2A_ROUNDS 2            /* all-to-all: blocks of up to this many pieces take the slots */
+#define A2A_MANY   5            /* all-to-all: any block takes the slots, in rounds of a piece */
 
 /* pg_small.c's piece per peer for n members: the slot after its table, split n ways. */
 static size_t a2a_piece(int n) {
@@ -52,8 +52,8 @@ static int thresholds(areal_comm *c, void *arg) {
         ranks[j] = j;
     areal_error e;
     areal_pg *g = NULL;
-    size_t big = 2 * MOVE_BYTES; /* bytes per buffer: more than any count below needs */
-    if ((size_t)n * (A2A_ROUNDS * a2a_piece(n) + 4) > 2 * big)
+    size_t big = 4 * MOVE_BYTES; /* bytes per buffer: more than any count below needs */
+    if ((size_t)n * (A2A_MANY * a2a_piece(n) + 4) > 2 * big)
         return RANK_WRONG; /* the all-to-all would not fit: the test is wrong */
     uint8_t *a = malloc(big * 2), *b = malloc(big * 2);
     if (a == NULL || b == NULL || areal_comm_group(c, "world", ranks, n, &g, &e) != AREAL_OK) {
@@ -108,10 +108,10 @@ static int thresholds(areal_comm *c, void *arg) {
         for (size_t i = 0; i < cs[x]; i++)
             RANK_CHECK(cb_get(a, AREAL_DT_F32, i) == cb_v(root, i + (size_t)x));
     }
-    /* all-to-all: blocks straddle one piece (one round) and A2A_ROUNDS pieces (the rings) */
+    /* all-to-all: blocks straddle one piece (one round or two) and A2A_MANY pieces (five or six) */
     size_t a2c[10];
     around(a2a_piece(n), 4, a2c);
-    around(A2A_ROUNDS * a2a_piece(n), 4, a2c + 5);
+    around(A2A_MANY * a2a_piece(n), 4, a2c + 5);
     for (int x = 0; x < 10; x++) {
         size_t k = a2c[x];
         for (size_t i = 0; i < (size_t)n * k; i++)
@@ -123,12 +123,12 @@ static int thresholds(areal_comm *c, void *arg) {
                            cb_v(s, (size_t)me * k + i));
     }
     /*
-     * all-to-allv mixing blocks in one call: over the slot limit (the rings),
-     * of two pieces (two rounds, which members with only small blocks take
-     * part in too) and small ones
+     * all-to-allv mixing blocks in one call: of six rounds, of two (the
+     * rounds every member takes part in are the most any member needs, so
+     * members with only small blocks join them too) and small ones
      */
     size_t sc[RANKS_MAX], sd[RANKS_MAX], rcn[RANKS_MAX], rd[RANKS_MAX], so = 0, ro = 0;
-    size_t large = A2A_ROUNDS * a2a_piece(n) / 8 + 3, mid = a2a_piece(n) / 8 + 5;
+    size_t large = A2A_MANY * a2a_piece(n) / 8 + 3, mid = a2a_piece(n) / 8 + 5;
 #define A2AV_COUNT(s, d)                                                                           \
     ((((s) + (d)) % 3 == 0)   ? large                                                              \
      : (((s) + (d)) % 3 == 1) ? ((s) == 1 ? mid : (size_t)((s) + 2 * (d) + 1))                     \
