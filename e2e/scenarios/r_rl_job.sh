@@ -24,6 +24,9 @@ cleanup() {
         k get pods,aj -o wide 2>&1 || true
         for p in rl-tiny-trainer-0 rl-tiny-rollout-0; do echo "--- $p"; pod_log $NS $p 2>/dev/null | tail -n 15; done
         keep_operator_logs
+        # its pods must not outlive a failure (a trainer holds its port in the simulator's shared netns)
+        kubectl -n $NS delete aj --all --wait=false >/dev/null 2>&1 || true
+        kubectl -n $NS delete pods --all --grace-period=0 --force >/dev/null 2>&1 || true
         helm uninstall "$REL" -n "$OPNS" >/dev/null 2>&1 || true
     fi
 }

@@ -75,45 +75,13 @@ server_joined() {
     grep -qF "rollout server $addr has the current weights" <<<"$log"
 }
 
-# wait_registered NS SECONDS INDEX...: waits, bounded (SECONDS for each), until
-# the trainer logged each rollout server INDEX registering and getting the
-# current weights (server_joined); fails naming the first that did not, with
-# the trainer's last lines about it. After a trainer restart the new trainer
-# may train its first step while a server is still in its registration retry
-# (0.5 s after the old store closed): wait, never read the log once.
-wait_registered() {
-    local ns=$1 secs=$2 i
-    shift 2
-    for i in "$@"; do
-        wait_until "$secs" server_joined "$ns" "$i" ||
-            fail "rollout-$i did not register with the trainer and get its weights: $(trainer_log "$ns" | grep -F "rollout server $JOB-rollout-$i" | tail -n 3 || true)"
-    done
-}
-
-# registered_line NS INDEX: the trainer's newest line of rollout server INDEX
-# registering (empty when none; never fails, so safe under pipefail).
-registered_line() {
-    trainer_log "$1" | grep -F "rollout server $JOB-rollout-$2 registered" | tail -n 1 || true
-}
-
-# rl_cleanup NS POD...: the EXIT trap of these scenarios. Unless the scenario
-# set ok=1, prints what a failure needs (the operator's logs, the job's pods
-# and Events, the last lines of each POD's log), keeps the operator logs and
-# uninstalls the chart.
-rl_cleanup() {
-    local ns=$1 p
-    shift
-    if [ "${ok:-0}" != 1 ]; then
-        operator_pod_logs
-        kubectl -n "$ns" get pods,aj -o wide 2>&1 || true
-        kubectl -n "$ns" get events --field-selector involvedObject.name=$JOB 2>&1 | tail -n 12 || true
-        for p in "$@"; do
-            echo "--- $p"
-            pod_log "$ns" "$p" 2>/dev/null | grep -v '^{' | tail -n 15
-        done
-        keep_operator_logs
-        helm uninstall "$REL" -n "$OPNS" >/dev/null 2>&1 || true
-    fi
+# rl_stop_pods NS: the failure branch of an RL scenario's EXIT trap deletes
+# its jobs and force-deletes their pods, so a trainer left running cannot hold
+# its port (the node simulator's pods share one network namespace) or a core
+# for the scenarios after it.
+rl_stop_pods() {
+    kubectl -n "$1" delete aj --all --wait=false >/dev/null 2>&1 || true
+    kubectl -n "$1" delete pods --all --grace-period=0 --force >/dev/null 2>&1 || true
 }
 
 # server_metric NS POD NAME: a sample of the rollout server's /metrics.

@@ -31,6 +31,7 @@ cleanup() {
             pod_log $NS $p 2>/dev/null | grep -v '^{' | tail -n 15
         done
         keep_operator_logs
+        rl_stop_pods $NS
         helm uninstall "$REL" -n "$OPNS" >/dev/null 2>&1 || true
     fi
 }

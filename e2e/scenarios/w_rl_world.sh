@@ -34,8 +34,7 @@ cleanup() {
             pod_log $NS $p 2>/dev/null | grep -v '^{' | tail -n 15
         done
         keep_operator_logs
-        k delete aj --all --wait=false >/dev/null 2>&1 || true
-        k delete pods --all --grace-period=0 --force >/dev/null 2>&1 || true
+        rl_stop_pods $NS
         helm uninstall "$REL" -n "$OPNS" >/dev/null 2>&1 || true
     fi
     # shellcheck disable=SC2046
