@@ -15,6 +15,9 @@
 . "$(dirname "$0")/lib.sh"
 . "$SCEN_DIR/chart_lib.sh"
 NS=e2e-r
+# totalSteps: the example's 60 steps take ~2 s on an idle machine, less than one 5 s progress
+# poll, so the Running row and the training TrainerPhase would go unseen; 300 take 10-60 s
+STEPS=300
 BIN=${AREAL_BIN:-$REPO/build/rel}
 fresh_namespace $NS
 k() { kubectl -n $NS "$@"; }
@@ -43,18 +46,19 @@ chart_install e2e-r-system --set replicaCount=1 --set leaderElection.enabled=fal
     fail "helm install did not become ready: $(kubectl -n e2e-r-system get pods -o wide 2>&1)"
 pass "helm install: the operator runs as pod $(operator_pods)"
 
-# The example as it is, but for the two host paths of its volumes.
+# The example as it is, but for the two host paths of its volumes and totalSteps.
 kubectl create --dry-run=client -o json -f "$REPO/examples/jobs/rl-tiny.yaml" |
     python3 -c '
 import json, sys
 job = json.load(sys.stdin)
 job["metadata"].pop("namespace", None)
 models, jobs = sys.argv[1], sys.argv[2]
+job["spec"]["config"]["rl"]["totalSteps"] = int(sys.argv[3])
 for role in job["spec"]["roles"]:
     for v in role.get("volumes", []):
         p = v["hostPath"]["path"]
         v["hostPath"]["path"] = p.replace("/var/lib/areal/models", models).replace("/var/lib/areal/jobs", jobs)
-json.dump(job, sys.stdout)' "$models" "$AREAL_E2E_STATE/jobs" | k apply -f - >/dev/null
+json.dump(job, sys.stdout)' "$models" "$AREAL_E2E_STATE/jobs" $STEPS | k apply -f - >/dev/null
 t1=$SECONDS
 wait_until 60 pods_running $NS rl-tiny 2 || fail "the job's 2 pods did not run: $(k get pods -o wide 2>&1)"
 pass "rollout and trainer pods Running in $((SECONDS - t1)) s"
@@ -66,7 +70,7 @@ stepping() { [ "$(step_of)" -ge 2 ] 2>/dev/null; }
 wait_until 150 stepping || fail "status.progress.step did not reach 2: $(k get aj rl-tiny -o jsonpath='{.status.progress}')"
 pass "status.progress from the trainer's /status: $(k get aj rl-tiny -o jsonpath='{.status.progress}')"
 row=$(k get aj rl-tiny --no-headers | tr -s ' ')
-case "$row" in "rl-tiny Running "*) pass "kubectl get aj: $row" ;; *) fail "kubectl get aj row: $row" ;; esac
+case "$row" in "rl-tiny Running sglang:d1+fsdp:d1 "*) pass "kubectl get aj: $row" ;; *) fail "kubectl get aj row: $row" ;; esac
 metrics=$(operator_metrics "$(operator_pods)") || fail "no /metrics over https (a reader's token) from $(operator_pods)"
 grep -q "^areal_job_step{namespace=\"$NS\",job=\"rl-tiny\"}" <<<"$metrics" ||
     fail "the operator's /metrics has no areal_job_step for the job"
@@ -100,7 +104,7 @@ last = sum(x for _, x in r[-k:]) / k
 print("steps %d..%d: reward %.3f (first %d steps) -> %.3f (last %d)" % (r[0][0], r[-1][0], first, k, last, k))
 if r[-1][0] != int(sys.argv[1]):
     sys.exit("the last step is %d, not totalSteps %s" % (r[-1][0], sys.argv[1]))
-sys.exit(0 if last > first + 0.03 else "the reward did not rise")' 60 >"$AREAL_E2E_STATE/reward.txt" 2>&1 ||
+sys.exit(0 if last > first + 0.03 else "the reward did not rise")' $STEPS >"$AREAL_E2E_STATE/reward.txt" 2>&1 ||
     fail "reward: $(cat "$AREAL_E2E_STATE/reward.txt")"
 pass "trainer log: $(cat "$AREAL_E2E_STATE/reward.txt")"
 # The trainer exits at once after its last step, often within one poll period
@@ -110,14 +114,14 @@ pass "trainer log: $(cat "$AREAL_E2E_STATE/reward.txt")"
 expect_eq "the trainer container's terminationMessagePath" "/var/run/areal/termination-log" \
     "$(k get pod rl-tiny-trainer-0 -o jsonpath='{.spec.containers[0].terminationMessagePath}')"
 words=$(k get pod rl-tiny-trainer-0 -o jsonpath='{.status.containerStatuses[0].state.terminated.message}')
-python3 -c 'import json, sys; d = json.loads(sys.argv[1]); sys.exit(0 if d["phase"] == "done" and d["step"] == 60 else 1)' "$words" 2>/dev/null ||
-    fail "the trainer's termination message is not its final status (done at 60): '$words'"
+python3 -c 'import json, sys; d = json.loads(sys.argv[1]); sys.exit(0 if d["phase"] == "done" and d["step"] == int(sys.argv[2]) else 1)' "$words" $STEPS 2>/dev/null ||
+    fail "the trainer's termination message is not its final status (done at $STEPS): '$words'"
 pass "the trainer's termination message: ${words:0:80}..."
-final_progress() { [ "$(step_of)" = 60 ] && [ "$(k get aj rl-tiny -o jsonpath='{.status.progress.trainerPhase}')" = done ]; }
+final_progress() { [ "$(step_of)" = $STEPS ] && [ "$(k get aj rl-tiny -o jsonpath='{.status.progress.trainerPhase}')" = done ]; }
 wait_until 30 final_progress ||
-    fail "status.progress after Succeeded: $(k get aj rl-tiny -o jsonpath='{.status.progress}'), want step 60 (totalSteps) and trainerPhase done"
-expect_eq "status.progress.totalSteps" 60 "$(k get aj rl-tiny -o jsonpath='{.status.progress.totalSteps}')"
-pass "status.progress ended at step $(step_of) of 60, trainerPhase done (the final status)"
+    fail "status.progress after Succeeded: $(k get aj rl-tiny -o jsonpath='{.status.progress}'), want step $STEPS (totalSteps) and trainerPhase done"
+expect_eq "status.progress.totalSteps" $STEPS "$(k get aj rl-tiny -o jsonpath='{.status.progress.totalSteps}')"
+pass "status.progress ended at step $(step_of) of $STEPS, trainerPhase done (the final status)"
 phases=$(k get events --field-selector involvedObject.name=rl-tiny,reason=TrainerPhase -o jsonpath='{range .items[*]}{.message}; {end}')
 case "$phases" in *"trainer phase done"*) pass "TrainerPhase Events: $phases" ;;
     *) fail "no TrainerPhase event for done: $phases" ;; esac
