@@ -32,8 +32,8 @@ JOB_RULES = {
     ("areal.io", "arealjobs/status"): {"patch"},
     ("", "pods"): {"create", "delete"},
     ("", "pods/binding"): {"create"},
-    ("", "services"): {"create"},
-    ("", "configmaps"): {"create"},
+    ("", "services"): {"create", "patch"},
+    ("", "configmaps"): {"create", "patch"},
     ("", "events"): {"create"},
 }
 LEASE_RULES = {("coordination.k8s.io", "leases"): {"create", "get", "update"}}

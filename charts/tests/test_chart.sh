@@ -205,7 +205,7 @@ broken() { # broken WHAT SED-EXPR [CHECK-ARGS...]
     fi
 }
 broken "a missing pods/binding" 's|\[pods/binding, |[|'
-broken "secrets" 's|\[pods/binding, services|[pods/binding, secrets, services|'
+broken "secrets" 's|\[pods/binding, events|[pods/binding, secrets, events|'
 broken "a wildcard verb" 's|verbs: \[list, watch\]|verbs: ["*"]|'
 broken "an extra verb" 's|verbs: \[list, watch, patch, delete\]|verbs: [list, watch, patch, delete, update]|'
 broken "leases without a name" '/resourceNames:/d'

@@ -676,6 +676,49 @@ static int record_event(controller *ctl, const json_t *job, const reconcile_acti
     return rc;
 }
 
+/* The Service and the ConfigMap are named after the job alone, so one can outlive it. */
+static bool is_job_child(const char *resource) {
+    return strcmp(resource, "services") == 0 || strcmp(resource, "configmaps") == 0;
+}
+
+/*
+ * A create of the job's Service or ConfigMap found one of that name. It is this
+ * job's (an earlier pass made it), or a deleted job's of the same name that the
+ * garbage collector has not removed yet: a `kubectl delete` and `apply` of an
+ * edited job within seconds. The latter would carry the old spec.config to the
+ * new trainer (e2e w_rl_world's second job trained the first one's 40 steps, not
+ * its 20) and, once collected, take the Service from under the new pods. So the
+ * desired object is merge-patched over it: this job's ownerReferences (the
+ * collector re-reads them before it deletes) and labels, and the ConfigMap's data
+ * or the Service's spec. For this job's own object the patch changes nothing that
+ * running pods read. One that vanished in between (404) is created again, once.
+ * Rejected: a get first to compare owners (the operator has no get on these, and
+ * the patch is one request either way), a name with the job's uid in it (users and
+ * tests read <job>-config), a PUT (a Service's needs its resourceVersion).
+ */
+static int adopt_child(controller *ctl, const kube_resource *res, const json_t *obj,
+                       kube_error *err) {
+    const json_t *meta = json_object_get(obj, "metadata");
+    const char *name = json_string_value(json_object_get(meta, "name"));
+    const char *body = strcmp(res->resource, "configmaps") == 0 ? "data" : "spec";
+    json_t *patch =
+        json_pack("{s:{s:O,s:O},s:O}", "metadata", "labels", json_object_get(meta, "labels"),
+                  "ownerReferences", json_object_get(meta, "ownerReferences"), body,
+                  json_object_get(obj, body));
+    if (name == NULL || patch == NULL) {
+        json_decref(patch);
+        return kube_error_set(err, KUBE_ENOMEM, "%s: cannot build the patch", res->resource);
+    }
+    int rc = kube_patch(ctl->kc, res, name, KUBE_PATCH_MERGE, patch, NULL, NULL, err);
+    json_decref(patch);
+    if (rc == KUBE_ENOTFOUND) {
+        rc = kube_create(ctl->kc, res, obj, NULL, err);
+        if (rc == KUBE_ECONFLICT)
+            rc = KUBE_OK; /* made again meanwhile: the next pass's create adopts it */
+    }
+    return rc;
+}
+
 /* Applies one action. A patch of the job itself leaves the patched job in
  * *patched (new reference; the caller frees it), else *patched is untouched. */
 static int apply(controller *ctl, const json_t *job, const reconcile_action *a, json_t **patched,
@@ -687,7 +730,9 @@ static int apply(controller *ctl, const json_t *job, const reconcile_action *a, 
     switch (a->kind) {
     case RECONCILE_CREATE:
         rc = kube_create(ctl->kc, &res, a->obj, NULL, err);
-        if (rc == KUBE_ECONFLICT)
+        if (rc == KUBE_ECONFLICT && is_job_child(a->resource))
+            rc = adopt_child(ctl, &res, a->obj, err);
+        else if (rc == KUBE_ECONFLICT)
             rc = KUBE_OK; /* it exists: done already */
         break;
     case RECONCILE_DELETE: {

@@ -12,7 +12,10 @@
  *     again when room comes back;
  *   - spec.ttlSecondsAfterFinished: a Succeeded job is deleted that long after
  *     it finished, by an operator started after the finish (the first one
- *     stopped meanwhile), not before.
+ *     stopped meanwhile), not before;
+ *   - a job deleted and applied again under its name before the garbage
+ *     collector removed the first one's ConfigMap and Service: the new job
+ *     takes both over, with its own spec.config.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -137,8 +140,10 @@ static int world_teardown(void **state) {
     return 0;
 }
 
-/* A trainer-only job of one pod ("<name>-trainer-0") of `gpus` GPUs. */
-static void put_job(fake_api *f, const char *name, int gpus, int priority, int ttl) {
+/* A trainer-only job of one pod ("<name>-trainer-0") of `gpus` GPUs, with spec.config
+ * `config` (stolen; NULL: none). */
+static void put_job_config(fake_api *f, const char *name, int gpus, int priority, int ttl,
+                           json_t *config) {
     char alloc[32];
     snprintf(alloc, sizeof alloc, "megatron:d1t%d", gpus);
     json_t *j =
@@ -148,8 +153,14 @@ static void put_job(fake_api *f, const char *name, int gpus, int priority, int t
     if (ttl >= 0)
         json_object_set_new(json_object_get(j, "spec"), "ttlSecondsAfterFinished",
                             json_integer(ttl));
+    if (config != NULL)
+        json_object_set_new(json_object_get(j, "spec"), "config", config);
     fake_api_put(f, "arealjobs", j);
     json_decref(j);
+}
+
+static void put_job(fake_api *f, const char *name, int gpus, int priority, int ttl) {
+    put_job_config(f, name, gpus, priority, ttl, NULL);
 }
 
 static json_t *get_job(fake_api *f, const char *name) {
@@ -409,6 +420,77 @@ static void ttl_deletes_the_job_after_an_operator_restart(void **state) {
     assert_true(after < 4.0);
 }
 
+static json_t *get_child(fake_api *f, const char *resource, const char *name) {
+    char key[192];
+    snprintf(key, sizeof key, "team/%s", name);
+    return fake_api_get(f, resource, key);
+}
+
+/* metadata.uid of the job, or of its child's first owner (owner != 0), into buf; "" if none */
+static const char *uid_of(json_t *obj, int owner, char *buf, size_t cap) {
+    json_t *m = json_object_get(obj, "metadata");
+    if (owner)
+        m = json_array_get(json_object_get(m, "ownerReferences"), 0);
+    const char *u = json_string_value(json_object_get(m, "uid"));
+    snprintf(buf, cap, "%s", u ? u : "");
+    return buf;
+}
+
+/* totalSteps in the job's ConfigMap's config.json, or -1 */
+static long cm_total_steps(fake_api *f, const char *job) {
+    char name[128];
+    snprintf(name, sizeof name, "%s-config", job);
+    json_t *cm = get_child(f, "configmaps", name);
+    const char *text =
+        json_string_value(json_object_get(json_object_get(cm, "data"), "config.json"));
+    json_t *cfg = text ? json_loads(text, 0, NULL) : NULL;
+    json_t *n = json_object_get(json_object_get(cfg, "rl"), "totalSteps");
+    long v = json_is_integer(n) ? (long)json_integer_value(n) : -1;
+    json_decref(cfg);
+    json_decref(cm);
+    return v;
+}
+
+/* Whether resource `name` names the job's current incarnation as its owner. */
+static bool owned_by_job(fake_api *f, const char *resource, const char *name, const char *job) {
+    json_t *j = get_job(f, job), *o = get_child(f, resource, name);
+    char a[64], b[64];
+    bool yes = j != NULL && o != NULL && uid_of(j, 0, a, sizeof a)[0] &&
+               strcmp(a, uid_of(o, 1, b, sizeof b)) == 0;
+    json_decref(j);
+    json_decref(o);
+    return yes;
+}
+
+static void put_job_steps(fake_api *f, const char *name, int steps) {
+    put_job_config(f, name, 4, 0, -1, json_pack("{s:{s:i}}", "rl", "totalSteps", steps));
+}
+
+/*
+ * kubectl delete, then apply of an edited job of the same name within seconds:
+ * the first job's ConfigMap and Service outlive it until the garbage collector
+ * comes (the fake API has none: they stay). The new job must not start its
+ * trainer on the old spec.config (e2e w_rl_world's second job once trained its
+ * namesake's 40 steps instead of its 20), and both objects must name the new
+ * job as owner, or the collector deletes them from under its pods.
+ */
+static void a_recreated_job_takes_over_what_its_namesake_left(void **state) {
+    world *w = *state;
+    fake_api *f = w->f;
+    put_job_steps(f, "re", 40);
+    run_job(f, "re");
+    WAIT_FOR(cm_total_steps(f, "re") == 40, "the first job's ConfigMap");
+    assert_true(owned_by_job(f, "configmaps", "re-config", "re"));
+    assert_true(owned_by_job(f, "services", "re", "re"));
+    delete_job(f, "re");
+    assert_int_equal(cm_total_steps(f, "re"), 40); /* left behind, as before a collector runs */
+    put_job_steps(f, "re", 20);
+    WAIT_FOR(bound(f, "re"), "the new job's pod");
+    assert_int_equal(cm_total_steps(f, "re"), 20);
+    assert_true(owned_by_job(f, "configmaps", "re-config", "re"));
+    assert_true(owned_by_job(f, "services", "re", "re"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(a_waiting_high_priority_job_is_not_starved, world_setup,
@@ -418,6 +500,8 @@ int main(void) {
                                         world_setup_graceful, world_teardown),
         cmocka_unit_test_setup_teardown(ttl_deletes_the_job_after_an_operator_restart, world_setup,
                                         world_teardown),
+        cmocka_unit_test_setup_teardown(a_recreated_job_takes_over_what_its_namesake_left,
+                                        world_setup, world_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

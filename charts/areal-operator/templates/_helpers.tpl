@@ -62,6 +62,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
     resources: [pods]
     verbs: [create, delete]
   - apiGroups: [""]
-    resources: [pods/binding, services, configmaps, events]
+    resources: [services, configmaps]
+    verbs: [create, patch]
+  - apiGroups: [""]
+    resources: [pods/binding, events]
     verbs: [create]
 {{- end -}}
