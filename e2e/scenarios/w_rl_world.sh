@@ -19,7 +19,10 @@
 . "$SCEN_DIR/rl_lib.sh"
 NS=e2e-w
 OPNS=e2e-w-system
-STEPS=40
+# enough steps after the kill (at step 15 or later) that the checks after the restart run while it
+# trains: 40 took 1.7 s past the restart on an idle machine, the job Succeeded and its rollout pod
+# was gone before it was read
+STEPS=100
 CLUSTER=$REPO/e2e/cluster
 POOL=$SCEN_DIR/nodes-pool-3x1.yaml
 fresh_namespace $NS

@@ -676,11 +676,6 @@ static int record_event(controller *ctl, const json_t *job, const reconcile_acti
     return rc;
 }
 
-/* The Service and the ConfigMap are named after the job alone, so one can outlive it. */
-static bool is_job_child(const char *resource) {
-    return strcmp(resource, "services") == 0 || strcmp(resource, "configmaps") == 0;
-}
-
 /*
  * A create of the job's Service or ConfigMap found one of that name. It is this
  * job's (an earlier pass made it), or a deleted job's of the same name that the
@@ -690,8 +685,11 @@ static bool is_job_child(const char *resource) {
  * its 20) and, once collected, take the Service from under the new pods. So the
  * desired object is merge-patched over it: this job's ownerReferences (the
  * collector re-reads them before it deletes) and labels, and the ConfigMap's data
- * or the Service's spec. For this job's own object the patch changes nothing that
- * running pods read. One that vanished in between (404) is created again, once.
+ * or the Service's spec. Only at the job's first placement (step_trainer.c): a gang
+ * restart's pass keeps the job's own objects untouched, as before (a patch there
+ * would rewrite plan.json under the rollout pods that stay, and adds writes to a
+ * pass whose timing the lagging-cache rules were measured on). One that vanished in
+ * between (404) is created again, once.
  * Rejected: a get first to compare owners (the operator has no get on these, and
  * the patch is one request either way), a name with the job's uid in it (users and
  * tests read <job>-config), a PUT (a Service's needs its resourceVersion).
@@ -730,7 +728,7 @@ static int apply(controller *ctl, const json_t *job, const reconcile_action *a, 
     switch (a->kind) {
     case RECONCILE_CREATE:
         rc = kube_create(ctl->kc, &res, a->obj, NULL, err);
-        if (rc == KUBE_ECONFLICT && is_job_child(a->resource))
+        if (rc == KUBE_ECONFLICT && a->adopt)
             rc = adopt_child(ctl, &res, a->obj, err);
         else if (rc == KUBE_ECONFLICT)
             rc = KUBE_OK; /* it exists: done already */

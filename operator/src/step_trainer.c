@@ -135,17 +135,27 @@ static void start_gang(step_ctx *c) {
                        c->n_trainer);
         return;
     }
+    /* A job never placed nor restarted: a Service or ConfigMap of its name is a deleted
+     * namesake's, to be taken over (controller.c adopt_child). At a gang restart they are
+     * this job's, kept as they are (the restart's pass writes nothing more). */
+    bool first = json_object_get(c->old_status, "placement") == NULL &&
+                 json_object_get(c->old_status, "lastRestartTime") == NULL &&
+                 step_int(c->old_status, "restarts", NULL, 0) == 0;
     if (!in->has_service) {
         reconcile_action *a = step_push(c, RECONCILE_CREATE, "services", s->name);
-        if (a != NULL)
+        if (a != NULL) {
             a->obj = desired_service(in->job, &in->cfg);
+            a->adopt = first;
+        }
     }
     if (!in->has_configmap) {
         char cm[300];
         snprintf(cm, sizeof cm, "%s-config", s->name);
         reconcile_action *a = step_push(c, RECONCILE_CREATE, "configmaps", cm);
-        if (a != NULL)
+        if (a != NULL) {
             a->obj = desired_configmap(in->job, &s->alloc, &plan, &cluster, &in->cfg);
+            a->adopt = first;
+        }
     }
     /* A first placement takes the desired servers along, all or nothing. */
     int n_servers = s->split && c->n_servers == 0 ? s->rollout_replicas : 0;

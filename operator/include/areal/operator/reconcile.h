@@ -58,6 +58,9 @@ typedef struct reconcile_action {
     char message[512];
     bool warning;
     bool force;
+    /* a create that finds the object (409) takes it over (merge patch) instead of taking it as
+     * done: the job's Service and ConfigMap at its first placement (controller.c adopt_child) */
+    bool adopt;
 } reconcile_action;
 
 /* A node that is not Ready, or that a pod names but the cluster lacks. */
