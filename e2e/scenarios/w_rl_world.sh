@@ -71,8 +71,10 @@ step_of() { k get aj $JOB -o jsonpath='{.status.progress.step}'; }
 at_total() { [ "$(step_of)" = "$1" ]; }
 
 t0=$SECONDS
-"$CLUSTER" nodes "$POOL" >/dev/null || fail "could not add the nodes of $POOL"
+# the chart first, so the operator's pod lands on the suite's nodes, not on the pool's, which go
+# before the uninstall (a pod of a removed node stays Terminating: "helm uninstall left" once)
 rl_setup $NS $OPNS
+"$CLUSTER" nodes "$POOL" >/dev/null || fail "could not add the nodes of $POOL"
 apply_world $NS $STEPS "sglang:d1+fsdp:d2" w
 t1=$SECONDS
 wait_until 60 pods_running $NS $JOB 3 || fail "the job's 3 pods did not run: $(k get pods -o wide 2>&1)"

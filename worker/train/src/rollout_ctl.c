@@ -333,6 +333,13 @@ static bool run_sample(areal_rollout_ctl *c, areal_sgl_client **clients, const i
             pthread_mutex_unlock(&c->mu);
             if (first || !transport)
                 logf_(c, "%s; retrying the request on another server", err.msg);
+            if (transport) {
+                /* the next request to it on a new connection: a reused one the server had
+                 * closed answers nothing ("Empty reply from server"), and e2e w_rl_world's
+                 * restarted trainer, with one server, once never trained again after one */
+                areal_sgl_client_free(clients[si]);
+                clients[si] = NULL;
+            }
             if (!transport && ++bad_answers >= 3) {
                 /* refused three times (4xx, or an answer not in SGLang's shape): this is
                  * not a server being down, retrying forever would hide it */
@@ -782,7 +789,7 @@ static int post_all(areal_rollout_ctl *c, const char *path, json_t *body, bool o
         if (rc == AREAL_OK)
             rc = areal_sgl_post(c->ctl_clients[i], path, body, NULL, &e);
         pthread_mutex_lock(&c->mu);
-        bool was_stale = c->servers[i].needs_sync;
+        bool was_stale = c->servers[i].needs_sync, paused = c->paused;
         if (rc == AREAL_EIO)
             c->servers[i].needs_sync = true;
         else if (rc == AREAL_OK && is_update)
@@ -793,6 +800,19 @@ static int post_all(areal_rollout_ctl *c, const char *path, json_t *body, bool o
             logf_(c, "%s; it gets no requests until a weight update reaches it", e.msg);
         else if (rc == AREAL_OK && is_update && was_stale)
             logf_(c, "rollout server %s has the current weights again", addrs[i]);
+        /*
+         * A server caught up outside this trainer's pause may still be paused: a trainer
+         * killed between its /pause_generation and /continue_generation leaves it so, and
+         * its queued requests never run (e2e w_rl_world: the restarted gang's first
+         * /generate timed out after 120 s on its only server). Inside a pause the resume
+         * broadcast that follows unpauses it.
+         */
+        if (rc == AREAL_OK && is_update && was_stale && !paused) {
+            areal_error ce;
+            if (areal_sgl_post(c->ctl_clients[i], "/continue_generation", NULL, NULL, &ce) !=
+                AREAL_OK)
+                logf_(c, "rollout server %s: %s", addrs[i], ce.msg);
+        }
         if (rc != AREAL_OK && rc != AREAL_EIO && first == AREAL_OK) {
             first = rc;
             if (err)
@@ -928,16 +948,29 @@ int areal_rollout_ctl_addrs(areal_rollout_ctl *c, char (*addrs)[128], bool *stal
 void areal_rollout_ctl_mark_synced(areal_rollout_ctl *c, const char *addr, bool synced,
                                    const char *why) {
     pthread_mutex_lock(&c->mu);
-    bool changed = false;
+    bool changed = false, paused = c->paused;
+    int at = -1;
     for (int i = 0; i < c->n_servers; i++)
         if (strcmp(c->servers[i].addr, addr) == 0) {
             changed |= c->servers[i].needs_sync == synced;
             c->servers[i].needs_sync = !synced;
             if (synced) /* it holds the current weights: no version check needed */
                 c->servers[i].probe = false;
+            at = i;
         }
     pthread_cond_broadcast(&c->cv_resume);
     pthread_mutex_unlock(&c->mu);
+    if (changed && synced && !paused && at >= 0) {
+        /* caught up outside a pause: it may still be paused by a dead trainer (post_all) */
+        areal_error ce;
+        int rc = c->ctl_clients[at] ? AREAL_OK
+                                    : areal_sgl_client_create(addr, c->cfg.request_timeout_s,
+                                                              &c->ctl_clients[at], &ce);
+        if (rc == AREAL_OK)
+            rc = areal_sgl_post(c->ctl_clients[at], "/continue_generation", NULL, NULL, &ce);
+        if (rc != AREAL_OK)
+            logf_(c, "rollout server %s: %s", addr, ce.msg);
+    }
     if (changed && synced)
         logf_(c, "rollout server %s has the current weights again", addr);
     else if (changed)
