@@ -766,6 +766,24 @@ int areal_rollout_ctl_wait(areal_rollout_ctl *c, areal_group *out, int n, double
 /* POSTs path to the present servers (only_stale: those that need a sync). A server that
  * cannot be reached is marked needs_sync and skipped (it is down; a later sync catches it
  * up); an answer refusing the call is an error. A successful weight update clears it. */
+/*
+ * A server caught up outside this trainer's pause may still be paused: a trainer killed
+ * between its /pause_generation and /continue_generation leaves it so, and its queued
+ * requests never run (e2e w_rl_world: the restarted gang's first /generate timed out after
+ * 120 s on its only server). Inside a pause the resume broadcast that follows unpauses it.
+ * Called unlocked, from the loop's thread (the one that owns ctl_clients).
+ */
+static void resume_caught_up(areal_rollout_ctl *c, int i, const char *addr) {
+    areal_error e;
+    int rc = c->ctl_clients[i]
+                 ? AREAL_OK
+                 : areal_sgl_client_create(addr, c->cfg.request_timeout_s, &c->ctl_clients[i], &e);
+    if (rc == AREAL_OK)
+        rc = areal_sgl_post(c->ctl_clients[i], "/continue_generation", NULL, NULL, &e);
+    if (rc != AREAL_OK)
+        logf_(c, "rollout server %s: %s", addr, e.msg);
+}
+
 static int post_all(areal_rollout_ctl *c, const char *path, json_t *body, bool only_stale,
                     areal_error *err) {
     char addrs[AREAL_ROLLOUT_MAX_SERVERS][128];
@@ -800,19 +818,8 @@ static int post_all(areal_rollout_ctl *c, const char *path, json_t *body, bool o
             logf_(c, "%s; it gets no requests until a weight update reaches it", e.msg);
         else if (rc == AREAL_OK && is_update && was_stale)
             logf_(c, "rollout server %s has the current weights again", addrs[i]);
-        /*
-         * A server caught up outside this trainer's pause may still be paused: a trainer
-         * killed between its /pause_generation and /continue_generation leaves it so, and
-         * its queued requests never run (e2e w_rl_world: the restarted gang's first
-         * /generate timed out after 120 s on its only server). Inside a pause the resume
-         * broadcast that follows unpauses it.
-         */
-        if (rc == AREAL_OK && is_update && was_stale && !paused) {
-            areal_error ce;
-            if (areal_sgl_post(c->ctl_clients[i], "/continue_generation", NULL, NULL, &ce) !=
-                AREAL_OK)
-                logf_(c, "rollout server %s: %s", addrs[i], ce.msg);
-        }
+        if (rc == AREAL_OK && is_update && was_stale && !paused)
+            resume_caught_up(c, i, addrs[i]);
         if (rc != AREAL_OK && rc != AREAL_EIO && first == AREAL_OK) {
             first = rc;
             if (err)
@@ -960,17 +967,8 @@ void areal_rollout_ctl_mark_synced(areal_rollout_ctl *c, const char *addr, bool 
         }
     pthread_cond_broadcast(&c->cv_resume);
     pthread_mutex_unlock(&c->mu);
-    if (changed && synced && !paused && at >= 0) {
-        /* caught up outside a pause: it may still be paused by a dead trainer (post_all) */
-        areal_error ce;
-        int rc = c->ctl_clients[at] ? AREAL_OK
-                                    : areal_sgl_client_create(addr, c->cfg.request_timeout_s,
-                                                              &c->ctl_clients[at], &ce);
-        if (rc == AREAL_OK)
-            rc = areal_sgl_post(c->ctl_clients[at], "/continue_generation", NULL, NULL, &ce);
-        if (rc != AREAL_OK)
-            logf_(c, "rollout server %s: %s", addr, ce.msg);
-    }
+    if (changed && synced && !paused && at >= 0)
+        resume_caught_up(c, at, addr);
     if (changed && synced)
         logf_(c, "rollout server %s has the current weights again", addr);
     else if (changed)
