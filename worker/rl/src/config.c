@@ -126,6 +126,7 @@ typedef struct {
     areal_error *err;
     set_entry *set;
     size_t n_set, cap_set;
+    size_t copied; /* values copied by whole-section ${a.b} interpolations so far */
 } ctx;
 
 /* "SOURCE: key.path: what is wrong and how to fix it" */
@@ -658,7 +659,7 @@ static int walk_key(ctx *x, const char *path, const json_t *v, int depth) {
         return add_ignored(x, path);
     char s[PATH_MAX_LEN];
     suggest(path, s, sizeof s);
-    char m[PATH_MAX_LEN + 96];
+    char m[2 * PATH_MAX_LEN + 128];
     snprintf(m, sizeof m, "unknown key%s%s%s", s[0] ? " (did you mean " : "", s,
              s[0] ? "?)" : "; it is neither an AReaL key nor one of the job's short keys");
     return fail(x, path, m);
@@ -702,6 +703,43 @@ static json_t *lookup(json_t *root, const char *path) {
 
 static int resolve_value(ctx *x, json_t *root, json_t *parent, const char *key, json_t *v,
                          const char *path, int depth);
+
+/* A whole-section interpolation copies its target, and copies may hold
+ * further interpolations of sections: nested that way ("b: {x: ${a}, y: ${a}}",
+ * "c: {x: ${b}, y: ${b}}", ...) a few lines grow to billions of values. Real
+ * configs copy a section or two (tens of values), so the reader stops at this
+ * many copied values with an error instead of running out of memory.
+ * Rejected: resolving lazily as OmegaConf does; the config is read once and
+ * walked whole, so the copies would be made anyway. */
+#define COPY_BUDGET 100000
+
+/* The number of values in v, counting up to limit + 1 and no further. */
+static size_t count_values(const json_t *v, size_t limit) {
+    size_t n = 1;
+    const char *k;
+    json_t *c;
+    size_t i;
+    if (json_is_object(v)) {
+        json_object_foreach((json_t *)v, k, c) {
+            if (n > limit)
+                break;
+            n += count_values(c, limit - n);
+        }
+    } else if (json_is_array(v)) {
+        json_array_foreach(v, i, c) {
+            if (n > limit)
+                break;
+            n += count_values(c, limit - n);
+        }
+    }
+    return n;
+}
+
+/* True when ref names path itself or a section that holds it: "a" for "a.x.y". */
+static bool ref_holds(const char *ref, const char *path) {
+    size_t rl = strlen(ref);
+    return strncmp(ref, path, rl) == 0 && (path[rl] == '\0' || path[rl] == '.');
+}
 
 /* Resolves "${p}" strings in place; keys whose reference is absent are removed (unset). */
 static int resolve_tree(ctx *x, json_t *root, json_t *node, const char *prefix, int depth) {
@@ -793,6 +831,25 @@ static int resolve_value(ctx *x, json_t *root, json_t *parent, const char *key, 
     }
     json_t *nv;
     if (whole) {
+        if ((json_is_object(target) || json_is_array(target)) && ref_holds(ref, path)) {
+            char m[2 * PATH_MAX_LEN + 128];
+            snprintf(m, sizeof m,
+                     "${%s} refers to a section that holds this key, so it would contain itself "
+                     "(a cycle); refer to a key outside %s",
+                     ref, ref);
+            return fail(x, path, m);
+        }
+        size_t n_vals = count_values(target, COPY_BUDGET - x->copied);
+        if (x->copied + n_vals > COPY_BUDGET) {
+            char m[PATH_MAX_LEN + 192];
+            snprintf(m, sizeof m,
+                     "${%s} takes the values copied by interpolations past %d (sections copied "
+                     "into sections that are copied again); interpolate smaller sections or "
+                     "write the values out",
+                     ref, COPY_BUDGET);
+            return fail(x, path, m);
+        }
+        x->copied += n_vals;
         nv = json_deep_copy(target);
     } else {
         char val[256];
@@ -896,7 +953,7 @@ static int finish(ctx *x) {
 int areal_rl_config_from_json(const json_t *doc, const char *source, areal_rl_config *out,
                               areal_error *err) {
     areal_rl_config_defaults(out);
-    ctx x = {out, source ? source : "config", err, NULL, 0, 0};
+    ctx x = {out, source ? source : "config", err, NULL, 0, 0, 0};
     if (doc == NULL || json_is_null(doc))
         return finish(&x);
     if (!json_is_object(doc))

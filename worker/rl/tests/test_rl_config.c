@@ -299,6 +299,18 @@ static void bad_keys_and_values_are_named(void **st) {
     expect_error("tokenizer_path: ${oc.env:HOME}\n", "no resolvers");
     expect_error("tokenizer_path: pre-${nowhere}-post\n", "cannot resolve ${nowhere}");
     expect_error("a: ${b}\nb: ${a}\n", "cycle");
+    /* found by fuzz_rl_config: a section interpolated into itself grew until
+     * the fuzzer's 2 GiB limit */
+    expect_error("a:\n a:\n  x: ${a}\n\n x: ${a}\n\n",
+                 "a.a.x: ${a} refers to a section that holds");
+    {
+        /* 2^24 values from 24 lines, each section copying the one before twice */
+        char doc[4096] = "s0: {x: 1, y: 2}\n";
+        for (int i = 1; i <= 24; i++)
+            snprintf(doc + strlen(doc), sizeof doc - strlen(doc),
+                     "s%d: {x: \"${s%d}\", y: \"${s%d}\"}\n", i, i - 1, i - 1);
+        expect_error(doc, "past 100000");
+    }
     expect_error("- 1\n- 2\n", "must be a mapping");
     expect_error("actor: {path: [1, 2]}\n", "actor.path: expected a string, got a list");
     expect_error("gconfig: {stop_token_ids: [1, -2]}\n", "item 1 must be a token id");
