@@ -282,7 +282,13 @@ static bool old_gang_going(const step_ctx *c, const char *phase) {
  * the last restart (pod_generation) is the failure that restart answered,
  * still in a lagging cache after its deletion was asked for (seen in e2e
  * f_kill_worker: one killed server counted as two restarts, the second on the
- * new gang's first pass).
+ * new gang's first pass). One created in the restart's own second and failed
+ * while being deleted is the restart's doing too: the restart deleted every
+ * server, and a deleted worker exits 143 (on an idle machine f_kill_worker's
+ * gang was made, killed and restarted within one second, and the other
+ * server's exit counted as a second restart). A server of the new generation
+ * made in that second that fails on its own is not being deleted, so it still
+ * counts.
  */
 static bool new_server_failure(const step_ctx *c) {
     if (!c->server_failed)
@@ -292,7 +298,8 @@ static bool new_server_failure(const step_ctx *c) {
         const char *ph = step_str(pod, "status", "phase");
         bool failed = (ph && strcmp(ph, "Failed") == 0) ||
                       (step_pod_lost(c, pod) && !step_pod_going(pod) && !step_pod_terminated(pod));
-        if (failed && pod_generation(c, pod) != GEN_PREVIOUS)
+        pod_gen g = pod_generation(c, pod);
+        if (failed && g != GEN_PREVIOUS && !(g == GEN_RESTART_SECOND && step_pod_going(pod)))
             return true;
     }
     return false;

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -1198,6 +1199,49 @@ static void a_lagging_failed_server_is_not_a_second_restart(void **state) {
     world_free(&w);
 }
 
+/* restartScope Gang on an idle machine: a server fails in the second its gang was made,
+ * so the other server, which the restart deletes (SIGTERM, exit 143), was made in the
+ * restart's own second too. A lagging cache then shows it Failed while being deleted:
+ * the restart's own doing, not a second failure (e2e f_kill_worker counted 2 restarts
+ * and its job ended before the new gang ran). */
+static void a_server_failed_by_the_restarts_delete_is_not_a_second_restart(void **state) {
+    (void)state;
+    world w;
+    world_init(&w, 3);
+    json_object_set_new(json_object_get(json_object_get(w.job, "spec"), "failurePolicy"),
+                        "restartScope", json_string("Gang"));
+    bring_up(&w);
+    json_t *deleted = json_deep_copy(w.pods[find_pod(&w, "j-rollout-1")]);
+    json_object_set_new(deleted, "status",
+                        json_pack("{s:s,s:[{s:s,s:{s:{s:i}}}]}", "phase", "Failed",
+                                  "containerStatuses", "name", "worker", "state", "terminated",
+                                  "exitCode", 143));
+    /* made, and deleted, in the second the restart below happens */
+    char ts[32];
+    time_t sec = (time_t)(w.now / 1000);
+    struct tm tm;
+    gmtime_r(&sec, &tm);
+    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    json_t *meta = json_object_get(deleted, "metadata");
+    json_object_set_new(meta, "creationTimestamp", json_string(ts));
+    json_object_set_new(meta, "deletionTimestamp", json_string(ts));
+    json_object_set_new(w.pods[find_pod(&w, "j-rollout-0")], "status",
+                        json_pack("{s:s}", "phase", "Failed"));
+    reconcile_result r = step(&w);
+    reconcile_result_free(&r);
+    assert_int_equal(restarts_of(&w), 1);
+    assert_int_equal(w.n_pods, 0);
+    w.pods[w.n_pods++] = deleted; /* the lagging view of the server the restart deleted */
+    r = step(&w);
+    reconcile_result_free(&r);
+    assert_int_equal(restarts_of(&w), 1);
+    w.now += 60000;
+    settle(&w);
+    assert_int_equal(restarts_of(&w), 1);
+    assert_true(has_pod(&w, "j-trainer-0")); /* the new gang was started */
+    world_free(&w);
+}
+
 /* Issue 11: a role override that names no role, or a name too long for the
  * pods' hostnames, fails the job with the field named and creates nothing;
  * a fixed spec (a new generation) is placed. */
@@ -1466,6 +1510,7 @@ int main(void) {
         cmocka_unit_test(scale_down_waits_for_each_server_to_stop),
         cmocka_unit_test(restart_scope_gang_restarts_the_trainer),
         cmocka_unit_test(a_lagging_failed_server_is_not_a_second_restart),
+        cmocka_unit_test(a_server_failed_by_the_restarts_delete_is_not_a_second_restart),
         cmocka_unit_test(a_lost_node_under_servers_replaces_them_only),
         cmocka_unit_test(an_unpullable_image_is_a_condition_then_fails),
         cmocka_unit_test(refused_names_fail_with_the_field),
