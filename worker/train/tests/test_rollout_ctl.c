@@ -32,7 +32,9 @@ typedef struct fake {
     char addr[64];
     pthread_mutex_t mu;
     int n_generate, n_pause, n_continue;
+    int n_served;    /* /generate answered with tokens */
     int fail;        /* answer every /generate with 503 */
+    int paused;      /* between /pause_generation and /continue_generation: /generate gets 503 */
     int abort_first; /* the first request of each sample (input = prompt only) answers abort */
     areal_rollout_ctl **bump; /* set the controller's version to 1 before an aborted answer */
     int prompt_len;
@@ -50,6 +52,7 @@ static int handler(void *ud, const kts_request *rq, kts_answer *ans) {
             f->n_pause++;
         else
             f->n_continue++;
+        f->paused = rq->target[1] == 'p';
         pthread_mutex_unlock(&f->mu);
         ans->status = 200;
         ans->body = strdup("{}");
@@ -97,7 +100,9 @@ static int handler(void *ud, const kts_request *rq, kts_answer *ans) {
     f->n_generate++;
     if (n_in > f->max_input)
         f->max_input = n_in;
-    int fail = f->fail;
+    /* SGLang holds a paused server's requests until it is continued; answering 503 keeps
+     * a test that never continues it from hanging, and sends nothing back either way */
+    int fail = f->fail || f->paused;
     int do_abort = f->abort_first && n_in == f->prompt_len;
     pthread_mutex_unlock(&f->mu);
     if (fail) {
@@ -107,6 +112,9 @@ static int handler(void *ud, const kts_request *rq, kts_answer *ans) {
         ans->len = 4;
         return 1;
     }
+    pthread_mutex_lock(&f->mu);
+    f->n_served++;
+    pthread_mutex_unlock(&f->mu);
     int n_out = do_abort ? 2 : max_new;
     if (do_abort && f->bump)
         areal_rollout_ctl_set_version(*f->bump, 1);
@@ -402,6 +410,85 @@ static void restarted_server_at_old_version_waits_for_weights(void **st) {
     fake_stop(&a);
 }
 
+/* Whether f serves a /generate past its first base within secs. */
+static bool served_past(fake *f, int base, double secs) {
+    for (int i = 0; i < (int)(secs * 100); i++) {
+        pthread_mutex_lock(&f->mu);
+        int n = f->n_served;
+        pthread_mutex_unlock(&f->mu);
+        if (n > base)
+            return true;
+        usleep(10000);
+    }
+    return false;
+}
+
+/* A trainer killed between its /pause_generation and /continue_generation leaves its
+ * server paused; the next trainer catches it up outside any pause of its own, so it must
+ * continue it too, or every request to it waits forever (e2e w_rl_world once timed out so).
+ * Both ways to catch up count: an update the controller posts (disk) and one the trainer
+ * reports (xccl). Inside the trainer's own pause the caught-up server waits for its resume. */
+static void server_left_paused_is_continued_once_caught_up(void **st) {
+    (void)st;
+    fake a;
+    fake_start(&a);
+    snprintf(a.version, sizeof a.version, "0");
+    a.paused = 1;
+    const char *addrs[] = {a.addr};
+    areal_rollout_cfg cfg = base_cfg();
+    cfg.batch_size = 1;
+    cfg.start_version = 2;
+    source src;
+    areal_rollout_ctl *ctl;
+    start(&src, 100, &cfg, addrs, 1, &ctl);
+    areal_group g;
+    areal_error err;
+    assert_int_equal(areal_rollout_ctl_wait(ctl, &g, 1, 0.5, &err), AREAL_ERANGE);
+    json_t *body = json_pack("{s:s}", "model_path", "/nonexistent");
+    assert_int_equal(areal_rollout_ctl_sync_stale(ctl, "/update_weights_from_disk", body, &err),
+                     AREAL_OK);
+    json_decref(body);
+    pthread_mutex_lock(&a.mu);
+    assert_int_equal(a.n_continue, 1);
+    pthread_mutex_unlock(&a.mu);
+    assert_int_equal(areal_rollout_ctl_wait(ctl, &g, 1, 10, &err), AREAL_OK);
+    areal_group_free(&g);
+
+    /* the xccl way: the trainer reports the server missed an update, then caught up (the
+     * version moves on so that more groups are admitted; none is served while paused) */
+    areal_rollout_ctl_mark_synced(ctl, a.addr, false, "test");
+    pthread_mutex_lock(&a.mu);
+    a.paused = 1;
+    snprintf(a.version, sizeof a.version, "10"); /* the update it caught up with */
+    int base = a.n_served;
+    pthread_mutex_unlock(&a.mu);
+    areal_rollout_ctl_set_version(ctl, 10);
+    areal_rollout_ctl_mark_synced(ctl, a.addr, true, NULL);
+    pthread_mutex_lock(&a.mu);
+    assert_int_equal(a.n_continue, 2);
+    pthread_mutex_unlock(&a.mu);
+    assert_true(served_past(&a, base, 10));
+
+    /* inside the trainer's own pause, catching up continues nothing: its resume does */
+    assert_int_equal(areal_rollout_ctl_pause(ctl, &err), AREAL_OK);
+    areal_rollout_ctl_mark_synced(ctl, a.addr, false, "test");
+    areal_rollout_ctl_mark_synced(ctl, a.addr, true, NULL);
+    pthread_mutex_lock(&a.mu);
+    assert_int_equal(a.n_continue, 2);
+    assert_int_equal(a.paused, 1);
+    snprintf(a.version, sizeof a.version, "20");
+    base = a.n_served;
+    pthread_mutex_unlock(&a.mu);
+    areal_rollout_ctl_set_version(ctl, 20);
+    assert_int_equal(areal_rollout_ctl_resume(ctl, &err), AREAL_OK);
+    pthread_mutex_lock(&a.mu);
+    assert_int_equal(a.n_continue, 3);
+    pthread_mutex_unlock(&a.mu);
+    assert_true(served_past(&a, base, 10));
+    areal_rollout_ctl_stop(ctl);
+    fake_stop(&a);
+}
+
 /* A server answers with weights other than the policy's (it joined between an update and
  * its listing; its /get_model_info cannot tell): each such answer is dropped and sent again,
  * the server is kept out, and every kept token carries the version that made it. */
@@ -518,6 +605,7 @@ int main(void) {
         cmocka_unit_test(failing_server_is_retried_elsewhere),
         cmocka_unit_test(no_server_waits_then_continues),
         cmocka_unit_test(restarted_server_at_old_version_waits_for_weights),
+        cmocka_unit_test(server_left_paused_is_continued_once_caught_up),
         cmocka_unit_test(answer_behind_the_policy_is_dropped),
         cmocka_unit_test(eval_runs_outside_the_bound),
         cmocka_unit_test(bad_config_is_named),
