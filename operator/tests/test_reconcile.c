@@ -1135,14 +1135,19 @@ static void a_lost_node_under_servers_replaces_them_only(void **state) {
     world_free(&w);
 }
 
+/* A 3-node world whose job has failurePolicy.restartScope Gang, brought up and running. */
+static void gang_scope_up(world *w) {
+    world_init(w, 3);
+    json_object_set_new(json_object_get(json_object_get(w->job, "spec"), "failurePolicy"),
+                        "restartScope", json_string("Gang"));
+    bring_up(w);
+}
+
 /* restartScope Gang: a server's failure restarts the trainer gang too. */
 static void restart_scope_gang_restarts_the_trainer(void **state) {
     (void)state;
     world w;
-    world_init(&w, 3);
-    json_object_set_new(json_object_get(json_object_get(w.job, "spec"), "failurePolicy"),
-                        "restartScope", json_string("Gang"));
-    bring_up(&w);
+    gang_scope_up(&w);
     int k = find_pod(&w, "j-rollout-0");
     json_object_set_new(w.pods[k], "status", json_pack("{s:s}", "phase", "Failed"));
     reconcile_result r = step(&w);
@@ -1167,10 +1172,7 @@ static void restart_scope_gang_restarts_the_trainer(void **state) {
 static void a_lagging_failed_server_is_not_a_second_restart(void **state) {
     (void)state;
     world w;
-    world_init(&w, 3);
-    json_object_set_new(json_object_get(json_object_get(w.job, "spec"), "failurePolicy"),
-                        "restartScope", json_string("Gang"));
-    bring_up(&w);
+    gang_scope_up(&w);
     int k = find_pod(&w, "j-rollout-0");
     json_object_set_new(w.pods[k], "status", json_pack("{s:s}", "phase", "Failed"));
     json_t *stale = json_deep_copy(w.pods[k]);
@@ -1207,10 +1209,7 @@ static void a_lagging_failed_server_is_not_a_second_restart(void **state) {
 static void a_server_failed_by_the_restarts_delete_is_not_a_second_restart(void **state) {
     (void)state;
     world w;
-    world_init(&w, 3);
-    json_object_set_new(json_object_get(json_object_get(w.job, "spec"), "failurePolicy"),
-                        "restartScope", json_string("Gang"));
-    bring_up(&w);
+    gang_scope_up(&w);
     json_t *deleted = json_deep_copy(w.pods[find_pod(&w, "j-rollout-1")]);
     json_object_set_new(deleted, "status",
                         json_pack("{s:s,s:[{s:s,s:{s:{s:i}}}]}", "phase", "Failed",

@@ -659,7 +659,7 @@ static int walk_key(ctx *x, const char *path, const json_t *v, int depth) {
         return add_ignored(x, path);
     char s[PATH_MAX_LEN];
     suggest(path, s, sizeof s);
-    char m[2 * PATH_MAX_LEN + 128];
+    char m[PATH_MAX_LEN + 96];
     snprintf(m, sizeof m, "unknown key%s%s%s", s[0] ? " (did you mean " : "", s,
              s[0] ? "?)" : "; it is neither an AReaL key nor one of the job's short keys");
     return fail(x, path, m);

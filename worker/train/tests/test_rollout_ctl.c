@@ -367,21 +367,37 @@ static void no_server_waits_then_continues(void **st) {
     fake_stop(&b);
 }
 
+/* One server a (its other fields set by the caller) answering at weight version 0, a policy
+ * at version 2 and one group a batch: the server is behind until a weight update. */
+static void start_behind(fake *a, source *src, areal_rollout_ctl **ctl) {
+    snprintf(a->version, sizeof a->version, "0");
+    const char *addrs[] = {a->addr};
+    areal_rollout_cfg cfg = base_cfg();
+    cfg.batch_size = 1;
+    cfg.start_version = 2;
+    start(src, 100, &cfg, addrs, 1, ctl);
+}
+
+/* The weight update from disk to the servers that need one; it must succeed. */
+static void sync_from_disk(areal_rollout_ctl *ctl) {
+    areal_error err;
+    json_t *body = json_pack("{s:s}", "model_path", "/nonexistent");
+    int rc = areal_rollout_ctl_sync_stale(ctl, "/update_weights_from_disk", body, &err);
+    json_decref(body);
+    if (rc != AREAL_OK)
+        fail_msg("%s", err.msg);
+}
+
 /* A server that was unreachable comes back at another weight version (it restarted from
  * older weights): it gets no requests until a weight update reaches it. */
 static void restarted_server_at_old_version_waits_for_weights(void **st) {
     (void)st;
     fake a;
     fake_start(&a);
-    snprintf(a.version, sizeof a.version, "0");
     a.fail = 1;
-    const char *addrs[] = {a.addr};
-    areal_rollout_cfg cfg = base_cfg();
-    cfg.batch_size = 1;
-    cfg.start_version = 2;
     source src;
     areal_rollout_ctl *ctl;
-    start(&src, 100, &cfg, addrs, 1, &ctl);
+    start_behind(&a, &src, &ctl);
     areal_group g;
     areal_error err;
     assert_int_equal(areal_rollout_ctl_wait(ctl, &g, 1, 0.5, &err), AREAL_ERANGE);
@@ -398,10 +414,7 @@ static void restarted_server_at_old_version_waits_for_weights(void **st) {
             strstr(src.log[i], "answers again at weight version 0, the policy is at 2") != NULL;
     pthread_mutex_unlock(&src.mu);
     assert_int_equal(found, 1);
-    json_t *body = json_pack("{s:s}", "model_path", "/nonexistent");
-    assert_int_equal(areal_rollout_ctl_sync_stale(ctl, "/update_weights_from_disk", body, &err),
-                     AREAL_OK);
-    json_decref(body);
+    sync_from_disk(ctl);
     assert_int_equal(areal_rollout_ctl_wait(ctl, &g, 1, 10, &err), AREAL_OK);
     for (int i = 0; i < g.s[0].n; i++)
         assert_true(g.s[0].versions[i] == -1 || g.s[0].versions[i] == 2);
@@ -432,22 +445,14 @@ static void server_left_paused_is_continued_once_caught_up(void **st) {
     (void)st;
     fake a;
     fake_start(&a);
-    snprintf(a.version, sizeof a.version, "0");
     a.paused = 1;
-    const char *addrs[] = {a.addr};
-    areal_rollout_cfg cfg = base_cfg();
-    cfg.batch_size = 1;
-    cfg.start_version = 2;
     source src;
     areal_rollout_ctl *ctl;
-    start(&src, 100, &cfg, addrs, 1, &ctl);
+    start_behind(&a, &src, &ctl);
     areal_group g;
     areal_error err;
     assert_int_equal(areal_rollout_ctl_wait(ctl, &g, 1, 0.5, &err), AREAL_ERANGE);
-    json_t *body = json_pack("{s:s}", "model_path", "/nonexistent");
-    assert_int_equal(areal_rollout_ctl_sync_stale(ctl, "/update_weights_from_disk", body, &err),
-                     AREAL_OK);
-    json_decref(body);
+    sync_from_disk(ctl);
     pthread_mutex_lock(&a.mu);
     assert_int_equal(a.n_continue, 1);
     pthread_mutex_unlock(&a.mu);
