@@ -71,7 +71,20 @@ ifneq ($(strip $(LIB_SRC)$(INCLUDES)),)
 $(error LIB_SRC/INCLUDES are gone: declare a component (NAME_DIR, NAME_DEPS, NAME_PKGS) in your module.mk, see the Makefile header and ARCHITECTURE.md)
 endif
 
+# The packages of DEPS_GROUPS are installed before any rule is made: the
+# compile and link flags come from pkg-config while the rules are made, so a
+# first `make` on a fresh machine that installed them mid-build linked without
+# them (bench_parallel: no -ljansson, -lopenblas). DEPS_OK is therefore an
+# included makefile (an empty one): GNU make remakes it first and, having
+# remade it, reads everything again with the packages there. Goals that build
+# nothing skip it. Rejected: installing from a $(shell) at parse time (it runs
+# on every read, `make -n` included) and an order-only prerequisite alone (the
+# earlier rule, which had the flags already computed).
 DEPS_OK  := $(BUILD)/.deps-ok
+NO_DEPS_GOALS := clean help fmt lint images print-closure
+ifneq ($(filter-out $(NO_DEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
+include $(DEPS_OK)
+endif
 
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
             -Wpointer-arith -Wformat=2 -Wvla
