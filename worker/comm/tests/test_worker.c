@@ -204,6 +204,49 @@ static void inference_role_groups_are_server_major(void **state) {
     free_env(e2);
 }
 
+/*
+ * Rollout servers placed alone (AREAL_SERVER_INDEX, as the operator's
+ * separateServers pods) all report the same "done" key and the store host
+ * leaves at the first: a server that finishes after it finds the store gone.
+ * Its work is done (its world's barrier passed), so it exits 0 with a
+ * warning; it exited 1, and restartScope Gang counted that as a failure of
+ * the job (e2e f_kill_worker, BackoffLimitExceeded on "exit code 1").
+ */
+static void server_finishing_after_the_store_host_succeeds(void **state) {
+    (void)state;
+    char store[32];
+    snprintf(store, sizeof store, "MASTER_PORT=%d", free_port());
+    const char *alloc = "sglang:d1t2+megatron:d2t2";
+    char *et[16], *es0[16], *es1[16];
+    env_of(et, store, 4, 0, 4, alloc);
+    env_of_role(es0, store, 2, 0, 2, alloc, "rollout");
+    env_of_role(es1, store, 2, 0, 2, alloc, "rollout");
+    es0[11] = "AREAL_SERVER_INDEX=0";
+    es0[12] = NULL;
+    es1[11] = "AREAL_SERVER_INDEX=1";
+    es1[12] = NULL;
+    pod t, s0, s1;
+    pod_start(&t, et, "--selftest", "--hold-ms", "1500");
+    pod_start(&s0, es0, "--selftest", NULL, NULL);
+    pod_start(&s1, es1, "--selftest", "--hold-ms", "5000");
+    int rct = pod_wait(&t, 40000), rc0 = pod_wait(&s0, 40000), rc1 = pod_wait(&s1, 40000);
+    slurp(t.out);
+    fprintf(stderr, "trainer: %d; %s", rct, slurp(t.err));
+    slurp(s0.out);
+    fprintf(stderr, "server 0: %d; %s", rc0, slurp(s0.err));
+    int passed = strstr(slurp(s1.out), "selftest: 2 rank(s)") != NULL && strstr(text, "all ok");
+    const char *e1 = slurp(s1.err);
+    fprintf(stderr, "server 1: %d; %s", rc1, e1);
+    assert_int_equal(rct, 0);
+    assert_int_equal(rc0, 0);
+    assert_true(passed);
+    assert_non_null(strstr(e1, "the store host has left"));
+    assert_int_equal(rc1, 0);
+    free_env(et);
+    free_env(es0);
+    free_env(es1);
+}
+
 /* The pids of the pod's ranks, from /proc (children of the launcher). */
 static int children_of(pid_t pid, pid_t *out, int cap) {
     char path[64];
@@ -319,6 +362,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(selftest_across_two_pods),
         cmocka_unit_test(inference_role_groups_are_server_major),
+        cmocka_unit_test(server_finishing_after_the_store_host_succeeds),
         cmocka_unit_test(killed_rank_stops_the_pod),
         cmocka_unit_test(sigterm_is_forwarded),
         cmocka_unit_test(bad_environment_and_taken_port),
