@@ -1206,6 +1206,45 @@ static void a_lagging_failed_server_is_not_a_second_restart(void **state) {
     world_free(&w);
 }
 
+/* A cache that lags the restart's deletes shows the old trainer still Running,
+ * not going: the gang stays Restarting (no Running again), and when the pod is
+ * then seen going that is no second restart (e2e f_kill_worker counted "1 of 1
+ * pods of the running gang are gone or going" as restart 2). */
+static void a_lagging_running_trainer_is_not_running_again(void **state) {
+    (void)state;
+    world w;
+    gang_scope_up(&w);
+    json_t *stale = json_deep_copy(w.pods[find_pod(&w, "j-trainer-0")]);
+    json_object_set_new(json_object_get(stale, "metadata"), "creationTimestamp",
+                        json_string("2000-01-01T00:00:00Z")); /* made before the restart */
+    int k = find_pod(&w, "j-rollout-0");
+    json_object_set_new(w.pods[k], "status", json_pack("{s:s}", "phase", "Failed"));
+    reconcile_result r = step(&w);
+    reconcile_result_free(&r);
+    assert_int_equal(restarts_of(&w), 1);
+    assert_int_equal(w.n_pods, 0);
+    json_t *going = json_deep_copy(stale);
+    w.pods[w.n_pods++] = stale; /* the lagging view: still Running, no deletionTimestamp */
+    r = step(&w);
+    assert_true(count_kind(&r, RECONCILE_DELETE) >= 1); /* deleted again */
+    reconcile_result_free(&r);
+    assert_string_equal(phase(&w), "Restarting");
+    assert_string_equal(w.last_event, "GangRestarting");
+    k = find_pod(&w, "j-trainer-0"); /* the test world deleted it: seen going now */
+    if (k >= 0) {
+        json_decref(going);
+        going = w.pods[k];
+    } else {
+        w.pods[w.n_pods++] = going;
+    }
+    json_object_set_new(json_object_get(going, "metadata"), "deletionTimestamp",
+                        json_string("2000-01-01T00:00:00Z"));
+    r = step(&w);
+    reconcile_result_free(&r);
+    assert_int_equal(restarts_of(&w), 1);
+    world_free(&w);
+}
+
 /* restartScope Gang on an idle machine: a server fails in the second its gang was made,
  * so the other server, which the restart deletes (SIGTERM, exit 143), was made in the
  * restart's own second too. A lagging cache then shows it Failed while being deleted:
@@ -1515,6 +1554,7 @@ int main(void) {
         cmocka_unit_test(restart_scope_gang_restarts_the_trainer),
         cmocka_unit_test(a_lagging_failed_server_is_not_a_second_restart),
         cmocka_unit_test(a_server_failed_by_the_restarts_delete_is_not_a_second_restart),
+        cmocka_unit_test(a_lagging_running_trainer_is_not_running_again),
         cmocka_unit_test(a_lost_node_under_servers_replaces_them_only),
         cmocka_unit_test(an_unpullable_image_is_a_condition_then_fails),
         cmocka_unit_test(refused_names_fail_with_the_field),
