@@ -113,6 +113,15 @@ static void env_of(char **env, char *store, int world, int first, int ranks, con
     env_of_role(env, store, world, first, ranks, alloc, "trainer");
 }
 
+/* Appends one static "K=V" to an env_of_role list (its arrays have room for a few more). */
+static void env_add(char **env, char *kv) {
+    int n = 0;
+    while (env[n] != NULL)
+        n++;
+    env[n] = kv;
+    env[n + 1] = NULL;
+}
+
 static void free_env(char **env) {
     for (int i = 0; i < 5; i++)
         free(env[i]);
@@ -221,10 +230,8 @@ static void server_finishing_after_the_store_host_succeeds(void **state) {
     env_of(et, store, 4, 0, 4, alloc);
     env_of_role(es0, store, 2, 0, 2, alloc, "rollout");
     env_of_role(es1, store, 2, 0, 2, alloc, "rollout");
-    es0[11] = "AREAL_SERVER_INDEX=0";
-    es0[12] = NULL;
-    es1[11] = "AREAL_SERVER_INDEX=1";
-    es1[12] = NULL;
+    env_add(es0, "AREAL_SERVER_INDEX=0");
+    env_add(es1, "AREAL_SERVER_INDEX=1");
     pod t, s0, s1;
     pod_start(&t, et, "--selftest", "--hold-ms", "1500");
     pod_start(&s0, es0, "--selftest", NULL, NULL);
@@ -234,7 +241,8 @@ static void server_finishing_after_the_store_host_succeeds(void **state) {
     fprintf(stderr, "trainer: %d; %s", rct, slurp(t.err));
     slurp(s0.out);
     fprintf(stderr, "server 0: %d; %s", rc0, slurp(s0.err));
-    int passed = strstr(slurp(s1.out), "selftest: 2 rank(s)") != NULL && strstr(text, "all ok");
+    const char *o1 = slurp(s1.out);
+    int passed = strstr(o1, "selftest: 2 rank(s)") != NULL && strstr(o1, "all ok") != NULL;
     const char *e1 = slurp(s1.err);
     fprintf(stderr, "server 1: %d; %s", rc1, e1);
     assert_int_equal(rct, 0);
